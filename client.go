@@ -1,0 +1,218 @@
+package relock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/notify"
+	"github.com/relock-go/relock/internal/watchdog"
+)
+
+// Client is relock's handle on one Redis deployment: it owns the owner ids,
+// the watchdog that renews held locks, and the shared pub/sub connections
+// waiters sleep on. Make one per process per deployment and share it; the
+// primitives it makes are cheap handles. A Client is safe for concurrent
+// use. Its zero value is not usable: call New.
+type Client struct {
+	rdb     redis.UniversalClient
+	cluster bool
+	publish string // "publish", or "spublish" on a cluster with sharded pub/sub
+	id      string // the "<uuid>" of owner ids "<uuid>:<n>"
+	cfg     config
+
+	hub *notify.Hub
+	wd  *watchdog.Watchdog
+
+	holdsMu sync.Mutex
+	holds   map[holdKey]*hold // reentrant watchdog holds, shared by their leases
+
+	closing chan struct{}
+	closed  atomic.Bool
+	ctx     context.Context // cancelled by Close, for the client's own goroutines
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	stats stats
+}
+
+// New returns a Client over rdb, a go-redis v9 *redis.Client (standalone
+// or a Sentinel failover client) or *redis.ClusterClient. A *redis.Ring is
+// refused with ErrUnsupportedClient: client-side sharding without failover
+// is no home for locks. relock never closes rdb.
+func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrUnsupportedClient)
+	}
+	if _, ok := rdb.(*redis.Ring); ok {
+		return nil, fmt.Errorf("%w: *redis.Ring shards keys without failover; use a *redis.Client or *redis.ClusterClient", ErrUnsupportedClient)
+	}
+	cfg := config{watchdog: DefaultWatchdogTimeout, cleanup: 2 * time.Second}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{
+		rdb:     rdb,
+		publish: "publish",
+		id:      newUUID(),
+		cfg:     cfg,
+		holds:   make(map[holdKey]*hold),
+		closing: make(chan struct{}),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		c.cluster = true
+		c.publish = c.clusterPublish()
+	}
+	c.hub = notify.New(notify.Config{
+		Client:  rdb,
+		Sharded: c.publish == "spublish",
+		Slot:    slot,
+		Logger:  cfg.logger,
+	})
+	c.wd = watchdog.New(watchdog.Config{
+		Interval: cfg.watchdog / 3,
+		Renew:    c.renew,
+		Logger:   cfg.logger,
+	})
+	c.wg.Add(1)
+	go c.inspect()
+	return c, nil
+}
+
+// clusterPublish picks sharded pub/sub when the cluster runs Redis 7 or
+// later, where SPUBLISH exists, and classic pub/sub otherwise.
+func (c *Client) clusterPublish() string {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
+	defer cancel()
+	info, err := c.rdb.Info(ctx, "server").Result()
+	if err != nil {
+		c.cfg.logger.Warn("relock: cannot read the server version; assuming sharded pub/sub", "err", err)
+		return "spublish"
+	}
+	version, _ := infoField(info, "redis_version")
+	if major, err := strconv.Atoi(strings.SplitN(version, ".", 2)[0]); err == nil && major < 7 {
+		return "publish"
+	}
+	return "spublish"
+}
+
+// inspect warns once when the server may evict lock keys.
+func (c *Client) inspect() {
+	defer c.wg.Done()
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
+	defer cancel()
+	vals, err := c.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		c.cfg.logger.Debug("relock: cannot read maxmemory-policy", "err", err)
+		return
+	}
+	if p := vals["maxmemory-policy"]; p != "" && p != "noeviction" {
+		c.cfg.logger.Warn("relock: the server may evict lock keys under memory pressure; set maxmemory-policy noeviction", "maxmemory-policy", p)
+	}
+}
+
+func infoField(info, name string) (string, bool) {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
+}
+
+// Close stops the watchdog and the pub/sub connections, and makes every
+// blocked call return ErrClosed. Held locks are not released: they expire
+// after their lease, and their Leases report an error matching both
+// ErrLockLost and ErrClosed. Close waits for relock's goroutines, which
+// each give up on Redis within the cleanup timeout. It is idempotent.
+func (c *Client) Close() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(c.closing)
+	c.cancel()
+	c.wd.Close(fmt.Errorf("%w: %w", ErrLockLost, ErrClosed))
+	c.hub.Close()
+	c.wg.Wait()
+	return nil
+}
+
+func (c *Client) checkOpen() error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Stats is a snapshot of a Client's counters.
+type Stats struct {
+	Acquired uint64 // successful acquisitions, re-entries included
+	Released uint64 // leases unlocked
+	Lost     uint64 // leases lost
+	Waits    uint64 // lock calls that had to wait
+	Wakeups  uint64 // waits ended by a release message
+	Held     int    // holds the watchdog watches now
+	Channels int    // channels subscribed now
+}
+
+type stats struct {
+	acquired, released, lost, waits, wakeups atomic.Uint64
+}
+
+// Stats returns the Client's counters.
+func (c *Client) Stats() Stats {
+	return Stats{
+		Acquired: c.stats.acquired.Load(),
+		Released: c.stats.released.Load(),
+		Lost:     c.stats.lost.Load(),
+		Waits:    c.stats.waits.Load(),
+		Wakeups:  c.stats.wakeups.Load(),
+		Held:     c.wd.Len(),
+		Channels: c.hub.Channels(),
+	}
+}
+
+// isServerError reports whether err is a reply from the server, after
+// which the command's effect is known, as opposed to a transport or
+// context error after which it is not.
+func isServerError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
+}

@@ -1,0 +1,49 @@
+// Package relock provides distributed locks on Redis with the semantics of
+// Redisson's lock family: a reentrant Mutex kept alive by a watchdog while
+// its holder lives, waiters woken by pub/sub instead of polling, fencing
+// tokens, and a signal the moment a lock is lost.
+//
+// # Primitives
+//
+//	Mutex   reentrant exclusive lock; watchdog lease or fixed lease (WithLease)
+//
+// A Client (New) owns the watchdog, the owner ids and the shared pub/sub
+// connections; primitives such as [Client.Mutex] are cheap handles made from
+// it. Every acquisition returns a [Lease]: its Done channel closes and its
+// Err turns to [ErrLockLost] the moment the hold can no longer be trusted.
+//
+// # Ownership
+//
+// Go has no thread identity, so ownership is explicit. A lock call whose
+// context carries no owner is its own owner and is never reentrant: a
+// second Lock of the same name blocks, as with sync.Mutex. [WithOwner]
+// puts an owner into a context; locks taken with it are reentrant, and the
+// lock is freed when all of the owner's leases are unlocked.
+//
+// # What is guaranteed
+//
+//   - Mutual exclusion while Redis keeps its data: at most one owner holds
+//     a name at a time.
+//   - A hold is reported lost (Done closed, Err = ErrLockLost) before the
+//     key can expire on the server, provided the client's and the server's
+//     clocks run at nearly the same rate: each hold has a local deadline of
+//     the time its acquisition or last confirmed renewal was sent, plus the
+//     lease, minus lease/100 + 2ms.
+//   - Fencing tokens only grow per name, so a resource that checks them
+//     refuses a holder that lost its lock to a newer one.
+//
+// # What is not guaranteed
+//
+//   - Redis replication is asynchronous: a master that fails after granting
+//     a lock and before a replica saw it can be replaced by a replica that
+//     grants it again, and the fencing counter can lose increments too.
+//   - A process paused longer than its lease (GC, SIGSTOP, a VM migration)
+//     learns of the loss only when it runs again; use fencing tokens where
+//     a late write would do harm.
+//   - An evicting maxmemory-policy can delete lock keys; relock logs a
+//     warning when it sees one.
+//
+// Keys follow Redisson's layout (see docs/design.md), so Go services using
+// relock and Java services using Redisson exclude each other on the same
+// lock names.
+package relock

@@ -1,0 +1,40 @@
+package relock
+
+import "errors"
+
+// Sentinel errors. Match them with errors.Is: relock wraps them with
+// context (the lock name, the Redis error) but never replaces them.
+var (
+	// ErrNotAcquired is returned by TryLock when another owner holds the lock.
+	ErrNotAcquired = errors.New("relock: lock not acquired")
+
+	// ErrNotHeld is returned by Lease.Unlock when the hold is no longer in
+	// Redis (it expired, was force-unlocked, or this lease was already
+	// unlocked).
+	ErrNotHeld = errors.New("relock: lock not held")
+
+	// ErrLockLost is returned by Lease.Err once the hold has been lost: a
+	// renewal found the key gone or owned by another, no renewal was
+	// confirmed before the hold's local deadline, or a fixed lease ran out.
+	ErrLockLost = errors.New("relock: lock lost")
+
+	// ErrReleased is returned by Lease.Err after a successful Unlock.
+	ErrReleased = errors.New("relock: lock released")
+
+	// ErrInvalidName is returned when a lock name is empty, longer than
+	// MaxNameLen bytes, or has braces that would put the lock and its
+	// companion keys in different cluster hash slots.
+	ErrInvalidName = errors.New("relock: invalid name")
+
+	// ErrInvalidOption is returned by New and by lock calls given an
+	// invalid option or argument, such as a zero or negative duration.
+	ErrInvalidOption = errors.New("relock: invalid option")
+
+	// ErrUnsupportedClient is returned by New for a Redis client relock
+	// refuses to lock on, such as a *redis.Ring.
+	ErrUnsupportedClient = errors.New("relock: unsupported redis client")
+
+	// ErrClosed is returned by every operation of a closed Client, and
+	// wrapped with ErrLockLost by the leases a Close cut short.
+	ErrClosed = errors.New("relock: client closed")
+)

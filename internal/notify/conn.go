@@ -1,0 +1,264 @@
+package notify
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// conn is one pub/sub connection and the channels it carries.
+type conn struct {
+	hub  *Hub
+	key  int
+	refs int // guarded by hub.mu
+
+	mu      sync.Mutex
+	ps      *redis.PubSub
+	chans   map[string]*chanState
+	pending map[string]int // subscribe commands sent and not yet confirmed
+	done    chan struct{}
+	stopped bool
+}
+
+// chanState is one subscribed channel and its local waiters.
+type chanState struct {
+	name      string
+	policy    Policy
+	waiters   []*Waiter // in arrival order
+	confirmed bool
+	ready     chan struct{}
+}
+
+func (c *conn) add(w *Waiter, channel string, policy Policy) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.chans[channel]
+	if ch == nil {
+		ch = &chanState{name: channel, policy: policy, ready: make(chan struct{})}
+		c.chans[channel] = ch
+		c.subscribe(channel)
+	}
+	ch.waiters = append(ch.waiters, w)
+	w.ch = ch
+}
+
+// subscribe sends the subscription for channel, opening the connection and
+// its receive loop on first use. c.mu is held.
+func (c *conn) subscribe(channel string) {
+	if c.stopped {
+		return
+	}
+	c.pending[channel]++
+	ctx := c.hub.ctx
+	if c.ps == nil {
+		c.ps = c.newPubSub(ctx, channel)
+		c.done = make(chan struct{})
+		c.hub.wg.Add(1)
+		go c.loop(c.ps, c.done)
+		return
+	}
+	var err error
+	if c.hub.cfg.Sharded {
+		err = c.ps.SSubscribe(ctx, channel)
+	} else {
+		err = c.ps.Subscribe(ctx, channel)
+	}
+	if err != nil {
+		// The client keeps the channel and subscribes it again when it
+		// reconnects; the confirmation then wakes the waiters.
+		c.hub.cfg.Logger.Debug("relock: subscribe failed", "channel", channel, "err", err)
+	}
+}
+
+func (c *conn) newPubSub(ctx context.Context, channels ...string) *redis.PubSub {
+	if c.hub.cfg.Sharded {
+		return c.hub.cfg.Client.SSubscribe(ctx, channels...)
+	}
+	return c.hub.cfg.Client.Subscribe(ctx, channels...)
+}
+
+func (c *conn) remove(w *Waiter) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := w.ch
+	for i, x := range ch.waiters {
+		if x == w {
+			ch.waiters = append(ch.waiters[:i], ch.waiters[i+1:]...)
+			break
+		}
+	}
+	select {
+	case <-w.wake: // a wake this waiter will not use goes to another
+		wakeN(ch.waiters, 1)
+	default:
+	}
+	if len(ch.waiters) > 0 || c.chans[ch.name] != ch {
+		return
+	}
+	delete(c.chans, ch.name)
+	if c.ps == nil || c.stopped {
+		return
+	}
+	var err error
+	if c.hub.cfg.Sharded {
+		err = c.ps.SUnsubscribe(c.hub.ctx, ch.name)
+	} else {
+		err = c.ps.Unsubscribe(c.hub.ctx, ch.name)
+	}
+	if err != nil {
+		c.hub.cfg.Logger.Debug("relock: unsubscribe failed", "channel", ch.name, "err", err)
+	}
+}
+
+// close stops the receive loop and waits for it.
+func (c *conn) close() {
+	c.mu.Lock()
+	c.stopped = true
+	ps, done := c.ps, c.done
+	c.mu.Unlock()
+	if ps == nil {
+		return
+	}
+	_ = ps.Close()
+	<-done
+}
+
+// loop receives from ps until the connection is closed or replaced.
+func (c *conn) loop(ps *redis.PubSub, done chan struct{}) {
+	defer c.hub.wg.Done()
+	defer close(done)
+	ctx := c.hub.ctx
+	health := c.hub.cfg.Health
+	pinged := false
+	backoff := time.Duration(0)
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, health)
+		if c.isStopped(ps) || ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if isTimeout(err) && !pinged {
+				pinged = true
+				_ = ps.Ping(ctx)
+				continue
+			}
+			if isTimeout(err) {
+				// No answer to a ping: the connection is half-open.
+				ps, done = c.replace(ps, done)
+				pinged = false
+				continue
+			}
+			c.broken()
+			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		backoff, pinged = 0, false
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+				c.confirmed(m.Channel)
+			}
+		case *redis.Message:
+			c.deliver(m.Channel, m.Payload)
+		}
+	}
+}
+
+func (c *conn) isStopped(ps *redis.PubSub) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopped || c.ps != ps
+}
+
+// replace swaps a silent connection for a new one carrying the same
+// channels; the loop goes on with the new one.
+func (c *conn) replace(old *redis.PubSub, done chan struct{}) (*redis.PubSub, chan struct{}) {
+	c.mu.Lock()
+	names := make([]string, 0, len(c.chans))
+	for name := range c.chans {
+		names = append(names, name)
+	}
+	c.markBroken()
+	c.ps = c.newPubSub(c.hub.ctx, names...)
+	for _, name := range names {
+		c.pending[name]++
+	}
+	ps := c.ps
+	c.mu.Unlock()
+	_ = old.Close()
+	return ps, done
+}
+
+func (c *conn) broken() {
+	c.mu.Lock()
+	c.markBroken()
+	c.mu.Unlock()
+}
+
+// markBroken forgets confirmations owed by a dead connection. c.mu is held.
+func (c *conn) markBroken() {
+	clear(c.pending)
+	for _, ch := range c.chans {
+		ch.confirmed = false
+	}
+}
+
+// confirmed records the server's confirmation of a subscription. One that
+// no command of ours is waiting for comes from a re-subscription after a
+// reconnect: every waiter of the channel re-checks at once, since a
+// message may have been missed while the connection was down.
+func (c *conn) confirmed(channel string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	resubscribed := c.pending[channel] == 0
+	if !resubscribed {
+		c.pending[channel]--
+		if c.pending[channel] > 0 {
+			return
+		}
+		delete(c.pending, channel)
+	}
+	ch := c.chans[channel]
+	if ch == nil {
+		return
+	}
+	if !ch.confirmed {
+		ch.confirmed = true
+		select {
+		case <-ch.ready:
+		default:
+			close(ch.ready)
+		}
+	}
+	if resubscribed {
+		wakeN(ch.waiters, -1)
+	}
+}
+
+func (c *conn) deliver(channel, payload string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch := c.chans[channel]; ch != nil {
+		wakeN(ch.waiters, ch.policy(payload))
+	}
+}
+
+// wakeN wakes up to n waiters (all when n < 0), oldest first, skipping
+// those that already have a wake pending.
+func wakeN(waiters []*Waiter, n int) {
+	for _, w := range waiters {
+		if n == 0 {
+			return
+		}
+		if w.notify() {
+			n--
+		}
+	}
+}

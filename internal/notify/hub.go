@@ -1,0 +1,187 @@
+// Package notify shares pub/sub connections among the waiters of one
+// client: channels are reference-counted across waiters, a message wakes as
+// many local waiters as its policy says, and after a reconnect every waiter
+// of a re-subscribed channel is woken to re-check at once.
+package notify
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Policy tells how many local waiters a message wakes: a positive number,
+// or a negative one for all of them.
+type Policy func(payload string) int
+
+// WakeOne wakes one waiter per message.
+func WakeOne(string) int { return 1 }
+
+// Config sets up a Hub.
+type Config struct {
+	// Client is the user's Redis client; the hub never closes it.
+	Client redis.UniversalClient
+	// Sharded selects SSUBSCRIBE with one connection per cluster slot
+	// (a connection re-subscribes all its channels in one command, which a
+	// cluster accepts only for channels of one slot). Otherwise one
+	// connection carries every channel.
+	Sharded bool
+	// Slot maps a channel to its cluster slot; used when Sharded.
+	Slot func(channel string) int
+	// Health is how long a connection may stay silent before it is pinged;
+	// a ping left unanswered for as long again replaces the connection.
+	Health time.Duration
+	Logger *slog.Logger
+}
+
+// Hub multiplexes the waiters of one client over shared subscriptions.
+// It is safe for concurrent use.
+type Hub struct {
+	cfg    Config
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[int]*conn
+	closed bool
+}
+
+// New returns a Hub; it opens no connection until the first Subscribe.
+func New(cfg Config) *Hub {
+	if cfg.Health <= 0 {
+		cfg.Health = 15 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Hub{cfg: cfg, ctx: ctx, cancel: cancel, conns: make(map[int]*conn)}
+}
+
+// ErrClosed is returned by Subscribe on a closed Hub.
+var ErrClosed = errors.New("notify: hub closed")
+
+// Subscribe registers a waiter on channel, subscribing the channel if no
+// other local waiter has it. The waiter must be closed. The subscription is
+// in force once Ready is closed; messages published before may be missed.
+func (h *Hub) Subscribe(channel string, policy Policy) (*Waiter, error) {
+	if policy == nil {
+		policy = WakeOne
+	}
+	key := 0
+	if h.cfg.Sharded {
+		key = h.cfg.Slot(channel)
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c := h.conns[key]
+	if c == nil {
+		c = &conn{hub: h, key: key, chans: make(map[string]*chanState), pending: make(map[string]int)}
+		h.conns[key] = c
+	}
+	c.refs++ // keeps c registered until this waiter is added
+	h.mu.Unlock()
+
+	w := &Waiter{c: c, wake: make(chan struct{}, 1)}
+	c.add(w, channel, policy)
+	return w, nil
+}
+
+// Channels returns how many channels the hub has subscribed.
+func (h *Hub) Channels() int {
+	h.mu.Lock()
+	conns := make([]*conn, 0, len(h.conns))
+	for _, c := range h.conns {
+		conns = append(conns, c)
+	}
+	h.mu.Unlock()
+	n := 0
+	for _, c := range conns {
+		c.mu.Lock()
+		n += len(c.chans)
+		c.mu.Unlock()
+	}
+	return n
+}
+
+// Close closes every connection and waits for their goroutines. Waiters
+// still registered are never woken again.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	conns := h.conns
+	h.conns = nil
+	h.mu.Unlock()
+	h.cancel()
+	for _, c := range conns {
+		c.close()
+	}
+	h.wg.Wait()
+}
+
+// release drops the reference a Subscribe or a waiter had on c, and closes
+// c when nothing uses it and it is one of many (sharded) connections.
+func (h *Hub) release(c *conn) {
+	h.mu.Lock()
+	c.refs--
+	drop := c.refs == 0 && h.cfg.Sharded && !h.closed
+	if drop {
+		delete(h.conns, c.key)
+	}
+	h.mu.Unlock()
+	if drop {
+		c.close()
+	}
+}
+
+// Waiter is one local waiter on one channel.
+type Waiter struct {
+	c    *conn
+	ch   *chanState
+	wake chan struct{}
+	once sync.Once
+}
+
+// Ready is closed once the channel's subscription is confirmed.
+func (w *Waiter) Ready() <-chan struct{} { return w.ch.ready }
+
+// Wake receives a value when a message (or a reconnect) wakes this waiter.
+func (w *Waiter) Wake() <-chan struct{} { return w.wake }
+
+// Close unregisters the waiter, hands a wake it did not consume to another
+// waiter of the channel, and unsubscribes the channel if it was the last.
+func (w *Waiter) Close() {
+	w.once.Do(func() {
+		w.c.remove(w)
+		w.c.hub.release(w.c)
+	})
+}
+
+// notify signals w without blocking; it reports whether w had no pending
+// wake before.
+func (w *Waiter) notify() bool {
+	select {
+	case w.wake <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

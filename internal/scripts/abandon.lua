@@ -1,0 +1,27 @@
+-- abandon.lua: undo an acquisition whose reply was lost, if it was applied.
+--
+-- KEYS[1]  lock hash: field <owner> -> hold count
+-- KEYS[2]  release channel
+-- KEYS[3]  request marker of the lost acquisition (reentrant owners)
+-- ARGV[1]  owner id
+-- ARGV[2]  release message published when the lock becomes free
+-- ARGV[3]  "publish" or "spublish"
+-- ARGV[4]  "1" when the owner is reentrant: undo only if the request
+--          marker shows the acquisition was applied; "0" for a one-shot
+--          owner, whose field can only come from that acquisition
+--
+-- Returns  1 if a hold was undone, 0 if there was nothing to undo.
+
+if ARGV[4] == '1' then
+    if redis.call('del', KEYS[3]) == 0 then
+        return 0
+    end
+end
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+    return 0
+end
+if redis.call('hincrby', KEYS[1], ARGV[1], -1) <= 0 then
+    redis.call('del', KEYS[1])
+    redis.call(ARGV[3], KEYS[2], ARGV[2])
+end
+return 1

@@ -1,0 +1,20 @@
+-- forceunlock.lua: delete a lock whatever its owner, and wake its waiters.
+--
+-- KEYS[1]  lock hash
+-- KEYS[2]  release channel
+-- ARGV[1]  release message
+-- ARGV[2]  "publish" or "spublish"
+--
+-- Returns  1 if the lock was held and is now deleted, 0 if it was not held.
+--          A key of another type is left alone and reported as an error.
+
+local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'none' then
+    return 0
+end
+if kind ~= 'hash' then
+    return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not a lock')
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[2], KEYS[2], ARGV[1])
+return 1

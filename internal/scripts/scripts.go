@@ -1,0 +1,97 @@
+// Package scripts holds relock's Lua scripts, one embedded file per
+// operation, and runs them by EVALSHA with a fallback to EVAL when the
+// server's script cache does not know them (after a restart or failover).
+package scripts
+
+import (
+	"context"
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed *.lua
+var files embed.FS
+
+// Script is one Lua script with its SHA1 digest.
+type Script struct {
+	name string
+	src  string
+	sha  string
+}
+
+func load(name string) *Script {
+	b, err := files.ReadFile(name + ".lua")
+	if err != nil {
+		panic("scripts: missing embedded file " + name + ".lua")
+	}
+	sum := sha1.Sum(b)
+	return &Script{name: name, src: string(b), sha: hex.EncodeToString(sum[:])}
+}
+
+// The scripts. Each file's header names its KEYS, ARGV and return values.
+var (
+	Lock        = load("lock")
+	Unlock      = load("unlock")
+	Abandon     = load("abandon")
+	Renew       = load("renew")
+	ForceUnlock = load("forceunlock")
+)
+
+// Name returns the script's file name without extension.
+func (s *Script) Name() string { return s.name }
+
+// SHA returns the hex SHA1 digest by which the server caches the script.
+func (s *Script) SHA() string { return s.sha }
+
+// Source returns the Lua source.
+func (s *Script) Source() string { return s.src }
+
+// Run executes the script by EVALSHA and, if the server answers NOSCRIPT,
+// once more by EVAL, which also loads it into the server's cache.
+func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	cmd := c.EvalSha(ctx, s.sha, keys, args...)
+	if IsNoScript(cmd.Err()) {
+		cmd = c.Eval(ctx, s.src, keys, args...)
+	}
+	return cmd
+}
+
+// Queue adds an EVALSHA of the script to a pipeline. After the pipeline
+// has run, commands that failed with NOSCRIPT are run again with Retry.
+func (s *Script) Queue(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+	return p.EvalSha(ctx, s.sha, keys, args...)
+}
+
+// Retry runs a queued command again by EVAL if it failed with NOSCRIPT,
+// and returns the command that holds the outcome.
+func (s *Script) Retry(ctx context.Context, c redis.Scripter, queued *redis.Cmd) *redis.Cmd {
+	if !IsNoScript(queued.Err()) {
+		return queued
+	}
+	args := queued.Args() // evalsha sha numkeys key... arg...
+	n := int(toInt64(args[2]))
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i], _ = args[3+i].(string)
+	}
+	return c.Eval(ctx, s.src, keys, args[3+n:]...)
+}
+
+// IsNoScript reports whether err is the server's NOSCRIPT reply.
+func IsNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+func toInt64(v any) int64 {
+	switch n := v.(type) {
+	case int:
+		return int64(n)
+	case int64:
+		return n
+	}
+	return 0
+}

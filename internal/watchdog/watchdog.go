@@ -1,0 +1,290 @@
+// Package watchdog keeps many holds alive with one goroutine: every period
+// it renews all of them in one batch, and it declares a hold lost the
+// moment a renewal finds it gone or its local deadline passes without a
+// confirmed renewal.
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Drift is the safety margin taken off a lease when computing a hold's
+// local deadline: lease/100 + 2ms, for clock-rate differences and timer
+// lateness.
+func Drift(lease time.Duration) time.Duration { return lease/100 + 2*time.Millisecond }
+
+// Result is the outcome of renewing one entry.
+type Result uint8
+
+const (
+	// Unknown: the renewal failed or was not answered; the deadline stands.
+	Unknown Result = iota
+	// Held: the hold is still there (and was extended if it has a Lease).
+	Held
+	// Gone: the key is gone or another owner holds it.
+	Gone
+)
+
+// Renewer renews a batch of entries and returns one result per entry.
+// It must return within ctx.
+type Renewer func(ctx context.Context, batch []*Entry) []Result
+
+// ErrGone is passed to Entry.Lost when a renewal found the hold gone.
+var ErrGone = errors.New("hold gone or owned by another")
+
+// ErrDeadline is passed to Entry.Lost when no renewal was confirmed
+// before the hold's local deadline.
+var ErrDeadline = errors.New("no renewal confirmed before the local deadline")
+
+// Entry is one hold watched by a Watchdog. Fill the exported fields before
+// Add; do not change them after.
+type Entry struct {
+	Key   string        // the lock key
+	Owner string        // the owner id that must hold it
+	Group int           // entries of one group can share a call (cluster slot)
+	Lease time.Duration // what a renewal extends the hold to; 0 only checks it
+	Lost  func(error)   // called once when the hold is lost
+
+	deadline atomic.Int64 // monotonic ns since the watchdog's base
+	state    atomic.Int32 // 0 new, 1 watched, 2 ended
+}
+
+// Deadline returns the entry's local deadline on the watchdog's clock.
+func (e *Entry) Deadline() int64 { return e.deadline.Load() }
+
+// Extend moves the deadline to d if that is later.
+func (e *Entry) Extend(d int64) {
+	for {
+		cur := e.deadline.Load()
+		if d <= cur || e.deadline.CompareAndSwap(cur, d) {
+			return
+		}
+	}
+}
+
+// Config sets up a Watchdog.
+type Config struct {
+	Interval time.Duration // time between renewal rounds
+	Renew    Renewer
+	Logger   *slog.Logger
+}
+
+// Watchdog renews holds in batches and detects their loss. It is safe for
+// concurrent use.
+type Watchdog struct {
+	cfg  Config
+	base time.Time
+
+	mu      sync.Mutex
+	entries map[*Entry]struct{}
+	armed   int64 // when the loop will next wake on its own
+
+	kick   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New starts a Watchdog's goroutine; Close stops it.
+func New(cfg Config) *Watchdog {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Watchdog{
+		cfg:     cfg,
+		base:    time.Now(),
+		entries: make(map[*Entry]struct{}),
+		kick:    make(chan struct{}, 1),
+		ctx:     ctx,
+		cancel:  cancel,
+		done:    make(chan struct{}),
+	}
+	go w.loop()
+	return w
+}
+
+// Now returns the watchdog's monotonic clock in nanoseconds.
+func (w *Watchdog) Now() int64 { return int64(time.Since(w.base)) }
+
+// DeadlineFor returns the local deadline of a lease whose request was sent
+// at sent (from Now): sent + lease - Drift(lease).
+func DeadlineFor(sent int64, lease time.Duration) int64 {
+	return sent + int64(lease-Drift(lease))
+}
+
+// Add starts watching e with the given deadline.
+func (w *Watchdog) Add(e *Entry, deadline int64) {
+	e.deadline.Store(deadline)
+	e.state.Store(1)
+	w.mu.Lock()
+	w.entries[e] = struct{}{}
+	early := deadline < w.armed
+	w.mu.Unlock()
+	if early {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Remove stops watching e without calling Lost. It reports whether e was
+// still watched (false if it had been lost or removed already).
+func (w *Watchdog) Remove(e *Entry) bool {
+	if !e.state.CompareAndSwap(1, 2) {
+		return false
+	}
+	w.mu.Lock()
+	delete(w.entries, e)
+	w.mu.Unlock()
+	return true
+}
+
+// Check declares e lost if its deadline has passed, and reports whether it
+// is lost. It lets a caller judge the deadline without waiting for the
+// watchdog's goroutine, which may not have run yet.
+func (w *Watchdog) Check(e *Entry) bool {
+	if e.state.Load() == 2 {
+		return true
+	}
+	if e.Deadline() > w.Now() {
+		return false
+	}
+	w.lose(e, ErrDeadline)
+	return true
+}
+
+// Len returns the number of watched entries.
+func (w *Watchdog) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.entries)
+}
+
+func (w *Watchdog) lose(e *Entry, err error) {
+	if !e.state.CompareAndSwap(1, 2) {
+		return
+	}
+	w.mu.Lock()
+	delete(w.entries, e)
+	w.mu.Unlock()
+	if e.Lost != nil {
+		e.Lost(err)
+	}
+}
+
+// Close stops the goroutine, waiting at most for a renewal in flight to
+// see its context cancelled, and calls Lost(err) for every entry left.
+func (w *Watchdog) Close(err error) {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	left := make([]*Entry, 0, len(w.entries))
+	for e := range w.entries {
+		left = append(left, e)
+	}
+	w.mu.Unlock()
+	for _, e := range left {
+		w.lose(e, err)
+	}
+}
+
+type round struct {
+	sent    int64
+	batch   []*Entry
+	results []Result
+}
+
+func (w *Watchdog) loop() {
+	defer close(w.done)
+	interval := int64(w.cfg.Interval)
+	timer := time.NewTimer(w.cfg.Interval)
+	defer timer.Stop()
+	finished := make(chan round, 1)
+	running := false
+	nextRound := w.Now() + interval
+	for {
+		now := w.Now()
+		earliest := w.expire(now)
+		if !running && now >= nextRound {
+			nextRound = now + interval
+			if batch := w.snapshot(); len(batch) > 0 {
+				running = true
+				go w.renew(now, batch, finished)
+			}
+		}
+		next := min(nextRound, earliest)
+		w.mu.Lock()
+		w.armed = next
+		w.mu.Unlock()
+		timer.Reset(time.Duration(next - now))
+		select {
+		case <-timer.C:
+		case <-w.kick:
+		case r := <-finished:
+			running = false
+			w.apply(r)
+		case <-w.ctx.Done():
+			if running {
+				<-finished
+			}
+			return
+		}
+	}
+}
+
+// expire loses every entry past its deadline and returns the earliest
+// deadline left.
+func (w *Watchdog) expire(now int64) int64 {
+	earliest := int64(1<<63 - 1)
+	var late []*Entry
+	w.mu.Lock()
+	for e := range w.entries {
+		d := e.Deadline()
+		if d <= now {
+			late = append(late, e)
+		} else if d < earliest {
+			earliest = d
+		}
+	}
+	w.mu.Unlock()
+	for _, e := range late {
+		w.lose(e, ErrDeadline)
+	}
+	return earliest
+}
+
+func (w *Watchdog) snapshot() []*Entry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	batch := make([]*Entry, 0, len(w.entries))
+	for e := range w.entries {
+		batch = append(batch, e)
+	}
+	return batch
+}
+
+func (w *Watchdog) renew(sent int64, batch []*Entry, finished chan<- round) {
+	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.Interval)
+	defer cancel()
+	finished <- round{sent: sent, batch: batch, results: w.cfg.Renew(ctx, batch)}
+}
+
+func (w *Watchdog) apply(r round) {
+	for i, e := range r.batch {
+		switch r.results[i] {
+		case Held:
+			if e.Lease > 0 {
+				e.Extend(DeadlineFor(r.sent, e.Lease))
+			}
+		case Gone:
+			w.lose(e, ErrGone)
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package relock
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxNameLen is the longest lock name relock accepts, in bytes.
+const MaxNameLen = 1024
+
+// Key prefixes, shared with Redisson so that both lock the same names.
+const (
+	lockChannelPrefix = "redisson_lock__channel"
+	tokenPrefix       = "redisson_lock_token"
+	unlockLatchPrefix = "redisson_unlock_latch"
+	requestPrefix     = "relock_lock_request"
+)
+
+// Release messages published on a lock's channel.
+const (
+	msgUnlock     = "0"
+	msgReadUnlock = "1"
+)
+
+// companion returns the key or channel "prefix:{name}" that hashes to the
+// same cluster slot as name, or "prefix:name" when name has its own hash
+// tag.
+func companion(prefix, name string) string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return prefix + ":" + name
+	}
+	return prefix + ":{" + name + "}"
+}
+
+// suffixed returns companion(prefix, name) + ":" + suffix.
+func suffixed(prefix, name, suffix string) string {
+	return companion(prefix, name) + ":" + suffix
+}
+
+// checkName reports whether name can be used as a lock name on any
+// topology: not empty, at most MaxNameLen bytes, and either free of braces
+// or carrying a proper hash tag, so that the lock and its companion keys
+// always hash to one cluster slot.
+func checkName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	}
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidName, len(name), MaxNameLen)
+	}
+	open := strings.IndexByte(name, '{')
+	if open < 0 {
+		if strings.IndexByte(name, '}') >= 0 {
+			return fmt.Errorf("%w: %q has '}' without '{': its companion keys would hash to another cluster slot", ErrInvalidName, name)
+		}
+		return nil
+	}
+	if end := strings.IndexByte(name[open+1:], '}'); end <= 0 {
+		return fmt.Errorf("%w: %q has no non-empty {hash tag}: its companion keys would hash to another cluster slot", ErrInvalidName, name)
+	}
+	return nil
+}
+
+// slot returns the Redis Cluster hash slot of key (CRC16/XMODEM of its hash
+// tag, modulo 16384).
+func slot(key string) int {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			key = key[open+1 : open+1+end]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for b := 0; b < 8; b++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) & 16383
+}

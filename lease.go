@@ -1,0 +1,210 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/relock-go/relock/internal/watchdog"
+)
+
+// Lease is one successful acquisition: one hold of a lock. It tells when
+// the hold ends (Done, Err) and releases it (Unlock). A Lease is safe for
+// concurrent use.
+type Lease struct {
+	c         *Client
+	rel       releaser
+	name      string
+	owner     string
+	reentrant bool
+	token     uint64
+
+	entry *watchdog.Entry // whose deadline and loss this lease follows
+	hold  *hold           // the shared hold of a reentrant watchdog lease
+
+	done chan struct{}
+	err  atomic.Pointer[error]
+
+	mu       sync.Mutex // serialises Unlock
+	released bool       // a release was confirmed by Redis
+	tried    bool       // an earlier release got no answer
+	request  string     // id of the release request, for idempotent retries
+}
+
+// releaser is the primitive behind a Lease.
+type releaser interface {
+	// release removes one hold of owner and returns 0 if it held none,
+	// 1 if it still holds the lock, 2 if the lock is now free.
+	release(ctx context.Context, l *Lease) (int64, error)
+}
+
+// Name returns the name of the lock.
+func (l *Lease) Name() string { return l.name }
+
+// Token returns the fencing token of this hold: a number that grows with
+// every fresh acquisition of the lock's name. A re-entry by the same owner
+// carries the token of the hold it re-entered. Hand it to the resource
+// you protect so it can refuse a holder older than the last it saw.
+func (l *Lease) Token() uint64 { return l.token }
+
+// Done returns a channel that is closed when the hold ends: unlocked, lost,
+// expired (WithLease), or cut short by Client.Close.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while the lease is held, ErrReleased after Unlock, and
+// ErrLockLost once the hold is lost. Err judges the hold's local deadline
+// itself on every call, so a process that resumes after a long pause sees
+// ErrLockLost at once, before any timer has had a chance to run.
+func (l *Lease) Err() error {
+	if p := l.err.Load(); p != nil {
+		return *p
+	}
+	l.c.wd.Check(l.entry)
+	if p := l.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Context returns a context derived from parent that is cancelled when the
+// hold ends; context.Cause then returns what Err returns. Call cancel when
+// done with it.
+func (l *Lease) Context(parent context.Context) (ctx context.Context, cancel context.CancelFunc) {
+	ctx, cancelCause := context.WithCancelCause(parent)
+	go func() {
+		select {
+		case <-l.done:
+			cancelCause(l.Err())
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancelCause(context.Canceled) }
+}
+
+// Unlock releases this hold. It returns ErrNotHeld if the hold is no longer
+// in Redis (it expired, was deleted, or this lease was unlocked already);
+// a reentrant owner's other holds are never touched. If Unlock fails with
+// a Redis or context error the hold stays in place and renewed, and Unlock
+// may be called again: a retry is never applied twice.
+func (l *Lease) Unlock(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return ErrNotHeld
+	}
+	if l.reentrant && l.request == "" {
+		l.request = l.c.id + ":" + strconv.FormatUint(ownerSeq.Add(1), 10)
+	}
+	res, err := l.rel.release(ctx, l)
+	if err != nil {
+		if !isServerError(err) {
+			l.tried = true
+		}
+		return fmt.Errorf("relock: unlock %q: %w", l.name, err)
+	}
+	l.released = true
+	l.unwatch()
+	if res == 0 && !l.tried {
+		l.finish(ErrLockLost, "unlock found the hold gone")
+		return ErrNotHeld
+	}
+	// After an unanswered attempt, "not held" means that attempt released it.
+	l.finish(ErrReleased, "")
+	l.c.stats.released.Add(1)
+	return nil
+}
+
+// lost is called by the watchdog when the hold is lost.
+func (l *Lease) lost(cause error) { l.finish(ErrLockLost, cause.Error()) }
+
+// finish records how the lease ended and closes Done, once.
+func (l *Lease) finish(err error, cause string) {
+	if !l.err.CompareAndSwap(nil, &err) {
+		return
+	}
+	close(l.done)
+	if err == ErrLockLost {
+		l.c.stats.lost.Add(1)
+		l.c.cfg.logger.Warn("relock: lock lost", "name", l.name, "owner", l.owner, "token", l.token, "cause", cause)
+	}
+}
+
+// unwatch stops renewing and checking this hold.
+func (l *Lease) unwatch() {
+	if l.hold != nil {
+		l.c.leaveHold(l)
+		return
+	}
+	l.c.wd.Remove(l.entry)
+}
+
+// holdKey names the shared hold of a reentrant owner on one lock.
+type holdKey struct{ name, owner string }
+
+// hold is one reentrant owner's watchdog-kept hold on one lock, shared by
+// all of the owner's watchdog leases of that lock: one entry renews them
+// all, and its loss ends them all.
+type hold struct {
+	key    holdKey
+	entry  *watchdog.Entry
+	leases map[*Lease]struct{}
+}
+
+// watch starts watching a new lease: on its own entry, or, for a reentrant
+// watchdog lease, on the owner's shared hold.
+func (c *Client) watch(l *Lease, group int, lease time.Duration, fixed bool, sent int64) {
+	deadline := watchdog.DeadlineFor(sent, lease)
+	if fixed || !l.reentrant {
+		renew := lease
+		if fixed {
+			renew = 0 // checked, never extended
+		}
+		l.entry = &watchdog.Entry{Key: l.name, Owner: l.owner, Group: group, Lease: renew, Lost: l.lost}
+		c.wd.Add(l.entry, deadline)
+		return
+	}
+	key := holdKey{l.name, l.owner}
+	c.holdsMu.Lock()
+	defer c.holdsMu.Unlock()
+	h := c.holds[key]
+	if h == nil {
+		h = &hold{key: key, leases: make(map[*Lease]struct{})}
+		h.entry = &watchdog.Entry{Key: l.name, Owner: l.owner, Group: group, Lease: lease, Lost: func(err error) { c.loseHold(h, err) }}
+		c.holds[key] = h
+		c.wd.Add(h.entry, deadline)
+	} else {
+		h.entry.Extend(deadline)
+	}
+	h.leases[l] = struct{}{}
+	l.hold, l.entry = h, h.entry
+}
+
+func (c *Client) loseHold(h *hold, err error) {
+	c.holdsMu.Lock()
+	if c.holds[h.key] == h {
+		delete(c.holds, h.key)
+	}
+	leases := make([]*Lease, 0, len(h.leases))
+	for l := range h.leases {
+		leases = append(leases, l)
+	}
+	clear(h.leases)
+	c.holdsMu.Unlock()
+	for _, l := range leases {
+		l.lost(err)
+	}
+}
+
+func (c *Client) leaveHold(l *Lease) {
+	h := l.hold
+	c.holdsMu.Lock()
+	defer c.holdsMu.Unlock()
+	delete(h.leases, l)
+	if len(h.leases) == 0 && c.holds[h.key] == h {
+		delete(c.holds, h.key)
+		c.wd.Remove(h.entry)
+	}
+}

@@ -1,0 +1,245 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/relock-go/relock/internal/scripts"
+)
+
+// Mutex is a reentrant, exclusive, distributed lock on one name, stored in
+// Redisson's layout so Java services using Redisson's RLock exclude Go
+// services on the same name. It is a cheap handle: make it with
+// Client.Mutex whenever convenient. A Mutex is safe for concurrent use;
+// whether two calls exclude each other depends on their owners (see
+// WithOwner), never on the *Mutex value.
+type Mutex struct {
+	c        *Client
+	name     string
+	channel  string
+	tokenKey string
+	group    int
+	err      error // an invalid name, returned by every call
+}
+
+// Mutex returns the Mutex of the given name. An invalid name is reported
+// by every call on it with ErrInvalidName.
+func (c *Client) Mutex(name string) *Mutex {
+	m := &Mutex{c: c, name: name}
+	if m.err = checkName(name); m.err != nil {
+		return m
+	}
+	m.channel = companion(lockChannelPrefix, name)
+	m.tokenKey = companion(tokenPrefix, name)
+	m.group = slot(name)
+	return m
+}
+
+// Name returns the lock's name, which is also its Redis key.
+func (m *Mutex) Name() string { return m.name }
+
+// Lock blocks until the lock is held, ctx ends, or the Client is closed.
+// Without WithLease the watchdog keeps the hold alive until Unlock. While
+// it waits it sleeps on the lock's release channel, shared with every other
+// waiter of the Client, and retries when woken or when the holder's TTL
+// runs out.
+//
+// When ctx ends the error wraps ctx.Err(), and nothing is left behind: no
+// subscription, no timer, and no hold, since an attempt whose reply the
+// cancellation cut off is undone in Redis (within the cleanup timeout).
+// Other errors: ErrInvalidName, ErrInvalidOption, ErrClosed, and Redis
+// errors, wrapped.
+func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return m.lock(ctx, opts, true)
+}
+
+// TryLock makes one attempt. A lock held by another owner gives
+// ErrNotAcquired; other errors are as for Lock.
+func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return m.lock(ctx, opts, false)
+}
+
+// IsLocked reports whether any owner holds the lock.
+func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
+	if err := m.check(); err != nil {
+		return false, err
+	}
+	n, err := m.c.rdb.Exists(ctx, m.name).Result()
+	return n == 1, err
+}
+
+// TTL returns the time the current hold has left, like Redis PTTL: -2ns
+// when the lock is not held, -1ns when it has no expiry.
+func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
+	if err := m.check(); err != nil {
+		return 0, err
+	}
+	return m.c.rdb.PTTL(ctx, m.name).Result()
+}
+
+// ForceUnlock deletes the lock whoever holds it and wakes its waiters. It
+// reports whether the lock was held. The holder's Lease reports
+// ErrLockLost at its watchdog's next renewal.
+func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := m.check(); err != nil {
+		return false, err
+	}
+	n, err := scripts.ForceUnlock.Run(ctx, m.c.rdb, []string{m.name, m.channel}, msgUnlock, m.c.publish).Int64()
+	if err != nil {
+		return false, fmt.Errorf("relock: force unlock %q: %w", m.name, err)
+	}
+	return n == 1, nil
+}
+
+func (m *Mutex) check() error {
+	if m.err != nil {
+		return m.err
+	}
+	return m.c.checkOpen()
+}
+
+// acquire is one lock call's fixed arguments, shared by its attempts.
+type acquire struct {
+	cfg       lockConfig
+	owner     string
+	reentrant bool
+	keys      []string
+	args      []any
+}
+
+func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	cfg, err := m.c.lockConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("relock: lock %q: %w", m.name, err)
+	}
+	a := &acquire{cfg: cfg}
+	a.owner, a.reentrant = m.c.owner(ctx)
+	marker, flag := m.name, "0" // one-shot owners need no request marker
+	if a.reentrant {
+		marker = suffixed(requestPrefix, m.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
+		flag = "1"
+	}
+	a.keys = []string{m.name, m.tokenKey, marker}
+	a.args = []any{cfg.lease.Milliseconds(), a.owner, flag, m.c.markerTTL().Milliseconds()}
+
+	l, ttl, err := m.attempt(ctx, a)
+	if l != nil || err != nil {
+		return l, err
+	}
+	if !wait {
+		return nil, ErrNotAcquired
+	}
+	return m.wait(ctx, a, ttl)
+}
+
+// wait sleeps on the release channel between attempts.
+func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (*Lease, error) {
+	m.c.stats.waits.Add(1)
+	w, err := m.c.hub.Subscribe(m.channel, lockPolicy)
+	if err != nil {
+		return nil, ErrClosed
+	}
+	defer w.Close()
+	timer := time.NewTimer(retryAfter(ttl))
+	defer timer.Stop()
+	ready := w.Ready()
+	for {
+		select {
+		case <-ready:
+			ready = nil // subscribed: a release from now on wakes us
+		case <-w.Wake():
+			m.c.stats.wakeups.Add(1)
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
+		case <-m.c.closing:
+			return nil, ErrClosed
+		}
+		l, ttl, err := m.attempt(ctx, a)
+		if l != nil || err != nil {
+			return l, err
+		}
+		timer.Reset(retryAfter(ttl))
+	}
+}
+
+// retryAfter is how long a waiter sleeps, at most, when the holder has ttl
+// left (negative: unknown).
+func retryAfter(ttl time.Duration) time.Duration {
+	if ttl < 0 {
+		return time.Second
+	}
+	return ttl + time.Millisecond
+}
+
+func lockPolicy(payload string) int {
+	if payload == msgReadUnlock {
+		return -1
+	}
+	return 1
+}
+
+// attempt runs lock.lua once. It returns a Lease, or the holder's TTL, or
+// an error. An attempt whose outcome is unknown is undone before returning.
+func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration, error) {
+	sent := m.c.wd.Now()
+	r, err := scripts.Lock.Run(ctx, m.c.rdb, a.keys, a.args...).Int64()
+	if err != nil {
+		if !isServerError(err) {
+			m.abandon(ctx, a)
+		}
+		return nil, 0, fmt.Errorf("relock: lock %q: %w", m.name, err)
+	}
+	if r <= 0 {
+		return nil, time.Duration(-r-1) * time.Millisecond, nil
+	}
+	l := &Lease{
+		c:         m.c,
+		rel:       m,
+		name:      m.name,
+		owner:     a.owner,
+		reentrant: a.reentrant,
+		token:     uint64(r),
+		done:      make(chan struct{}),
+	}
+	m.c.watch(l, m.group, a.cfg.lease, a.cfg.fixed, sent)
+	m.c.stats.acquired.Add(1)
+	return l, 0, nil
+}
+
+// abandon undoes an acquisition whose reply was lost, if Redis applied it.
+func (m *Mutex) abandon(ctx context.Context, a *acquire) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
+	defer cancel()
+	flag := "0"
+	if a.reentrant {
+		flag = "1"
+	}
+	keys := []string{m.name, m.channel, a.keys[2]}
+	if err := scripts.Abandon.Run(ctx, m.c.rdb, keys, a.owner, msgUnlock, m.c.publish, flag).Err(); err != nil {
+		m.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
+			"name", m.name, "lease", a.cfg.lease, "err", err)
+	}
+}
+
+// release implements releaser.
+func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
+	marker, flag := m.name, "0"
+	if l.reentrant {
+		marker, flag = suffixed(unlockLatchPrefix, m.name, l.request), "1"
+	}
+	return scripts.Unlock.Run(ctx, m.c.rdb, []string{m.name, m.channel, marker},
+		l.owner, msgUnlock, m.c.publish, flag, m.c.markerTTL().Milliseconds()).Int64()
+}
+
+// markerTTL is how long request markers make retries idempotent: longer
+// than any retry of a client, and than a watchdog lease.
+func (c *Client) markerTTL() time.Duration { return max(time.Minute, 2*c.cfg.watchdog) }

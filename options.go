@@ -1,0 +1,94 @@
+package relock
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// DefaultWatchdogTimeout is the lease a watchdog-kept hold gets, renewed
+// every third of it, when New is given no WithWatchdogTimeout.
+const DefaultWatchdogTimeout = 30 * time.Second
+
+// An Option configures a Client in New. Invalid options make New fail with
+// ErrInvalidOption.
+type Option func(*config) error
+
+type config struct {
+	watchdog time.Duration
+	logger   *slog.Logger
+	cleanup  time.Duration
+}
+
+// WithWatchdogTimeout sets the lease of holds taken without WithLease. The
+// watchdog renews every held lock every d/3, so a holder that dies frees
+// its locks within d. The default is 30s; d must be at least 100ms.
+func WithWatchdogTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 100*time.Millisecond {
+			return fmt.Errorf("%w: watchdog timeout %v is below 100ms", ErrInvalidOption, d)
+		}
+		c.watchdog = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger for lost locks, failed renewals and server
+// warnings. The default discards everything.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithCleanupTimeout bounds the calls relock makes after a caller has
+// given up: undoing an acquisition whose reply was lost, and Close. The
+// default is 2s.
+func WithCleanupTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: cleanup timeout %v", ErrInvalidOption, d)
+		}
+		c.cleanup = d
+		return nil
+	}
+}
+
+// A LockOption configures one Lock or TryLock call.
+type LockOption func(*lockConfig)
+
+type lockConfig struct {
+	lease time.Duration // 0: kept alive by the watchdog
+	fixed bool
+}
+
+// WithLease gives the hold a fixed lease: no watchdog renews it and it
+// expires after d unless unlocked first; the Lease then reports
+// ErrLockLost. d must be at least 1ms, or the call fails with
+// ErrInvalidOption.
+func WithLease(d time.Duration) LockOption {
+	return func(c *lockConfig) {
+		c.lease, c.fixed = d, true
+	}
+}
+
+func (c *Client) lockConfig(opts []LockOption) (lockConfig, error) {
+	var lc lockConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&lc)
+		}
+	}
+	if !lc.fixed {
+		lc.lease = c.cfg.watchdog
+		return lc, nil
+	}
+	if lc.lease < time.Millisecond {
+		return lc, fmt.Errorf("%w: lease %v is below 1ms", ErrInvalidOption, lc.lease)
+	}
+	return lc, nil
+}
