@@ -170,12 +170,14 @@ type Stats struct {
 	Lost     uint64 // leases lost
 	Waits    uint64 // lock calls that had to wait
 	Wakeups  uint64 // waits ended by a release message
+	Asleep   int64  // lock calls asleep until a release, their TTL or ctx
 	Held     int    // holds the watchdog watches now
 	Channels int    // channels subscribed now
 }
 
 type stats struct {
 	acquired, released, lost, waits, wakeups atomic.Uint64
+	asleep                                   atomic.Int64
 }
 
 // Stats returns the Client's counters.
@@ -186,6 +188,7 @@ func (c *Client) Stats() Stats {
 		Lost:     c.stats.lost.Load(),
 		Waits:    c.stats.waits.Load(),
 		Wakeups:  c.stats.wakeups.Load(),
+		Asleep:   c.stats.asleep.Load(),
 		Held:     c.wd.Len(),
 		Channels: c.hub.Channels(),
 	}

@@ -152,6 +152,12 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (*Lease
 	defer timer.Stop()
 	ready := w.Ready()
 	for {
+		// Once subscribed, and a later attempt failed, only a release
+		// message, the holder's TTL or the end of ctx wake this call.
+		asleep := ready == nil
+		if asleep {
+			m.c.stats.asleep.Add(1)
+		}
 		select {
 		case <-ready:
 			ready = nil // subscribed: a release from now on wakes us
@@ -159,9 +165,15 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (*Lease
 			m.c.stats.wakeups.Add(1)
 		case <-timer.C:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
+			err = fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
 		case <-m.c.closing:
-			return nil, ErrClosed
+			err = ErrClosed
+		}
+		if asleep {
+			m.c.stats.asleep.Add(-1)
+		}
+		if err != nil {
+			return nil, err
 		}
 		l, ttl, err := m.attempt(ctx, a)
 		if l != nil || err != nil {

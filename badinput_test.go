@@ -1,0 +1,137 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+)
+
+func TestBadInput(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		rdb := top.rdb(t)
+		ctx := ctxTimeout(t, 10*time.Second)
+		long := strings.Repeat("x", relock.MaxNameLen+1)
+		for _, tc := range []struct {
+			name string
+			lock string
+			opts []relock.LockOption
+			want error
+		}{
+			{"empty name", "", nil, relock.ErrInvalidName},
+			{"long name", long, nil, relock.ErrInvalidName},
+			{"open brace only", "bad{name", nil, relock.ErrInvalidName},
+			{"close brace only", "bad}name", nil, relock.ErrInvalidName},
+			{"empty hash tag", "{}bad", nil, relock.ErrInvalidName},
+			{"zero lease", "test:bad:zero", []relock.LockOption{relock.WithLease(0)}, relock.ErrInvalidOption},
+			{"negative lease", "test:bad:neg", []relock.LockOption{relock.WithLease(-time.Second)}, relock.ErrInvalidOption},
+			{"sub-millisecond lease", "test:bad:tiny", []relock.LockOption{relock.WithLease(time.Microsecond)}, relock.ErrInvalidOption},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				m := c.Mutex(tc.lock)
+				if _, err := m.Lock(ctx, tc.opts...); !errors.Is(err, tc.want) {
+					t.Errorf("Lock: %v, want %v", err, tc.want)
+				}
+				if _, err := m.TryLock(ctx, tc.opts...); !errors.Is(err, tc.want) {
+					t.Errorf("TryLock: %v, want %v", err, tc.want)
+				}
+				if tc.want == relock.ErrInvalidName {
+					if _, err := m.IsLocked(ctx); !errors.Is(err, tc.want) {
+						t.Errorf("IsLocked: %v", err)
+					}
+					if _, err := m.TTL(ctx); !errors.Is(err, tc.want) {
+						t.Errorf("TTL: %v", err)
+					}
+					if _, err := m.ForceUnlock(ctx); !errors.Is(err, tc.want) {
+						t.Errorf("ForceUnlock: %v", err)
+					}
+				}
+				if tc.lock != "" && len(tc.lock) < 100 {
+					if keys := keysOf(t, rdb, tc.lock); len(keys) > 0 {
+						t.Errorf("keys left: %v", keys)
+					}
+				}
+			})
+		}
+		if s := c.Stats(); s.Held != 0 || s.Channels != 0 || s.Acquired != 0 {
+			t.Fatalf("bad input left state behind: %+v", s)
+		}
+	})
+}
+
+func TestBadOptions(t *testing.T) {
+	rdb := closeLater(t, standalone.Client())
+	for _, opt := range []relock.Option{
+		relock.WithWatchdogTimeout(0),
+		relock.WithWatchdogTimeout(-time.Second),
+		relock.WithWatchdogTimeout(time.Millisecond),
+		relock.WithLogger(nil),
+		relock.WithCleanupTimeout(0),
+	} {
+		if c, err := relock.New(rdb, opt); !errors.Is(err, relock.ErrInvalidOption) {
+			t.Errorf("New: %v, want ErrInvalidOption", err)
+			if c != nil {
+				_ = c.Close()
+			}
+		}
+	}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": standalone.Addr}})
+	defer ring.Close()
+	if _, err := relock.New(ring); !errors.Is(err, relock.ErrUnsupportedClient) {
+		t.Errorf("New(ring): %v, want ErrUnsupportedClient", err)
+	}
+	if _, err := relock.New(nil); !errors.Is(err, relock.ErrUnsupportedClient) {
+		t.Errorf("New(nil): %v, want ErrUnsupportedClient", err)
+	}
+}
+
+func TestClosedClient(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		other := top.newClient(t)
+		name := lockName(t)
+		ctx := ctxTimeout(t, 10*time.Second)
+		held, err := c.Mutex(name).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A waiter blocked in Lock returns ErrClosed when its Client closes.
+		w := top.newClient(t)
+		blocked := make(chan error, 1)
+		go func() {
+			_, err := w.Mutex(name).Lock(ctx)
+			blocked <- err
+		}()
+		eventually(t, 5*time.Second, "the waiter to wait", func() bool { return w.Stats().Channels == 1 })
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-blocked; !errors.Is(err, relock.ErrClosed) {
+			t.Fatalf("blocked Lock after Close: %v, want ErrClosed", err)
+		}
+		if _, err := w.Mutex(name).TryLock(ctx); !errors.Is(err, relock.ErrClosed) {
+			t.Fatalf("TryLock on a closed client: %v", err)
+		}
+		// Closing the holder's client ends its leases but leaves the key to
+		// expire.
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		waitDone(t, held, time.Second)
+		if !errors.Is(held.Err(), relock.ErrLockLost) {
+			t.Fatalf("lease after Close: %v", held.Err())
+		}
+		if locked, _ := other.Mutex(name).IsLocked(ctx); !locked {
+			t.Fatal("Close released a held lock")
+		}
+		if _, err := other.Mutex(name).ForceUnlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

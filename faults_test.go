@@ -1,0 +1,492 @@
+package relock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+const helperEnv = "RELOCK_TEST_HOLDER"
+
+// helperProcess runs in a child process of the test: it takes the lock
+// named by the environment, says "held <token>", and waits to be killed.
+func helperProcess() int {
+	addr, name := os.Getenv("RELOCK_TEST_ADDR"), os.Getenv(helperEnv)
+	timeout, _ := time.ParseDuration(os.Getenv("RELOCK_TEST_WATCHDOG"))
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	c, err := relock.New(rdb, relock.WithWatchdogTimeout(timeout))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	l, err := c.Mutex(name).Lock(context.Background())
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	fmt.Println("held", l.Token())
+	select {}
+}
+
+// TestHolderKilled: a holder process killed with SIGKILL leaves its lock
+// to expire within the watchdog timeout.
+func TestHolderKilled(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	name := lockName(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+name, "RELOCK_TEST_ADDR="+standalone.Addr,
+		"RELOCK_TEST_WATCHDOG="+timeout.String())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "held ") {
+		t.Fatalf("holder process said %q, %v", line, err)
+	}
+	// Let its watchdog renew at least once, so that expiry after the kill
+	// is the watchdog's lease and not the first one.
+	c := newClient(t, standalone.Client())
+	m := c.Mutex(name)
+	ctx := ctxTimeout(t, 10*time.Second)
+	if _, err := m.TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
+		t.Fatalf("TryLock while the child holds: %v", err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	ttl, err := m.TTL(ctx)
+	if err != nil || ttl > timeout {
+		t.Fatalf("TTL after the kill %v, %v: want at most the watchdog timeout %v", ttl, err, timeout)
+	}
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatalf("lock of a dead holder not freed: %v", err)
+	}
+	token, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(line, "held ")), 10, 64)
+	if l.Token() <= token {
+		t.Fatalf("token %d after the dead holder's %d", l.Token(), token)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLossSignalled: a hold whose key is deleted or force-unlocked by
+// another client reports ErrLockLost through Done and Err.
+func TestLossSignalled(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		for _, how := range []string{"deleted", "force-unlocked", "taken over"} {
+			t.Run(how, func(t *testing.T) {
+				c := top.newClient(t, relock.WithWatchdogTimeout(300*time.Millisecond))
+				other := top.newClient(t)
+				rdb := top.rdb(t)
+				name := lockName(t)
+				ctx := ctxTimeout(t, 10*time.Second)
+				l, err := c.Mutex(name).Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch how {
+				case "deleted":
+					err = rdb.Del(ctx, name).Err()
+				case "force-unlocked":
+					_, err = other.Mutex(name).ForceUnlock(ctx)
+				case "taken over":
+					err = rdb.Del(ctx, name).Err()
+					if err == nil {
+						_, err = other.Mutex(name).TryLock(ctx)
+					}
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitDone(t, l, 5*time.Second)
+				if !errors.Is(l.Err(), relock.ErrLockLost) {
+					t.Fatalf("Err = %v, want ErrLockLost", l.Err())
+				}
+				if err := l.Unlock(ctx); !errors.Is(err, relock.ErrNotHeld) {
+					t.Fatalf("Unlock of a lost lease: %v, want ErrNotHeld", err)
+				}
+				if s := c.Stats(); s.Lost != 1 || s.Held != 0 {
+					t.Fatalf("stats %+v: want 1 lost, 0 held", s)
+				}
+			})
+		}
+	})
+}
+
+// TestLossBeforeOthersAcquire: with Redis paused past the lease, the
+// holder is told of the loss before any other client can take the lock.
+func TestLossBeforeOthersAcquire(t *testing.T) {
+	srv := redistest.Standalone(t)
+	const timeout = 400 * time.Millisecond
+	c := newClient(t, closeLater(t, srv.Client()), relock.WithWatchdogTimeout(timeout))
+	other := newClient(t, closeLater(t, srv.Client()))
+	name := lockName(t)
+	ctx := ctxTimeout(t, 20*time.Second)
+	l, err := c.Mutex(name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	var lostFirst atomic.Bool
+	acquired := make(chan *relock.Lease, 1)
+	go func() {
+		nl, err := other.Mutex(name).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		lostFirst.Store(l.Err() != nil)
+		acquired <- nl
+	}()
+	waitDone(t, l, 5*time.Second) // while Redis is still paused
+	if !errors.Is(l.Err(), relock.ErrLockLost) {
+		t.Fatalf("Err = %v, want ErrLockLost", l.Err())
+	}
+	// Past the server-side expiry too, then wake the server up.
+	time.Sleep(timeout)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	nl := <-acquired
+	if nl == nil {
+		t.Fatal("other client did not acquire")
+	}
+	if !lostFirst.Load() {
+		t.Fatal("another client acquired before the holder saw the loss")
+	}
+	if err := nl.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWaiterWokenByRelease: a waiter is woken by the release message, not
+// by the TTL, and also after its pub/sub connection was killed.
+func TestWaiterWokenByRelease(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		for _, kill := range []bool{false, true} {
+			t.Run(fmt.Sprintf("pubsub-killed=%v", kill), func(t *testing.T) {
+				holder := top.newClient(t) // 30s watchdog: TTL far beyond the test's bound
+				waiter := top.newClient(t)
+				name := lockName(t)
+				ctx := ctxTimeout(t, 10*time.Second)
+				l, err := holder.Mutex(name).Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := make(chan *relock.Lease, 1)
+				go func() {
+					nl, err := waiter.Mutex(name).Lock(ctx)
+					if err != nil {
+						t.Error(err)
+					}
+					got <- nl
+				}()
+				eventually(t, 5*time.Second, "the waiter to subscribe", func() bool {
+					return waiter.Stats().Asleep == 1 && subscribers(t, top, name) == 1
+				})
+				if kill {
+					killPubSub(t, top)
+					eventually(t, 5*time.Second, "the waiter to resubscribe", func() bool {
+						return subscribers(t, top, name) == 1
+					})
+				}
+				if err := l.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				nl := <-got
+				if nl == nil {
+					t.Fatal("waiter failed")
+				}
+				if s := waiter.Stats(); s.Wakeups == 0 {
+					t.Fatalf("waiter not woken by a message: %+v", s)
+				}
+				if err := nl.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	})
+}
+
+// TestCancelledWaiterLeavesNothing: a waiter whose context ends leaves no
+// subscription, key or goroutine (TestMain checks goroutines).
+func TestCancelledWaiterLeavesNothing(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		holder, waiter := top.newClient(t), top.newClient(t)
+		name := lockName(t)
+		ctx := ctxTimeout(t, 10*time.Second)
+		l, err := holder.Mutex(name).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, end := range []string{"deadline", "cancel"} {
+			wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			if end == "cancel" {
+				wctx, cancel = context.WithCancel(ctx)
+				go func() {
+					for waiter.Stats().Channels == 0 {
+						time.Sleep(time.Millisecond)
+					}
+					cancel()
+				}()
+			}
+			_, err := waiter.Mutex(name).Lock(wctx)
+			cancel()
+			want := context.DeadlineExceeded
+			if end == "cancel" {
+				want = context.Canceled
+			}
+			if !errors.Is(err, want) {
+				t.Fatalf("%s: Lock = %v, want %v", end, err, want)
+			}
+		}
+		if s := waiter.Stats(); s.Channels != 0 || s.Held != 0 {
+			t.Fatalf("waiter left %+v", s)
+		}
+		eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
+			return subscribers(t, top, name) == 0
+		})
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if keys := keysOf(t, top.rdb(t), name); len(keys) > 0 {
+			t.Fatalf("keys left: %v", keys)
+		}
+	})
+}
+
+// TestRedisRestarted: after a restart (script cache and data gone) the
+// holder learns of the loss and everything works again.
+func TestRedisRestarted(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := newClient(t, closeLater(t, srv.Client()), relock.WithWatchdogTimeout(300*time.Millisecond))
+	name := lockName(t)
+	ctx := ctxTimeout(t, 20*time.Second)
+	m := c.Mutex(name)
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, l, 5*time.Second)
+	if !errors.Is(l.Err(), relock.ErrLockLost) {
+		t.Fatalf("Err = %v after a restart without persistence", l.Err())
+	}
+	for i := 0; i < 3; i++ { // NOSCRIPT is answered by EVAL, then cached again
+		l, err := m.Lock(ctx)
+		if err != nil {
+			t.Fatalf("lock after restart: %v", err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("unlock after restart: %v", err)
+		}
+		if err := closeLater(t, srv.Client()).ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestLostReplyIsUndone: an acquisition applied by Redis whose reply is
+// lost is undone, so nothing stays locked behind a failed Lock.
+func TestLostReplyIsUndone(t *testing.T) {
+	for _, reentrant := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reentrant=%v", reentrant), func(t *testing.T) {
+			rdb := closeLater(t, standalone.Client())
+			drop := &dropReply{script: "lock.lua"}
+			rdb.AddHook(drop)
+			c := newClient(t, rdb)
+			m := c.Mutex(lockName(t))
+			ctx := ctxTimeout(t, 10*time.Second)
+			if reentrant {
+				ctx = relock.WithOwner(ctx)
+				l, err := m.Lock(ctx) // an existing hold the undo must keep
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = l.Unlock(ctx) }()
+			}
+			drop.armed.Store(true)
+			_, err := m.Lock(ctx)
+			if !errors.Is(err, errDropped) {
+				t.Fatalf("Lock = %v, want the dropped reply's error", err)
+			}
+			if drop.dropped.Load() != 1 {
+				t.Fatal("the reply was not dropped")
+			}
+			n := holdCount(t, rdb, m.Name())
+			if want := map[bool]int{false: 0, true: 1}[reentrant]; n != want {
+				t.Fatalf("hold count %d after an undone acquisition, want %d", n, want)
+			}
+		})
+	}
+}
+
+// TestRetriedUnlockAppliedOnce: a release whose reply was lost and that is
+// retried never releases another hold of the same owner.
+func TestRetriedUnlockAppliedOnce(t *testing.T) {
+	rdb := closeLater(t, standalone.Client())
+	drop := &dropReply{script: "unlock.lua"}
+	rdb.AddHook(drop)
+	c := newClient(t, rdb)
+	m := c.Mutex(lockName(t))
+	ctx := relock.WithOwner(ctxTimeout(t, 10*time.Second))
+	a, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop.armed.Store(true)
+	if err := b.Unlock(ctx); !errors.Is(err, errDropped) {
+		t.Fatalf("Unlock = %v, want the dropped reply's error", err)
+	}
+	if err := b.Unlock(ctx); err != nil { // the retry: applied already
+		t.Fatalf("retried Unlock: %v", err)
+	}
+	if n := holdCount(t, rdb, m.Name()); n != 1 {
+		t.Fatalf("hold count %d after a retried release, want 1", n)
+	}
+	if err := a.Err(); err != nil {
+		t.Fatalf("the other hold was disturbed: %v", err)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A one-shot owner's retried release after a lost reply succeeds too.
+	l, err := m.Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop.armed.Store(true)
+	if err := l.Unlock(ctx); !errors.Is(err, errDropped) {
+		t.Fatalf("Unlock = %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("retried one-shot Unlock: %v", err)
+	}
+	if !errors.Is(l.Err(), relock.ErrReleased) {
+		t.Fatalf("Err = %v, want ErrReleased", l.Err())
+	}
+}
+
+var errDropped = &net.OpError{Op: "read", Net: "tcp", Err: errors.New("reply dropped by the test")}
+
+// dropReply is a go-redis hook that, once armed, lets one script call
+// whose source header names script run on the server and then reports a
+// transport error instead of its reply.
+type dropReply struct {
+	script  string
+	armed   atomic.Bool
+	dropped atomic.Int32
+}
+
+func (d *dropReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (d *dropReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (d *dropReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil && d.matches(cmd) && d.armed.CompareAndSwap(true, false) {
+			d.dropped.Add(1)
+			cmd.SetErr(errDropped)
+			return errDropped
+		}
+		return err
+	}
+}
+
+func (d *dropReply) matches(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	switch strings.ToLower(fmt.Sprint(args[0])) {
+	case "evalsha":
+		return fmt.Sprint(args[1]) == scriptSHA(d.script)
+	case "eval":
+		return strings.HasPrefix(fmt.Sprint(args[1]), "-- "+d.script)
+	}
+	return false
+}
+
+// holdCount returns the sum of the hold counts in a lock hash.
+func holdCount(t testing.TB, rdb redis.UniversalClient, name string) int {
+	t.Helper()
+	vals, err := rdb.HVals(context.Background(), name).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, v := range vals {
+		i, _ := strconv.Atoi(v)
+		n += i
+	}
+	return n
+}
+
+// subscribers counts the server's subscribers of a lock's release channel.
+func subscribers(t testing.TB, top topology, name string) int64 {
+	t.Helper()
+	ctx := ctxTimeout(t, 5*time.Second)
+	channel := "redisson_lock__channel:{" + name + "}"
+	if top.name == "cluster" {
+		cc := top.rdb(t).(*redis.ClusterClient)
+		c, err := cc.MasterForKey(ctx, channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.PubSubShardNumSub(ctx, channel).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n[channel]
+	}
+	n, err := closeLater(t, standalone.Client()).PubSubNumSub(ctx, channel).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n[channel]
+}
+
+func killPubSub(t testing.TB, top topology) {
+	t.Helper()
+	ctx := ctxTimeout(t, 5*time.Second)
+	var n int
+	var err error
+	if top.name == "cluster" {
+		n, err = cluster.KillPubSubClients(ctx)
+	} else {
+		n, err = standalone.KillPubSubClients(ctx)
+	}
+	if err != nil || n == 0 {
+		t.Fatalf("killed %d pub/sub connections: %v", n, err)
+	}
+}

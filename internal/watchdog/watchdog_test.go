@@ -1,0 +1,173 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// renewer answers every entry with the result set for its key.
+type renewer struct {
+	mu     sync.Mutex
+	result map[string]Result
+	rounds int
+	calls  chan int // receives the batch size of each round
+	block  chan struct{}
+}
+
+func (r *renewer) renew(ctx context.Context, batch []*Entry) []Result {
+	if r.block != nil {
+		select {
+		case <-r.block:
+		case <-ctx.Done():
+			return make([]Result, len(batch))
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rounds++
+	out := make([]Result, len(batch))
+	for i, e := range batch {
+		out[i] = r.result[e.Key]
+	}
+	if r.calls != nil {
+		select {
+		case r.calls <- len(batch):
+		default:
+		}
+	}
+	return out
+}
+
+func lostChan() (func(error), chan error) {
+	ch := make(chan error, 1)
+	return func(err error) { ch <- err }, ch
+}
+
+func TestRenewedHoldOutlivesItsLease(t *testing.T) {
+	r := &renewer{result: map[string]Result{"a": Held}, calls: make(chan int, 100)}
+	w := New(Config{Interval: 20 * time.Millisecond, Renew: r.renew})
+	defer w.Close(errors.New("closed"))
+	lost, ch := lostChan()
+	e := &Entry{Key: "a", Lease: 60 * time.Millisecond, Lost: lost}
+	w.Add(e, DeadlineFor(w.Now(), e.Lease))
+	for i := 0; i < 10; i++ { // ten rounds: 200ms, over three leases
+		select {
+		case <-r.calls:
+		case err := <-ch:
+			t.Fatalf("lost after %d rounds: %v", i, err)
+		}
+	}
+	if w.Check(e) {
+		t.Fatal("Check reports a renewed hold lost")
+	}
+}
+
+func TestGoneHoldIsLost(t *testing.T) {
+	r := &renewer{result: map[string]Result{"a": Gone}}
+	w := New(Config{Interval: 10 * time.Millisecond, Renew: r.renew})
+	defer w.Close(errors.New("closed"))
+	lost, ch := lostChan()
+	e := &Entry{Key: "a", Lease: time.Hour, Lost: lost}
+	w.Add(e, DeadlineFor(w.Now(), e.Lease))
+	if err := <-ch; !errors.Is(err, ErrGone) {
+		t.Fatalf("lost with %v, want ErrGone", err)
+	}
+	if w.Len() != 0 {
+		t.Fatalf("Len = %d after loss", w.Len())
+	}
+}
+
+func TestUnansweredRenewalLosesAtDeadline(t *testing.T) {
+	r := &renewer{block: make(chan struct{})} // renewals never answer
+	w := New(Config{Interval: 10 * time.Millisecond, Renew: r.renew})
+	defer w.Close(errors.New("closed"))
+	lost, ch := lostChan()
+	lease := 50 * time.Millisecond
+	e := &Entry{Key: "a", Lease: lease, Lost: lost}
+	sent := w.Now()
+	w.Add(e, DeadlineFor(sent, lease))
+	err := <-ch
+	if !errors.Is(err, ErrDeadline) {
+		t.Fatalf("lost with %v, want ErrDeadline", err)
+	}
+	if at := w.Now(); at < DeadlineFor(sent, lease) {
+		t.Fatalf("lost %v before its deadline", time.Duration(DeadlineFor(sent, lease)-at))
+	}
+}
+
+func TestCheckJudgesDeadlineItself(t *testing.T) {
+	// An interval far longer than the lease: only Check can see the loss.
+	w := New(Config{Interval: time.Hour, Renew: (&renewer{}).renew})
+	defer w.Close(errors.New("closed"))
+	lost, ch := lostChan()
+	e := &Entry{Key: "a", Lease: time.Hour, Lost: lost}
+	w.Add(e, w.Now()-1) // already past
+	if !w.Check(e) {
+		t.Fatal("Check did not see a passed deadline")
+	}
+	if err := <-ch; !errors.Is(err, ErrDeadline) {
+		t.Fatalf("lost with %v", err)
+	}
+	if w.Remove(e) {
+		t.Fatal("Remove of a lost entry reports it watched")
+	}
+}
+
+func TestShortEntryWakesTheLoop(t *testing.T) {
+	w := New(Config{Interval: time.Hour, Renew: (&renewer{}).renew})
+	defer w.Close(errors.New("closed"))
+	lost, ch := lostChan()
+	e := &Entry{Key: "a", Lost: lost}
+	w.Add(e, w.Now()+int64(20*time.Millisecond))
+	if err := <-ch; !errors.Is(err, ErrDeadline) {
+		t.Fatalf("lost with %v", err)
+	}
+}
+
+func TestRemoveAndClose(t *testing.T) {
+	w := New(Config{Interval: time.Hour, Renew: (&renewer{}).renew})
+	lostA, chA := lostChan()
+	lostB, chB := lostChan()
+	a := &Entry{Key: "a", Lease: time.Hour, Lost: lostA}
+	b := &Entry{Key: "b", Lease: time.Hour, Lost: lostB}
+	w.Add(a, w.Now()+int64(time.Hour))
+	w.Add(b, w.Now()+int64(time.Hour))
+	if !w.Remove(a) {
+		t.Fatal("Remove of a watched entry reports it unwatched")
+	}
+	closed := errors.New("closed")
+	w.Close(closed)
+	if err := <-chB; err != closed {
+		t.Fatalf("Close lost b with %v", err)
+	}
+	select {
+	case err := <-chA:
+		t.Fatalf("removed entry lost with %v", err)
+	default:
+	}
+}
+
+func TestBatchHoldsEveryEntry(t *testing.T) {
+	r := &renewer{result: map[string]Result{}, calls: make(chan int, 10)}
+	w := New(Config{Interval: 10 * time.Millisecond, Renew: r.renew})
+	defer w.Close(errors.New("closed"))
+	for i := 0; i < 100; i++ {
+		key := string(rune('a'+i%26)) + string(rune('0'+i/26))
+		r.mu.Lock()
+		r.result[key] = Held
+		r.mu.Unlock()
+		w.Add(&Entry{Key: key, Lease: time.Hour, Lost: func(error) {}}, w.Now()+int64(time.Hour))
+	}
+	for n := range r.calls {
+		if n == 100 {
+			return // one call carried all hundred holds
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package relock_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+)
+
+// javaLock acts on a lock name the way a Redisson RLock does: a hash
+// field "<uuid>:<thread id>" holding the count, a PEXPIRE lease, and "0"
+// published on redisson_lock__channel:{name} (sharded on a cluster) when
+// the lock is freed. The scripts below are written for this test from that
+// layout.
+type javaLock struct {
+	rdb     redis.UniversalClient
+	name    string
+	field   string
+	channel string
+	sharded bool
+}
+
+const javaTryLock = `
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+return redis.call('pttl', KEYS[1])`
+
+const javaUnlock = `
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+    return nil
+end
+if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then
+    return 0
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[2], KEYS[2], '0')
+return 1`
+
+func newJavaLock(rdb redis.UniversalClient, name string, sharded bool) *javaLock {
+	return &javaLock{rdb: rdb, name: name, field: "7f1c9a52-9f1e-4a3e-9c1d-2b7e4c1d0a11:1",
+		channel: "redisson_lock__channel:{" + name + "}", sharded: sharded}
+}
+
+// tryLock returns 0 when acquired, else the holder's TTL.
+func (j *javaLock) tryLock(ctx context.Context, lease time.Duration) (time.Duration, error) {
+	v, err := j.rdb.Eval(ctx, javaTryLock, []string{j.name}, lease.Milliseconds(), j.field).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(v.(int64)) * time.Millisecond, nil
+}
+
+func (j *javaLock) unlock(ctx context.Context) error {
+	publish := "publish"
+	if j.sharded {
+		publish = "spublish"
+	}
+	return j.rdb.Eval(ctx, javaUnlock, []string{j.name, j.channel}, j.field, publish).Err()
+}
+
+func (j *javaLock) subscribe(ctx context.Context) *redis.PubSub {
+	if j.sharded {
+		return j.rdb.SSubscribe(ctx, j.channel)
+	}
+	return j.rdb.Subscribe(ctx, j.channel)
+}
+
+func TestRedissonInterop(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		rdb := top.rdb(t)
+		c := top.newClient(t)
+		name := lockName(t)
+		m := c.Mutex(name)
+		java := newJavaLock(rdb, name, top.name == "cluster")
+		ctx := ctxTimeout(t, 10*time.Second)
+
+		// Java holds (30s lease): relock is excluded, waits, and is woken by
+		// Java's release message.
+		if ttl, err := java.tryLock(ctx, 30*time.Second); err != nil || ttl != 0 {
+			t.Fatalf("java tryLock: %v %v", ttl, err)
+		}
+		if _, err := m.TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
+			t.Fatalf("relock TryLock over a Java hold: %v", err)
+		}
+		got := make(chan *relock.Lease, 1)
+		go func() {
+			l, err := m.Lock(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 && subscribers(t, top, name) == 1 })
+		if err := java.unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l := <-got
+		if l == nil {
+			t.FailNow()
+		}
+		if c.Stats().Wakeups == 0 {
+			t.Fatal("relock was not woken by Java's release message")
+		}
+
+		// relock holds: Java is excluded with a TTL, subscribes as Redisson
+		// does, and hears relock's release.
+		ttl, err := java.tryLock(ctx, 30*time.Second)
+		if err != nil || ttl <= 0 {
+			t.Fatalf("java tryLock over a relock hold: ttl %v, %v", ttl, err)
+		}
+		ps := java.subscribe(ctx)
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil { // the subscription confirmation
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := ps.ReceiveMessage(ctx)
+		if err != nil || msg.Payload != "0" || msg.Channel != java.channel {
+			t.Fatalf("java heard %+v, %v", msg, err)
+		}
+		if ttl, err := java.tryLock(ctx, 30*time.Second); err != nil || ttl != 0 {
+			t.Fatalf("java tryLock after relock's release: %v %v", ttl, err)
+		}
+		if locked, _ := m.IsLocked(ctx); !locked {
+			t.Fatal("Java's hold not seen")
+		}
+		if err := java.unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// scriptSHA returns the SHA1 of one of relock's embedded scripts.
+func scriptSHA(file string) string {
+	b, err := os.ReadFile("internal/scripts/" + file)
+	if err != nil {
+		panic(err)
+	}
+	sum := sha1.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
