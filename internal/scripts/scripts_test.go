@@ -1,0 +1,183 @@
+package scripts
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+var rdb *redis.Client
+
+func TestMain(m *testing.M) {
+	if err := redistest.Require(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		os.Exit(1)
+	}
+	srv, err := redistest.Start(redistest.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		os.Exit(1)
+	}
+	rdb = srv.Client()
+	code := m.Run()
+	_ = rdb.Close()
+	_ = srv.Close()
+	os.Exit(code)
+}
+
+func run(t *testing.T, s *Script, keys []string, args ...any) any {
+	t.Helper()
+	v, err := s.Run(context.Background(), rdb, keys, args...).Result()
+	if err != nil {
+		t.Fatalf("%s: %v", s.Name(), err)
+	}
+	return v
+}
+
+func TestHeaders(t *testing.T) {
+	for _, s := range []*Script{Lock, Unlock, Abandon, Renew, ForceUnlock} {
+		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
+		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
+			if !strings.Contains(header, want) {
+				t.Errorf("%s.lua header lacks %q", s.Name(), want)
+			}
+		}
+	}
+}
+
+func TestLockUnlock(t *testing.T) {
+	ctx := context.Background()
+	keys := []string{"s:lock", "redisson_lock_token:{s:lock}", "s:lock"}
+	if v := run(t, Lock, keys, 10000, "u:1", "0", 60000); v != int64(1) {
+		t.Fatalf("first acquisition = %v, want token 1", v)
+	}
+	if v := run(t, Lock, keys, 10000, "u:1", "0", 60000); v != int64(1) {
+		t.Fatalf("a one-shot owner's repeated request = %v, want the same token", v)
+	}
+	if n := rdb.HGet(ctx, "s:lock", "u:1").Val(); n != "1" {
+		t.Fatalf("count %q after a repeated one-shot request, want 1", n)
+	}
+	v := run(t, Lock, keys, 10000, "u:2", "0", 60000).(int64)
+	if ttl := -v - 1; v > 0 || ttl <= 9000 || ttl > 10000 {
+		t.Fatalf("other owner = %v, want -(ttl+1) with ttl near 10000", v)
+	}
+	release := []string{"s:lock", "redisson_lock__channel:{s:lock}", "s:lock"}
+	if v := run(t, Unlock, release, "u:2", "0", "publish", "0", 60000); v != int64(0) {
+		t.Fatalf("unlock by a non-owner = %v, want 0", v)
+	}
+	if v := run(t, Unlock, release, "u:1", "0", "publish", "0", 60000); v != int64(2) {
+		t.Fatalf("unlock = %v, want 2", v)
+	}
+	if rdb.Exists(ctx, "s:lock").Val() != 0 {
+		t.Fatal("key left after the last release")
+	}
+}
+
+func TestReentrantMarkers(t *testing.T) {
+	ctx := context.Background()
+	lock := func(req string) int64 {
+		return run(t, Lock, []string{"s:re", "redisson_lock_token:{s:re}", "relock_lock_request:{s:re}:" + req}, 10000, "u:1", "1", 60000).(int64)
+	}
+	a := lock("a")
+	if b := lock("b"); b != a {
+		t.Fatalf("re-entry token %d, want %d", b, a)
+	}
+	lock("b") // a retry of request b
+	if n := rdb.HGet(ctx, "s:re", "u:1").Val(); n != "2" {
+		t.Fatalf("count %q, want 2: a retried request was applied twice", n)
+	}
+	unlock := func(req string) int64 {
+		return run(t, Unlock, []string{"s:re", "redisson_lock__channel:{s:re}", "redisson_unlock_latch:{s:re}:" + req}, "u:1", "0", "publish", "1", 60000).(int64)
+	}
+	if v := unlock("x"); v != 1 {
+		t.Fatalf("unlock = %d, want 1", v)
+	}
+	if v := unlock("x"); v != 1 {
+		t.Fatalf("retried unlock = %d, want the first answer 1", v)
+	}
+	if n := rdb.HGet(ctx, "s:re", "u:1").Val(); n != "1" {
+		t.Fatalf("count %q after a retried unlock, want 1", n)
+	}
+	// Abandon undoes only an applied request.
+	abandon := func(req string) int64 {
+		return run(t, Abandon, []string{"s:re", "redisson_lock__channel:{s:re}", "relock_lock_request:{s:re}:" + req}, "u:1", "0", "publish", "1").(int64)
+	}
+	if v := abandon("never-sent"); v != 0 {
+		t.Fatalf("abandon of an unapplied request = %d", v)
+	}
+	lock("c")
+	if v := abandon("c"); v != 1 {
+		t.Fatalf("abandon of an applied request = %d", v)
+	}
+	if n := rdb.HGet(ctx, "s:re", "u:1").Val(); n != "1" {
+		t.Fatalf("count %q after abandon, want 1", n)
+	}
+	if v := unlock("y"); v != 2 {
+		t.Fatalf("last unlock = %d, want 2", v)
+	}
+}
+
+func TestRenew(t *testing.T) {
+	ctx := context.Background()
+	rdb.HSet(ctx, "s:r1", "u:1", 1)
+	rdb.PExpire(ctx, "s:r1", time.Second)
+	rdb.HSet(ctx, "s:r2", "u:9", 1)
+	v := run(t, Renew, []string{"s:r1", "s:r2", "s:r3"}, "u:1", "60000", "u:2", "60000", "u:3", "0").([]any)
+	if fmt.Sprint(v) != "[1 0 0]" {
+		t.Fatalf("renew = %v, want [1 0 0]", v)
+	}
+	if ttl := rdb.PTTL(ctx, "s:r1").Val().Milliseconds(); ttl < 59000 {
+		t.Fatalf("renewed TTL %dms", ttl)
+	}
+	if ttl := rdb.PTTL(ctx, "s:r2").Val(); ttl != -1 {
+		t.Fatalf("another owner's key was touched: TTL %v", ttl)
+	}
+}
+
+func TestForceUnlock(t *testing.T) {
+	ctx := context.Background()
+	rdb.Set(ctx, "s:str", "x", 0)
+	if err := ForceUnlock.Run(ctx, rdb, []string{"s:str", "ch"}, "0", "publish").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("force unlock of a string: %v, want WRONGTYPE", err)
+	}
+	if rdb.Exists(ctx, "s:str").Val() != 1 {
+		t.Fatal("a key of another type was deleted")
+	}
+	rdb.HSet(ctx, "s:fu", "u:1", 1)
+	if v := run(t, ForceUnlock, []string{"s:fu", "ch"}, "0", "publish"); v != int64(1) {
+		t.Fatalf("force unlock = %v", v)
+	}
+	if v := run(t, ForceUnlock, []string{"s:fu", "ch"}, "0", "publish"); v != int64(0) {
+		t.Fatalf("force unlock of a free lock = %v", v)
+	}
+}
+
+func TestNoScriptFallback(t *testing.T) {
+	ctx := context.Background()
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v := run(t, ForceUnlock, []string{"s:none", "ch"}, "0", "publish"); v != int64(0) {
+		t.Fatalf("after SCRIPT FLUSH: %v", v)
+	}
+	if ok := rdb.ScriptExists(ctx, ForceUnlock.SHA()).Val(); !ok[0] {
+		t.Fatal("EVAL did not cache the script")
+	}
+	rdb.ScriptFlush(ctx)
+	pipe := rdb.Pipeline()
+	q := Renew.Queue(ctx, pipe, []string{"s:none"}, "u:1", "0")
+	_, _ = pipe.Exec(ctx)
+	if !IsNoScript(q.Err()) {
+		t.Fatalf("queued after flush: %v, want NOSCRIPT", q.Err())
+	}
+	if v, err := Renew.Retry(ctx, rdb, q).Result(); err != nil || fmt.Sprint(v) != "[0]" {
+		t.Fatalf("retry: %v %v", v, err)
+	}
+}
