@@ -41,6 +41,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer standalone.Close()
+	redisAddr = standalone.Addr
 	if cluster, err = redistest.StartCluster(3, 1); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: start redis cluster:", err)
 		return 1
