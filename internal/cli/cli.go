@@ -1,0 +1,230 @@
+// Package cli implements the relock command, one file per subcommand.
+// Main is the whole program; cmd/relock only calls it.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Exit codes shared by the subcommands. relock run otherwise exits with
+// its command's code.
+const (
+	exitOK          = 0
+	exitFailure     = 1 // an error, or a demo that found a violation
+	exitUsage       = 2 // bad flags or arguments
+	exitNotAcquired = 3 // the lock was not acquired within --wait
+	exitLost        = 4 // the lock was lost while the command ran
+	exitInterrupted = 130
+)
+
+// env is what a subcommand may use of the outside world.
+type env struct {
+	stdout, stderr io.Writer
+	stdin          io.Reader
+	getenv         func(string) string
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, e *env, args []string) int
+}
+
+// commands in the order help lists them.
+var commands = []*command{
+	demoCommand,
+	runCommand,
+	lsCommand,
+	showCommand,
+	unlockCommand,
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Main runs the relock command with the given arguments (without the
+// program name) and returns its exit code. SIGINT and SIGTERM cancel the
+// context the subcommand runs with; the cause is a signalError.
+func Main(args []string, stdout, stderr io.Writer) int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case s := <-sigs:
+			cancel(signalError{s})
+		case <-ctx.Done():
+		}
+	}()
+	defer func() {
+		cancel(nil)
+		<-watched
+	}()
+	stdout, stderr = syncWriters(stdout, stderr)
+	e := &env{stdout: stdout, stderr: stderr, stdin: os.Stdin, getenv: os.Getenv}
+	return dispatch(ctx, e, args)
+}
+
+// syncWriters makes stdout and stderr safe for the concurrent writes of
+// progress lines, log records and a child process's output. Files are
+// already; other writers share one mutex, which also covers the case of
+// both being the same writer.
+func syncWriters(stdout, stderr io.Writer) (io.Writer, io.Writer) {
+	mu := new(sync.Mutex)
+	wrap := func(w io.Writer) io.Writer {
+		if _, ok := w.(*os.File); ok {
+			return w
+		}
+		return &syncWriter{mu: mu, w: w}
+	}
+	return wrap(stdout), wrap(stderr)
+}
+
+type syncWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// signalError is the cancellation cause of Main's context when a signal
+// arrived.
+type signalError struct{ sig os.Signal }
+
+func (s signalError) Error() string { return "received " + s.sig.String() }
+
+// signalOf returns the signal that cancelled ctx, if one did.
+func signalOf(ctx context.Context) (os.Signal, bool) {
+	var se signalError
+	if errors.As(context.Cause(ctx), &se) {
+		return se.sig, true
+	}
+	return nil, false
+}
+
+func dispatch(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 {
+		usage(e.stderr)
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return help(e, args[1:])
+	}
+	c := lookup(name)
+	if c == nil {
+		fmt.Fprintf(e.stderr, "relock: unknown command %q\n\n", name)
+		usage(e.stderr)
+		return exitUsage
+	}
+	return c.run(ctx, e, args[1:])
+}
+
+func help(e *env, args []string) int {
+	if len(args) == 0 {
+		usage(e.stdout)
+		return exitOK
+	}
+	c := lookup(args[0])
+	if c == nil {
+		fmt.Fprintf(e.stderr, "relock help: unknown command %q\n", args[0])
+		return exitUsage
+	}
+	return c.run(context.Background(), &env{stdout: e.stdout, stderr: e.stdout, getenv: e.getenv}, []string{"-h"})
+}
+
+func usage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString(`relock: distributed locks on Redis, Redisson-compatible.
+
+Usage:
+	relock <command> [flags] [arguments]
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(&b, "\t%-8s %s\n", c.name, c.summary)
+	}
+	b.WriteString(`
+Run "relock help <command>" for a command's flags.
+
+Redis is chosen by --redis URL, else by $` + envRedisURL + `, else ` + defaultRedisURL + `
+(demo alone runs on an embedded in-process Redis when neither is given).
+URLs: redis://[user:password@]host:port[/db], rediss:// for TLS, unix:///path,
+and redis+cluster://host:port,host:port (or --cluster) for Redis Cluster.
+
+Exit codes: 0 success, 1 failure, 2 usage error, 3 lock not acquired,
+4 lock lost; relock run otherwise exits with its command's code.
+`)
+	io.WriteString(w, b.String())
+}
+
+// newFlagSet returns a flag set for a subcommand that reports errors to
+// e.stderr and prints usageLine and the flags on -h.
+func newFlagSet(e *env, name, usageLine, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet("relock "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: relock %s %s\n\n%s\n", name, usageLine, strings.TrimSpace(about))
+		var n int
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintf(w, "\nFlags:\n")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parse parses args into fs. It returns done=true with the exit code when
+// the caller should return at once: help was asked for, or the flags were
+// bad.
+func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return exitOK, false
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK, true
+	default:
+		return exitUsage, true
+	}
+}
+
+// usageError reports a bad invocation of a subcommand.
+func usageError(e *env, fs *flag.FlagSet, format string, args ...any) int {
+	fmt.Fprintf(e.stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	fmt.Fprintf(e.stderr, "Run 'relock help %s' for usage.\n", strings.TrimPrefix(fs.Name(), "relock "))
+	return exitUsage
+}
+
+// fail reports an error of a subcommand and returns exitFailure.
+func fail(e *env, fs *flag.FlagSet, err error) int {
+	fmt.Fprintf(e.stderr, "%s: %v\n", fs.Name(), err)
+	return exitFailure
+}

@@ -1,0 +1,405 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/history"
+)
+
+var demoCommand = &command{
+	name:    "demo",
+	summary: "workers on several clients contend for locks; every hold is checked",
+	run:     runDemo,
+}
+
+const demoAbout = `
+Starts several relock clients, each on its own Redis connection pool, and
+workers spread over them that contend for a few locks. Every hold is
+recorded with its fencing token and checked: no two holds of one lock may
+overlap, tokens must grow, and a counter that the workers update without
+any other synchronisation must come out exact. The last line of the output
+is the verdict; the exit code is 1 if mutual exclusion was violated.
+
+Without --redis or $` + envRedisURL + ` the demo runs on an embedded,
+in-process Redis (miniredis). On a real server it uses the lock names
+<prefix>:0, <prefix>:1, ... and leaves their fencing counters behind.`
+
+// demoConfig is the demo's flags.
+type demoConfig struct {
+	clients      int
+	workers      int
+	locks        int
+	acquisitions int
+	duration     time.Duration
+	hold         time.Duration
+	prefix       string
+	watchdog     time.Duration
+	every        time.Duration // progress interval; 0 picks by terminal
+}
+
+func runDemo(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "demo", "[flags]", demoAbout)
+	rf := addRedisFlags(fs)
+	var cfg demoConfig
+	fs.IntVar(&cfg.clients, "clients", 2, "relock clients, each with its own connection pool")
+	fs.IntVar(&cfg.workers, "workers", 8, "workers, spread over the clients")
+	fs.IntVar(&cfg.locks, "locks", 3, "lock names the workers contend for")
+	fs.IntVar(&cfg.acquisitions, "acquisitions", 4000, "stop after this many acquisitions in all (0: no limit, needs --duration)")
+	fs.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: no limit); with --acquisitions, whichever comes first")
+	fs.DurationVar(&cfg.hold, "hold", 0, "time each worker sleeps inside the critical section")
+	fs.StringVar(&cfg.prefix, "prefix", "relock-demo", "prefix of the lock names")
+	fs.DurationVar(&cfg.watchdog, "watchdog", relock.DefaultWatchdogTimeout, "the clients' watchdog timeout")
+	fs.DurationVar(&cfg.every, "progress", 0, "progress interval (default 200ms on a terminal, else 1s)")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(e, fs, "unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case cfg.clients < 1:
+		return usageError(e, fs, "--clients must be at least 1")
+	case cfg.workers < 1:
+		return usageError(e, fs, "--workers must be at least 1")
+	case cfg.locks < 1:
+		return usageError(e, fs, "--locks must be at least 1")
+	case cfg.acquisitions < 0 || cfg.duration < 0 || cfg.hold < 0:
+		return usageError(e, fs, "--acquisitions, --duration and --hold cannot be negative")
+	case cfg.acquisitions == 0 && cfg.duration == 0:
+		return usageError(e, fs, "give --acquisitions or --duration a limit")
+	case cfg.prefix == "":
+		return usageError(e, fs, "--prefix cannot be empty")
+	}
+	if cfg.every <= 0 {
+		cfg.every = time.Second
+		if isTerminal(e.stderr) {
+			cfg.every = 200 * time.Millisecond
+		}
+	}
+
+	t, err := rf.resolve(e, "")
+	if err != nil {
+		return usageError(e, fs, "%v", err)
+	}
+	if t == nil {
+		mr, err := miniredis.Run()
+		if err != nil {
+			return fail(e, fs, fmt.Errorf("cannot start the embedded Redis: %w", err))
+		}
+		defer mr.Close()
+		fmt.Fprintf(e.stderr, "relock demo: no --redis and no $%s: running on an embedded in-process Redis (miniredis) at %s\n", envRedisURL, mr.Addr())
+		if t, err = parseTarget("redis://"+mr.Addr(), false); err != nil {
+			return fail(e, fs, err)
+		}
+	} else {
+		fmt.Fprintf(e.stderr, "relock demo: running on %s\n", t)
+	}
+
+	d, err := newDemo(ctx, e, t, cfg)
+	if err != nil {
+		return fail(e, fs, err)
+	}
+	defer d.close()
+	return d.run(ctx)
+}
+
+// demo is one run of the demo.
+type demo struct {
+	e       *env
+	cfg     demoConfig
+	rdbs    []redis.UniversalClient
+	clients []*relock.Client
+	locks   []*demoLock
+	rec     *history.Recorder
+
+	claimed  atomic.Int64 // acquisitions claimed by workers, for the limit
+	acquired atomic.Int64 // acquisitions made
+	lost     atomic.Int64 // holds that were lost before their unlock
+
+	errOnce sync.Once
+	err     error // the first worker error
+}
+
+// demoLock is one contended lock and the state its holders share.
+type demoLock struct {
+	name     string
+	mutexes  []*relock.Mutex // one per client
+	acquired atomic.Int64
+	inside   atomic.Int32 // workers inside the critical section
+	crowded  atomic.Int64 // times a worker found another inside
+	value    int64        // updated by holders with no synchronisation but the lock
+}
+
+func newDemo(ctx context.Context, e *env, t *target, cfg demoConfig) (*demo, error) {
+	d := &demo{e: e, cfg: cfg, rec: history.New()}
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	for range cfg.clients {
+		rdb, err := t.connect(ctx)
+		if err != nil {
+			d.close()
+			return nil, err
+		}
+		d.rdbs = append(d.rdbs, rdb)
+		c, err := relock.New(rdb, relock.WithWatchdogTimeout(cfg.watchdog), relock.WithLogger(logger))
+		if err != nil {
+			d.close()
+			return nil, err
+		}
+		d.clients = append(d.clients, c)
+	}
+	for i := range cfg.locks {
+		l := &demoLock{name: fmt.Sprintf("%s:%d", cfg.prefix, i)}
+		for _, c := range d.clients {
+			l.mutexes = append(l.mutexes, c.Mutex(l.name))
+		}
+		d.locks = append(d.locks, l)
+	}
+	return d, nil
+}
+
+func (d *demo) close() {
+	for _, c := range d.clients {
+		c.Close()
+	}
+	for _, rdb := range d.rdbs {
+		rdb.Close()
+	}
+}
+
+func (d *demo) fail(err error) {
+	d.errOnce.Do(func() { d.err = err })
+}
+
+func (d *demo) run(ctx context.Context) int {
+	cfg := d.cfg
+	names := make([]string, len(d.locks))
+	for i, l := range d.locks {
+		names[i] = l.name
+	}
+	limit := "no acquisition limit"
+	if cfg.acquisitions > 0 {
+		limit = fmt.Sprintf("%d acquisitions", cfg.acquisitions)
+	}
+	if cfg.duration > 0 {
+		limit += fmt.Sprintf(", at most %v", cfg.duration)
+	}
+	fmt.Fprintf(d.e.stderr, "relock demo: %d clients, %d workers, %d locks (%s), %s\n",
+		cfg.clients, cfg.workers, cfg.locks, strings.Join(names, " "), limit)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfg.duration > 0 {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithTimeout(runCtx, cfg.duration)
+		defer stop()
+	}
+	start := time.Now()
+	p := startProgress(d.e.stderr, isTerminal(d.e.stderr), cfg.every, d.snapshot)
+	var wg sync.WaitGroup
+	for w := range cfg.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.work(runCtx, w); err != nil {
+				d.fail(err)
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	p.stop()
+	return d.report(ctx, elapsed)
+}
+
+// work is one worker's loop: lock a random lock, check and update its
+// shared state, unlock.
+func (d *demo) work(ctx context.Context, w int) error {
+	who := fmt.Sprintf("worker %d (client %d)", w, w%len(d.clients))
+	client := w % len(d.clients)
+	for {
+		if d.cfg.acquisitions > 0 && d.claimed.Add(1) > int64(d.cfg.acquisitions) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		dl := d.locks[rand.IntN(len(d.locks))]
+		lease, err := dl.mutexes[client].Lock(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", who, err)
+		}
+		h := d.rec.Begin(who, dl.name, lease.Token())
+		dl.critical(d.cfg.hold)
+		dl.acquired.Add(1)
+		d.acquired.Add(1)
+		if lease.Err() != nil {
+			h.Lost()
+			d.lost.Add(1)
+		} else {
+			h.End()
+		}
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), connectTimeout)
+		err = lease.Unlock(uctx)
+		cancel()
+		if err != nil && !errors.Is(err, relock.ErrNotHeld) {
+			return fmt.Errorf("%s: %w", who, err)
+		}
+	}
+}
+
+// critical is the protected section: it reads the shared value, lets
+// other goroutines run, and writes it back incremented. Without mutual
+// exclusion, updates get lost; inside counts the workers in here at once.
+func (l *demoLock) critical(hold time.Duration) {
+	if l.inside.Add(1) != 1 {
+		l.crowded.Add(1)
+	}
+	v := l.value
+	runtime.Gosched()
+	if hold > 0 {
+		time.Sleep(hold)
+	}
+	l.value = v + 1
+	l.inside.Add(-1)
+}
+
+func (d *demo) snapshot() progressSnapshot {
+	s := progressSnapshot{total: d.acquired.Load(), limit: int64(d.cfg.acquisitions)}
+	for _, l := range d.locks {
+		s.perLock = append(s.perLock, l.acquired.Load())
+	}
+	return s
+}
+
+// report prints the table and the verdict, and returns the exit code.
+func (d *demo) report(ctx context.Context, elapsed time.Duration) int {
+	out := d.e.stdout
+	sum := d.rec.Summary()
+	tokens := make(map[string]uint64, len(sum.Names))
+	for _, ns := range sum.Names {
+		tokens[ns.Name] = ns.LastToken
+	}
+	var acquired, mismatches, crowded int64
+	width := len("lock")
+	for _, l := range d.locks {
+		width = max(width, len(l.name))
+	}
+	fmt.Fprintf(out, "%-*s  %12s  %10s  %10s\n", width, "lock", "acquisitions", "last token", "counter")
+	for _, l := range d.locks {
+		n := l.acquired.Load()
+		acquired += n
+		crowded += l.crowded.Load()
+		mark := ""
+		if l.value != n {
+			mismatches += n - l.value
+			mark = "  (lost updates)"
+		}
+		fmt.Fprintf(out, "%-*s  %12d  %10d  %10d%s\n", width, l.name, n, tokens[l.name], l.value, mark)
+	}
+
+	var waits, wakeups uint64
+	for _, c := range d.clients {
+		st := c.Stats()
+		waits += st.Waits
+		wakeups += st.Wakeups
+	}
+	rate := float64(acquired) / max(elapsed.Seconds(), 1e-9)
+	fmt.Fprintf(out, "\n%d clients, %d workers: %d acquisitions in %v (%.0f/s); %d lock calls waited, %d release messages woke a waiter\n",
+		len(d.clients), d.cfg.workers, acquired, elapsed.Round(time.Millisecond), rate, waits, wakeups)
+	if n := d.lost.Load(); n > 0 {
+		fmt.Fprintf(out, "warning: %d holds were lost before their unlock\n", n)
+	}
+
+	violations := d.rec.Check()
+	var overlaps, backwards int
+	for _, v := range violations {
+		switch v.Kind {
+		case history.KindOverlap:
+			overlaps++
+		case history.KindTokenBackwards:
+			backwards++
+		}
+	}
+	const show = 10
+	for i, v := range violations {
+		if i == show {
+			fmt.Fprintf(out, "... and %d more violations\n", len(violations)-show)
+			break
+		}
+		fmt.Fprintf(out, "violation: %v\n", v)
+	}
+	if crowded > 0 {
+		fmt.Fprintf(out, "violation: a worker found another inside the critical section %d times\n", crowded)
+	}
+	if mismatches != 0 {
+		fmt.Fprintf(out, "violation: the shared counters lost %d updates\n", mismatches)
+	}
+	interrupted := ctx.Err() != nil
+	if interrupted {
+		fmt.Fprintf(out, "interrupted after %d acquisitions\n", acquired)
+	}
+	if d.err != nil {
+		fmt.Fprintf(d.e.stderr, "relock demo: %v\n", d.err)
+	} else if !interrupted && d.cfg.acquisitions > 0 && d.cfg.duration == 0 && acquired != int64(d.cfg.acquisitions) {
+		d.fail(fmt.Errorf("made %d acquisitions, want %d", acquired, d.cfg.acquisitions))
+		fmt.Fprintf(d.e.stderr, "relock demo: %v\n", d.err)
+	}
+
+	handoff := fmt.Sprintf("handoff p50 %s p99 %s", fmtDuration(sum.P50), fmtDuration(sum.P99))
+	if len(violations) == 0 && crowded == 0 && mismatches == 0 {
+		fmt.Fprintf(out, "mutual exclusion held: %d acquisitions, 0 overlaps, %s\n", acquired, handoff)
+		switch {
+		case d.err != nil:
+			return exitFailure
+		case interrupted:
+			return exitInterrupted
+		}
+		return exitOK
+	}
+	parts := []string{fmt.Sprintf("%d acquisitions", acquired), fmt.Sprintf("%d overlaps", overlaps)}
+	if backwards > 0 {
+		parts = append(parts, fmt.Sprintf("%d tokens out of order", backwards))
+	}
+	if crowded > 0 {
+		parts = append(parts, fmt.Sprintf("%d crowded critical sections", crowded))
+	}
+	if mismatches != 0 {
+		parts = append(parts, fmt.Sprintf("%d lost counter updates", mismatches))
+	}
+	fmt.Fprintf(out, "mutual exclusion VIOLATED: %s, %s\n", strings.Join(parts, ", "), handoff)
+	return exitFailure
+}
+
+// fmtDuration rounds d to two or three significant digits: 120µs, 2.1ms,
+// 35ms, 1.25s.
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d < time.Microsecond:
+		return d.String()
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < 10*time.Millisecond:
+		return d.Round(100 * time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	default:
+		return d.Round(10 * time.Millisecond).String()
+	}
+}

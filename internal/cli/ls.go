@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var lsCommand = &command{
+	name:    "ls",
+	summary: "list held locks: name, holders, hold counts, TTL",
+	run:     runLs,
+}
+
+const lsAbout = `
+Scans the keyspace (every master of a cluster) for hashes laid out as relock
+or Redisson locks, whose fields are owner ids "<uuid>:<n>" with hold counts,
+and lists them. Read-write locks show their mode as the kind. The scan is
+incremental (SCAN with COUNT) and pipelined, so it is safe on a busy server,
+but like any SCAN it may miss keys created or deleted while it runs.`
+
+// scanCount is the COUNT hint of each SCAN call, and the size of the
+// pipelines that follow it.
+const scanCount = 1000
+
+// hscanCount is how many fields a hash may have and still be read in one
+// call; lock hashes have one field per owner.
+const hscanCount = 128
+
+func runLs(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "ls", "[flags]", lsAbout)
+	rf := addRedisFlags(fs)
+	match := fs.String("match", "*", "list only lock names matching this glob `pattern`")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(e, fs, "unexpected argument %q", fs.Arg(0))
+	}
+	t, err := rf.resolve(e, defaultRedisURL)
+	if err != nil {
+		return usageError(e, fs, "%v", err)
+	}
+	rdb, err := t.connect(ctx)
+	if err != nil {
+		return fail(e, fs, err)
+	}
+	defer rdb.Close()
+
+	locks, err := scanLocks(ctx, rdb, *match)
+	if err != nil {
+		return fail(e, fs, err)
+	}
+	if len(locks) == 0 {
+		fmt.Fprintf(e.stderr, "no locks match %q\n", *match)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "NAME\tKIND\tTTL\tHOLDS\tOWNERS\n")
+	for _, li := range locks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", li.name, li.kind, fmtTTL(li.ttl), li.holds(), li.owners())
+	}
+	tw.Flush()
+	return exitOK
+}
+
+// scanLocks returns the locks whose names match pattern, sorted by name.
+func scanLocks(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]*lockInfo, error) {
+	var (
+		mu    sync.Mutex
+		found = make(map[string]*lockInfo)
+	)
+	collect := func(ctx context.Context, node *redis.Client) error {
+		return scanNode(ctx, node, pattern, func(li *lockInfo) {
+			mu.Lock()
+			found[li.name] = li
+			mu.Unlock()
+		})
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, collect)
+	case *redis.Client:
+		err = collect(ctx, c)
+	default:
+		err = fmt.Errorf("cannot scan with a %T", rdb)
+	}
+	if err != nil {
+		return nil, err
+	}
+	locks := make([]*lockInfo, 0, len(found))
+	for _, li := range found {
+		locks = append(locks, li)
+	}
+	sort.Slice(locks, func(i, j int) bool { return locks[i].name < locks[j].name })
+	return locks, nil
+}
+
+// scanNode scans one server: SCAN, then per batch one pipeline of TYPE
+// and one of HSCAN and PTTL for the hashes among them.
+func scanNode(ctx context.Context, node *redis.Client, pattern string, found func(*lockInfo)) error {
+	var cursor uint64
+	for {
+		keys, next, err := node.Scan(ctx, cursor, pattern, scanCount).Result()
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", node.Options().Addr, err)
+		}
+		if err := inspectKeys(ctx, node, keys, found); err != nil {
+			return fmt.Errorf("scan %s: %w", node.Options().Addr, err)
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+func inspectKeys(ctx context.Context, node *redis.Client, keys []string, found func(*lockInfo)) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	types := make([]*redis.StatusCmd, len(keys))
+	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			types[i] = p.Type(ctx, k)
+		}
+		return nil
+	}); !isReply(err) {
+		return err
+	}
+	var hashes []string
+	for i, k := range keys {
+		if types[i].Val() == "hash" {
+			hashes = append(hashes, k)
+		}
+	}
+	if len(hashes) == 0 {
+		return nil
+	}
+	scans := make([]*redis.ScanCmd, len(hashes))
+	ttls := make([]*redis.DurationCmd, len(hashes))
+	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range hashes {
+			scans[i] = p.HScan(ctx, k, 0, "", hscanCount)
+			ttls[i] = p.PTTL(ctx, k)
+		}
+		return nil
+	}); !isReply(err) {
+		return err
+	}
+	for i, k := range hashes {
+		kv, cursor, err := scans[i].Result()
+		if err != nil {
+			continue // deleted or changed type since TYPE
+		}
+		fields := pairs(kv)
+		if _, ok := parseLock(k, fields); !ok {
+			continue
+		}
+		if cursor != 0 {
+			// A big hash that looks like a lock so far: a read-write
+			// lock with many readers. Read it whole.
+			if fields, err = node.HGetAll(ctx, k).Result(); err != nil {
+				continue
+			}
+		}
+		li, ok := parseLock(k, fields)
+		if !ok {
+			continue
+		}
+		li.ttl = ttls[i].Val()
+		if ttls[i].Err() != nil {
+			li.ttl = -2 * time.Nanosecond
+		}
+		found(li)
+	}
+	return nil
+}
+
+// isReply reports whether err is nil or a server's error reply, after
+// which the other commands of a pipeline still have their own outcomes.
+func isReply(err error) bool {
+	var re redis.Error
+	return err == nil || errors.As(err, &re)
+}
+
+// pairs turns an HSCAN reply [field, value, ...] into a map.
+func pairs(kv []string) map[string]string {
+	m := make(map[string]string, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}

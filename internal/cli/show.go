@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var showCommand = &command{
+	name:    "show",
+	summary: "show one lock: holders, hold counts, TTL, fencing token, waiters",
+	run:     runShow,
+}
+
+const showAbout = `
+Shows the lock NAME: its holders and their hold counts, its TTL, the last
+fencing token handed out for it, and how many connections are subscribed
+to its release channel. Each relock client and each Redisson instance
+waits on one shared subscription, so the count is of waiting processes,
+not of waiting goroutines or threads.`
+
+func runShow(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "show", "[flags] NAME", showAbout)
+	rf := addRedisFlags(fs)
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return usageError(e, fs, "want one lock NAME, got %d arguments", fs.NArg())
+	}
+	name := fs.Arg(0)
+	if name == "" {
+		return usageError(e, fs, "empty lock NAME")
+	}
+	t, err := rf.resolve(e, defaultRedisURL)
+	if err != nil {
+		return usageError(e, fs, "%v", err)
+	}
+	rdb, err := t.connect(ctx)
+	if err != nil {
+		return fail(e, fs, err)
+	}
+	defer rdb.Close()
+
+	s, err := inspectLock(ctx, rdb, name)
+	if err != nil {
+		return fail(e, fs, err)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "lock\t%s\n", name)
+	switch {
+	case s.lock != nil:
+		state := "held"
+		if s.lock.kind != "lock" {
+			state += " (" + s.lock.kind + " mode)"
+		}
+		fmt.Fprintf(tw, "state\t%s\n", state)
+		fmt.Fprintf(tw, "ttl\t%s\n", fmtTTL(s.lock.ttl))
+		for _, h := range s.lock.holders {
+			side := ""
+			if h.write {
+				side = ", write"
+			}
+			fmt.Fprintf(tw, "holder\t%s (holds %d%s)\n", h.owner, h.count, side)
+		}
+	case s.kind == "none":
+		fmt.Fprintf(tw, "state\tfree\n")
+	default:
+		fmt.Fprintf(tw, "state\tnot a lock: the key holds a %s\n", s.kind)
+	}
+	if s.token == "" {
+		fmt.Fprintf(tw, "token\tnone yet\t(%s)\n", s.tokenKey)
+	} else {
+		fmt.Fprintf(tw, "token\t%s\t(%s, the last handed out)\n", s.token, s.tokenKey)
+	}
+	fmt.Fprintf(tw, "waiters\t%d\t(subscribers of %s)\n", s.subscribers, s.channel)
+	tw.Flush()
+	if s.lock == nil && s.kind != "none" {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// lockState is everything show reports about one name.
+type lockState struct {
+	kind        string    // the key's TYPE
+	lock        *lockInfo // nil when free or not a lock
+	tokenKey    string
+	token       string // "" when no token was handed out
+	channel     string
+	subscribers int64
+}
+
+func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*lockState, error) {
+	s := &lockState{tokenKey: companion(tokenPrefix, name), channel: companion(lockChannelPrefix, name)}
+	var err error
+	if s.kind, err = rdb.Type(ctx, name).Result(); err != nil {
+		return nil, err
+	}
+	if s.kind == "hash" {
+		fields, err := rdb.HGetAll(ctx, name).Result()
+		if err != nil {
+			return nil, err
+		}
+		ttl, err := rdb.PTTL(ctx, name).Result()
+		if err != nil {
+			return nil, err
+		}
+		li, ok := parseLock(name, fields)
+		switch {
+		case ok:
+			li.ttl = ttl
+			s.lock = li
+		case len(fields) == 0:
+			s.kind = "none" // released between the calls
+		default:
+			s.kind = "hash whose fields are not lock owners"
+		}
+	}
+	s.token, err = rdb.Get(ctx, s.tokenKey).Result()
+	if errors.Is(err, redis.Nil) {
+		s.token, err = "", nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.subscribers, err = subscribers(ctx, rdb, s.channel); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// subscribers counts the subscriptions to channel: on a cluster, classic
+// ones on every node plus sharded ones.
+func subscribers(ctx context.Context, rdb redis.UniversalClient, channel string) (int64, error) {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		m, err := rdb.PubSubNumSub(ctx, channel).Result()
+		return m[channel], err
+	}
+	var (
+		mu    sync.Mutex
+		total int64
+	)
+	err := cc.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+		classic, err := node.PubSubNumSub(ctx, channel).Result()
+		if err != nil {
+			return err
+		}
+		sharded, err := node.PubSubShardNumSub(ctx, channel).Result()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		total += classic[channel] + sharded[channel]
+		mu.Unlock()
+		return nil
+	})
+	return total, err
+}

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/relock-go/relock"
+)
+
+var unlockCommand = &command{
+	name:    "unlock",
+	summary: "delete a lock whoever holds it (needs --force)",
+	run:     runUnlock,
+}
+
+const unlockAbout = `
+Deletes the lock NAME whoever holds it and wakes its waiters. The holder is
+not asked: it finds out at its watchdog's next renewal, and until then may
+still act as if it held the lock. Hence --force.`
+
+func runUnlock(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet(e, "unlock", "--force [flags] NAME", unlockAbout)
+	rf := addRedisFlags(fs)
+	force := fs.Bool("force", false, "really delete the lock")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return usageError(e, fs, "want one lock NAME, got %d arguments", fs.NArg())
+	}
+	name := fs.Arg(0)
+	if !*force {
+		return usageError(e, fs, "refusing to delete %q without --force: its holder would go on as if it held it until its next renewal", name)
+	}
+	t, err := rf.resolve(e, defaultRedisURL)
+	if err != nil {
+		return usageError(e, fs, "%v", err)
+	}
+	rdb, err := t.connect(ctx)
+	if err != nil {
+		return fail(e, fs, err)
+	}
+	defer rdb.Close()
+	c, err := relock.New(rdb)
+	if err != nil {
+		return fail(e, fs, err)
+	}
+	defer c.Close()
+	held, err := c.Mutex(name).ForceUnlock(ctx)
+	if err != nil {
+		return fail(e, fs, err)
+	}
+	if held {
+		fmt.Fprintf(e.stdout, "%s: force-unlocked\n", name)
+	} else {
+		fmt.Fprintf(e.stdout, "%s: was not locked\n", name)
+	}
+	return exitOK
+}

@@ -1,0 +1,227 @@
+// Package history records the holds of locks and checks them for mutual
+// exclusion: no two holds of one name may overlap, and fencing tokens must
+// grow with every acquisition of a name.
+package history
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Violation kinds reported by Check.
+const (
+	// KindOverlap: two holds of one name were open at the same time.
+	KindOverlap = "overlap"
+	// KindTokenBackwards: a hold's fencing token was not greater than the
+	// token of the hold of the same name that began before it.
+	KindTokenBackwards = "token-backwards"
+)
+
+// Recorder records holds. The zero value is not usable: call New. A
+// Recorder is safe for concurrent use.
+//
+// Overlaps are detected two ways: exactly, when a hold begins while
+// another hold of the same name is still open, and by comparing the
+// intervals of all holds of a name on the monotonic clock. Both kinds of
+// evidence are reported once per pair of holds.
+type Recorder struct {
+	start time.Time // carries the monotonic clock reading all times are relative to
+
+	mu         sync.Mutex
+	names      map[string]*nameState
+	holds      []*Hold // in Begin order
+	violations []Violation
+	reported   map[[2]int]bool // overlapping pairs already reported, by Seq
+}
+
+// nameState is what the Recorder knows about one lock name.
+type nameState struct {
+	open  map[*Hold]struct{} // holds begun and not yet ended
+	holds []*Hold            // in Begin order
+	last  *Hold              // the last hold of the name with a token
+}
+
+// HoldInfo describes one hold.
+type HoldInfo struct {
+	Who   string        // the client or worker that held the lock
+	Name  string        // the lock's name
+	Token uint64        // the hold's fencing token; 0 when it has none
+	Seq   int           // position in the Recorder's Begin order, from 1
+	Begin time.Duration // when the hold began, since the Recorder was made
+	End   time.Duration // when it ended; -1 while it is open
+	Lost  bool          // the hold ended by a loss signal, not by unlocking
+}
+
+// Open reports whether the hold has not ended.
+func (h HoldInfo) Open() bool { return h.End < 0 }
+
+func (h HoldInfo) String() string {
+	end := "open"
+	if !h.Open() {
+		end = h.End.String()
+		if h.Lost {
+			end += " (lost)"
+		}
+	}
+	return fmt.Sprintf("#%d %s token %d [%v, %s]", h.Seq, h.Who, h.Token, h.Begin, end)
+}
+
+// Hold is one recorded hold. Its methods are safe for concurrent use.
+type Hold struct {
+	r    *Recorder
+	info HoldInfo // guarded by r.mu
+}
+
+// Violation is one breach of mutual exclusion found by Check.
+type Violation struct {
+	Kind   string   // KindOverlap or KindTokenBackwards
+	Name   string   // the lock's name
+	A, B   HoldInfo // the two holds involved, A the one that began first
+	Detail string   // a human-readable account
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s on %q: %s", v.Kind, v.Name, v.Detail)
+}
+
+// New returns an empty Recorder whose clock starts now.
+func New() *Recorder {
+	return &Recorder{
+		start:    time.Now(),
+		names:    make(map[string]*nameState),
+		reported: make(map[[2]int]bool),
+	}
+}
+
+// now returns the monotonic time since the Recorder was made.
+func (r *Recorder) now() time.Duration { return time.Since(r.start) }
+
+// Begin records that who starts holding the lock name with the fencing
+// token token (0 for none). Call it after the lock was acquired and before
+// the protected work; a hold that begins while another hold of name is
+// open is recorded as an overlap at once.
+func (r *Recorder) Begin(who, name string, token uint64) *Hold {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := &Hold{r: r, info: HoldInfo{
+		Who:   who,
+		Name:  name,
+		Token: token,
+		Seq:   len(r.holds) + 1,
+		Begin: r.now(),
+		End:   -1,
+	}}
+	st := r.names[name]
+	if st == nil {
+		st = &nameState{open: make(map[*Hold]struct{})}
+		r.names[name] = st
+	}
+	for o := range st.open {
+		r.overlap(o.info, h.info, "began while the other was still held")
+	}
+	if token != 0 {
+		if st.last != nil && token <= st.last.info.Token {
+			p := st.last.info
+			r.violations = append(r.violations, Violation{
+				Kind: KindTokenBackwards,
+				Name: name,
+				A:    p,
+				B:    h.info,
+				Detail: fmt.Sprintf("hold #%d (%s) got token %d after hold #%d (%s) got token %d",
+					h.info.Seq, who, token, p.Seq, p.Who, p.Token),
+			})
+		}
+		st.last = h
+	}
+	st.open[h] = struct{}{}
+	st.holds = append(st.holds, h)
+	r.holds = append(r.holds, h)
+	return h
+}
+
+// overlap records an overlap of holds a and b, once per pair. r.mu is held.
+func (r *Recorder) overlap(a, b HoldInfo, how string) {
+	if a.Seq > b.Seq {
+		a, b = b, a
+	}
+	pair := [2]int{a.Seq, b.Seq}
+	if r.reported[pair] {
+		return
+	}
+	r.reported[pair] = true
+	r.violations = append(r.violations, Violation{
+		Kind: KindOverlap,
+		Name: a.Name,
+		A:    a,
+		B:    b,
+		Detail: fmt.Sprintf("hold #%d (%s, token %d) %s: hold #%d (%s, token %d)",
+			b.Seq, b.Who, b.Token, how, a.Seq, a.Who, a.Token),
+	})
+}
+
+// End records that the hold ended by unlocking. Call it before the unlock
+// is sent, so that the next holder's Begin cannot precede it. Only the
+// first End or Lost of a hold counts.
+func (h *Hold) End() { h.end(false) }
+
+// Lost records that the hold ended by a loss signal, at the time of the
+// call. Only the first End or Lost of a hold counts.
+func (h *Hold) Lost() { h.end(true) }
+
+func (h *Hold) end(lost bool) {
+	r := h.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !h.info.Open() {
+		return
+	}
+	h.info.End = r.now()
+	h.info.Lost = lost
+	delete(r.names[h.info.Name].open, h)
+}
+
+// Info returns a snapshot of the hold.
+func (h *Hold) Info() HoldInfo {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	return h.info
+}
+
+// Holds returns the number of holds begun so far.
+func (r *Recorder) Holds() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.holds)
+}
+
+// Check returns every violation found so far, in the order found: holds of
+// one name that overlapped, and fencing tokens that did not strictly grow
+// in Begin order. Holds without a token (0) are not checked for tokens.
+// Holds still open count as lasting until now.
+func (r *Recorder) Check() []Violation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, st := range r.names {
+		r.sweep(st)
+	}
+	return append([]Violation(nil), r.violations...)
+}
+
+// sweep compares the intervals of a name's holds. r.mu is held.
+func (r *Recorder) sweep(st *nameState) {
+	hs := append([]*Hold(nil), st.holds...)
+	sort.SliceStable(hs, func(i, j int) bool { return hs[i].info.Begin < hs[j].info.Begin })
+	var active []*Hold // holds whose interval may still contain the next Begin
+	for _, h := range hs {
+		kept := active[:0]
+		for _, a := range active {
+			if a.info.Open() || a.info.End > h.info.Begin {
+				r.overlap(a.info, h.info, "began before the other ended")
+				kept = append(kept, a)
+			}
+		}
+		active = append(kept, h)
+	}
+}

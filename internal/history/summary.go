@@ -1,0 +1,97 @@
+package history
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// Summary condenses a Recorder's history.
+type Summary struct {
+	Holds    int           // holds begun
+	Open     int           // holds not yet ended
+	Lost     int           // holds ended by a loss signal
+	Handoffs int           // gaps measured between consecutive holds of a name
+	P50, P99 time.Duration // handoff percentiles over all names
+	Names    []NameSummary // one per lock name, sorted by name
+}
+
+// NameSummary condenses the history of one lock name.
+type NameSummary struct {
+	Name      string
+	Holds     int
+	Open      int
+	Lost      int
+	LastToken uint64 // the token of the last hold begun with one
+	Handoffs  int
+	P50, P99  time.Duration
+}
+
+// Summary returns counts per name and handoff percentiles. A handoff is
+// the gap from the end of one hold to the beginning of the next hold of
+// the same name. With waiters queued on the lock, that is the time the
+// lock took to pass from one holder to the next; without them it also
+// includes idle time, so it approximates handoffs well under contention
+// only. Pairs of holds that overlapped, or whose first is open, give no
+// gap.
+func (r *Recorder) Summary() Summary {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var s Summary
+	var all []time.Duration
+	for name, st := range r.names {
+		ns := NameSummary{Name: name, Holds: len(st.holds)}
+		if st.last != nil {
+			ns.LastToken = st.last.info.Token
+		}
+		hs := append([]*Hold(nil), st.holds...)
+		sort.SliceStable(hs, func(i, j int) bool { return hs[i].info.Begin < hs[j].info.Begin })
+		var gaps []time.Duration
+		for i, h := range hs {
+			switch {
+			case h.info.Open():
+				ns.Open++
+			case h.info.Lost:
+				ns.Lost++
+			}
+			if i == 0 {
+				continue
+			}
+			if p := hs[i-1].info; !p.Open() && p.End <= h.info.Begin {
+				gaps = append(gaps, h.info.Begin-p.End)
+			}
+		}
+		ns.Handoffs = len(gaps)
+		ns.P50, ns.P99 = percentiles(gaps)
+		all = append(all, gaps...)
+		s.Holds += ns.Holds
+		s.Open += ns.Open
+		s.Lost += ns.Lost
+		s.Names = append(s.Names, ns)
+	}
+	sort.Slice(s.Names, func(i, j int) bool { return s.Names[i].Name < s.Names[j].Name })
+	s.Handoffs = len(all)
+	s.P50, s.P99 = percentiles(all)
+	return s
+}
+
+// percentiles returns the 50th and 99th percentiles of ds by nearest
+// rank, or zeros for none. It sorts ds.
+func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return Percentile(ds, 50), Percentile(ds, 99)
+}
+
+// Percentile returns the p-th percentile (0 < p <= 100) of sorted by
+// nearest rank, or 0 when sorted is empty.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	rank = max(0, min(rank, len(sorted)-1))
+	return sorted[rank]
+}
