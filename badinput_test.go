@@ -1,15 +1,19 @@
 package relock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
 )
 
 func TestBadInput(t *testing.T) {
@@ -63,6 +67,64 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("bad input left state behind: %+v", s)
 		}
 	})
+}
+
+// TestWrongType: a name that holds another kind of value is refused with
+// ErrWrongType and left as it was.
+func TestWrongType(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		rdb := top.rdb(t)
+		name := lockName(t)
+		ctx := ctxTimeout(t, 10*time.Second)
+		if err := rdb.Set(ctx, name, "not a lock", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		m := c.Mutex(name)
+		if _, err := m.TryLock(ctx); !errors.Is(err, relock.ErrWrongType) {
+			t.Fatalf("TryLock: %v, want ErrWrongType", err)
+		}
+		if _, err := m.Lock(ctx); !errors.Is(err, relock.ErrWrongType) {
+			t.Fatalf("Lock: %v, want ErrWrongType", err)
+		}
+		if _, err := m.ForceUnlock(ctx); !errors.Is(err, relock.ErrWrongType) {
+			t.Fatalf("ForceUnlock: %v, want ErrWrongType", err)
+		}
+		if v, _ := rdb.Get(ctx, name).Result(); v != "not a lock" {
+			t.Fatalf("value changed to %q", v)
+		}
+		rdb.Del(ctx, name)
+	})
+}
+
+// TestOutOfMemory: a server at maxmemory with noeviction refuses the
+// acquisition with ErrOutOfMemory, and the lock works again once there is
+// room.
+func TestOutOfMemory(t *testing.T) {
+	srv := redistest.Standalone(t)
+	rdb := closeLater(t, srv.Client())
+	c := newClient(t, rdb)
+	ctx := ctxTimeout(t, 10*time.Second)
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Mutex(lockName(t))
+	if _, err := m.TryLock(ctx); !errors.Is(err, relock.ErrOutOfMemory) {
+		t.Fatalf("TryLock at maxmemory: %v, want ErrOutOfMemory", err)
+	}
+	if keys := keysOf(t, rdb, m.Name()); len(keys) > 0 {
+		t.Fatalf("keys left: %v", keys)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestBadOptions(t *testing.T) {
@@ -134,4 +196,36 @@ func TestClosedClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestEvictionWarning: a server that may evict keys is reported once in
+// the log.
+func TestEvictionWarning(t *testing.T) {
+	srv := redistest.Standalone(t, redistest.Options{Args: []string{"maxmemory-policy allkeys-lru"}})
+	var log syncBuffer
+	c, err := relock.New(closeLater(t, srv.Client()), relock.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	eventually(t, 5*time.Second, "the eviction warning", func() bool {
+		return strings.Contains(log.String(), "maxmemory-policy=allkeys-lru")
+	})
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

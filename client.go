@@ -169,7 +169,7 @@ type Stats struct {
 	Released uint64 // leases unlocked
 	Lost     uint64 // leases lost
 	Waits    uint64 // lock calls that had to wait
-	Wakeups  uint64 // waits ended by a release message
+	Wakeups  uint64 // wake-ups of waiting calls by a release message or a reconnect (a call may be woken several times)
 	Asleep   int64  // lock calls asleep until a release, their TTL or ctx
 	Held     int    // holds the watchdog watches now
 	Channels int    // channels subscribed now

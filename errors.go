@@ -1,6 +1,10 @@
 package relock
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
 
 // Sentinel errors. Match them with errors.Is: relock wraps them with
 // context (the lock name, the Redis error) but never replaces them.
@@ -34,7 +38,30 @@ var (
 	// refuses to lock on, such as a *redis.Ring.
 	ErrUnsupportedClient = errors.New("relock: unsupported redis client")
 
+	// ErrWrongType is returned when the lock's key exists but holds another
+	// kind of value than a lock of the primitive used.
+	ErrWrongType = errors.New("relock: key holds another type of value")
+
+	// ErrOutOfMemory is returned when the server refuses a write because it
+	// reached maxmemory (with the noeviction policy).
+	ErrOutOfMemory = errors.New("relock: redis out of memory")
+
 	// ErrClosed is returned by every operation of a closed Client, and
 	// wrapped with ErrLockLost by the leases a Close cut short.
 	ErrClosed = errors.New("relock: client closed")
 )
+
+// opError wraps err from a Redis call of operation op on lock name, adding
+// ErrWrongType or ErrOutOfMemory where the server's reply means that.
+func opError(op, name string, err error) error {
+	if isServerError(err) {
+		msg := err.Error()
+		switch {
+		case strings.Contains(msg, "WRONGTYPE"):
+			return fmt.Errorf("relock: %s %q: %w (%w)", op, name, ErrWrongType, err)
+		case strings.HasPrefix(msg, "OOM"):
+			return fmt.Errorf("relock: %s %q: %w (%w)", op, name, ErrOutOfMemory, err)
+		}
+	}
+	return fmt.Errorf("relock: %s %q: %w", op, name, err)
+}

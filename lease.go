@@ -2,7 +2,6 @@ package relock
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -103,7 +102,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		if !isServerError(err) {
 			l.tried = true
 		}
-		return fmt.Errorf("relock: unlock %q: %w", l.name, err)
+		return opError("unlock", l.name, err)
 	}
 	l.released = true
 	l.unwatch()
@@ -118,7 +117,13 @@ func (l *Lease) Unlock(ctx context.Context) error {
 }
 
 // lost is called by the watchdog when the hold is lost.
-func (l *Lease) lost(cause error) { l.finish(ErrLockLost, cause.Error()) }
+func (l *Lease) lost(cause error) {
+	if cause == watchdog.ErrDeadline && l.entry.Lease == 0 {
+		l.finish(ErrLockLost, "fixed lease ran out")
+		return
+	}
+	l.finish(ErrLockLost, cause.Error())
+}
 
 // finish records how the lease ended and closes Done, once.
 func (l *Lease) finish(err error, cause string) {

@@ -67,7 +67,10 @@ func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, err := m.c.rdb.Exists(ctx, m.name).Result()
-	return n == 1, err
+	if err != nil {
+		return false, opError("is locked", m.name, err)
+	}
+	return n == 1, nil
 }
 
 // TTL returns the time the current hold has left, like Redis PTTL: -2ns
@@ -76,7 +79,11 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 	if err := m.check(); err != nil {
 		return 0, err
 	}
-	return m.c.rdb.PTTL(ctx, m.name).Result()
+	ttl, err := m.c.rdb.PTTL(ctx, m.name).Result()
+	if err != nil {
+		return 0, opError("ttl", m.name, err)
+	}
+	return ttl, nil
 }
 
 // ForceUnlock deletes the lock whoever holds it and wakes its waiters. It
@@ -88,7 +95,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	}
 	n, err := scripts.ForceUnlock.Run(ctx, m.c.rdb, []string{m.name, m.channel}, msgUnlock, m.c.publish).Int64()
 	if err != nil {
-		return false, fmt.Errorf("relock: force unlock %q: %w", m.name, err)
+		return false, opError("force unlock", m.name, err)
 	}
 	return n == 1, nil
 }
@@ -208,7 +215,7 @@ func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration,
 		if !isServerError(err) {
 			m.abandon(ctx, a)
 		}
-		return nil, 0, fmt.Errorf("relock: lock %q: %w", m.name, err)
+		return nil, 0, opError("lock", m.name, err)
 	}
 	if r <= 0 {
 		return nil, time.Duration(-r-1) * time.Millisecond, nil
