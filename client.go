@@ -28,6 +28,7 @@ type Client struct {
 	rdb     redis.UniversalClient
 	cluster bool
 	publish string // "publish", or "spublish" on a cluster with sharded pub/sub
+	numsub  string // "numsub" or "shardnumsub", to match publish
 	id      string // the "<uuid>" of owner ids "<uuid>:<n>"
 	cfg     config
 
@@ -36,6 +37,10 @@ type Client struct {
 
 	holdsMu sync.Mutex
 	holds   map[holdKey]*hold // reentrant watchdog holds, shared by their leases
+
+	localMu sync.Mutex
+	local   map[string][]*localWaiter // lock calls asleep per name, oldest first
+	nLocal  atomic.Int64
 
 	closing chan struct{}
 	closed  atomic.Bool
@@ -75,12 +80,17 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		id:      newUUID(),
 		cfg:     cfg,
 		holds:   make(map[holdKey]*hold),
+		local:   make(map[string][]*localWaiter),
 		closing: make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		c.cluster = true
 		c.publish = c.clusterPublish()
+	}
+	c.numsub = "numsub"
+	if c.publish == "spublish" {
+		c.numsub = "shardnumsub"
 	}
 	c.hub = notify.New(notify.Config{
 		Client:  rdb,
@@ -171,12 +181,13 @@ type Stats struct {
 	Waits    uint64 // lock calls that had to wait
 	Wakeups  uint64 // wake-ups of waiting calls by a release message or a reconnect (a call may be woken several times)
 	Asleep   int64  // lock calls asleep until a release, their TTL or ctx
+	Handoffs uint64 // locks passed by a release straight to a waiter of this Client
 	Held     int    // holds the watchdog watches now
 	Channels int    // channels subscribed now
 }
 
 type stats struct {
-	acquired, released, lost, waits, wakeups atomic.Uint64
+	acquired, released, lost, waits, wakeups, handoffs atomic.Uint64
 	asleep                                   atomic.Int64
 }
 
@@ -189,6 +200,7 @@ func (c *Client) Stats() Stats {
 		Waits:    c.stats.waits.Load(),
 		Wakeups:  c.stats.wakeups.Load(),
 		Asleep:   c.stats.asleep.Load(),
+		Handoffs: c.stats.handoffs.Load(),
 		Held:     c.wd.Len(),
 		Channels: c.hub.Channels(),
 	}

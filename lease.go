@@ -36,7 +36,8 @@ type Lease struct {
 // releaser is the primitive behind a Lease.
 type releaser interface {
 	// release removes one hold of owner and returns 0 if it held none,
-	// 1 if it still holds the lock, 2 if the lock is now free.
+	// 1 if it still holds the lock, 2 if the lock is now free, and a
+	// negative number if it passed the lock on to a waiter.
 	release(ctx context.Context, l *Lease) (int64, error)
 }
 

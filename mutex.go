@@ -155,21 +155,38 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (*Lease
 		return nil, ErrClosed
 	}
 	defer w.Close()
+	var lw *localWaiter
+	if !a.reentrant {
+		lw = &localWaiter{owner: a.owner, lease: a.cfg.lease, fixed: a.cfg.fixed, handed: make(chan *Lease, 1)}
+		m.c.enqueue(m.name, lw)
+		defer m.c.leave(m.name, lw)
+	}
 	timer := time.NewTimer(retryAfter(ttl))
 	defer timer.Stop()
 	ready := w.Ready()
 	for {
 		// Once subscribed, and a later attempt failed, only a release
-		// message, the holder's TTL or the end of ctx wake this call.
+		// message, a handoff, the holder's TTL or the end of ctx wake this
+		// call.
 		asleep := ready == nil
 		if asleep {
 			m.c.stats.asleep.Add(1)
+			if lw != nil {
+				m.c.sleep(lw, true)
+			}
 		}
+		var handed bool
 		select {
 		case <-ready:
 			ready = nil // subscribed: a release from now on wakes us
 		case <-w.Wake():
 			m.c.stats.wakeups.Add(1)
+		case l := <-handedChan(lw):
+			if l != nil {
+				m.c.stats.asleep.Add(-1)
+				return l, nil
+			}
+			handed = true
 		case <-timer.C:
 		case <-ctx.Done():
 			err = fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
@@ -182,12 +199,33 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (*Lease
 		if err != nil {
 			return nil, err
 		}
+		if lw != nil && asleep && !handed && !m.c.sleep(lw, false) {
+			// A release is handing us the lock: wait for the outcome.
+			select {
+			case l := <-lw.handed:
+				if l != nil {
+					return l, nil
+				}
+			case <-ctx.Done():
+				return nil, fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
+			case <-m.c.closing:
+				return nil, ErrClosed
+			}
+		}
 		l, ttl, err := m.attempt(ctx, a)
 		if l != nil || err != nil {
 			return l, err
 		}
 		timer.Reset(retryAfter(ttl))
 	}
+}
+
+// handedChan returns the channel a local waiter is handed locks on, or nil.
+func handedChan(w *localWaiter) <-chan *Lease {
+	if w == nil {
+		return nil
+	}
+	return w.handed
 }
 
 // retryAfter is how long a waiter sleeps, at most, when the holder has ttl
@@ -249,11 +287,15 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 	}
 }
 
-// release implements releaser.
+// release implements releaser. If a call of the same Client sleeps waiting
+// for this lock, the release hands the lock to it directly.
 func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 	marker, flag := m.name, "0"
 	if l.reentrant {
 		marker, flag = suffixed(unlockLatchPrefix, m.name, l.request), "1"
+	}
+	if w := m.c.claim(m.name); w != nil {
+		return m.handOff(ctx, l, w, marker, flag)
 	}
 	return scripts.Unlock.Run(ctx, m.c.rdb, []string{m.name, m.channel, marker},
 		l.owner, msgUnlock, m.c.publish, flag, m.c.markerTTL().Milliseconds()).Int64()

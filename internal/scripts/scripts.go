@@ -36,6 +36,7 @@ func load(name string) *Script {
 var (
 	Lock        = load("lock")
 	Unlock      = load("unlock")
+	Handoff     = load("handoff")
 	Abandon     = load("abandon")
 	Renew       = load("renew")
 	ForceUnlock = load("forceunlock")
