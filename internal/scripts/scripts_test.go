@@ -42,7 +42,7 @@ func run(t *testing.T, s *Script, keys []string, args ...any) any {
 }
 
 func TestHeaders(t *testing.T) {
-	for _, s := range []*Script{Lock, Unlock, Abandon, Renew, ForceUnlock} {
+	for _, s := range []*Script{Lock, Unlock, Handoff, Abandon, Renew, ForceUnlock} {
 		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
 		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
 			if !strings.Contains(header, want) {
@@ -179,5 +179,40 @@ func TestNoScriptFallback(t *testing.T) {
 	}
 	if v, err := Renew.Retry(ctx, rdb, q).Result(); err != nil || fmt.Sprint(v) != "[0]" {
 		t.Fatalf("retry: %v %v", v, err)
+	}
+}
+
+func TestHandoff(t *testing.T) {
+	ctx := context.Background()
+	keys := []string{"s:h", "redisson_lock_token:{s:h}", "s:h"}
+	run(t, Lock, keys, 10000, "u:1", "0", 60000)
+	hand := []string{"s:h", "redisson_lock__channel:{s:h}", "redisson_lock_token:{s:h}", "s:h"}
+	// Nobody else subscribed: the lock passes to u:2 with the next token.
+	if v := run(t, Handoff, hand, "u:1", "0", "publish", "0", 60000, "u:2", 5000, "numsub"); v != int64(-2) {
+		t.Fatalf("handoff = %v, want -2", v)
+	}
+	if got := rdb.HGetAll(ctx, "s:h").Val(); len(got) != 1 || got["u:2"] != "1" {
+		t.Fatalf("hash after handoff: %v", got)
+	}
+	if ttl := rdb.PTTL(ctx, "s:h").Val(); ttl > 5*time.Second || ttl < 4*time.Second {
+		t.Fatalf("TTL after handoff %v, want the waiter's lease", ttl)
+	}
+	// Two subscribers: another client waits, so the lock is freed instead.
+	a, b := rdb.Subscribe(ctx, hand[1]), rdb.Subscribe(ctx, hand[1])
+	defer a.Close()
+	defer b.Close()
+	for _, ps := range []*redis.PubSub{a, b} {
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := run(t, Handoff, hand, "u:2", "0", "publish", "0", 60000, "u:3", 5000, "numsub"); v != int64(2) {
+		t.Fatalf("handoff with a foreign subscriber = %v, want 2", v)
+	}
+	if rdb.Exists(ctx, "s:h").Val() != 0 {
+		t.Fatal("lock not freed")
+	}
+	if msg, err := a.ReceiveMessage(ctx); err != nil || msg.Payload != "0" {
+		t.Fatalf("release message %v, %v", msg, err)
 	}
 }
