@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
+
+	"github.com/relock-go/relock"
+)
+
+// leaseTTL is the fixed lease of the libraries without a watchdog-only
+// mode; relock runs in its default watchdog mode instead.
+const leaseTTL = 10 * time.Second
+
+// tryNextAfter bounds one rueidislock attempt. Its default, 20ms, is
+// short enough for a loaded machine to miss; WithContext then waits for a
+// key invalidation that never comes (no key was written) until its context
+// ends. One second keeps that stall out of the figures and changes nothing
+// else with a single key.
+const tryNextAfter = time.Second
+
+// pollDelay is how long the polling libraries (redsync, redislock) sleep
+// between attempts on a held lock.
+const pollDelay = time.Millisecond
+
+// locker is one worker's handle on one lock name. A locker is used by one
+// goroutine at a time, so an adapter may keep the current hold in itself.
+type locker interface {
+	// Lock blocks until the lock is held or ctx ends, and returns the
+	// function that releases this hold.
+	Lock(ctx context.Context) (unlock func(context.Context) error, err error)
+}
+
+// library is one lock library connected to the server through a client
+// pool of its own.
+type library interface {
+	// locker returns a new handle on key for one worker.
+	locker(key string) locker
+	// calls returns how many commands the library's client has sent.
+	calls() int64
+	// close releases the library's client and pool.
+	close() error
+}
+
+// opener connects a library to the server s for workload w.
+type opener func(ctx context.Context, s *server, w workload) (library, error)
+
+// libraries lists the contenders in report order.
+var libraries = []struct {
+	name string
+	open opener
+}{
+	{"relock", openRelock},
+	{"redsync", openRedsync},
+	{"redislock", openRedislock},
+	{"rueidislock", openRueidislock},
+}
+
+// newGoRedis returns a go-redis client with default options whose
+// commands are counted by n.
+func newGoRedis(addr string, n *callCounter) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb.AddHook(n)
+	return rdb
+}
+
+// relock: defaults, watchdog-kept holds.
+
+type relockLib struct {
+	rdb *redis.Client
+	c   *relock.Client
+	n   callCounter
+}
+
+func openRelock(_ context.Context, s *server, _ workload) (library, error) {
+	l := &relockLib{}
+	l.rdb = newGoRedis(s.addr, &l.n)
+	c, err := relock.New(l.rdb)
+	if err != nil {
+		_ = l.rdb.Close()
+		return nil, err
+	}
+	l.c = c
+	return l, nil
+}
+
+func (l *relockLib) locker(key string) locker {
+	w := &relockLocker{m: l.c.Mutex(key)}
+	w.unlock = w.release
+	return w
+}
+
+func (l *relockLib) calls() int64 { return l.n.load() }
+
+func (l *relockLib) close() error {
+	return errors.Join(l.c.Close(), l.rdb.Close())
+}
+
+type relockLocker struct {
+	m      *relock.Mutex
+	lease  *relock.Lease
+	unlock func(context.Context) error // release, bound once
+}
+
+// Lock takes the lock with relock's defaults.
+func (w *relockLocker) Lock(ctx context.Context) (func(context.Context) error, error) {
+	lease, err := w.m.Lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.lease = lease
+	return w.unlock, nil
+}
+
+func (w *relockLocker) release(ctx context.Context) error { return w.lease.Unlock(ctx) }
+
+// redsync: one pool, a 10s expiry, and, so that Lock waits instead of
+// giving up after its default 32 tries 50-250ms apart, unlimited tries
+// pollDelay apart, bounded by ctx.
+
+type redsyncLib struct {
+	rdb *redis.Client
+	rs  *redsync.Redsync
+	n   callCounter
+}
+
+func openRedsync(_ context.Context, s *server, _ workload) (library, error) {
+	l := &redsyncLib{}
+	l.rdb = newGoRedis(s.addr, &l.n)
+	l.rs = redsync.New(goredis.NewPool(l.rdb))
+	return l, nil
+}
+
+func (l *redsyncLib) locker(key string) locker {
+	w := &redsyncLocker{m: l.rs.NewMutex(key,
+		redsync.WithExpiry(leaseTTL),
+		redsync.WithTries(math.MaxInt32),
+		redsync.WithRetryDelay(pollDelay))}
+	w.unlock = w.release
+	return w
+}
+
+func (l *redsyncLib) calls() int64 { return l.n.load() }
+
+func (l *redsyncLib) close() error { return l.rdb.Close() }
+
+// redsyncLocker keeps one redsync Mutex per worker: a redsync Mutex holds
+// the value of its current hold, so it cannot be shared by workers.
+type redsyncLocker struct {
+	m      *redsync.Mutex
+	unlock func(context.Context) error
+}
+
+// Lock takes the lock, polling until ctx ends.
+func (w *redsyncLocker) Lock(ctx context.Context) (func(context.Context) error, error) {
+	if err := w.m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return w.unlock, nil
+}
+
+func (w *redsyncLocker) release(ctx context.Context) error {
+	ok, err := w.m.UnlockContext(ctx)
+	if err == nil && !ok {
+		err = errors.New("redsync: unlock found the lock not held")
+	}
+	return err
+}
+
+// bsm/redislock: a 10s TTL, linear 1ms backoff bounded by ctx.
+
+type redislockLib struct {
+	rdb  *redis.Client
+	c    *redislock.Client
+	opts *redislock.Options
+	n    callCounter
+}
+
+func openRedislock(_ context.Context, s *server, _ workload) (library, error) {
+	l := &redislockLib{opts: &redislock.Options{RetryStrategy: redislock.LinearBackoff(pollDelay)}}
+	l.rdb = newGoRedis(s.addr, &l.n)
+	l.c = redislock.New(l.rdb)
+	return l, nil
+}
+
+func (l *redislockLib) locker(key string) locker {
+	w := &redislockLocker{lib: l, key: key}
+	w.unlock = w.release
+	return w
+}
+
+func (l *redislockLib) calls() int64 { return l.n.load() }
+
+func (l *redislockLib) close() error { return l.rdb.Close() }
+
+type redislockLocker struct {
+	lib    *redislockLib
+	key    string
+	lock   *redislock.Lock
+	unlock func(context.Context) error
+}
+
+// Lock obtains the lock, polling until ctx ends.
+func (w *redislockLocker) Lock(ctx context.Context) (func(context.Context) error, error) {
+	lock, err := w.lib.c.Obtain(ctx, w.key, leaseTTL, w.lib.opts)
+	if err != nil {
+		return nil, err
+	}
+	w.lock = lock
+	return w.unlock, nil
+}
+
+func (w *redislockLocker) release(ctx context.Context) error { return w.lock.Release(ctx) }
+
+// rueidislock: one key per lock (KeyMajority 1), a 10s validity, and a
+// per-attempt timeout of 1s instead of 20ms (see tryNextAfter). Without
+// waiters it runs with NOLOOP tracking where the server supports it
+// (7.0.5 and later), which its documentation recommends for speed. With
+// waiters in the same process it keeps the default tracking: its waiters
+// can sleep on a free lock until their context ends (a lost wake-up in
+// WithContext), which under NOLOOP, where the client gets no invalidation
+// for its own unlocks, happened far more often.
+
+type rueidisLib struct {
+	lk rueidislock.Locker
+	n  callCounter
+}
+
+func openRueidislock(ctx context.Context, s *server, w workload) (library, error) {
+	version, err := s.version(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := &rueidisLib{}
+	lk, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption:   rueidis.ClientOption{InitAddress: []string{s.addr}},
+		KeyMajority:    1,
+		KeyValidity:    leaseTTL,
+		TryNextAfter:   tryNextAfter,
+		NoLoopTracking: !w.shared && versionAtLeast(version, 7, 0, 5),
+		ClientBuilder: func(opt rueidis.ClientOption) (rueidis.Client, error) {
+			c, err := rueidis.NewClient(opt)
+			if err != nil {
+				return nil, err
+			}
+			return &countingClient{Client: c, n: &l.n}, nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.lk = lk
+	return l, nil
+}
+
+func (l *rueidisLib) locker(key string) locker {
+	w := &rueidisLocker{lk: l.lk, key: key}
+	w.unlock = w.release
+	return w
+}
+
+func (l *rueidisLib) calls() int64 { return l.n.load() }
+
+func (l *rueidisLib) close() error { l.lk.Close(); return nil }
+
+type rueidisLocker struct {
+	lk     rueidislock.Locker
+	key    string
+	cancel context.CancelFunc // releases the current hold
+	unlock func(context.Context) error
+}
+
+// Lock takes the lock, waiting for invalidations until ctx ends.
+func (w *rueidisLocker) Lock(ctx context.Context) (func(context.Context) error, error) {
+	_, cancel, err := w.lk.WithContext(ctx, w.key)
+	if err != nil {
+		return nil, err
+	}
+	w.cancel = cancel
+	return w.unlock, nil
+}
+
+// release cancels the lock's context, which deletes the key and returns
+// once it is deleted.
+func (w *rueidisLocker) release(context.Context) error { w.cancel(); return nil }
+
+// callCounter counts the commands a go-redis client sends; it is a
+// go-redis hook. Connection set-up (HELLO, CLIENT SETINFO) and pub/sub
+// subscriptions bypass hooks and are not counted.
+type callCounter struct{ n atomic.Int64 }
+
+func (h *callCounter) load() int64 { return h.n.Load() }
+
+// DialHook implements redis.Hook; dials are not counted.
+func (h *callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook, counting one command.
+func (h *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook, counting every command of
+// the pipeline.
+func (h *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// countingClient counts the commands sent through a rueidis client's Do
+// and DoMulti, which is all rueidislock uses.
+type countingClient struct {
+	rueidis.Client
+	n *callCounter
+}
+
+// Do counts one command and sends it.
+func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.n.n.Add(1)
+	return c.Client.Do(ctx, cmd)
+}
+
+// DoMulti counts the commands and sends them.
+func (c *countingClient) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
+	c.n.n.Add(int64(len(multi)))
+	return c.Client.DoMulti(ctx, multi...)
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// Target is one performance target of DESIGN.md section 7 and how relock
+// did against it in this run.
+type Target struct {
+	// Name says what is required.
+	Name string `json:"name"`
+	// Measured is the figure it was judged on.
+	Measured string `json:"measured"`
+	// Result is PASS, MISS, or n/a when a figure it needs is missing.
+	Result string `json:"result"`
+}
+
+// results indexes a run's results by workload and library.
+type results map[string]map[string]Result
+
+func (rs results) add(r Result) {
+	if rs[r.Workload] == nil {
+		rs[r.Workload] = make(map[string]Result)
+	}
+	rs[r.Workload][r.Library] = r
+}
+
+// get returns a result that has figures.
+func (rs results) get(workload, lib string) (Result, bool) {
+	r, ok := rs[workload][lib]
+	return r, ok && r.Error == "" && r.Cycles > 0
+}
+
+// bestPeer returns the fastest library other than relock on a workload.
+func (rs results) bestPeer(workload string, libs []string) (Result, bool) {
+	var best Result
+	found := false
+	for _, name := range libs {
+		if r, ok := rs.get(workload, name); ok && name != "relock" && (!found || r.PerSecond > best.PerSecond) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+// printTable writes one workload's side-by-side table, in markdown.
+func printTable(out io.Writer, rs results, w workload, libs []string) {
+	fmt.Fprintf(out, "### %s\n\n", w.title)
+	head := "| library | cycles/s | relock ÷ this | allocs/cycle | calls/cycle | server cmds/cycle |"
+	rule := "| --- | ---: | ---: | ---: | ---: | ---: |"
+	if w.shared {
+		head += " wait p50 | wait p99 | handoff p50 | handoff p99 |"
+		rule += " ---: | ---: | ---: | ---: |"
+	}
+	fmt.Fprintln(out, head)
+	fmt.Fprintln(out, rule)
+	mine, haveMine := rs.get(w.name, "relock")
+	for _, name := range libs {
+		r, ok := rs[w.name][name]
+		if !ok {
+			continue
+		}
+		if r.Error != "" {
+			fmt.Fprintf(out, "| %s | error: %s |\n", name, strings.ReplaceAll(r.Error, "|", "/"))
+			continue
+		}
+		ratio := "—"
+		if haveMine && r.PerSecond > 0 {
+			ratio = fmt.Sprintf("%.2f×", mine.PerSecond/r.PerSecond)
+		}
+		fmt.Fprintf(out, "| %s | %.0f | %s | %.1f | %.2f | %.2f |", name, r.PerSecond, ratio,
+			r.AllocsPerCycle, r.CallsPerCycle, r.ServerCmdsPerCycle)
+		if w.shared {
+			fmt.Fprintf(out, " %s | %s | %s | %s |", fmtMicros(r.WaitP50us), fmtMicros(r.WaitP99us),
+				fmtMicros(r.HandoffP50us), fmtMicros(r.HandoffP99us))
+		}
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintln(out)
+	if best, ok := rs.bestPeer(w.name, libs); ok && haveMine {
+		fmt.Fprintf(out, "relock vs best peer (%s, %.0f/s): %.2f×\n", best.Library, best.PerSecond, mine.PerSecond/best.PerSecond)
+	}
+	if w.think > 0 {
+		var parts []string
+		for _, name := range libs {
+			if r, ok := rs.get(w.name, name); ok {
+				parts = append(parts, fmt.Sprintf("%s %s", name, fmtMicros(r.ThinkMeanUs)))
+			}
+		}
+		fmt.Fprintf(out, "think asked %s, slept on average: %s\n", w.think, strings.Join(parts, ", "))
+	}
+	for _, name := range libs {
+		if r := rs[w.name][name]; r.Overlaps > 0 {
+			fmt.Fprintf(out, "WARNING: %s: %d holds overlapped another hold of the same key\n", name, r.Overlaps)
+		}
+	}
+	fmt.Fprintln(out)
+}
+
+// judge checks relock against the targets of DESIGN.md section 7.
+func judge(rs results, libs []string) []Target {
+	var ts []Target
+	ratioTarget := func(name, workload string, want float64, peer Result, havePeer bool) {
+		t := Target{Name: name, Result: "n/a", Measured: "—"}
+		if mine, ok := rs.get(workload, "relock"); ok && havePeer {
+			got := mine.PerSecond / peer.PerSecond
+			t.Measured = fmt.Sprintf("%.2f× %s (%.0f vs %.0f/s)", got, peer.Library, mine.PerSecond, peer.PerSecond)
+			t.Result = verdict(got >= want)
+		}
+		ts = append(ts, t)
+	}
+	best, ok := rs.bestPeer("serial", libs)
+	ratioTarget("serial: relock ≥ 0.95 × best peer", "serial", 0.95, best, ok)
+	best, ok = rs.bestPeer("parallel", libs)
+	ratioTarget("64 goroutines: relock ≥ 1.25 × best peer", "parallel", 1.25, best, ok)
+	rueidis, ok := rs.get("onekey", "rueidislock")
+	ratioTarget("one key: relock ≥ 1.2 × rueidislock", "onekey", 1.2, rueidis, ok)
+
+	latency := func(name string, limitUs float64, pick func(Result) float64) {
+		t := Target{Name: name, Result: "n/a", Measured: "—"}
+		if mine, ok := rs.get("onekey", "relock"); ok {
+			t.Measured = fmtMicros(pick(mine))
+			t.Result = verdict(pick(mine) <= limitUs)
+		}
+		ts = append(ts, t)
+	}
+	latency("one key: relock handoff p50 ≤ 100µs", 100, func(r Result) float64 { return r.HandoffP50us })
+	latency("one key: relock wait p99 ≤ 5ms", 5000, func(r Result) float64 { return r.WaitP99us })
+
+	t := Target{Name: "uncontended relock cycle: exactly 2 Redis calls", Result: "n/a", Measured: "—"}
+	var seen []string
+	pass := true
+	for _, wl := range []string{"serial", "parallel"} {
+		if mine, ok := rs.get(wl, "relock"); ok {
+			seen = append(seen, fmt.Sprintf("%s %.3f", wl, mine.CallsPerCycle))
+			pass = pass && math.Abs(mine.CallsPerCycle-2) < 0.005
+		}
+	}
+	if len(seen) > 0 {
+		t.Measured = strings.Join(seen, ", ") + " calls/cycle"
+		t.Result = verdict(pass)
+	}
+	return append(ts, t)
+}
+
+// printTargets writes the targets as a markdown table.
+func printTargets(out io.Writer, ts []Target) {
+	fmt.Fprintln(out, "### Targets (DESIGN.md §7)")
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| target | measured | result |")
+	fmt.Fprintln(out, "| --- | --- | --- |")
+	for _, t := range ts {
+		fmt.Fprintf(out, "| %s | %s | %s |\n", t.Name, t.Measured, t.Result)
+	}
+	fmt.Fprintln(out)
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// fmtMicros renders microseconds as µs below 1ms and as ms above.
+func fmtMicros(us float64) string {
+	if us < 1000 {
+		return fmt.Sprintf("%.0fµs", us)
+	}
+	return fmt.Sprintf("%.2fms", us/1000)
+}
