@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/internal/batch"
 	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/watchdog"
 )
@@ -29,11 +30,15 @@ type Client struct {
 	cluster bool
 	publish string // "publish", or "spublish" on a cluster with sharded pub/sub
 	numsub  string // "numsub" or "shardnumsub", to match publish
-	id      string // the "<uuid>" of owner ids "<uuid>:<n>"
-	cfg     config
 
-	hub *notify.Hub
-	wd  *watchdog.Watchdog
+	// script arguments boxed once
+	argPublish, argLease, argMarkerTTL any
+	id                                 string // the "<uuid>" of owner ids "<uuid>:<n>"
+	cfg                                config
+
+	hub   *notify.Hub
+	wd    *watchdog.Watchdog
+	batch *batch.Batcher
 
 	holdsMu sync.Mutex
 	holds   map[holdKey]*hold // reentrant watchdog holds, shared by their leases
@@ -92,6 +97,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if c.publish == "spublish" {
 		c.numsub = "shardnumsub"
 	}
+	c.argPublish, c.argLease, c.argMarkerTTL = c.publish, cfg.watchdog.Milliseconds(), c.markerTTL().Milliseconds()
 	c.hub = notify.New(notify.Config{
 		Client:  rdb,
 		Sharded: c.publish == "spublish",
@@ -101,8 +107,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	c.wd = watchdog.New(watchdog.Config{
 		Interval: cfg.watchdog / 3,
 		Renew:    c.renew,
+		Lost:     c.lost,
 		Logger:   cfg.logger,
 	})
+	c.batch = batch.New(batch.Config{Client: rdb, Cleanup: cfg.cleanup})
 	c.wg.Add(1)
 	go c.inspect()
 	return c, nil
@@ -162,6 +170,7 @@ func (c *Client) Close() error {
 	c.cancel()
 	c.wd.Close(fmt.Errorf("%w: %w", ErrLockLost, ErrClosed))
 	c.hub.Close()
+	c.batch.Close()
 	c.wg.Wait()
 	return nil
 }
@@ -188,7 +197,7 @@ type Stats struct {
 
 type stats struct {
 	acquired, released, lost, waits, wakeups, handoffs atomic.Uint64
-	asleep                                   atomic.Int64
+	asleep                                             atomic.Int64
 }
 
 // Stats returns the Client's counters.

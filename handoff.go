@@ -111,10 +111,10 @@ func (c *Client) deliver(w *localWaiter, l *Lease) bool {
 
 // handOff releases l's hold, passing the lock to w if the script can. It
 // returns what unlock.lua would (a negative value when the lock passed on).
-func (m *Mutex) handOff(ctx context.Context, l *Lease, w *localWaiter, marker, flag string) (int64, error) {
+func (m *Mutex) handOff(ctx context.Context, l *Lease, w *localWaiter, marker string, flag any) (int64, error) {
 	sent := m.c.wd.Now()
 	r, err := scripts.Handoff.Run(ctx, m.c.rdb, []string{m.name, m.channel, m.tokenKey, marker},
-		l.owner, msgUnlock, m.c.publish, flag, m.c.markerTTL().Milliseconds(),
+		l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL,
 		w.owner, w.lease.Milliseconds(), m.c.numsub).Int64()
 	if err != nil || r >= 0 {
 		// Not passed on (or unknown): the waiter tries itself. A one-shot

@@ -22,6 +22,13 @@ const (
 	msgReadUnlock = "1"
 )
 
+// Script arguments boxed once, so that calls do not allocate for them.
+var (
+	argZero      any = "0"
+	argOne       any = "1"
+	argMsgUnlock any = msgUnlock
+)
+
 // companion returns the key or channel "prefix:{name}" that hashes to the
 // same cluster slot as name, or "prefix:name" when name has its own hash
 // tag.

@@ -22,6 +22,7 @@ type Lease struct {
 	token     uint64
 
 	entry *watchdog.Entry // whose deadline and loss this lease follows
+	own   watchdog.Entry  // the entry of a lease not sharing a hold
 	hold  *hold           // the shared hold of a reentrant watchdog lease
 
 	done chan struct{}
@@ -168,7 +169,8 @@ func (c *Client) watch(l *Lease, group int, lease time.Duration, fixed bool, sen
 		if fixed {
 			renew = 0 // checked, never extended
 		}
-		l.entry = &watchdog.Entry{Key: l.name, Owner: l.owner, Group: group, Lease: renew, Lost: l.lost}
+		l.own = watchdog.Entry{Key: l.name, Owner: l.owner, Group: group, Lease: renew, Data: l}
+		l.entry = &l.own
 		c.wd.Add(l.entry, deadline)
 		return
 	}
@@ -178,7 +180,7 @@ func (c *Client) watch(l *Lease, group int, lease time.Duration, fixed bool, sen
 	h := c.holds[key]
 	if h == nil {
 		h = &hold{key: key, leases: make(map[*Lease]struct{})}
-		h.entry = &watchdog.Entry{Key: l.name, Owner: l.owner, Group: group, Lease: lease, Lost: func(err error) { c.loseHold(h, err) }}
+		h.entry = &watchdog.Entry{Key: l.name, Owner: l.owner, Group: group, Lease: lease, Data: h}
 		c.holds[key] = h
 		c.wd.Add(h.entry, deadline)
 	} else {
@@ -186,6 +188,17 @@ func (c *Client) watch(l *Lease, group int, lease time.Duration, fixed bool, sen
 	}
 	h.leases[l] = struct{}{}
 	l.hold, l.entry = h, h.entry
+}
+
+// lost is the watchdog's Config.Lost: it ends the lease or shared hold an
+// entry stands for.
+func (c *Client) lost(e *watchdog.Entry, err error) {
+	switch d := e.Data.(type) {
+	case *Lease:
+		d.lost(err)
+	case *hold:
+		c.loseHold(d, err)
+	}
 }
 
 func (c *Client) loseHold(h *hold, err error) {

@@ -22,6 +22,10 @@ type Mutex struct {
 	tokenKey string
 	group    int
 	err      error // an invalid name, returned by every call
+
+	// KEYS of one-shot owners' calls, whose third key (a request marker
+	// for reentrant owners) is unused: shared, never modified.
+	lockKeys, unlockKeys []string
 }
 
 // Mutex returns the Mutex of the given name. An invalid name is reported
@@ -34,6 +38,8 @@ func (c *Client) Mutex(name string) *Mutex {
 	m.channel = companion(lockChannelPrefix, name)
 	m.tokenKey = companion(tokenPrefix, name)
 	m.group = slot(name)
+	m.lockKeys = []string{name, m.tokenKey, name}
+	m.unlockKeys = []string{name, m.channel, name}
 	return m
 }
 
@@ -114,7 +120,11 @@ type acquire struct {
 	reentrant bool
 	keys      []string
 	args      []any
+	m         *Mutex
 }
+
+// Undo undoes an attempt whose reply was lost (batch.Undo).
+func (a *acquire) Undo(ctx context.Context) { a.m.abandon(ctx, a) }
 
 func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease, error) {
 	if err := m.check(); err != nil {
@@ -127,15 +137,20 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("relock: lock %q: %w", m.name, err)
 	}
-	a := &acquire{cfg: cfg}
+	a := &acquire{cfg: cfg, m: m}
 	a.owner, a.reentrant = m.c.owner(ctx)
-	marker, flag := m.name, "0" // one-shot owners need no request marker
-	if a.reentrant {
-		marker = suffixed(requestPrefix, m.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
-		flag = "1"
+	lease := m.c.argLease
+	if cfg.fixed {
+		lease = cfg.lease.Milliseconds()
 	}
-	a.keys = []string{m.name, m.tokenKey, marker}
-	a.args = []any{cfg.lease.Milliseconds(), a.owner, flag, m.c.markerTTL().Milliseconds()}
+	if a.reentrant {
+		marker := suffixed(requestPrefix, m.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
+		a.keys = []string{m.name, m.tokenKey, marker}
+		a.args = []any{lease, a.owner, argOne, m.c.argMarkerTTL}
+	} else {
+		a.keys = m.lockKeys // one-shot owners need no request marker
+		a.args = []any{lease, a.owner, argZero, m.c.argMarkerTTL}
+	}
 
 	l, ttl, err := m.attempt(ctx, a)
 	if l != nil || err != nil {
@@ -248,11 +263,8 @@ func lockPolicy(payload string) int {
 // an error. An attempt whose outcome is unknown is undone before returning.
 func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration, error) {
 	sent := m.c.wd.Now()
-	r, err := scripts.Lock.Run(ctx, m.c.rdb, a.keys, a.args...).Int64()
+	r, err := m.c.batch.Do(ctx, scripts.Lock, a.keys, a.args, a)
 	if err != nil {
-		if !isServerError(err) {
-			m.abandon(ctx, a)
-		}
 		return nil, 0, opError("lock", m.name, err)
 	}
 	if r <= 0 {
@@ -274,11 +286,9 @@ func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration,
 
 // abandon undoes an acquisition whose reply was lost, if Redis applied it.
 func (m *Mutex) abandon(ctx context.Context, a *acquire) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
-	defer cancel()
-	flag := "0"
+	flag := argZero
 	if a.reentrant {
-		flag = "1"
+		flag = argOne
 	}
 	keys := []string{m.name, m.channel, a.keys[2]}
 	if err := scripts.Abandon.Run(ctx, m.c.rdb, keys, a.owner, msgUnlock, m.c.publish, flag).Err(); err != nil {
@@ -290,15 +300,15 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 // release implements releaser. If a call of the same Client sleeps waiting
 // for this lock, the release hands the lock to it directly.
 func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
-	marker, flag := m.name, "0"
+	keys, flag := m.unlockKeys, argZero
 	if l.reentrant {
-		marker, flag = suffixed(unlockLatchPrefix, m.name, l.request), "1"
+		keys, flag = []string{m.name, m.channel, suffixed(unlockLatchPrefix, m.name, l.request)}, argOne
 	}
 	if w := m.c.claim(m.name); w != nil {
-		return m.handOff(ctx, l, w, marker, flag)
+		return m.handOff(ctx, l, w, keys[2], flag)
 	}
-	return scripts.Unlock.Run(ctx, m.c.rdb, []string{m.name, m.channel, marker},
-		l.owner, msgUnlock, m.c.publish, flag, m.c.markerTTL().Milliseconds()).Int64()
+	return m.c.batch.Do(ctx, scripts.Unlock, keys,
+		[]any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL}, nil)
 }
 
 // markerTTL is how long request markers make retries idempotent: longer

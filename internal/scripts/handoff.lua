@@ -28,11 +28,13 @@ if ARGV[4] == '1' then
         return tonumber(done)
     end
 end
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+if count == nil then
     return 0
 end
 local result
-if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then
+if count > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[1], -1)
     result = 1
 elseif redis.call('pubsub', ARGV[8], KEYS[2])[2] > 1 then
     redis.call('del', KEYS[1])

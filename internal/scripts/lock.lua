@@ -14,11 +14,7 @@
 --          zero or a negative integer r: held by another owner; -r-1 is the
 --          holder's remaining TTL in milliseconds (-1 when it has none).
 
-local count = redis.call('hget', KEYS[1], ARGV[2])
-if count == false then
-    if redis.call('exists', KEYS[1]) == 1 then
-        return -1 - redis.call('pttl', KEYS[1])
-    end
+if redis.call('exists', KEYS[1]) == 0 then
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     local token = redis.call('incr', KEYS[2])
@@ -26,6 +22,9 @@ if count == false then
         redis.call('set', KEYS[3], 1, 'px', ARGV[4])
     end
     return token
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+    return -1 - redis.call('pttl', KEYS[1])
 end
 
 local token = tonumber(redis.call('get', KEYS[2]) or '1')

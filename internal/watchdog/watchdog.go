@@ -48,7 +48,7 @@ type Entry struct {
 	Owner string        // the owner id that must hold it
 	Group int           // entries of one group can share a call (cluster slot)
 	Lease time.Duration // what a renewal extends the hold to; 0 only checks it
-	Lost  func(error)   // called once when the hold is lost
+	Data  any           // the caller's, handed back to Config.Lost
 
 	deadline atomic.Int64 // monotonic ns since the watchdog's base
 	state    atomic.Int32 // 0 new, 1 watched, 2 ended
@@ -71,6 +71,7 @@ func (e *Entry) Extend(d int64) {
 type Config struct {
 	Interval time.Duration // time between renewal rounds
 	Renew    Renewer
+	Lost     func(e *Entry, err error) // called once for each entry lost
 	Logger   *slog.Logger
 }
 
@@ -134,7 +135,7 @@ func (w *Watchdog) Add(e *Entry, deadline int64) {
 	}
 }
 
-// Remove stops watching e without calling Lost. It reports whether e was
+// Remove stops watching e without calling Config.Lost. It reports whether e was
 // still watched (false if it had been lost or removed already).
 func (w *Watchdog) Remove(e *Entry) bool {
 	if !e.state.CompareAndSwap(1, 2) {
@@ -174,13 +175,14 @@ func (w *Watchdog) lose(e *Entry, err error) {
 	w.mu.Lock()
 	delete(w.entries, e)
 	w.mu.Unlock()
-	if e.Lost != nil {
-		e.Lost(err)
+	if w.cfg.Lost != nil {
+		w.cfg.Lost(e, err)
 	}
 }
 
 // Close stops the goroutine, waiting at most for a renewal in flight to
-// see its context cancelled, and calls Lost(err) for every entry left.
+// see its context cancelled, and calls Config.Lost with err for every entry
+// left.
 func (w *Watchdog) Close(err error) {
 	w.cancel()
 	<-w.done

@@ -45,6 +45,9 @@ func (r *renewer) renew(ctx context.Context, batch []*Entry) []Result {
 	return out
 }
 
+// lostData is the Config.Lost of the tests: entries carry a func(error).
+func lostData(e *Entry, err error) { e.Data.(func(error))(err) }
+
 func lostChan() (func(error), chan error) {
 	ch := make(chan error, 1)
 	return func(err error) { ch <- err }, ch
@@ -52,10 +55,10 @@ func lostChan() (func(error), chan error) {
 
 func TestRenewedHoldOutlivesItsLease(t *testing.T) {
 	r := &renewer{result: map[string]Result{"a": Held}, calls: make(chan int, 100)}
-	w := New(Config{Interval: 20 * time.Millisecond, Renew: r.renew})
+	w := New(Config{Interval: 20 * time.Millisecond, Renew: r.renew, Lost: lostData})
 	defer w.Close(errors.New("closed"))
 	lost, ch := lostChan()
-	e := &Entry{Key: "a", Lease: 60 * time.Millisecond, Lost: lost}
+	e := &Entry{Key: "a", Lease: 60 * time.Millisecond, Data: lost}
 	w.Add(e, DeadlineFor(w.Now(), e.Lease))
 	for i := 0; i < 10; i++ { // ten rounds: 200ms, over three leases
 		select {
@@ -71,10 +74,10 @@ func TestRenewedHoldOutlivesItsLease(t *testing.T) {
 
 func TestGoneHoldIsLost(t *testing.T) {
 	r := &renewer{result: map[string]Result{"a": Gone}}
-	w := New(Config{Interval: 10 * time.Millisecond, Renew: r.renew})
+	w := New(Config{Interval: 10 * time.Millisecond, Renew: r.renew, Lost: lostData})
 	defer w.Close(errors.New("closed"))
 	lost, ch := lostChan()
-	e := &Entry{Key: "a", Lease: time.Hour, Lost: lost}
+	e := &Entry{Key: "a", Lease: time.Hour, Data: lost}
 	w.Add(e, DeadlineFor(w.Now(), e.Lease))
 	if err := <-ch; !errors.Is(err, ErrGone) {
 		t.Fatalf("lost with %v, want ErrGone", err)
@@ -86,11 +89,11 @@ func TestGoneHoldIsLost(t *testing.T) {
 
 func TestUnansweredRenewalLosesAtDeadline(t *testing.T) {
 	r := &renewer{block: make(chan struct{})} // renewals never answer
-	w := New(Config{Interval: 10 * time.Millisecond, Renew: r.renew})
+	w := New(Config{Interval: 10 * time.Millisecond, Renew: r.renew, Lost: lostData})
 	defer w.Close(errors.New("closed"))
 	lost, ch := lostChan()
 	lease := 50 * time.Millisecond
-	e := &Entry{Key: "a", Lease: lease, Lost: lost}
+	e := &Entry{Key: "a", Lease: lease, Data: lost}
 	sent := w.Now()
 	w.Add(e, DeadlineFor(sent, lease))
 	err := <-ch
@@ -104,10 +107,10 @@ func TestUnansweredRenewalLosesAtDeadline(t *testing.T) {
 
 func TestCheckJudgesDeadlineItself(t *testing.T) {
 	// An interval far longer than the lease: only Check can see the loss.
-	w := New(Config{Interval: time.Hour, Renew: (&renewer{}).renew})
+	w := New(Config{Interval: time.Hour, Renew: (&renewer{}).renew, Lost: lostData})
 	defer w.Close(errors.New("closed"))
 	lost, ch := lostChan()
-	e := &Entry{Key: "a", Lease: time.Hour, Lost: lost}
+	e := &Entry{Key: "a", Lease: time.Hour, Data: lost}
 	w.Add(e, w.Now()-1) // already past
 	if !w.Check(e) {
 		t.Fatal("Check did not see a passed deadline")
@@ -121,10 +124,10 @@ func TestCheckJudgesDeadlineItself(t *testing.T) {
 }
 
 func TestShortEntryWakesTheLoop(t *testing.T) {
-	w := New(Config{Interval: time.Hour, Renew: (&renewer{}).renew})
+	w := New(Config{Interval: time.Hour, Renew: (&renewer{}).renew, Lost: lostData})
 	defer w.Close(errors.New("closed"))
 	lost, ch := lostChan()
-	e := &Entry{Key: "a", Lost: lost}
+	e := &Entry{Key: "a", Data: lost}
 	w.Add(e, w.Now()+int64(20*time.Millisecond))
 	if err := <-ch; !errors.Is(err, ErrDeadline) {
 		t.Fatalf("lost with %v", err)
@@ -132,11 +135,11 @@ func TestShortEntryWakesTheLoop(t *testing.T) {
 }
 
 func TestRemoveAndClose(t *testing.T) {
-	w := New(Config{Interval: time.Hour, Renew: (&renewer{}).renew})
+	w := New(Config{Interval: time.Hour, Renew: (&renewer{}).renew, Lost: lostData})
 	lostA, chA := lostChan()
 	lostB, chB := lostChan()
-	a := &Entry{Key: "a", Lease: time.Hour, Lost: lostA}
-	b := &Entry{Key: "b", Lease: time.Hour, Lost: lostB}
+	a := &Entry{Key: "a", Lease: time.Hour, Data: lostA}
+	b := &Entry{Key: "b", Lease: time.Hour, Data: lostB}
 	w.Add(a, w.Now()+int64(time.Hour))
 	w.Add(b, w.Now()+int64(time.Hour))
 	if !w.Remove(a) {
@@ -156,14 +159,14 @@ func TestRemoveAndClose(t *testing.T) {
 
 func TestBatchHoldsEveryEntry(t *testing.T) {
 	r := &renewer{result: map[string]Result{}, calls: make(chan int, 10)}
-	w := New(Config{Interval: 10 * time.Millisecond, Renew: r.renew})
+	w := New(Config{Interval: 10 * time.Millisecond, Renew: r.renew, Lost: lostData})
 	defer w.Close(errors.New("closed"))
 	for i := 0; i < 100; i++ {
 		key := string(rune('a'+i%26)) + string(rune('0'+i/26))
 		r.mu.Lock()
 		r.result[key] = Held
 		r.mu.Unlock()
-		w.Add(&Entry{Key: key, Lease: time.Hour, Lost: func(error) {}}, w.Now()+int64(time.Hour))
+		w.Add(&Entry{Key: key, Lease: time.Hour, Data: func(error) {}}, w.Now()+int64(time.Hour))
 	}
 	for n := range r.calls {
 		if n == 100 {
