@@ -22,7 +22,7 @@ import (
 type Config struct {
 	Client   redis.UniversalClient
 	MaxBatch int           // most calls in one pipeline (default 128)
-	Flushers int           // most pipelines in flight at once (default 2)
+	Flushers int           // most pipelines in flight at once (default 4)
 	Cleanup  time.Duration // bound on undo calls (default 2s)
 }
 
@@ -46,8 +46,9 @@ func New(cfg Config) *Batcher {
 		cfg.MaxBatch = 128
 	}
 	if cfg.Flushers <= 0 {
-		cfg.Flushers = 2
+		cfg.Flushers = 4
 	}
+
 	if cfg.Cleanup <= 0 {
 		cfg.Cleanup = 2 * time.Second
 	}
