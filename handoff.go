@@ -44,9 +44,27 @@ func (c *Client) enqueue(name string, w *localWaiter) {
 	c.nLocal.Add(1)
 }
 
-// leave unregisters w. A claimed waiter is marked gone instead, and the
-// release that claimed it frees whatever it passes to w.
+// leave unregisters w when its lock call returns. A claimed waiter is
+// marked gone, and the release that claimed it frees whatever it passes to
+// w; a lock handed to w that w did not take (its call returned for another
+// reason at the same moment) is freed here.
 func (c *Client) leave(name string, w *localWaiter) {
+	c.unregister(name, w)
+	select {
+	case l := <-w.handed:
+		if l != nil {
+			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
+			defer cancel()
+			if err := l.Unlock(ctx); err != nil {
+				c.cfg.logger.Warn("relock: cannot release a lock handed to a waiter that left; it expires with its lease",
+					"name", name, "err", err)
+			}
+		}
+	default:
+	}
+}
+
+func (c *Client) unregister(name string, w *localWaiter) {
 	c.localMu.Lock()
 	defer c.localMu.Unlock()
 	if w.claimed {
@@ -104,7 +122,12 @@ func (c *Client) deliver(w *localWaiter, l *Lease) bool {
 	if w.gone {
 		return false
 	}
-	w.claimed = false
+	if l == nil {
+		w.claimed = false // it may attempt again
+	}
+	// Handed a lease, w stays claimed: it must take the lease, never
+	// attempt, since an attempt would find its owner holding the lock and
+	// take it as a second lease of the same hold.
 	w.handed <- l
 	return true
 }

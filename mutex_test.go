@@ -3,8 +3,11 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,6 +285,72 @@ func TestLeaseContext(t *testing.T) {
 		<-lctx.Done()
 		if cause := context.Cause(lctx); !errors.Is(cause, relock.ErrLockLost) {
 			t.Fatalf("context cause %v, want ErrLockLost", cause)
+		}
+	})
+}
+
+// TestMutexHammerWithCancellation: waiters that give up at random points,
+// in the middle of a wait, an attempt or a handoff, never break mutual
+// exclusion and leave nothing behind.
+func TestMutexHammerWithCancellation(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		for _, nclients := range []int{1, 2} {
+			t.Run(fmt.Sprintf("clients=%d", nclients), func(t *testing.T) {
+				var clients []*relock.Client
+				for i := 0; i < nclients; i++ {
+					clients = append(clients, top.newClient(t))
+				}
+				name := lockName(t)
+				rec := history.New()
+				ctx := ctxTimeout(t, time.Minute)
+				var acquired, gaveUp atomic.Int64
+				var wg sync.WaitGroup
+				for i := 0; i < 12; i++ {
+					c := clients[i%nclients]
+					wg.Add(1)
+					go func(seed int64) {
+						defer wg.Done()
+						rnd := rand.New(rand.NewSource(seed))
+						m := c.Mutex(name)
+						for j := 0; j < 30; j++ {
+							wctx, cancel := context.WithTimeout(ctx, time.Duration(rnd.Intn(3000))*time.Microsecond)
+							l, err := m.Lock(wctx)
+							cancel()
+							if err != nil {
+								if !errors.Is(err, context.DeadlineExceeded) {
+									t.Error(err)
+									return
+								}
+								gaveUp.Add(1)
+								continue
+							}
+							acquired.Add(1)
+							h := rec.Begin(fmt.Sprint(seed), name, l.Token())
+							runtime.Gosched()
+							h.End()
+							if err := l.Unlock(ctx); err != nil {
+								t.Error(err)
+								return
+							}
+						}
+					}(int64(i))
+				}
+				wg.Wait()
+				if v := rec.Check(); len(v) > 0 {
+					t.Fatalf("%d violations, first: %+v", len(v), v[0])
+				}
+				if acquired.Load() == 0 || gaveUp.Load() == 0 {
+					t.Fatalf("acquired %d, gave up %d: the test exercised one path only", acquired.Load(), gaveUp.Load())
+				}
+				if keys := keysOf(t, top.rdb(t), name); len(keys) > 0 {
+					t.Fatalf("keys left behind: %v", keys)
+				}
+				for _, c := range clients {
+					if s := c.Stats(); s.Held != 0 || s.Channels != 0 || s.Asleep != 0 {
+						t.Fatalf("state left behind: %+v", s)
+					}
+				}
+			})
 		}
 	})
 }

@@ -87,11 +87,32 @@ func (b *Batcher) Do(ctx context.Context, s *scripts.Script, keys []string, args
 	case <-r.done:
 		return r.val, r.err
 	case <-ctx.Done():
-		if r.state.CompareAndSwap(queued, abandoned) {
-			return 0, ctx.Err() // the flusher undoes it, whenever its reply comes
+	}
+	if r.state.CompareAndSwap(queued, abandoned) {
+		return 0, ctx.Err() // never sent: the flusher drops it
+	}
+	// Sent already: wait a bounded time for its outcome, so that a call
+	// that took effect is undone before Do returns.
+	bound := time.NewTimer(b.cfg.Cleanup)
+	defer bound.Stop()
+	select {
+	case <-r.done:
+		if r.err == nil && undo != nil {
+			b.undo(ctx, undo)
 		}
-		<-r.done // it was just delivered
-		return r.val, r.err
+		if r.err != nil {
+			return r.val, r.err
+		}
+		return 0, ctx.Err()
+	case <-bound.C:
+		if r.state.CompareAndSwap(sent, abandoned) {
+			return 0, ctx.Err() // the flusher undoes it when its reply comes
+		}
+		<-r.done
+		if r.err == nil && undo != nil {
+			b.undo(ctx, undo)
+		}
+		return 0, ctx.Err()
 	}
 }
 
@@ -117,9 +138,10 @@ func (b *Batcher) Close() {
 }
 
 const (
-	queued int32 = iota
-	abandoned
-	delivered
+	queued    int32 = iota // waiting for a flusher
+	sent                   // in a pipeline
+	abandoned              // its caller has gone
+	delivered              // its caller has the outcome
 )
 
 type request struct {
@@ -136,7 +158,7 @@ type request struct {
 // deliver hands the outcome to the waiting caller, or, if the caller gave
 // up, undoes a call that succeeded or whose outcome is unknown.
 func (r *request) deliver(v int64, err error, b *Batcher) {
-	if r.state.CompareAndSwap(queued, delivered) {
+	if r.state.CompareAndSwap(sent, delivered) || r.state.CompareAndSwap(queued, delivered) {
 		r.val, r.err = v, err
 		close(r.done)
 		return
@@ -188,13 +210,21 @@ func (b *Batcher) send(batch []*request) {
 	pipe := b.cfg.Client.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, r := range batch {
-		cmds[i] = r.script.Queue(ctx, pipe, r.keys, r.args...)
+		if r.state.CompareAndSwap(queued, sent) {
+			cmds[i] = r.script.Queue(ctx, pipe, r.keys, r.args...)
+		}
+	}
+	if pipe.Len() == 0 {
+		return
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, r := range batch {
+		if cmds[i] == nil {
+			continue // abandoned before it was sent
+		}
 		cmd := r.script.Retry(ctx, b.cfg.Client, cmds[i])
 		v, err := cmd.Int64()
-		if err != nil && r.undo != nil && !isServerError(err) && r.state.Load() == queued {
+		if err != nil && r.undo != nil && !isServerError(err) && r.state.Load() == sent {
 			// Unknown outcome for a caller still waiting: undo before it
 			// hears of the failure, as a direct call would.
 			b.undo(ctx, r.undo)
