@@ -43,13 +43,9 @@ func runLs(ctx context.Context, e *env, args []string) int {
 	if fs.NArg() > 0 {
 		return usageError(e, fs, "unexpected argument %q", fs.Arg(0))
 	}
-	t, err := rf.resolve(e, defaultRedisURL)
-	if err != nil {
-		return usageError(e, fs, "%v", err)
-	}
-	rdb, err := t.connect(ctx)
-	if err != nil {
-		return fail(e, fs, err)
+	rdb, code := rf.open(ctx, e, fs)
+	if rdb == nil {
+		return code
 	}
 	defer rdb.Close()
 

@@ -178,3 +178,18 @@ func (t *target) connect(ctx context.Context) (redis.UniversalClient, error) {
 	}
 	return rdb, nil
 }
+
+// open resolves the Redis target of a command other than demo and connects
+// to it. On failure it reports the error and returns the exit code, with a
+// nil client.
+func (f *redisFlags) open(ctx context.Context, e *env, fs *flag.FlagSet) (redis.UniversalClient, int) {
+	t, err := f.resolve(e, defaultRedisURL)
+	if err != nil {
+		return nil, usageError(e, fs, "%v", err)
+	}
+	rdb, err := t.connect(ctx)
+	if err != nil {
+		return nil, fail(e, fs, err)
+	}
+	return rdb, 0
+}

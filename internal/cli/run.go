@@ -99,13 +99,9 @@ func runRun(ctx context.Context, e *env, args []string) int {
 		return 127
 	}
 
-	t, err := rf.resolve(e, defaultRedisURL)
-	if err != nil {
-		return usageError(e, fs, "%v", err)
-	}
-	rdb, err := t.connect(ctx)
-	if err != nil {
-		return fail(e, fs, err)
+	rdb, code := rf.open(ctx, e, fs)
+	if rdb == nil {
+		return code
 	}
 	defer rdb.Close()
 	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

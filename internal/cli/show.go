@@ -36,13 +36,9 @@ func runShow(ctx context.Context, e *env, args []string) int {
 	if name == "" {
 		return usageError(e, fs, "empty lock NAME")
 	}
-	t, err := rf.resolve(e, defaultRedisURL)
-	if err != nil {
-		return usageError(e, fs, "%v", err)
-	}
-	rdb, err := t.connect(ctx)
-	if err != nil {
-		return fail(e, fs, err)
+	rdb, code := rf.open(ctx, e, fs)
+	if rdb == nil {
+		return code
 	}
 	defer rdb.Close()
 

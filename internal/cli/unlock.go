@@ -32,13 +32,9 @@ func runUnlock(ctx context.Context, e *env, args []string) int {
 	if !*force {
 		return usageError(e, fs, "refusing to delete %q without --force: its holder would go on as if it held it until its next renewal", name)
 	}
-	t, err := rf.resolve(e, defaultRedisURL)
-	if err != nil {
-		return usageError(e, fs, "%v", err)
-	}
-	rdb, err := t.connect(ctx)
-	if err != nil {
-		return fail(e, fs, err)
+	rdb, code := rf.open(ctx, e, fs)
+	if rdb == nil {
+		return code
 	}
 	defer rdb.Close()
 	c, err := relock.New(rdb)

@@ -2,13 +2,11 @@ package notify
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock/internal/redistest"
 )
@@ -16,24 +14,7 @@ import (
 var srv *redistest.Server
 
 func TestMain(m *testing.M) {
-	if err := redistest.Require(); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		os.Exit(1)
-	}
-	var err error
-	if srv, err = redistest.Start(redistest.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL: leaked goroutines:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(redistest.Main(m, func(s *redistest.Server) func() { srv = s; return nil }))
 }
 
 func newHub(t *testing.T) (*Hub, *redis.Client) {

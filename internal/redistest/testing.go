@@ -1,6 +1,12 @@
 package redistest
 
-import "testing"
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
 
 // Standalone starts a server for the test, closes it when the test ends and
 // fails the test if it cannot start (including when Redis is not
@@ -69,4 +75,38 @@ func NewMasters(t testing.TB, k int) Masters {
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	return m
+}
+
+// Main runs a test package's tests against one standalone server: it fails
+// with the install command when redis-server is missing, starts the
+// server, hands it to use before the tests run, calls the cleanup use
+// returns (if any) and closes the server afterwards, and fails the run if
+// goroutines are left over. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(redistest.Main(m, func(s *redistest.Server) func() { srv = s; return nil }))
+//	}
+func Main(m *testing.M, use func(*Server) (cleanup func())) int {
+	if err := Require(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	s, err := Start(Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: start redis-server:", err)
+		return 1
+	}
+	cleanup := use(s)
+	code := m.Run()
+	if cleanup != nil {
+		cleanup()
+	}
+	_ = s.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: leaked goroutines:", err)
+			code = 1
+		}
+	}
+	return code
 }

@@ -16,20 +16,10 @@ import (
 var rdb *redis.Client
 
 func TestMain(m *testing.M) {
-	if err := redistest.Require(); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		os.Exit(1)
-	}
-	srv, err := redistest.Start(redistest.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		os.Exit(1)
-	}
-	rdb = srv.Client()
-	code := m.Run()
-	_ = rdb.Close()
-	_ = srv.Close()
-	os.Exit(code)
+	os.Exit(redistest.Main(m, func(s *redistest.Server) func() {
+		rdb = s.Client()
+		return func() { _ = rdb.Close() }
+	}))
 }
 
 func run(t *testing.T, s *Script, keys []string, args ...any) any {
