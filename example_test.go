@@ -128,3 +128,18 @@ func ExampleLease_Token() {
 	fmt.Println(b.Token() > a.Token())
 	// Output: true
 }
+
+func ExampleWithSpin() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	locks, _ := relock.New(rdb)
+	defer locks.Close()
+
+	// Poll with jittered backoff from 1ms to 50ms instead of subscribing:
+	// for very many locks, or servers without pub/sub.
+	lease, err := locks.Mutex("example:shard:17").Lock(ctx, relock.WithSpin(time.Millisecond, 50*time.Millisecond))
+	fmt.Println(err == nil, locks.Stats().Channels)
+	_ = lease.Unlock(ctx)
+	// Output: true 0
+}

@@ -159,6 +159,9 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	if !wait {
 		return nil, ErrNotAcquired
 	}
+	if cfg.spin != nil {
+		return m.spin(ctx, a, ttl)
+	}
 	return m.wait(ctx, a, ttl)
 }
 

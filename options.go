@@ -64,6 +64,7 @@ type LockOption func(*lockConfig)
 type lockConfig struct {
 	lease time.Duration // 0: kept alive by the watchdog
 	fixed bool
+	spin  *backoff // wait by backoff instead of pub/sub
 }
 
 // WithLease gives the hold a fixed lease: no watchdog renews it and it
@@ -85,10 +86,10 @@ func (c *Client) lockConfig(opts []LockOption) (lockConfig, error) {
 	}
 	if !lc.fixed {
 		lc.lease = c.cfg.watchdog
-		return lc, nil
+		return lc, lc.spin.check()
 	}
 	if lc.lease < time.Millisecond {
 		return lc, fmt.Errorf("%w: lease %v is below 1ms", ErrInvalidOption, lc.lease)
 	}
-	return lc, nil
+	return lc, lc.spin.check()
 }

@@ -15,12 +15,28 @@ import (
 // never blocks the server for long.
 const maxRenewKeys = 256
 
-// renew is the watchdog's Renewer: one renew.lua call per cluster slot
-// (per maxRenewKeys holds), all sent in one pipeline.
+// Renewal kinds: watchdog.Entry.Kind indexes renewScripts. Every renewal
+// script takes one key per hold (KEYS[i]) and two arguments (ARGV[2i-1]
+// the owner, ARGV[2i] the lease in ms, 0 to check only), and returns a
+// table of 1 (held) or 0 (gone).
+const (
+	kindMutex uint8 = iota // a lock hash: field <owner>
+)
+
+var renewScripts = []*scripts.Script{
+	kindMutex: scripts.Renew,
+}
+
+// renew is the watchdog's Renewer: one renewal script call per kind and
+// cluster slot (per maxRenewKeys holds), all sent in one pipeline.
 func (c *Client) renew(ctx context.Context, batch []*watchdog.Entry) []watchdog.Result {
 	results := make([]watchdog.Result, len(batch))
-	if c.cluster {
-		sort.Slice(batch, func(i, j int) bool { return batch[i].Group < batch[j].Group })
+	sort.Slice(batch, func(i, j int) bool {
+		a, b := batch[i], batch[j]
+		return a.Kind < b.Kind || a.Kind == b.Kind && c.cluster && a.Group < b.Group
+	})
+	sameCall := func(a, b *watchdog.Entry) bool {
+		return a.Kind == b.Kind && (!c.cluster || a.Group == b.Group)
 	}
 	type call struct {
 		first, n int
@@ -30,7 +46,7 @@ func (c *Client) renew(ctx context.Context, batch []*watchdog.Entry) []watchdog.
 	pipe := c.rdb.Pipeline()
 	for first := 0; first < len(batch); {
 		n := 1
-		for first+n < len(batch) && n < maxRenewKeys && (!c.cluster || batch[first+n].Group == batch[first].Group) {
+		for first+n < len(batch) && n < maxRenewKeys && sameCall(batch[first+n], batch[first]) {
 			n++
 		}
 		keys := make([]string, n)
@@ -39,12 +55,12 @@ func (c *Client) renew(ctx context.Context, batch []*watchdog.Entry) []watchdog.
 			keys[i] = e.Key
 			args = append(args, e.Owner, strconv.FormatInt(e.Lease.Milliseconds(), 10))
 		}
-		calls = append(calls, call{first, n, scripts.Renew.Queue(ctx, pipe, keys, args...)})
+		calls = append(calls, call{first, n, renewScripts[batch[first].Kind].Queue(ctx, pipe, keys, args...)})
 		first += n
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, cl := range calls {
-		cmd := scripts.Renew.Retry(ctx, c.rdb, cl.cmd)
+		cmd := renewScripts[batch[cl.first].Kind].Retry(ctx, c.rdb, cl.cmd)
 		held, err := cmd.Int64Slice()
 		if err != nil || len(held) != cl.n {
 			c.cfg.logger.Warn("relock: renewal failed", "locks", cl.n, "err", err)

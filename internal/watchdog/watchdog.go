@@ -46,7 +46,8 @@ var ErrDeadline = errors.New("no renewal confirmed before the local deadline")
 type Entry struct {
 	Key   string        // the lock key
 	Owner string        // the owner id that must hold it
-	Group int           // entries of one group can share a call (cluster slot)
+	Kind  uint8         // which renewal script renews it (the caller's numbering)
+	Group int           // entries of one kind and group can share a call (cluster slot)
 	Lease time.Duration // what a renewal extends the hold to; 0 only checks it
 	Data  any           // the caller's, handed back to Config.Lost
 
