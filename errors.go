@@ -46,6 +46,23 @@ var (
 	// reached maxmemory (with the noeviction policy).
 	ErrOutOfMemory = errors.New("relock: redis out of memory")
 
+	// ErrUpgrade is returned by RWMutex.Lock and TryLock when the calling
+	// owner holds the read lock but not the write lock: waiting for the
+	// write lock would wait for itself. Nothing is changed; release the
+	// read holds first. (A writer may take the read lock: that is a
+	// downgrade, and allowed.)
+	ErrUpgrade = errors.New("relock: read lock held by the same owner; upgrade would deadlock")
+
+	// ErrUnknownPermit is returned by PermitSemaphore.Release and
+	// PermitSemaphore.UpdateLease when no permit of the given id is held:
+	// it was released, its lease ran out, or it never existed.
+	ErrUnknownPermit = errors.New("relock: unknown permit")
+
+	// ErrLatchNotSet is returned by CountDownLatch.CountDown when the latch
+	// has no count to count down: it was never set, or it reached zero
+	// already. Nothing is changed.
+	ErrLatchNotSet = errors.New("relock: latch not set")
+
 	// ErrClosed is returned by every operation of a closed Client, and
 	// wrapped with ErrLockLost by the leases a Close cut short.
 	ErrClosed = errors.New("relock: client closed")

@@ -14,7 +14,41 @@ const (
 	tokenPrefix       = "redisson_lock_token"
 	unlockLatchPrefix = "redisson_unlock_latch"
 	requestPrefix     = "relock_lock_request"
+	// The fair lock's queue of waiting owners, and their deadlines.
+	fairQueuePrefix   = "redisson_lock_queue"
+	fairTimeoutPrefix = "redisson_lock_timeout"
+	rwChannelPrefix   = "redisson_rwlock" // read-write lock's release channel
 )
+
+// Keys and channels of the synchronizers (Semaphore, PermitSemaphore,
+// CountDownLatch); see permitTimeoutKey and latchChannel for the rest.
+const (
+	semaphoreChannelPrefix = "redisson_sc"                        // "redisson_sc:{name}", as Redisson
+	latchChannelPrefix     = "redisson_countdownlatch__channel__" // followed by "{name}", as Redisson
+	semRequestPrefix       = "relock_semaphore_request"           // request markers of semaphore calls
+	latchRequestPrefix     = "relock_latch_request"               // request markers of latch calls
+)
+
+// permitTimeoutKey returns the zset of a permit semaphore's held permits:
+// "{name}:timeout", or "name:timeout" when name has its own hash tag
+// (Redisson's layout).
+func permitTimeoutKey(name string) string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return name + ":timeout"
+	}
+	return "{" + name + "}:timeout"
+}
+
+// latchChannel returns a countdown latch's channel:
+// "redisson_countdownlatch__channel__{name}" as Redisson names it, or the
+// prefix followed by the bare name when it has its own hash tag, so that
+// the channel always hashes to name's cluster slot.
+func latchChannel(name string) string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return latchChannelPrefix + name
+	}
+	return latchChannelPrefix + "{" + name + "}"
+}
 
 // Release messages published on a lock's channel.
 const (
@@ -37,6 +71,16 @@ func companion(prefix, name string) string {
 		return prefix + ":" + name
 	}
 	return prefix + ":{" + name + "}"
+}
+
+// tagged returns "{name}", or name itself when it has its own hash tag:
+// the start of the read-write lock's reader hold keys
+// "<tagged>:<owner>:rwlock_timeout:<i>", which hash to name's slot.
+func tagged(name string) string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return name
+	}
+	return "{" + name + "}"
 }
 
 // suffixed returns companion(prefix, name) + ":" + suffix.

@@ -32,6 +32,12 @@ type Lease struct {
 	released bool       // a release was confirmed by Redis
 	tried    bool       // an earlier release got no answer
 	request  string     // id of the release request, for idempotent retries
+
+	parts *parts // the member holds of a composite lease (MultiLock, RedLock)
+
+	endMu sync.Mutex
+	ended bool     // finish has run
+	onEnd []func() // called once when the lease ends (see whenDone)
 }
 
 // releaser is the primitive behind a Lease.
@@ -49,6 +55,8 @@ func (l *Lease) Name() string { return l.name }
 // every fresh acquisition of the lock's name. A re-entry by the same owner
 // carries the token of the hold it re-entered. Hand it to the resource
 // you protect so it can refuse a holder older than the last it saw.
+// A MultiLock lease carries its first member's token, a RedLock lease 0;
+// see Tokens.
 func (l *Lease) Token() uint64 { return l.token }
 
 // Done returns a channel that is closed when the hold ends: unlocked, lost,
@@ -63,7 +71,11 @@ func (l *Lease) Err() error {
 	if p := l.err.Load(); p != nil {
 		return *p
 	}
-	l.c.wd.Check(l.entry)
+	if l.parts != nil {
+		l.parts.check(l)
+	} else {
+		l.c.wd.Check(l.entry)
+	}
 	if p := l.err.Load(); p != nil {
 		return *p
 	}
@@ -89,8 +101,12 @@ func (l *Lease) Context(parent context.Context) (ctx context.Context, cancel con
 // in Redis (it expired, was deleted, or this lease was unlocked already);
 // a reentrant owner's other holds are never touched. If Unlock fails with
 // a Redis or context error the hold stays in place and renewed, and Unlock
-// may be called again: a retry is never applied twice.
+// may be called again: a retry is never applied twice. MultiLock and
+// RedLock describe how the lease of several holds is unlocked.
 func (l *Lease) Unlock(ctx context.Context) error {
+	if l.parts != nil {
+		return l.parts.unlock(ctx, l)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released {
@@ -134,9 +150,33 @@ func (l *Lease) finish(err error, cause string) {
 	}
 	close(l.done)
 	if err == ErrLockLost {
-		l.c.stats.lost.Add(1)
+		if l.parts == nil { // a composite's members count for it
+			l.c.stats.lost.Add(1)
+		}
 		l.c.cfg.logger.Warn("relock: lock lost", "name", l.name, "owner", l.owner, "token", l.token, "cause", cause)
 	}
+	l.endMu.Lock()
+	l.ended = true
+	fns := l.onEnd
+	l.onEnd = nil
+	l.endMu.Unlock()
+	for _, f := range fns {
+		f()
+	}
+}
+
+// whenDone arranges for f to be called once the lease has ended, from
+// whichever goroutine ends it; at once if it has ended already. Composite
+// leases follow their members this way, without a goroutine each.
+func (l *Lease) whenDone(f func()) {
+	l.endMu.Lock()
+	if !l.ended {
+		l.onEnd = append(l.onEnd, f)
+		l.endMu.Unlock()
+		return
+	}
+	l.endMu.Unlock()
+	f()
 }
 
 // unwatch stops renewing and checking this hold.
@@ -198,6 +238,8 @@ func (c *Client) lost(e *watchdog.Entry, err error) {
 		d.lost(err)
 	case *hold:
 		c.loseHold(d, err)
+	case interface{ lost(error) }: // a Permit, or another hold type of its own
+		d.lost(err)
 	}
 }
 

@@ -15,3 +15,11 @@ type Locker interface {
 }
 
 var _ Locker = (*Mutex)(nil)
+var _ Locker = (*ReadLocker)(nil)
+var _ Locker = (*WriteLocker)(nil)
+var _ Locker = (*FairMutex)(nil)
+
+var (
+	_ Locker = (*MultiLock)(nil)
+	_ Locker = (*RedLock)(nil)
+)

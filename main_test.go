@@ -24,8 +24,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	permitHelper() // exits in a permit-holder child process
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helperProcess())
+	}
+	if os.Getenv(fairHelperEnv) != "" {
+		os.Exit(fairHelperProcess())
 	}
 	os.Exit(run(m))
 }

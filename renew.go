@@ -21,10 +21,14 @@ const maxRenewKeys = 256
 // table of 1 (held) or 0 (gone).
 const (
 	kindMutex uint8 = iota // a lock hash: field <owner>
+	kindRead               // a read-write lock's reader: field <owner> and its hold keys
+	kindPsem               // a permit semaphore's held permits zset: member <permit id>
 )
 
 var renewScripts = []*scripts.Script{
 	kindMutex: scripts.Renew,
+	kindRead:  scripts.RWRenew,
+	kindPsem:  scripts.PermitRenew,
 }
 
 // renew is the watchdog's Renewer: one renewal script call per kind and

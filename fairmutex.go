@@ -1,0 +1,303 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/relock-go/relock/internal/scripts"
+)
+
+// FairMutex is a Mutex that grants the lock in the order its waiters first
+// asked for it, across processes: a queue in Redis holds the waiting
+// owners, and a release tells only the first of them, on its own channel.
+// It stores Redisson's fair-lock layout (RFairLock), so Java services
+// using Redisson's fair lock queue up with Go services on the same name.
+// Holds are Mutex holds: a FairMutex and a Mutex of one name exclude each
+// other, but only FairMutex waiters keep the order.
+//
+// A waiter keeps its place by refreshing its queue entry every third of
+// the waiter timeout (see WithWaiterTimeout). A waiter whose process died
+// stops refreshing; once its entry's deadline passes, the next call on the
+// lock removes it and the waiter after it moves up. Deadlines are the
+// server's clock. A waiter that gives up leaves the queue before its Lock
+// call returns. The queue keys are deleted when the last waiter leaves,
+// and expire on their own if every waiter dies.
+//
+// With Redisson clients on the same name: when a Redisson thread takes the
+// lock, Redisson lowers the deadline of every queued waiter by its thread
+// wait time (5 minutes by default), which can put a relock waiter's
+// deadline in the past; that waiter loses its place and queues again at
+// the end at its next refresh. Mutual exclusion is never affected.
+//
+// A FairMutex is a cheap handle, safe for concurrent use; its zero value
+// is not usable: make it with Client.FairMutex.
+type FairMutex struct {
+	c        *Client
+	name     string
+	channel  string // waiter <owner> listens on channel + ":" + owner
+	tokenKey string
+	group    int
+	err      error // an invalid name or option, returned by every call
+
+	waiterTimeout time.Duration
+	argWaiter     any // waiterTimeout in ms, boxed
+
+	// KEYS shared by the calls of one-shot owners, whose last key (a
+	// request or release marker for reentrant owners) is unused.
+	lockKeys, unlockKeys, leaveKeys []string
+}
+
+// DefaultWaiterTimeout is the waiter timeout of a FairMutex made without
+// WithWaiterTimeout.
+const DefaultWaiterTimeout = 5 * time.Second
+
+// A FairOption configures a FairMutex.
+type FairOption func(*fairConfig) error
+
+type fairConfig struct {
+	waiterTimeout time.Duration
+}
+
+// WithWaiterTimeout sets how long a queued waiter keeps its place without
+// refreshing it. A waiter refreshes its entry every d/3, so a live waiter
+// never loses its place unless Redis is out of its reach for about d; a
+// dead one holds up the queue for at most d. The default is 5s; d must be
+// at least 30ms, or every call fails with ErrInvalidOption.
+func WithWaiterTimeout(d time.Duration) FairOption {
+	return func(c *fairConfig) error {
+		if d < 30*time.Millisecond {
+			return fmt.Errorf("%w: waiter timeout %v is below 30ms", ErrInvalidOption, d)
+		}
+		c.waiterTimeout = d
+		return nil
+	}
+}
+
+// FairMutex returns the FairMutex of the given name. An invalid name is
+// reported by every call on it with ErrInvalidName, an invalid option with
+// ErrInvalidOption.
+func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
+	m := &FairMutex{c: c, name: name}
+	cfg := fairConfig{waiterTimeout: DefaultWaiterTimeout}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			m.err = err
+			return m
+		}
+	}
+	if m.err = checkName(name); m.err != nil {
+		return m
+	}
+	m.waiterTimeout = cfg.waiterTimeout
+	m.argWaiter = cfg.waiterTimeout.Milliseconds()
+	m.channel = companion(lockChannelPrefix, name)
+	m.tokenKey = companion(tokenPrefix, name)
+	m.group = slot(name)
+	base := []string{name, companion(fairQueuePrefix, name), companion(fairTimeoutPrefix, name), m.channel}
+	m.lockKeys = append(base[:4:4], m.tokenKey, name)
+	m.unlockKeys = m.lockKeys
+	m.leaveKeys = append(base[:4:4], name)
+	return m
+}
+
+// Name returns the lock's name, which is also its Redis key.
+func (m *FairMutex) Name() string { return m.name }
+
+// Lock blocks until the lock is held, ctx ends, or the Client is closed.
+// A call that cannot have the lock at once joins the lock's queue and is
+// granted the lock after every waiter that joined before it. Without
+// WithLease the watchdog keeps the hold alive until Unlock. A reentrant
+// owner (WithOwner) that holds the lock re-enters it at once, past the
+// queue. With WithSpin the call polls instead of sleeping on its channel,
+// and keeps its place in the queue all the same.
+//
+// When ctx ends the error wraps ctx.Err(), and nothing is left behind: the
+// call has left the queue (the next waiter is told if it is now first),
+// and it holds no subscription, timer or hold. Other errors:
+// ErrInvalidName, ErrInvalidOption, ErrClosed, and Redis errors, wrapped.
+func (m *FairMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return m.lock(ctx, opts, true)
+}
+
+// TryLock makes one attempt, which never joins the queue: it succeeds if
+// the lock is free and no live waiter is first in the queue (the caller's
+// owner may be), or if the caller's owner holds the lock already.
+// Otherwise it returns ErrNotAcquired; other errors are as for Lock.
+func (m *FairMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return m.lock(ctx, opts, false)
+}
+
+// IsLocked reports whether any owner holds the lock.
+func (m *FairMutex) IsLocked(ctx context.Context) (bool, error) {
+	if err := m.check(); err != nil {
+		return false, err
+	}
+	n, err := m.c.rdb.Exists(ctx, m.name).Result()
+	if err != nil {
+		return false, opError("is locked", m.name, err)
+	}
+	return n == 1, nil
+}
+
+// TTL returns the time the current hold has left, like Redis PTTL: -2ns
+// when the lock is not held, -1ns when it has no expiry.
+func (m *FairMutex) TTL(ctx context.Context) (time.Duration, error) {
+	if err := m.check(); err != nil {
+		return 0, err
+	}
+	ttl, err := m.c.rdb.PTTL(ctx, m.name).Result()
+	if err != nil {
+		return 0, opError("ttl", m.name, err)
+	}
+	return ttl, nil
+}
+
+// ForceUnlock deletes the lock whoever holds it and tells the first
+// waiter. It reports whether the lock was held. The holder's Lease reports
+// ErrLockLost at its watchdog's next renewal. The queue is left as it is.
+func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := m.check(); err != nil {
+		return false, err
+	}
+	n, err := scripts.FairForceUnlock.Run(ctx, m.c.rdb, m.leaveKeys[:4], msgUnlock, m.c.publish).Int64()
+	if err != nil {
+		return false, opError("force unlock", m.name, err)
+	}
+	return n == 1, nil
+}
+
+func (m *FairMutex) check() error {
+	if m.err != nil {
+		return m.err
+	}
+	return m.c.checkOpen()
+}
+
+// fairAcquire is one lock call's fixed arguments, shared by its attempts.
+type fairAcquire struct {
+	cfg       lockConfig
+	owner     string
+	reentrant bool
+	keys      []string
+	args      []any
+	m         *FairMutex
+}
+
+// Undo undoes an attempt whose reply was lost (batch.Undo): the hold it
+// may have taken, and its queue entry.
+func (a *fairAcquire) Undo(ctx context.Context) {
+	mode := fairUndoOneShot
+	if a.reentrant {
+		mode = fairUndoReentrant
+	}
+	a.m.leave(ctx, a, mode)
+}
+
+// Modes of fair_leave.lua, boxed once.
+var (
+	fairLeaveOnly     any = "0" // leave the queue
+	fairUndoOneShot   any = "1" // and undo a one-shot owner's hold
+	fairUndoReentrant any = "2" // and undo a reentrant owner's applied request
+)
+
+func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	cfg, err := m.c.lockConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("relock: lock %q: %w", m.name, err)
+	}
+	a := &fairAcquire{cfg: cfg, m: m, keys: m.lockKeys}
+	a.owner, a.reentrant = m.c.owner(ctx)
+	lease := m.c.argLease
+	if cfg.fixed {
+		lease = cfg.lease.Milliseconds()
+	}
+	waiter, flag := argZero, argZero
+	if wait {
+		waiter = m.argWaiter
+	}
+	if a.reentrant {
+		flag = argOne
+		marker := suffixed(requestPrefix, m.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
+		a.keys = append(m.lockKeys[:5:5], marker)
+	}
+	a.args = []any{lease, a.owner, flag, m.c.argMarkerTTL, waiter, argMsgUnlock, m.c.argPublish}
+
+	l, ttl, err := m.attempt(ctx, a)
+	if l != nil || err != nil {
+		return l, err
+	}
+	if !wait {
+		return nil, ErrNotAcquired
+	}
+	return m.wait(ctx, a, ttl)
+}
+
+// attempt runs fair_lock.lua once. It returns a Lease, or how long to wait
+// before trying again (negative: unknown), or an error. An attempt whose
+// outcome is unknown is undone before returning.
+func (m *FairMutex) attempt(ctx context.Context, a *fairAcquire) (*Lease, time.Duration, error) {
+	sent := m.c.wd.Now()
+	r, err := m.c.batch.Do(ctx, scripts.FairLock, a.keys, a.args, a)
+	if err != nil {
+		return nil, 0, opError("lock", m.name, err)
+	}
+	if r <= 0 {
+		return nil, time.Duration(-r-1) * time.Millisecond, nil
+	}
+	l := m.newLease(a.owner, a.reentrant, uint64(r))
+	m.c.watch(l, m.group, a.cfg.lease, a.cfg.fixed, sent)
+	m.c.stats.acquired.Add(1)
+	return l, 0, nil
+}
+
+func (m *FairMutex) newLease(owner string, reentrant bool, token uint64) *Lease {
+	return &Lease{
+		c:         m.c,
+		rel:       m,
+		name:      m.name,
+		owner:     owner,
+		reentrant: reentrant,
+		token:     token,
+		done:      make(chan struct{}),
+	}
+}
+
+// leave runs fair_leave.lua: takes the call's owner out of the queue and,
+// by mode, undoes a hold whose reply was lost.
+func (m *FairMutex) leave(ctx context.Context, a *fairAcquire, mode any) {
+	keys := m.leaveKeys
+	if a.reentrant {
+		keys = append(m.leaveKeys[:4:4], a.keys[5])
+	}
+	err := scripts.FairLeave.Run(ctx, m.c.rdb, keys, a.owner, msgUnlock, m.c.publish, mode).Err()
+	if err != nil {
+		m.c.cfg.logger.Warn("relock: cannot leave a fair lock's queue; the entry expires with the waiter timeout",
+			"name", m.name, "waiter timeout", m.waiterTimeout, "err", err)
+	}
+}
+
+// release implements releaser. When waiters of the same Client sleep in
+// the lock's queue, the release passes the lock straight to the first of
+// the queue if it is one of them.
+func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
+	keys, flag := m.unlockKeys, argZero
+	if l.reentrant {
+		keys, flag = append(m.unlockKeys[:5:5], suffixed(unlockLatchPrefix, m.name, l.request)), argOne
+	}
+	args := []any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL}
+	if ws := fairClaim(m.c, m.name); len(ws) > 0 {
+		return m.handOff(ctx, keys, args, ws)
+	}
+	return m.c.batch.Do(ctx, scripts.FairUnlock, keys, args, nil)
+}

@@ -1,0 +1,393 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/relock-go/relock/internal/notify"
+	"github.com/relock-go/relock/internal/scripts"
+)
+
+// Waiting in a fair lock's queue.
+//
+// A Lock call that cannot have the lock at once joins the queue in Redis in
+// that same attempt and subscribes to its own channel. Once subscribed it
+// tries once more if it is now first in the queue (only the first is ever
+// told, so a message published before the subscription can only have been
+// meant for the first), and sleeps until it is told on its channel, the
+// holder's TTL runs out, its heartbeat is due, ctx ends, or the Client is
+// closed. Every attempt refreshes the call's queue entry, so the heartbeat
+// is simply an attempt every third of the waiter timeout.
+//
+// Direct handoff. A release by a Client whose own calls sleep in the queue
+// passes their owners to fair_unlock.lua as candidates: if the first of
+// the queue is one of them, the lock goes straight to it, and its Lease is
+// handed over in the process, with no message and no round trip of its
+// own. The script only ever gives the lock to the first of the queue, so
+// the order holds. As with the Mutex, only one-shot calls (no WithOwner)
+// are handed locks, and a candidate must not attempt while a release that
+// may hand it the lock runs (it would take the hold as a second lease).
+
+// fairMaxCandidates caps the candidates of one release.
+const fairMaxCandidates = 16
+
+// fairWaiter is a one-shot Lock call asleep in a fair lock's queue.
+type fairWaiter struct {
+	owner string
+	lease time.Duration
+	fixed bool
+	sub   *notify.Waiter // its channel's subscription
+
+	// guarded by fairLocal.mu
+	asleep  bool // subscribed and asleep: a release may hand it the lock
+	claimed bool // a release that may hand it the lock runs: no attempts
+	blocked bool // it woke while claimed and waits for the outcome
+	gone    bool // it returned while claimed
+
+	handed chan *Lease // the outcome for a blocked call: a Lease, or nil to attempt
+}
+
+func (w *fairWaiter) handedChan() <-chan *Lease {
+	if w == nil {
+		return nil
+	}
+	return w.handed
+}
+
+// hand gives w an outcome. The channel is empty whenever a release settles
+// w; hand never blocks all the same.
+func (w *fairWaiter) hand(l *Lease) bool {
+	select {
+	case w.handed <- l:
+		return true
+	default:
+		return false
+	}
+}
+
+type fairKey struct {
+	c    *Client
+	name string
+}
+
+// fairLocal holds the sleeping fair waiters of every Client, by Client and
+// name. An entry goes with its last waiter.
+var fairLocal struct {
+	mu      sync.Mutex
+	n       atomic.Int64
+	waiters map[fairKey][]*fairWaiter
+}
+
+func fairEnqueue(c *Client, name string, w *fairWaiter) {
+	fairLocal.mu.Lock()
+	defer fairLocal.mu.Unlock()
+	if fairLocal.waiters == nil {
+		fairLocal.waiters = make(map[fairKey][]*fairWaiter)
+	}
+	k := fairKey{c, name}
+	fairLocal.waiters[k] = append(fairLocal.waiters[k], w)
+	fairLocal.n.Add(1)
+}
+
+// fairDepart unregisters w when its call returns. A lock handed to w that w
+// did not take is released. It reports whether a release had claimed w:
+// that release then frees whatever it passes to w.
+func (m *FairMutex) fairDepart(w *fairWaiter) bool {
+	fairLocal.mu.Lock()
+	claimed := w.claimed
+	w.gone = claimed
+	k := fairKey{m.c, m.name}
+	ws := fairLocal.waiters[k]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(fairLocal.waiters, k)
+	} else {
+		fairLocal.waiters[k] = ws
+	}
+	fairLocal.n.Add(-1)
+	fairLocal.mu.Unlock()
+	select {
+	case l := <-w.handed:
+		if l != nil {
+			m.releaseUnwanted(l)
+		}
+	default:
+	}
+	return claimed
+}
+
+// fairSleep marks w asleep: a release may now hand it the lock.
+func fairSleep(w *fairWaiter) {
+	fairLocal.mu.Lock()
+	w.asleep = true
+	fairLocal.mu.Unlock()
+}
+
+// fairWake marks w awake before it attempts. It fails when a release has
+// claimed w, which must then wait for the release's outcome.
+func fairWake(w *fairWaiter) bool {
+	fairLocal.mu.Lock()
+	defer fairLocal.mu.Unlock()
+	if w.claimed {
+		w.blocked = true
+		return false
+	}
+	w.asleep = false
+	// Unclaimed, w can hold nothing but a stale nil from an unknown
+	// outcome it woke for by other means: drop it.
+	select {
+	case <-w.handed:
+	default:
+	}
+	return true
+}
+
+// fairClaim claims the oldest sleeping waiters of a lock as candidates of
+// a release.
+func fairClaim(c *Client, name string) []*fairWaiter {
+	if fairLocal.n.Load() == 0 {
+		return nil
+	}
+	fairLocal.mu.Lock()
+	defer fairLocal.mu.Unlock()
+	var claimed []*fairWaiter
+	for _, w := range fairLocal.waiters[fairKey{c, name}] {
+		if w.asleep && !w.claimed {
+			w.claimed = true
+			claimed = append(claimed, w)
+			if len(claimed) == fairMaxCandidates {
+				break
+			}
+		}
+	}
+	return claimed
+}
+
+// fairSettle ends a release's claim on its candidates. The chosen one (if
+// chosen >= 0) is handed l; it reports false if that one has gone. The
+// others go back to sleep, except those that woke meanwhile, or all of
+// them when the outcome is unknown (retry): they are told to attempt.
+func fairSettle(ws []*fairWaiter, chosen int, l *Lease, retry bool) bool {
+	fairLocal.mu.Lock()
+	defer fairLocal.mu.Unlock()
+	delivered := false
+	for i, w := range ws {
+		switch {
+		case i == chosen:
+			if !w.gone {
+				w.asleep = false // stays claimed: it takes l, never attempts
+				delivered = w.hand(l)
+			}
+		case !w.gone && (retry || w.blocked):
+			w.claimed, w.blocked, w.asleep = false, false, false
+			w.hand(nil)
+		default:
+			w.claimed = false
+		}
+	}
+	return delivered
+}
+
+// handOff runs fair_unlock.lua with ws as candidates and hands the lock to
+// the one it passed to, if any. It returns what Lease.Unlock expects of a
+// releaser: negative when the lock passed on.
+func (m *FairMutex) handOff(ctx context.Context, keys []string, args []any, ws []*fairWaiter) (int64, error) {
+	for _, w := range ws {
+		args = append(args, w.owner, w.lease.Milliseconds())
+	}
+	sent := m.c.wd.Now()
+	v, err := scripts.FairUnlock.Run(ctx, m.c.rdb, keys, args...).Result()
+	if err != nil {
+		// Unknown outcome: a candidate given the lock finds it holds it
+		// when it attempts, and takes it as its own.
+		fairSettle(ws, -1, nil, true)
+		return 0, err
+	}
+	r, ok := v.([]any)
+	if !ok || len(r) != 2 {
+		fairSettle(ws, -1, nil, false)
+		n, _ := v.(int64)
+		return n, nil
+	}
+	token, _ := r[0].(int64)
+	i, _ := r[1].(int64)
+	if i < 1 || int(i) > len(ws) || token <= 0 {
+		fairSettle(ws, -1, nil, true)
+		return 0, fmt.Errorf("unexpected reply %v", v)
+	}
+	w := ws[i-1]
+	next := m.newLease(w.owner, false, uint64(token))
+	m.c.watch(next, m.group, w.lease, w.fixed, sent)
+	m.c.stats.acquired.Add(1)
+	m.c.stats.handoffs.Add(1)
+	if !fairSettle(ws, int(i-1), next, false) {
+		m.releaseUnwanted(next)
+	} else {
+		// w returns with next at once and leaves its subscription to us:
+		// the unsubscribe is off the path of the lock's next handover.
+		w.sub.Close()
+	}
+	return -1, nil
+}
+
+// releaseUnwanted releases a lock handed to a call that has gone.
+func (m *FairMutex) releaseUnwanted(l *Lease) {
+	ctx, cancel := context.WithTimeout(m.c.ctx, m.c.cfg.cleanup)
+	defer cancel()
+	if err := l.Unlock(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
+		m.c.cfg.logger.Warn("relock: cannot release a lock handed to a waiter that left; it expires with its lease",
+			"name", m.name, "err", err)
+	}
+}
+
+// nextTry is how long a waiter sleeps at most after an attempt that
+// returned ttl (negative: unknown): until the heartbeat is due, or sooner
+// if the holder's TTL (or the first waiter's deadline) runs out first.
+func (m *FairMutex) nextTry(ttl time.Duration) time.Duration {
+	d := m.waiterTimeout / 3
+	if ttl >= 0 && ttl+time.Millisecond < d {
+		d = ttl + time.Millisecond
+	}
+	return d
+}
+
+// wait sleeps in the queue between attempts. Whatever ends it without the
+// lock, the call leaves the queue before it returns.
+func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration) (l *Lease, err error) {
+	m.c.stats.waits.Add(1)
+	var sub *notify.Waiter
+	var fw *fairWaiter
+	var taken bool // l was handed over by a release, which unsubscribes
+	defer func() {
+		// A one-shot owner that leaves holds nothing, unless a release
+		// that claimed it is passing it the lock (and then releases it).
+		// A hold of its id is otherwise left by a handoff whose reply was
+		// lost: undo it with the queue entry.
+		undo := !a.reentrant
+		if fw != nil && m.fairDepart(fw) {
+			undo = false
+		}
+		if sub != nil && !taken {
+			sub.Close()
+		}
+		if l != nil {
+			return
+		}
+		mode := fairLeaveOnly
+		if undo {
+			mode = fairUndoOneShot
+		}
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
+		defer cancel()
+		m.leave(lctx, a, mode)
+	}()
+	if a.cfg.spin != nil {
+		return m.spin(ctx, a, ttl)
+	}
+	if sub, err = m.c.hub.Subscribe(m.channel+":"+a.owner, notify.WakeOne); err != nil {
+		sub = nil
+		return nil, ErrClosed
+	}
+	if !a.reentrant {
+		fw = &fairWaiter{owner: a.owner, lease: a.cfg.lease, fixed: a.cfg.fixed, sub: sub, handed: make(chan *Lease, 1)}
+		fairEnqueue(m.c, m.name, fw)
+	}
+	timer := time.NewTimer(m.nextTry(ttl))
+	defer timer.Stop()
+	ready := sub.Ready()
+	for {
+		// Once subscribed, and a later attempt failed, only a message, a
+		// handoff, the holder's TTL, the heartbeat or the end of ctx wake
+		// this call.
+		asleep := ready == nil
+		if asleep {
+			m.c.stats.asleep.Add(1)
+			if fw != nil {
+				fairSleep(fw)
+			}
+		}
+		var handed, subscribed bool
+		select {
+		case <-ready:
+			ready, subscribed = nil, true
+		case <-sub.Wake():
+			m.c.stats.wakeups.Add(1)
+		case l = <-fw.handedChan():
+			handed, taken = true, l != nil
+		case <-timer.C:
+		case <-ctx.Done():
+			err = fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
+		case <-m.c.closing:
+			err = ErrClosed
+		}
+		if asleep {
+			m.c.stats.asleep.Add(-1)
+		}
+		if l != nil || err != nil {
+			return l, err
+		}
+		if subscribed && !m.first(ctx, a.owner) {
+			continue // not first: a release from now on tells us
+		}
+		if fw != nil && asleep && !handed && !fairWake(fw) {
+			// A release may be handing us the lock: wait for the outcome.
+			select {
+			case l = <-fw.handed:
+				if l != nil {
+					taken = true
+					return l, nil
+				}
+			case <-ctx.Done():
+				return nil, fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
+			case <-m.c.closing:
+				return nil, ErrClosed
+			}
+		}
+		l, ttl, err = m.attempt(ctx, a)
+		if l != nil || err != nil {
+			return l, err
+		}
+		timer.Reset(m.nextTry(ttl))
+	}
+}
+
+// first reports whether owner may be first in the queue. Called once
+// subscribed, it tells whether a message meant for owner may have been
+// missed before: only the first waiter is told, and a waiter that becomes
+// first later is told then. It costs one LINDEX, where an attempt would
+// run a script; on error it says yes, and the attempt reports the error.
+func (m *FairMutex) first(ctx context.Context, owner string) bool {
+	head, err := m.c.rdb.LIndex(ctx, m.lockKeys[1], 0).Result()
+	return err != nil || head == owner
+}
+
+// spin waits by backoff (WithSpin) instead of on a channel, never longer
+// than the heartbeat.
+func (m *FairMutex) spin(ctx context.Context, a *fairAcquire, ttl time.Duration) (*Lease, error) {
+	beat := m.waiterTimeout / 3
+	timer := time.NewTimer(min(a.cfg.spin.delay(0, ttl), beat))
+	defer timer.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
+		case <-m.c.closing:
+			return nil, ErrClosed
+		}
+		l, ttl, err := m.attempt(ctx, a)
+		if l != nil || err != nil {
+			return l, err
+		}
+		timer.Reset(min(a.cfg.spin.delay(n, ttl), beat))
+	}
+}

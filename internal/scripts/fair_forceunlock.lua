@@ -1,0 +1,23 @@
+-- fair_forceunlock.lua: delete a fair lock whatever its owner, and tell
+-- the head of its queue.
+--
+-- KEYS[1..4]  as in fair_queue.lua
+-- ARGV[1]  message telling a waiter the lock is free
+-- ARGV[2]  "publish" or "spublish"
+--
+-- Returns  1 if the lock was held and is now deleted, 0 if it was not held.
+--          A key of another type is left alone and reported as an error.
+
+local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'none' then
+    return 0
+end
+if kind ~= 'hash' then
+    return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not a lock')
+end
+redis.call('del', KEYS[1])
+local head = purge()
+if head then
+    wake(head, ARGV[2], ARGV[1])
+end
+return 1

@@ -1,0 +1,46 @@
+-- fair_leave.lua: take a waiter that gives up out of the queue; for a lock
+-- call whose last reply was lost, also undo the hold that call may have
+-- taken. If the lock is free and the queue has a new head, the new head is
+-- told on its own channel.
+--
+-- KEYS[1..4]  as in fair_queue.lua
+-- KEYS[5]  request marker of the lost acquisition (reentrant owners)
+-- ARGV[1]  owner id
+-- ARGV[2]  message telling a waiter the lock is free
+-- ARGV[3]  "publish" or "spublish"
+-- ARGV[4]  "0": leave the queue only; "1": also undo a one-shot owner's
+--          hold, which can only come from the lost call; "2": also undo
+--          one hold of a reentrant owner if KEYS[5] shows the lost call
+--          was applied
+--
+-- Returns  1 if an entry or a hold was removed, 0 if there was nothing to
+--          remove.
+
+local owner = ARGV[1]
+local head, changed = purge()
+local removed = 0
+local freed = false
+
+local undo = ARGV[4] == '1' or (ARGV[4] == '2' and redis.call('del', KEYS[5]) == 1)
+if undo and redis.call('hexists', KEYS[1], owner) == 1 then
+    if redis.call('hincrby', KEYS[1], owner, -1) <= 0 then
+        redis.call('del', KEYS[1])
+        freed = true
+    end
+    removed = 1
+end
+
+if redis.call('zrem', KEYS[3], owner) == 1 then
+    removed = 1
+end
+if redis.call('lrem', KEYS[2], 0, owner) > 0 then
+    removed = 1
+    if head == owner then
+        head = redis.call('lindex', KEYS[2], 0)
+        changed = true
+    end
+end
+if head and (changed or freed) and redis.call('exists', KEYS[1]) == 0 then
+    wake(head, ARGV[3], ARGV[2])
+end
+return removed

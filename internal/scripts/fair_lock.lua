@@ -1,0 +1,85 @@
+-- fair_lock.lua: acquire or re-enter a fair lock, or join its queue (or,
+-- already in it, refresh the entry's deadline). The lock is acquired only
+-- when it is free and the queue is empty or starts with the caller.
+--
+-- KEYS[1..4]  as in fair_queue.lua
+-- KEYS[5]  fencing counter (string, no TTL)
+-- KEYS[6]  request marker, written only for reentrant owners so that a
+--          retried request is applied once
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner id "<uuid>:<n>"
+-- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
+-- ARGV[4]  request marker lifetime in milliseconds
+-- ARGV[5]  waiter timeout in milliseconds: a caller that is not granted
+--          the lock joins the queue, or stays in it, with the deadline
+--          now + ARGV[5]; "0" for a single attempt that never queues
+-- ARGV[6]  message telling a waiter the lock is free
+-- ARGV[7]  "publish" or "spublish"
+--
+-- Returns  a positive integer: acquired (or re-entered); the value is the
+--          fencing token of the hold.
+--          zero or a negative integer r: not acquired; -r-1 is how long
+--          to wait, in milliseconds, before trying again: the holder's
+--          remaining TTL or, while the lock is free for the head of the
+--          queue, the time until the head's deadline (-1: unknown).
+
+local owner = ARGV[2]
+local timeout = tonumber(ARGV[5])
+
+-- join the queue, or refresh the caller's place in it
+local function enqueue()
+    if timeout > 0 then
+        local deadline = clock() + timeout
+        if redis.call('zadd', KEYS[3], deadline, owner) == 1 then
+            redis.call('rpush', KEYS[2], owner)
+        end
+        keep(timeout)
+    end
+end
+
+local ttl = redis.call('pttl', KEYS[1]) -- -2: free
+if ttl ~= -2 then
+    if redis.call('hexists', KEYS[1], owner) == 0 then
+        enqueue()
+        return -1 - ttl
+    end
+    local token = tonumber(redis.call('get', KEYS[5]) or '1')
+    -- A one-shot owner is never seen twice: this is a retry of a request
+    -- that was applied, or the owner was handed the lock by a release.
+    if ARGV[3] == '0' or redis.call('exists', KEYS[6]) == 1 then
+        return token
+    end
+    redis.call('hincrby', KEYS[1], owner, 1)
+    -- Another call of the owner may have queued before the owner took
+    -- the lock: the owner waits no more.
+    if redis.call('zrem', KEYS[3], owner) == 1 then
+        redis.call('lrem', KEYS[2], 0, owner)
+    end
+    -- Never shorten the life of a hold the owner already has.
+    if ttl < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
+    redis.call('set', KEYS[6], 1, 'px', ARGV[4])
+    return token
+end
+
+local head, changed, deadline = purge()
+if not head or head == owner then
+    if head then
+        redis.call('lpop', KEYS[2])
+        redis.call('zrem', KEYS[3], owner)
+    end
+    redis.call('hset', KEYS[1], owner, 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    local token = redis.call('incr', KEYS[5])
+    if ARGV[3] == '1' then
+        redis.call('set', KEYS[6], 1, 'px', ARGV[4])
+    end
+    return token
+end
+-- Free, and another waiter is first: it has until its deadline.
+if changed then
+    wake(head, ARGV[7], ARGV[6])
+end
+enqueue()
+return -1 - (deadline - clock())

@@ -1,0 +1,447 @@
+package scripts
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// fairLock is one fair lock's keys, for calling the fair scripts.
+type fairLock struct {
+	name, queue, timeouts, channel, token string
+}
+
+func newFairLock(name string) fairLock {
+	return fairLock{
+		name:     name,
+		queue:    "redisson_lock_queue:{" + name + "}",
+		timeouts: "redisson_lock_timeout:{" + name + "}",
+		channel:  "redisson_lock__channel:{" + name + "}",
+		token:    "redisson_lock_token:{" + name + "}",
+	}
+}
+
+func (f fairLock) keys(extra ...string) []string {
+	return append([]string{f.name, f.queue, f.timeouts, f.channel}, extra...)
+}
+
+// lock runs fair_lock.lua for a one-shot owner with a 10s lease; waiter is
+// the waiter timeout in ms (0: do not queue).
+func (f fairLock) lock(t *testing.T, owner string, waiter int) int64 {
+	t.Helper()
+	return run(t, FairLock, f.keys(f.token, f.name), 10000, owner, "0", 60000, waiter, "0", "publish").(int64)
+}
+
+func (f fairLock) unlock(t *testing.T, owner string, candidates ...any) any {
+	t.Helper()
+	args := append([]any{owner, "0", "publish", "0", 60000}, candidates...)
+	return run(t, FairUnlock, f.keys(f.token, f.name), args...)
+}
+
+func (f fairLock) leave(t *testing.T, owner, mode string) int64 {
+	t.Helper()
+	return run(t, FairLeave, f.keys(f.name), owner, "0", "publish", mode).(int64)
+}
+
+func (f fairLock) queued(t *testing.T) string {
+	t.Helper()
+	q, err := rdb.LRange(context.Background(), f.queue, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := rdb.ZRange(context.Background(), f.timeouts, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q) != len(z) {
+		t.Fatalf("queue %v and deadlines %v differ", q, z)
+	}
+	return strings.Join(q, " ")
+}
+
+// gone fails the test if the queue keys are left.
+func (f fairLock) gone(t *testing.T) {
+	t.Helper()
+	if n := rdb.Exists(context.Background(), f.queue, f.timeouts).Val(); n != 0 {
+		t.Fatalf("%d queue keys left", n)
+	}
+}
+
+// listener hears the waiters' channels of a fair lock. Messages reach it in
+// the order they were published, so a message it publishes itself after
+// an operation marks the end of what that operation published.
+type listener struct {
+	f  fairLock
+	ps *redis.PubSub
+}
+
+func (f fairLock) listen(t *testing.T, owners ...string) *listener {
+	t.Helper()
+	ctx := context.Background()
+	chans := []string{f.channel + ":end"}
+	for _, o := range owners {
+		chans = append(chans, f.channel+":"+o)
+	}
+	ps := rdb.Subscribe(ctx, chans...)
+	t.Cleanup(func() { _ = ps.Close() })
+	for range chans {
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &listener{f, ps}
+}
+
+// heard returns the owners told since the last call, in order.
+func (l *listener) heard(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rdb.Publish(ctx, l.f.channel+":end", "end").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var told []string
+	for {
+		msg, err := l.ps.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Payload == "end" {
+			return strings.Join(told, " ")
+		}
+		told = append(told, strings.TrimPrefix(msg.Channel, l.f.channel+":"))
+	}
+}
+
+func TestFairHeaders(t *testing.T) {
+	for _, s := range []*Script{FairLock, FairUnlock, FairLeave, FairForceUnlock} {
+		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
+		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
+			if !strings.Contains(header, want) {
+				t.Errorf("%s.lua header lacks %q", s.Name(), want)
+			}
+		}
+		if !strings.Contains(s.Source(), "local function purge(") {
+			t.Errorf("%s lacks the queue functions", s.Name())
+		}
+	}
+}
+
+func TestFairQueueOrder(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:order")
+	hear := f.listen(t, "a", "b", "c")
+	if v := f.lock(t, "a", 5000); v != 1 {
+		t.Fatalf("first acquisition = %d, want token 1", v)
+	}
+	for _, o := range []string{"b", "c"} {
+		v := f.lock(t, o, 5000)
+		if ttl := -v - 1; v > 0 || ttl < 9000 || ttl > 10000 {
+			t.Fatalf("%s = %d, want -(holder ttl + 1)", o, v)
+		}
+	}
+	if q := f.queued(t); q != "b c" {
+		t.Fatalf("queue %q, want \"b c\"", q)
+	}
+	// Deadlines are the server's clock plus the waiter timeout.
+	tm := rdb.Time(ctx).Val().UnixMilli()
+	if d := int64(rdb.ZScore(ctx, f.timeouts, "c").Val()) - tm; d < 4000 || d > 5000 {
+		t.Fatalf("deadline %dms from the server's now, want about 5000", d)
+	}
+	// Queue keys expire a waiter timeout after the last deadline.
+	for _, key := range []string{f.queue, f.timeouts} {
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl < 9*time.Second || ttl > 10*time.Second+10*time.Millisecond {
+			t.Fatalf("%s TTL %v, want about 10s", key, ttl)
+		}
+	}
+	// A later deadline of a foreign client keeps the keys longer.
+	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: float64(tm + 60000), Member: "java"})
+	rdb.RPush(ctx, f.queue, "java")
+	f.lock(t, "c", 5000)
+	for _, key := range []string{f.queue, f.timeouts} {
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl < 64*time.Second || ttl > 65*time.Second+10*time.Millisecond {
+			t.Fatalf("%s TTL %v, want about 65s", key, ttl)
+		}
+	}
+	f.leave(t, "java", "0")
+	// Asking again keeps one's place.
+	f.lock(t, "b", 5000)
+	if q := f.queued(t); q != "b c" {
+		t.Fatalf("queue %q after a repeated request, want \"b c\"", q)
+	}
+	if v := f.unlock(t, "a"); v != int64(2) {
+		t.Fatalf("unlock = %v, want 2", v)
+	}
+	if h := hear.heard(t); h != "b" {
+		t.Fatalf("told %q, want only the head b", h)
+	}
+	// The lock is free, but b is first: c waits until b's deadline.
+	v := f.lock(t, "c", 5000)
+	if wait := -v - 1; v > 0 || wait < 4000 || wait > 5000 {
+		t.Fatalf("c while b is first = %d, want -(b's remaining deadline + 1)", v)
+	}
+	if v := f.lock(t, "x", 0); v > 0 {
+		t.Fatal("a single attempt went past the queue")
+	}
+	if v := f.lock(t, "b", 5000); v != 2 {
+		t.Fatalf("head b = %d, want token 2", v)
+	}
+	if q := f.queued(t); q != "c" {
+		t.Fatalf("queue %q, want \"c\"", q)
+	}
+	f.unlock(t, "b")
+	if h := hear.heard(t); h != "c" {
+		t.Fatalf("told %q, want c", h)
+	}
+	if v := f.lock(t, "c", 5000); v != 3 {
+		t.Fatalf("c = %d, want token 3", v)
+	}
+	f.gone(t)
+	if v := f.unlock(t, "c"); v != int64(2) {
+		t.Fatalf("unlock = %v", v)
+	}
+	if h := hear.heard(t); h != "" {
+		t.Fatalf("told %q with nobody waiting", h)
+	}
+	if rdb.Exists(ctx, f.name).Val() != 0 {
+		t.Fatal("lock left")
+	}
+}
+
+func TestFairTryNeverQueues(t *testing.T) {
+	f := newFairLock("s:fair:try")
+	f.lock(t, "a", 0)
+	if v := f.lock(t, "b", 0); v > 0 {
+		t.Fatal("acquired a held lock")
+	}
+	f.gone(t)
+	// A one-shot owner's repeated request is a retry: same token.
+	if v := f.lock(t, "a", 0); v != 1 {
+		t.Fatalf("repeated request = %d, want token 1", v)
+	}
+	f.unlock(t, "a")
+	if v := f.lock(t, "b", 0); v != 2 {
+		t.Fatalf("try on a free lock with an empty queue = %d", v)
+	}
+	f.unlock(t, "b")
+}
+
+func TestFairDeadWaitersPurged(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:dead")
+	hear := f.listen(t, "b", "c", "d")
+	f.lock(t, "a", 5000)
+	for _, o := range []string{"b", "c", "d"} {
+		f.lock(t, o, 5000)
+	}
+	// b and c die: their deadlines pass. A queue entry without a deadline
+	// (a foreign leftover) must not break the scripts either.
+	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: 1, Member: "b"}, redis.Z{Score: 2, Member: "c"})
+	rdb.LPush(ctx, f.queue, "ghost")
+	f.unlock(t, "a")
+	if h := hear.heard(t); h != "d" {
+		t.Fatalf("told %q, want the first live waiter d", h)
+	}
+	if q := f.queued(t); q != "d" {
+		t.Fatalf("queue %q, want \"d\"", q)
+	}
+	// d dies too while the lock is free: the next caller purges it.
+	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: 3, Member: "d"})
+	if v := f.lock(t, "e", 0); v <= 0 {
+		t.Fatalf("try after every waiter died = %d", v)
+	}
+	f.gone(t)
+	f.unlock(t, "e")
+}
+
+func TestFairPurgeWakesNewHead(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:purgewake")
+	hear := f.listen(t, "b", "c", "d")
+	f.lock(t, "a", 5000)
+	for _, o := range []string{"b", "c", "d"} {
+		f.lock(t, o, 5000)
+	}
+	f.unlock(t, "a")
+	if h := hear.heard(t); h != "b" {
+		t.Fatalf("told %q", h)
+	}
+	// b dies before taking the lock; d's next request purges it and tells
+	// the new head c.
+	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: 1, Member: "b"})
+	if v := f.lock(t, "d", 5000); v > 0 {
+		t.Fatal("d went past c")
+	}
+	if h := hear.heard(t); h != "c" {
+		t.Fatalf("told %q, want the new head c", h)
+	}
+	f.lock(t, "c", 5000)
+	f.unlock(t, "c")
+	f.lock(t, "d", 5000)
+	f.unlock(t, "d")
+	f.gone(t)
+}
+
+func TestFairLeave(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:leave")
+	hear := f.listen(t, "b", "c", "d")
+	f.lock(t, "a", 5000)
+	for _, o := range []string{"b", "c", "d"} {
+		f.lock(t, o, 5000)
+	}
+	if v := f.leave(t, "c", "0"); v != 1 {
+		t.Fatalf("leave = %d", v)
+	}
+	if v := f.leave(t, "c", "0"); v != 0 {
+		t.Fatalf("second leave = %d", v)
+	}
+	if q := f.queued(t); q != "b d" {
+		t.Fatalf("queue %q, want \"b d\"", q)
+	}
+	if h := hear.heard(t); h != "" {
+		t.Fatalf("a leave in the middle told %q", h)
+	}
+	f.unlock(t, "a")
+	if h := hear.heard(t); h != "b" {
+		t.Fatalf("told %q", h)
+	}
+	// The told head leaves: the next is told.
+	f.leave(t, "b", "0")
+	if h := hear.heard(t); h != "d" {
+		t.Fatalf("told %q after the head left, want d", h)
+	}
+	f.leave(t, "d", "0")
+	f.gone(t)
+
+	// Undo a one-shot owner's hold whose reply was lost.
+	f.lock(t, "e", 5000)
+	f.lock(t, "b", 5000)
+	if v := f.leave(t, "e", "1"); v != 1 {
+		t.Fatalf("undo = %d", v)
+	}
+	if h := hear.heard(t); h != "b" {
+		t.Fatalf("told %q after an undone hold, want b", h)
+	}
+	if rdb.Exists(ctx, f.name).Val() != 0 {
+		t.Fatal("hold not undone")
+	}
+	f.leave(t, "b", "0")
+	f.gone(t)
+
+	// A reentrant owner's hold is undone only if the marker shows the lost
+	// call was applied.
+	marker := "relock_lock_request:{" + f.name + "}:r:1"
+	if v := run(t, FairLock, f.keys(f.token, marker), 10000, "r", "1", 60000, 5000, "0", "publish"); v.(int64) <= 0 {
+		t.Fatal("reentrant lock failed")
+	}
+	if v := run(t, FairLeave, f.keys("relock_lock_request:{"+f.name+"}:r:2"), "r", "0", "publish", "2"); v != int64(0) {
+		t.Fatalf("undo of an unapplied call = %v", v)
+	}
+	if v := run(t, FairLeave, f.keys(marker), "r", "0", "publish", "2"); v != int64(1) {
+		t.Fatalf("undo of an applied call = %v", v)
+	}
+	if rdb.Exists(ctx, f.name).Val() != 0 {
+		t.Fatal("reentrant hold not undone")
+	}
+}
+
+func TestFairHandoff(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:handoff")
+	hear := f.listen(t, "b", "c")
+	f.lock(t, "a", 5000)
+	f.lock(t, "b", 5000)
+	f.lock(t, "c", 5000)
+	// c is a candidate but not the head: b is told, nobody is handed.
+	if v := f.unlock(t, "a", "c", 7000); v != int64(2) {
+		t.Fatalf("unlock = %v, want 2", v)
+	}
+	if h := hear.heard(t); h != "b" {
+		t.Fatalf("told %q", h)
+	}
+	f.lock(t, "b", 5000)
+	// b releases to the candidate c, the head: handed, nobody told.
+	v := f.unlock(t, "b", "x", 1000, "c", 7000)
+	if fmt.Sprint(v) != "[3 2]" {
+		t.Fatalf("unlock = %v, want [3 2] (token 3, candidate 2)", v)
+	}
+	if h := hear.heard(t); h != "" {
+		t.Fatalf("a handoff told %q", h)
+	}
+	if n := rdb.HGet(ctx, f.name, "c").Val(); n != "1" {
+		t.Fatalf("c holds %q", n)
+	}
+	if ttl := rdb.PTTL(ctx, f.name).Val(); ttl < 6*time.Second || ttl > 7*time.Second {
+		t.Fatalf("handed lease %v, want the candidate's 7s", ttl)
+	}
+	f.gone(t)
+	// c finds it holds the lock: its own request is answered with its token.
+	if v := f.lock(t, "c", 5000); v != 3 {
+		t.Fatalf("c = %d, want its token 3", v)
+	}
+	f.unlock(t, "c")
+}
+
+func TestFairReentrant(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:reentrant")
+	lock := func(req string) int64 {
+		return run(t, FairLock, f.keys(f.token, "relock_lock_request:{"+f.name+"}:"+req), 10000, "r", "1", 60000, 5000, "0", "publish").(int64)
+	}
+	unlock := func(req string) any {
+		return run(t, FairUnlock, f.keys(f.token, "redisson_unlock_latch:{"+f.name+"}:"+req), "r", "0", "publish", "1", 60000)
+	}
+	a := lock("1")
+	f.lock(t, "b", 5000)
+	// Re-entry does not queue behind b.
+	if v := lock("2"); v != a {
+		t.Fatalf("re-entry = %d, want %d", v, a)
+	}
+	lock("2") // a retry
+	if n := rdb.HGet(ctx, f.name, "r").Val(); n != "2" {
+		t.Fatalf("count %q, want 2", n)
+	}
+	if v := unlock("x"); v != int64(1) {
+		t.Fatalf("unlock = %v", v)
+	}
+	if v := unlock("x"); v != int64(1) {
+		t.Fatalf("retried unlock = %v, want the first answer", v)
+	}
+	if v := unlock("y"); v != int64(2) {
+		t.Fatalf("last unlock = %v", v)
+	}
+	f.leave(t, "b", "0")
+	f.gone(t)
+}
+
+func TestFairForceUnlock(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:force")
+	hear := f.listen(t, "b")
+	rdb.Set(ctx, f.name, "x", 0)
+	if err := FairForceUnlock.Run(ctx, rdb, f.keys(), "0", "publish").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("force unlock of a string: %v", err)
+	}
+	if err := FairLock.Run(ctx, rdb, f.keys(f.token, f.name), 10000, "a", "0", 60000, 5000, "0", "publish").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("lock of a string: %v", err)
+	}
+	rdb.Del(ctx, f.name)
+	f.lock(t, "a", 5000)
+	f.lock(t, "b", 5000)
+	if v := run(t, FairForceUnlock, f.keys(), "0", "publish"); v != int64(1) {
+		t.Fatalf("force unlock = %v", v)
+	}
+	if h := hear.heard(t); h != "b" {
+		t.Fatalf("told %q", h)
+	}
+	if v := run(t, FairForceUnlock, f.keys(), "0", "publish"); v != int64(0) {
+		t.Fatalf("force unlock of a free lock = %v", v)
+	}
+	f.leave(t, "b", "0")
+	f.gone(t)
+}

@@ -1,0 +1,73 @@
+-- fair_unlock.lua: release one hold of a fair lock. When that frees the
+-- lock, the head of the queue is told on its own channel, or, if the head
+-- is one of the candidates (waiters of the releasing client), the lock
+-- passes to it directly without ever being free.
+--
+-- KEYS[1..4]  as in fair_queue.lua
+-- KEYS[5]  fencing counter
+-- KEYS[6]  release marker for this request, read and written only when
+--          ARGV[4] is "1", so that a retried release of a reentrant hold
+--          is applied once
+-- ARGV[1]  owner id releasing
+-- ARGV[2]  message telling a waiter the lock is free
+-- ARGV[3]  "publish" or "spublish"
+-- ARGV[4]  "1" to use the release marker, "0" not to
+-- ARGV[5]  release marker lifetime in milliseconds
+-- ARGV[6], ARGV[7], ...  candidates: pairs of a waiter's owner id and its
+--          lease in milliseconds (none for a plain release)
+--
+-- Returns  0: the owner holds no hold here (expired, deleted or never held)
+--          1: one hold released, the owner still holds the lock
+--          2: the last hold released, the lock is free
+--          a table {t, i}: the last hold released and the lock passed to
+--             candidate i (1-based), whose fencing token is t
+
+if ARGV[4] == '1' then
+    local done = redis.call('get', KEYS[6])
+    if done then
+        return tonumber(done)
+    end
+end
+-- find returns the index in ARGV of candidate owner, or nil.
+local function find(owner)
+    for i = 6, #ARGV - 1, 2 do
+        if ARGV[i] == owner then
+            return i
+        end
+    end
+    return nil
+end
+
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+if count == nil then
+    return 0
+end
+local result = 2
+if count > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[1], -1)
+    result = 1
+else
+    redis.call('del', KEYS[1])
+    -- A candidate is alive (it is asleep in the releasing process): if it
+    -- is first, it needs no check of its deadline.
+    local head = redis.call('lindex', KEYS[2], 0)
+    local candidate = head and find(head)
+    if head and not candidate then
+        head = purge()
+        candidate = head and find(head)
+    end
+    if candidate then
+        redis.call('lpop', KEYS[2])
+        redis.call('zrem', KEYS[3], head)
+        redis.call('hset', KEYS[1], head, 1)
+        redis.call('pexpire', KEYS[1], ARGV[candidate + 1])
+        result = {redis.call('incr', KEYS[5]), (candidate - 4) / 2}
+    elseif head then
+        wake(head, ARGV[3], ARGV[2])
+    end
+end
+if ARGV[4] == '1' then
+    -- A retry of a release that passed the lock on learns it was released.
+    redis.call('set', KEYS[6], count > 1 and 1 or 2, 'px', ARGV[5])
+end
+return result

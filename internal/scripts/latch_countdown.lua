@@ -1,0 +1,36 @@
+-- latch_countdown.lua: count a countdown latch down by one; at zero the
+-- key is deleted and "0" published, which releases every awaiter.
+--
+-- KEYS[1]   count (string)
+-- KEYS[2]   channel, told "0" when the count reaches zero
+-- KEYS[3]   request marker of this call, holding its answer, so that a
+--           retried request is applied once
+-- KEYS[4..] markers of this client's answered requests, deleted
+-- ARGV[1]   "publish" or "spublish"
+-- ARGV[2]   request marker lifetime in milliseconds
+--
+-- Returns   the count left (0: this call opened the latch), or -1 when the
+--           latch was not set (no key, or a count of zero or less)
+
+if #KEYS > 3 then
+    redis.call('del', unpack(KEYS, 4))
+end
+local done = redis.call('get', KEYS[3])
+if done then
+    return tonumber(done)
+end
+local v = -1
+if redis.call('exists', KEYS[1]) == 1 then
+    v = redis.call('decr', KEYS[1])
+    if v <= 0 then
+        redis.call('del', KEYS[1])
+    end
+    if v == 0 then
+        redis.call(ARGV[1], KEYS[2], '0')
+    end
+    if v < 0 then
+        v = -1
+    end
+end
+redis.call('set', KEYS[3], v, 'px', ARGV[2])
+return v

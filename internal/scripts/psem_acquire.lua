@@ -1,0 +1,42 @@
+-- psem_acquire.lua: take one permit of a permit semaphore, with an id and
+-- a lease (Redisson RPermitExpirableSemaphore layout).
+--
+-- KEYS[1]  free permits (string)
+-- KEYS[2]  held permits (zset: permit id -> expiry in unix ms)
+-- KEYS[3]  channel, told the number free when expired permits come back
+-- ARGV[1]  permit id (16 raw bytes); a retried request carries the same id
+-- ARGV[2]  lease in milliseconds
+-- ARGV[3]  "publish" or "spublish"
+--
+-- Expired permits are reclaimed first, by the server's clock.
+--
+-- Returns  0: acquired (now, or by an earlier attempt with the same id)
+--          a positive integer r: no permit free; the earliest held permit
+--          expires in r milliseconds
+--          -1: no permit free, and no held permit expires
+
+local now = now_ms()
+local reclaimed = reclaim(KEYS[1], KEYS[2], now)
+local acquired = redis.call('zscore', KEYS[2], ARGV[1]) ~= false
+local free = tonumber(redis.call('get', KEYS[1]) or '0')
+if not acquired and free >= 1 then
+    free = redis.call('decr', KEYS[1])
+    redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+    local ttl = redis.call('pttl', KEYS[1])
+    if ttl > 0 then
+        redis.call('pexpire', KEYS[2], ttl)
+    end
+    acquired = true
+end
+if reclaimed > 0 and free > 0 then
+    redis.call(ARGV[3], KEYS[3], free)
+end
+if acquired then
+    return 0
+end
+local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+-- Redisson marks a permit without a lease with this expiry.
+if first[1] and tonumber(first[2]) < 922337203685477 then
+    return math.max(1, tonumber(first[2]) - now)
+end
+return -1

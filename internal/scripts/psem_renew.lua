@@ -1,0 +1,28 @@
+-- psem_renew.lua: renew or check many held permits in one call (keys of
+-- one slot).
+--
+-- KEYS[i]     held permits zset of permit i (permit id -> expiry in unix ms)
+-- ARGV[2i-1]  id of permit i (16 raw bytes)
+-- ARGV[2i]    new lease in milliseconds for permit i; "0" checks the
+--             permit without extending it
+--
+-- Returns     a table: element i is 1 if permit i is still held and not
+--             expired by the server's clock (and, with a lease, now lives
+--             at least that long), else 0. An expiry is never shortened.
+
+local now = now_ms()
+local held = {}
+for i = 1, #KEYS do
+    local id = ARGV[2 * i - 1]
+    local score = tonumber(redis.call('zscore', KEYS[i], id))
+    if score and score > now then
+        held[i] = 1
+        local lease = tonumber(ARGV[2 * i])
+        if lease > 0 and now + lease > score then
+            redis.call('zadd', KEYS[i], 'xx', now + lease, id)
+        end
+    else
+        held[i] = 0
+    end
+end
+return held

@@ -1,0 +1,12 @@
+package scripts
+
+// The read-write lock's scripts (Redisson's RReadWriteLock layout). Each
+// file's header names its KEYS, ARGV and return values.
+var (
+	RWReadLock    = load("rw_read_lock")
+	RWWriteLock   = load("rw_write_lock")
+	RWReadUnlock  = load("rw_read_unlock")
+	RWWriteUnlock = load("rw_write_unlock")
+	RWRenew       = load("rw_renew")
+	RWForceUnlock = load("rw_forceunlock")
+)

@@ -1,0 +1,31 @@
+-- rw_forceunlock.lua: delete a read-write lock whatever its holders, with
+-- its reader hold keys, and wake its waiters.
+--
+-- KEYS[1]  lock hash (see rw_read_lock.lua)
+-- KEYS[2]  release channel
+-- ARGV[1]  release message
+-- ARGV[2]  "publish" or "spublish"
+-- ARGV[3]  prefix of the reader hold keys (see rw_read_lock.lua)
+--
+-- Returns  1 if the lock was held and is now deleted, 0 if it was not held.
+--          A key of another type is left alone and reported as an error.
+
+local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'none' then
+    return 0
+end
+if kind ~= 'hash' then
+    return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not a lock')
+end
+local fields = redis.call('hgetall', KEYS[1])
+for i = 1, #fields, 2 do
+    local n = tonumber(fields[i + 1])
+    if n ~= nil and fields[i] ~= 'mode' and string.sub(fields[i], -6) ~= ':write' then
+        for j = 1, n do
+            redis.call('del', ARGV[3] .. ':' .. fields[i] .. ':rwlock_timeout:' .. j)
+        end
+    end
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[2], KEYS[2], ARGV[1])
+return 1

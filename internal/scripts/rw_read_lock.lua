@@ -1,0 +1,57 @@
+-- rw_read_lock.lua: acquire or re-enter the read lock of a read-write lock
+-- (Redisson's RReadWriteLock layout).
+--
+-- KEYS[1]  lock hash: field "mode" = "read" or "write"; reader field
+--          <owner> -> hold count; writer field <owner>:write -> hold count
+-- KEYS[2]  fencing counter (string, no TTL); read, never incremented
+-- KEYS[3]  request marker, written only for reentrant owners so that a
+--          retried request is applied once
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner id "<uuid>:<n>"
+-- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
+-- ARGV[4]  request marker lifetime in milliseconds
+-- ARGV[5]  prefix of the reader hold keys: "{name}", or the name itself
+--          when it has a hash tag; hold i of owner o is the key
+--          <prefix>:<o>:rwlock_timeout:<i>, with the hold's own TTL
+--
+-- Returns  a non-negative integer: acquired (or re-entered); the value is
+--          the fencing counter's current value (0 if no writer ever held).
+--          a negative integer r: held by a writer (or by a lock of another
+--          kind); -r-2 is the holder's remaining TTL in milliseconds (-1
+--          when it has none).
+
+local mode = redis.call('hget', KEYS[1], 'mode')
+local token = tonumber(redis.call('get', KEYS[2]) or '0')
+local holds = ARGV[5] .. ':' .. ARGV[2] .. ':rwlock_timeout:'
+if mode == false then
+    if redis.call('exists', KEYS[1]) == 1 then
+        return -2 - redis.call('pttl', KEYS[1])
+    end
+    redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
+    redis.call('set', holds .. '1', 1, 'px', ARGV[1])
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    if ARGV[3] == '1' then
+        redis.call('set', KEYS[3], 1, 'px', ARGV[4])
+    end
+    return token
+end
+-- A writer may take the read lock too (downgrade); other readers share it.
+if mode ~= 'read' and redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 0 then
+    return -2 - redis.call('pttl', KEYS[1])
+end
+-- A one-shot owner is never seen twice: a field of its own is a retry of
+-- this very request, already applied.
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 and
+        (ARGV[3] == '0' or redis.call('exists', KEYS[3]) == 1) then
+    return token
+end
+local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+redis.call('set', holds .. n, 1, 'px', ARGV[1])
+-- The hash lives at least as long as its longest hold.
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+end
+if ARGV[3] == '1' then
+    redis.call('set', KEYS[3], 1, 'px', ARGV[4])
+end
+return token

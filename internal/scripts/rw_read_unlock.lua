@@ -1,0 +1,79 @@
+-- rw_read_unlock.lua: release one read hold of a read-write lock, or undo
+-- a read acquisition whose reply was lost.
+--
+-- KEYS[1]  lock hash (see rw_read_lock.lua)
+-- KEYS[2]  release channel
+-- KEYS[3]  marker, used as ARGV[4] says
+-- ARGV[1]  owner id
+-- ARGV[2]  message published when the lock becomes free
+-- ARGV[3]  "publish" or "spublish"
+-- ARGV[4]  "0": no marker (one-shot owners, whose count is one)
+--          "1": KEYS[3] is this release's marker: a retried release
+--               returns the first answer instead of releasing again
+--          "2": undo: KEYS[3] is the request marker of an acquisition
+--               whose reply was lost; release only if it exists (it is
+--               deleted)
+-- ARGV[5]  release marker lifetime in milliseconds
+-- ARGV[6]  prefix of the reader hold keys (see rw_read_lock.lua)
+--
+-- Returns  0: the owner holds no read hold here
+--          1: one hold released; the lock is still held (by this owner
+--             or others)
+--          2: the last hold released, the lock is free
+--
+-- The owner's highest-numbered hold key goes with the hold. In read mode
+-- the hash then lives exactly as long as the longest reader hold left;
+-- readers whose hold keys have all expired (dead readers) are removed, and
+-- when none is left the lock is freed.
+
+if ARGV[4] == '1' then
+    local done = redis.call('get', KEYS[3])
+    if done then
+        return tonumber(done)
+    end
+elseif ARGV[4] == '2' and redis.call('del', KEYS[3]) == 0 then
+    return 0
+end
+local mode = redis.call('hget', KEYS[1], 'mode')
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+if mode == false or count == nil then
+    return 0
+end
+if count > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[1], -1)
+else
+    redis.call('hdel', KEYS[1], ARGV[1])
+end
+redis.call('del', ARGV[6] .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. count)
+
+local result = 1
+if mode == 'read' then
+    local longest = 0
+    local fields = redis.call('hgetall', KEYS[1])
+    for i = 1, #fields, 2 do
+        local n = tonumber(fields[i + 1])
+        if n ~= nil and fields[i] ~= 'mode' then
+            local alive = 0
+            for j = 1, n do
+                alive = math.max(alive, redis.call('pttl', ARGV[6] .. ':' .. fields[i] .. ':rwlock_timeout:' .. j))
+            end
+            if alive > 0 then
+                longest = math.max(longest, alive)
+            else
+                redis.call('hdel', KEYS[1], fields[i])
+            end
+        end
+    end
+    if longest > 0 then
+        redis.call('pexpire', KEYS[1], longest)
+    else
+        redis.call('del', KEYS[1])
+        redis.call(ARGV[3], KEYS[2], ARGV[2])
+        result = 2
+    end
+end
+-- In write mode the owner is the writer too, who still holds the lock.
+if ARGV[4] == '1' then
+    redis.call('set', KEYS[3], result, 'px', ARGV[5])
+end
+return result

@@ -1,0 +1,371 @@
+package scripts
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rwKeys are the keys and arguments of one read-write lock name in tests.
+type rwKeys struct {
+	name, token, channel, prefix string
+}
+
+func newRW(name string) rwKeys {
+	return rwKeys{name, "redisson_lock_token:{" + name + "}", "redisson_rwlock:{" + name + "}", "{" + name + "}"}
+}
+
+func (k rwKeys) hold(owner string, i int) string {
+	return fmt.Sprintf("%s:%s:rwlock_timeout:%d", k.prefix, owner, i)
+}
+
+func (k rwKeys) rlock(t *testing.T, owner string, lease int, marker string) int64 {
+	t.Helper()
+	flag, m := "0", k.name
+	if marker != "" {
+		flag, m = "1", "relock_lock_request:{"+k.name+"}:"+marker
+	}
+	return run(t, RWReadLock, []string{k.name, k.token, m}, lease, owner, flag, 60000, k.prefix).(int64)
+}
+
+func (k rwKeys) lock(t *testing.T, owner string, lease int, marker string) int64 {
+	t.Helper()
+	flag, m := "0", k.name
+	if marker != "" {
+		flag, m = "1", "relock_lock_request:{"+k.name+"}:"+marker
+	}
+	return run(t, RWWriteLock, []string{k.name, k.token, m}, lease, owner, flag, 60000).(int64)
+}
+
+// unlock runs the unlock script of one side; mode is "0", "1" or "2" with
+// marker the release marker or request marker's suffix.
+func (k rwKeys) unlock(t *testing.T, write bool, field, mode, marker string) int64 {
+	t.Helper()
+	s, msg, m := RWReadUnlock, "0", k.name
+	if write {
+		s, msg = RWWriteUnlock, "1"
+	}
+	switch mode {
+	case "1":
+		m = "redisson_unlock_latch:{" + k.name + "}:" + marker
+	case "2":
+		m = "relock_lock_request:{" + k.name + "}:" + marker
+	}
+	return run(t, s, []string{k.name, k.channel, m}, field, msg, "publish", mode, 60000, k.prefix).(int64)
+}
+
+func pttl(t *testing.T, key string) time.Duration {
+	t.Helper()
+	return rdb.PTTL(context.Background(), key).Val()
+}
+
+func TestRWHeaders(t *testing.T) {
+	for _, s := range []*Script{RWReadLock, RWWriteLock, RWReadUnlock, RWWriteUnlock, RWRenew, RWForceUnlock} {
+		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
+		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
+			if !strings.Contains(header, want) {
+				t.Errorf("%s.lua header lacks %q", s.Name(), want)
+			}
+		}
+	}
+}
+
+// TestRWReaders: readers share the lock, each hold with its own key and
+// TTL, in Redisson's layout; a writer is refused with the TTL; the last
+// read release frees the lock and publishes "0".
+func TestRWReaders(t *testing.T) {
+	ctx := context.Background()
+	k := newRW("s:rw:readers")
+	rdb.Set(ctx, k.token, 7, 0)
+	if v := k.rlock(t, "u:1", 10000, ""); v != 7 {
+		t.Fatalf("first reader = %d, want the current token 7", v)
+	}
+	if v := k.rlock(t, "u:1", 10000, ""); v != 7 {
+		t.Fatalf("one-shot retry = %d", v)
+	}
+	if v := k.rlock(t, "u:2", 20000, "a"); v != 7 {
+		t.Fatalf("second reader = %d", v)
+	}
+	if v := k.rlock(t, "u:2", 5000, "b"); v != 7 {
+		t.Fatalf("re-entry = %d", v)
+	}
+	k.rlock(t, "u:2", 5000, "b") // a retry of request b
+	got := rdb.HGetAll(ctx, k.name).Val()
+	if fmt.Sprint(got) != "map[mode:read u:1:1 u:2:2]" {
+		t.Fatalf("hash %v", got)
+	}
+	if d := pttl(t, k.hold("u:2", 2)); d <= 4*time.Second || d > 5*time.Second {
+		t.Fatalf("hold key 2 TTL %v, want its own lease of 5s", d)
+	}
+	if d := pttl(t, k.name); d <= 19*time.Second {
+		t.Fatalf("hash TTL %v, want the longest lease 20s", d)
+	}
+	if n := rdb.Exists(ctx, k.hold("u:2", 3)).Val(); n != 0 {
+		t.Fatal("a retried request made a hold key")
+	}
+	v := k.lock(t, "u:3", 10000, "")
+	if ttl := -v - 2; v >= 0 || ttl <= 19000 {
+		t.Fatalf("writer over readers = %d, want -(ttl+2)", v)
+	}
+	if rdb.Get(ctx, k.token).Val() != "7" {
+		t.Fatal("a refused writer advanced the token")
+	}
+
+	ps := rdb.Subscribe(ctx, k.channel)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A release takes the owner's highest-numbered hold key: u:2's 5s one.
+	if v := k.unlock(t, false, "u:2", "1", "r1"); v != 1 {
+		t.Fatalf("unlock = %d", v)
+	}
+	if v := k.unlock(t, false, "u:2", "1", "r1"); v != 1 {
+		t.Fatalf("retried unlock = %d", v)
+	}
+	if rdb.HGet(ctx, k.name, "u:2").Val() != "1" || rdb.Exists(ctx, k.hold("u:2", 2)).Val() != 0 {
+		t.Fatal("release did not remove one count and the highest hold key")
+	}
+	if v := k.unlock(t, false, "u:2", "0", ""); v != 1 {
+		t.Fatalf("unlock = %d", v)
+	}
+	// Only u:1's 10s hold is left: the hash's TTL follows it down.
+	if d := pttl(t, k.name); d > 10*time.Second {
+		t.Fatalf("hash TTL %v after the longest reader left, want at most 10s", d)
+	}
+	if v := k.unlock(t, false, "u:9", "0", ""); v != 0 {
+		t.Fatalf("unlock by a non-holder = %d", v)
+	}
+	if v := k.unlock(t, false, "u:1", "0", ""); v != 2 {
+		t.Fatalf("last unlock = %d, want 2", v)
+	}
+	if n := rdb.Exists(ctx, k.name, k.hold("u:1", 1)).Val(); n != 0 {
+		t.Fatalf("%d keys left", n)
+	}
+	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "0" {
+		t.Fatalf("release message %v, %v", msg, err)
+	}
+}
+
+// TestRWDeadReader: a reader whose hold keys expired is dropped at the
+// next read release, and when no live reader is left the lock is freed.
+func TestRWDeadReader(t *testing.T) {
+	ctx := context.Background()
+	k := newRW("s:rw:dead")
+	k.rlock(t, "u:1", 10000, "")
+	k.rlock(t, "u:2", 10000, "")
+	k.rlock(t, "u:3", 10000, "")
+	rdb.Del(ctx, k.hold("u:2", 1)) // u:2 died: its hold key expired
+	if v := k.unlock(t, false, "u:1", "0", ""); v != 1 {
+		t.Fatalf("unlock = %d", v)
+	}
+	if got := rdb.HGetAll(ctx, k.name).Val(); fmt.Sprint(got) != "map[mode:read u:3:1]" {
+		t.Fatalf("hash %v: the dead reader's field should be gone", got)
+	}
+	rdb.Del(ctx, k.hold("u:3", 1))
+	k.rlock(t, "u:4", 10000, "")
+	if v := k.unlock(t, false, "u:4", "0", ""); v != 2 {
+		t.Fatalf("unlock with only dead readers left = %d, want 2 (free)", v)
+	}
+	if rdb.Exists(ctx, k.name).Val() != 0 {
+		t.Fatal("lock not freed")
+	}
+}
+
+// TestRWWriter: the writer excludes others, advances the token, may read
+// too (downgrade), and keeps reading after its write unlock; a reader
+// asking for the write lock is refused with 0 and nothing changes.
+func TestRWWriter(t *testing.T) {
+	ctx := context.Background()
+	k := newRW("s:rw:writer")
+	if v := k.lock(t, "u:1", 10000, "a"); v != 1 {
+		t.Fatalf("write = %d, want token 1", v)
+	}
+	if v := k.lock(t, "u:1", 10000, "b"); v != 1 {
+		t.Fatalf("write re-entry = %d", v)
+	}
+	k.lock(t, "u:1", 10000, "b") // retry
+	if n := rdb.HGet(ctx, k.name, "u:1:write").Val(); n != "2" {
+		t.Fatalf("writer count %q", n)
+	}
+	if v := k.rlock(t, "u:2", 10000, ""); v >= 0 {
+		t.Fatalf("reader over a writer = %d", v)
+	}
+	if v := k.lock(t, "u:2", 10000, ""); v >= 0 {
+		t.Fatalf("writer over a writer = %d", v)
+	}
+	if v := k.rlock(t, "u:1", 10000, "c"); v != 1 {
+		t.Fatalf("downgrade read = %d", v)
+	}
+	if got := rdb.HGetAll(ctx, k.name).Val(); fmt.Sprint(got) != "map[mode:write u:1:1 u:1:write:2]" {
+		t.Fatalf("hash %v", got)
+	}
+	// The writer's own read release leaves the write lock as it is.
+	k.rlock(t, "u:1", 10000, "d")
+	if v := k.unlock(t, false, "u:1", "0", ""); v != 1 {
+		t.Fatalf("read unlock under the writer = %d", v)
+	}
+	if rdb.HGet(ctx, k.name, "mode").Val() != "write" {
+		t.Fatal("mode changed")
+	}
+
+	ps := rdb.Subscribe(ctx, k.channel)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := k.unlock(t, true, "u:1:write", "1", "w1"); v != 1 {
+		t.Fatalf("write unlock = %d", v)
+	}
+	if v := k.unlock(t, true, "u:1:write", "1", "w2"); v != 1 {
+		t.Fatalf("last write unlock = %d, want 1: still reading", v)
+	}
+	if got := rdb.HGetAll(ctx, k.name).Val(); fmt.Sprint(got) != "map[mode:read u:1:1]" {
+		t.Fatalf("hash after downgrade %v", got)
+	}
+	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
+		t.Fatalf("downgrade message %v, %v: readers must be woken", msg, err)
+	}
+	if v := k.rlock(t, "u:2", 10000, ""); v != 1 {
+		t.Fatalf("reader after the downgrade = %d", v)
+	}
+	// Upgrade is refused, and changes nothing.
+	before := rdb.HGetAll(ctx, k.name).Val()
+	if v := k.lock(t, "u:1", 10000, "e"); v != 0 {
+		t.Fatalf("upgrade = %d, want 0", v)
+	}
+	if v := k.lock(t, "u:2", 10000, ""); v != 0 {
+		t.Fatalf("one-shot upgrade = %d, want 0", v)
+	}
+	if after := rdb.HGetAll(ctx, k.name).Val(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("upgrade changed %v to %v", before, after)
+	}
+	if rdb.Exists(ctx, "relock_lock_request:{"+k.name+"}:e").Val() != 0 {
+		t.Fatal("refused upgrade wrote its request marker")
+	}
+	k.unlock(t, false, "u:1", "0", "")
+	k.unlock(t, false, "u:2", "0", "")
+	if v := k.lock(t, "u:3", 10000, ""); v != 2 {
+		t.Fatalf("next writer = %d, want token 2", v)
+	}
+	if v := k.unlock(t, true, "u:3:write", "0", ""); v != 2 {
+		t.Fatalf("unlock = %d", v)
+	}
+	for _, want := range []string{"0", "1"} { // the readers' release, then the writer's
+		if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != want {
+			t.Fatalf("release message %v, %v; want %q", msg, err, want)
+		}
+	}
+}
+
+// TestRWUndo: an acquisition is undone only if its request marker shows it
+// was applied; a one-shot owner's is undone if its field is there.
+func TestRWUndo(t *testing.T) {
+	ctx := context.Background()
+	k := newRW("s:rw:undo")
+	k.rlock(t, "u:1", 10000, "a")
+	if v := k.unlock(t, false, "u:1", "2", "never-sent"); v != 0 {
+		t.Fatalf("undo of an unapplied request = %d", v)
+	}
+	k.rlock(t, "u:1", 10000, "b")
+	if v := k.unlock(t, false, "u:1", "2", "b"); v != 1 {
+		t.Fatalf("undo of an applied request = %d", v)
+	}
+	if n := rdb.HGet(ctx, k.name, "u:1").Val(); n != "1" || rdb.Exists(ctx, k.hold("u:1", 2)).Val() != 0 {
+		t.Fatalf("count %q after undo", n)
+	}
+	if v := k.unlock(t, false, "u:1", "2", "a"); v != 2 {
+		t.Fatalf("undo of the first request = %d", v)
+	}
+	k.lock(t, "u:2", 10000, "")
+	if v := k.unlock(t, true, "u:2:write", "0", ""); v != 2 {
+		t.Fatalf("one-shot write undo = %d", v)
+	}
+	if v := k.unlock(t, true, "u:2:write", "0", ""); v != 0 {
+		t.Fatalf("second undo = %d", v)
+	}
+}
+
+// TestRWRenew: a reader's renewal extends its own hold keys and the hash,
+// never another reader's; a reader without live hold keys is gone.
+func TestRWRenew(t *testing.T) {
+	ctx := context.Background()
+	k := newRW("s:rw:renew")
+	k.rlock(t, "u:1", 1000, "")
+	k.rlock(t, "u:2", 1000, "x")
+	k.rlock(t, "u:2", 1000, "y")
+	k.rlock(t, "u:3", 1000, "")
+	rdb.Del(ctx, k.hold("u:3", 1))
+	tagged := newRW("s:{rw}:renew")
+	rdb.HSet(ctx, tagged.name, "mode", "read", "u:5", 1)
+	rdb.Set(ctx, "s:{rw}:renew:u:5:rwlock_timeout:1", 1, time.Second)
+	v := run(t, RWRenew, []string{k.name, k.name, k.name, k.name, tagged.name},
+		"u:2", "60000", "u:1", "0", "u:3", "60000", "u:4", "60000", "u:5", "60000").([]any)
+	if fmt.Sprint(v) != "[1 1 0 0 1]" {
+		t.Fatalf("renew = %v, want [1 1 0 0 1]", v)
+	}
+	for _, key := range []string{k.hold("u:2", 1), k.hold("u:2", 2), k.name, "s:{rw}:renew:u:5:rwlock_timeout:1"} {
+		if d := pttl(t, key); d < 59*time.Second {
+			t.Fatalf("%s TTL %v, want renewed", key, d)
+		}
+	}
+	if d := pttl(t, k.hold("u:1", 1)); d > time.Second {
+		t.Fatalf("another reader's hold key was renewed: %v", d)
+	}
+	rdb.Set(ctx, "s:rw:str", "x", 0)
+	if err := RWRenew.Run(ctx, rdb, []string{"s:rw:str"}, "u:1", "0").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("renew of a string: %v", err)
+	}
+}
+
+func TestRWForceUnlock(t *testing.T) {
+	ctx := context.Background()
+	k := newRW("s:rw:force")
+	k.rlock(t, "u:1", 10000, "a")
+	k.rlock(t, "u:1", 10000, "b")
+	k.rlock(t, "u:2", 10000, "")
+	ps := rdb.Subscribe(ctx, k.channel)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := run(t, RWForceUnlock, []string{k.name, k.channel}, "1", "publish", k.prefix); v != int64(1) {
+		t.Fatalf("force unlock = %v", v)
+	}
+	if n := rdb.Exists(ctx, k.name, k.hold("u:1", 1), k.hold("u:1", 2), k.hold("u:2", 1)).Val(); n != 0 {
+		t.Fatalf("%d keys left", n)
+	}
+	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
+		t.Fatalf("message %v, %v", msg, err)
+	}
+	if v := run(t, RWForceUnlock, []string{k.name, k.channel}, "1", "publish", k.prefix); v != int64(0) {
+		t.Fatalf("force unlock of a free lock = %v", v)
+	}
+	rdb.Set(ctx, "s:rw:str2", "x", 0)
+	if err := RWForceUnlock.Run(ctx, rdb, []string{"s:rw:str2", "ch"}, "1", "publish", "{s:rw:str2}").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("force unlock of a string: %v", err)
+	}
+}
+
+// TestRWOtherHash: a hash without a mode field (a Mutex's) is held by
+// another kind of lock: neither side takes it.
+func TestRWOtherHash(t *testing.T) {
+	ctx := context.Background()
+	k := newRW("s:rw:mutex")
+	rdb.HSet(ctx, k.name, "u:1", 1)
+	rdb.PExpire(ctx, k.name, 10*time.Second)
+	if v := k.rlock(t, "u:1", 10000, ""); v >= 0 {
+		t.Fatalf("reader over a mutex hash = %d", v)
+	}
+	if v := k.lock(t, "u:2", 10000, ""); v >= 0 {
+		t.Fatalf("writer over a mutex hash = %d", v)
+	}
+	if v := k.unlock(t, false, "u:1", "0", ""); v != 0 {
+		t.Fatalf("read unlock of a mutex hash = %d", v)
+	}
+	if got := rdb.HGetAll(ctx, k.name).Val(); fmt.Sprint(got) != "map[u:1:1]" {
+		t.Fatalf("mutex hash changed: %v", got)
+	}
+}

@@ -1,0 +1,54 @@
+-- rw_write_lock.lua: acquire or re-enter the write lock of a read-write
+-- lock (Redisson's RReadWriteLock layout).
+--
+-- KEYS[1]  lock hash: field "mode" = "read" or "write"; reader field
+--          <owner> -> hold count; writer field <owner>:write -> hold count
+-- KEYS[2]  fencing counter (string, no TTL)
+-- KEYS[3]  request marker, written only for reentrant owners so that a
+--          retried request is applied once
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner id "<uuid>:<n>"
+-- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
+-- ARGV[4]  request marker lifetime in milliseconds
+--
+-- Returns  a positive integer: acquired (or re-entered); the value is the
+--          fencing token of the hold.
+--          0: refused, the owner holds the read lock and not the write
+--          lock: waiting would deadlock (upgrade). Nothing was changed.
+--          a negative integer r: held by others; -r-2 is the lock's
+--          remaining TTL in milliseconds (-1 when it has none).
+
+local mode = redis.call('hget', KEYS[1], 'mode')
+local writer = ARGV[2] .. ':write'
+if mode == false then
+    if redis.call('exists', KEYS[1]) == 1 then
+        return -2 - redis.call('pttl', KEYS[1])
+    end
+    redis.call('hset', KEYS[1], 'mode', 'write', writer, 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    local token = redis.call('incr', KEYS[2])
+    if ARGV[3] == '1' then
+        redis.call('set', KEYS[3], 1, 'px', ARGV[4])
+    end
+    return token
+end
+if mode ~= 'write' or redis.call('hexists', KEYS[1], writer) == 0 then
+    if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+        return 0
+    end
+    return -2 - redis.call('pttl', KEYS[1])
+end
+
+local token = tonumber(redis.call('get', KEYS[2]) or '1')
+-- A one-shot owner is never seen twice: this is a retry of a request that
+-- was already applied.
+if ARGV[3] == '0' or redis.call('exists', KEYS[3]) == 1 then
+    return token
+end
+redis.call('hincrby', KEYS[1], writer, 1)
+-- Never shorten the life of a hold the owner already has.
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+end
+redis.call('set', KEYS[3], 1, 'px', ARGV[4])
+return token

@@ -1,0 +1,76 @@
+-- rw_write_unlock.lua: release one write hold of a read-write lock, or
+-- undo a write acquisition whose reply was lost.
+--
+-- KEYS[1]  lock hash (see rw_read_lock.lua)
+-- KEYS[2]  release channel
+-- KEYS[3]  marker, used as ARGV[4] says
+-- ARGV[1]  writer field "<owner>:write"
+-- ARGV[2]  message published when the write lock ends
+-- ARGV[3]  "publish" or "spublish"
+-- ARGV[4]  "0": no marker (one-shot owners, whose count is one)
+--          "1": KEYS[3] is this release's marker: a retried release
+--               returns the first answer instead of releasing again
+--          "2": undo: KEYS[3] is the request marker of an acquisition
+--               whose reply was lost; release only if it exists (it is
+--               deleted)
+-- ARGV[5]  release marker lifetime in milliseconds
+-- ARGV[6]  prefix of the reader hold keys (see rw_read_lock.lua)
+--
+-- Returns  0: the owner holds no write hold here
+--          1: one hold released; the lock is still held: by this owner's
+--             other write holds, or, after its last write hold, by its
+--             read holds (downgrade: the lock turns to read mode)
+--          2: the last hold released, the lock is free
+--
+-- When the last write hold goes, the message is published whether the lock
+-- is free or turned to read mode: either way waiting readers may enter.
+
+if ARGV[4] == '1' then
+    local done = redis.call('get', KEYS[3])
+    if done then
+        return tonumber(done)
+    end
+elseif ARGV[4] == '2' and redis.call('del', KEYS[3]) == 0 then
+    return 0
+end
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+if count == nil or redis.call('hget', KEYS[1], 'mode') ~= 'write' then
+    return 0
+end
+
+local result = 1
+if count > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[1], -1)
+else
+    redis.call('hdel', KEYS[1], ARGV[1])
+    -- Read holds left (the writer's own) keep the lock in read mode, for
+    -- as long as the longest of them.
+    local longest = 0
+    local fields = redis.call('hgetall', KEYS[1])
+    for i = 1, #fields, 2 do
+        local n = tonumber(fields[i + 1])
+        if n ~= nil and fields[i] ~= 'mode' then
+            local alive = 0
+            for j = 1, n do
+                alive = math.max(alive, redis.call('pttl', ARGV[6] .. ':' .. fields[i] .. ':rwlock_timeout:' .. j))
+            end
+            if alive > 0 then
+                longest = math.max(longest, alive)
+            else
+                redis.call('hdel', KEYS[1], fields[i])
+            end
+        end
+    end
+    if longest > 0 then
+        redis.call('hset', KEYS[1], 'mode', 'read')
+        redis.call('pexpire', KEYS[1], longest)
+    else
+        redis.call('del', KEYS[1])
+        result = 2
+    end
+    redis.call(ARGV[3], KEYS[2], ARGV[2])
+end
+if ARGV[4] == '1' then
+    redis.call('set', KEYS[3], result, 'px', ARGV[5])
+end
+return result

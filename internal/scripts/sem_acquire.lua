@@ -1,0 +1,28 @@
+-- sem_acquire.lua: take n permits of a semaphore (Redisson RSemaphore layout).
+--
+-- KEYS[1]   permits (string: the number available)
+-- KEYS[2]   request marker of this call: "1" once it took its permits,
+--           "0" once it was undone (sem_undo.lua), so that a retried or
+--           late request is never applied twice
+-- KEYS[3..] markers of this client's answered requests, deleted
+-- ARGV[1]   n, the number of permits to take (positive)
+-- ARGV[2]   request marker lifetime in milliseconds
+--
+-- Returns   1: the permits were taken (now, or by an earlier attempt of
+--           this request)
+--           0: not enough permits available (or the request was undone)
+
+if #KEYS > 2 then
+    redis.call('del', unpack(KEYS, 3))
+end
+local done = redis.call('get', KEYS[2])
+if done then
+    return tonumber(done)
+end
+local value = tonumber(redis.call('get', KEYS[1]) or '0')
+if value >= tonumber(ARGV[1]) then
+    redis.call('decrby', KEYS[1], ARGV[1])
+    redis.call('set', KEYS[2], '1', 'px', ARGV[2])
+    return 1
+end
+return 0

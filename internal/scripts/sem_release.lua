@@ -1,0 +1,24 @@
+-- sem_release.lua: give n permits to a semaphore (Release, AddPermits).
+--
+-- KEYS[1]   permits (string: the number available)
+-- KEYS[2]   channel, told the new number available
+-- KEYS[3]   request marker of this call, so that a retried request is
+--           applied once
+-- KEYS[4..] markers of this client's answered requests, deleted
+-- ARGV[1]   n, the number of permits to add (positive)
+-- ARGV[2]   "publish" or "spublish"
+-- ARGV[3]   request marker lifetime in milliseconds
+--
+-- Returns   the number of permits available after the call (for a
+--           retried request: available now)
+
+if #KEYS > 3 then
+    redis.call('del', unpack(KEYS, 4))
+end
+if redis.call('exists', KEYS[3]) == 1 then
+    return tonumber(redis.call('get', KEYS[1]) or '0')
+end
+local value = redis.call('incrby', KEYS[1], ARGV[1])
+redis.call(ARGV[2], KEYS[2], value)
+redis.call('set', KEYS[3], '1', 'px', ARGV[3])
+return value

@@ -1,0 +1,27 @@
+-- sem_trysetpermits.lua: set a semaphore's permits if it has none set.
+--
+-- KEYS[1]   permits (string: the number available)
+-- KEYS[2]   channel, told the number set
+-- KEYS[3]   request marker of this call, so that a retried request that
+--           was applied still answers 1
+-- KEYS[4..] markers of this client's answered requests, deleted
+-- ARGV[1]   the number of permits (positive)
+-- ARGV[2]   "publish" or "spublish"
+-- ARGV[3]   request marker lifetime in milliseconds
+--
+-- Returns   1: set; 0: the semaphore was set already, nothing changed
+
+if #KEYS > 3 then
+    redis.call('del', unpack(KEYS, 4))
+end
+local done = redis.call('get', KEYS[3])
+if done then
+    return tonumber(done)
+end
+if redis.call('exists', KEYS[1]) == 1 then
+    return 0
+end
+redis.call('set', KEYS[1], ARGV[1])
+redis.call(ARGV[2], KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], '1', 'px', ARGV[3])
+return 1

@@ -1,0 +1,219 @@
+package scripts
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestSyncHeaders(t *testing.T) {
+	for _, s := range SyncScripts {
+		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
+		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
+			if !strings.Contains(header, want) {
+				t.Errorf("%s.lua header lacks %q", s.Name(), want)
+			}
+		}
+	}
+}
+
+func TestSemaphoreScripts(t *testing.T) {
+	ctx := context.Background()
+	const name, ch = "s:sem", "redisson_sc:{s:sem}"
+	marker := func(id string) string { return "relock_semaphore_request:{s:sem}:" + id }
+	if v := run(t, SemTrySetPermits, []string{name, ch, marker("set")}, 3, "publish", 60000); v != int64(1) {
+		t.Fatalf("trysetpermits = %v", v)
+	}
+	if v := run(t, SemTrySetPermits, []string{name, ch, marker("set")}, 3, "publish", 60000); v != int64(1) {
+		t.Fatalf("retried trysetpermits = %v, want the first answer 1", v)
+	}
+	if v := run(t, SemTrySetPermits, []string{name, ch, marker("set2")}, 5, "publish", 60000); v != int64(0) {
+		t.Fatalf("second trysetpermits = %v", v)
+	}
+	acquire := func(id string, n int, stale ...string) int64 {
+		return run(t, SemAcquire, append([]string{name, marker(id)}, stale...), n, 60000).(int64)
+	}
+	if v := acquire("a", 2); v != 1 {
+		t.Fatalf("acquire 2 of 3 = %d", v)
+	}
+	if v := acquire("a", 2); v != 1 || rdb.Get(ctx, name).Val() != "1" {
+		t.Fatalf("retried acquire = %d, permits %s: applied twice", v, rdb.Get(ctx, name).Val())
+	}
+	if v := acquire("b", 2); v != 0 {
+		t.Fatalf("acquire 2 of 1 = %d", v)
+	}
+	// Undo gives back an applied acquisition once, and makes an unapplied
+	// one a no-op even if it arrives later.
+	undo := func(id string, n int) int64 {
+		return run(t, SemUndo, []string{name, ch, marker(id)}, n, "publish", 60000).(int64)
+	}
+	if v := undo("a", 2); v != 1 || rdb.Get(ctx, name).Val() != "3" {
+		t.Fatalf("undo = %d, permits %s", v, rdb.Get(ctx, name).Val())
+	}
+	if v := undo("a", 2); v != 0 || rdb.Get(ctx, name).Val() != "3" {
+		t.Fatalf("second undo = %d, permits %s", v, rdb.Get(ctx, name).Val())
+	}
+	if v := undo("late", 1); v != 0 {
+		t.Fatalf("undo of an unapplied request = %d", v)
+	}
+	if v := acquire("late", 1); v != 0 || rdb.Get(ctx, name).Val() != "3" {
+		t.Fatalf("a request arriving after its undo = %d, permits %s", v, rdb.Get(ctx, name).Val())
+	}
+	// Release is applied once per request, and deletes answered markers.
+	release := func(id string, n int, stale ...string) int64 {
+		return run(t, SemRelease, append([]string{name, ch, marker(id)}, stale...), n, "publish", 60000).(int64)
+	}
+	if v := release("r", 2, marker("set"), marker("a")); v != 5 {
+		t.Fatalf("release = %d, want 5", v)
+	}
+	if v := release("r", 2); v != 5 {
+		t.Fatalf("retried release = %d, want 5", v)
+	}
+	if n := rdb.Exists(ctx, marker("set"), marker("a")).Val(); n != 0 {
+		t.Fatalf("%d answered markers left", n)
+	}
+	if ttl := rdb.PTTL(ctx, marker("r")).Val(); ttl <= 0 || ttl > time.Minute {
+		t.Fatalf("marker TTL %v", ttl)
+	}
+	drain := func(id string) int64 { return run(t, SemDrain, []string{name, marker(id)}, 60000).(int64) }
+	if v := drain("d"); v != 5 {
+		t.Fatalf("drain = %d", v)
+	}
+	if v := drain("d"); v != 5 {
+		t.Fatalf("retried drain = %d, want the first answer", v)
+	}
+	if v := drain("d2"); v != 0 || rdb.Get(ctx, name).Val() != "0" {
+		t.Fatalf("drain of none = %d, permits %s", v, rdb.Get(ctx, name).Val())
+	}
+}
+
+func TestPermitScripts(t *testing.T) {
+	ctx := context.Background()
+	keys := []string{"s:psem", "{s:psem}:timeout", "redisson_sc:{s:psem}"}
+	rdb.Set(ctx, keys[0], 2, 0)
+	acquire := func(id string, lease int) int64 {
+		return run(t, PermitAcquire, keys, id, lease, "publish").(int64)
+	}
+	a, b, c := "\x00\x01aaaaaaaaaaaaaa", "\xff\xfebbbbbbbbbbbbbb", "cccccccccccccccc"
+	if v := acquire(a, 60000); v != 0 {
+		t.Fatalf("acquire a = %d", v)
+	}
+	if v := acquire(a, 60000); v != 0 || rdb.Get(ctx, keys[0]).Val() != "1" {
+		t.Fatalf("retried acquire = %d, free %s", v, rdb.Get(ctx, keys[0]).Val())
+	}
+	if v := acquire(b, 200); v != 0 {
+		t.Fatalf("acquire b = %d", v)
+	}
+	v := acquire(c, 60000)
+	if v <= 0 || v > 200 {
+		t.Fatalf("acquire with none free = %d, want the earliest expiry (b's, <= 200ms)", v)
+	}
+	// b expires by the server's clock: the next call reclaims it, publishes
+	// the free count and takes it.
+	ps := rdb.Subscribe(ctx, keys[2])
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Duration(v+5) * time.Millisecond) // the passing of time is what is tested
+	if v := run(t, PermitAvailable, keys, "publish"); v != int64(1) {
+		t.Fatalf("available after b's expiry = %v", v)
+	}
+	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
+		t.Fatalf("reclaim message %v, %v", msg, err)
+	}
+	if v := acquire(c, 60000); v != 0 {
+		t.Fatalf("acquire c after reclaim = %d", v)
+	}
+	if v := run(t, PermitRelease, keys, b, "publish"); v != int64(0) {
+		t.Fatalf("release of a reclaimed permit = %v", v)
+	}
+	// Renewal extends, never shortens, and sees released permits gone.
+	renew := func(lease ...string) string {
+		args := []any{}
+		for i, l := range lease {
+			args = append(args, []string{a, c, b}[i], l)
+		}
+		return fmt.Sprint(run(t, PermitRenew, []string{keys[1], keys[1], keys[1]}[:len(lease)], args...))
+	}
+	if got := renew("120000", "0", "60000"); got != "[1 1 0]" {
+		t.Fatalf("renew = %s", got)
+	}
+	if s := rdb.ZScore(ctx, keys[1], a).Val() - rdb.ZScore(ctx, keys[1], c).Val(); s < 50000 {
+		t.Fatalf("a not extended: %v ms ahead of c", s)
+	}
+	if got := renew("1000"); got != "[1]" || rdb.ZScore(ctx, keys[1], a).Val()-rdb.ZScore(ctx, keys[1], c).Val() < 50000 {
+		t.Fatalf("renew with a shorter lease shortened the expiry")
+	}
+	if v := run(t, PermitUpdateLease, keys, a, 100, "publish"); v != int64(1) {
+		t.Fatalf("update lease = %v", v)
+	}
+	if v := run(t, PermitUpdateLease, keys, b, 100, "publish"); v != int64(0) {
+		t.Fatalf("update lease of an unknown permit = %v", v)
+	}
+	time.Sleep(110 * time.Millisecond)
+	if got := renew("60000"); got != "[0]" {
+		t.Fatalf("renew of an expired permit = %s, want [0]", got)
+	}
+	if v := run(t, PermitRelease, keys, a, "publish"); v != int64(2) {
+		t.Fatalf("release of an expired, unreclaimed permit = %v, want 2", v)
+	}
+	if v := run(t, PermitRelease, keys, c, "publish"); v != int64(1) {
+		t.Fatalf("release = %v", v)
+	}
+	if free := rdb.Get(ctx, keys[0]).Val(); free != "2" || rdb.Exists(ctx, keys[1]).Val() != 0 {
+		t.Fatalf("free %s after every release, zset exists %d", free, rdb.Exists(ctx, keys[1]).Val())
+	}
+	// Redisson's permits without a lease never expire and give no hint.
+	rdb.Set(ctx, keys[0], 0, 0)
+	rdb.ZAdd(ctx, keys[1], redis.Z{Score: 922337203685477, Member: "java"})
+	if v := acquire(a, 1000); v != -1 {
+		t.Fatalf("acquire against a permit without lease = %d, want -1", v)
+	}
+}
+
+func TestLatchScripts(t *testing.T) {
+	ctx := context.Background()
+	keys := func(id string) []string {
+		return []string{"s:latch", "redisson_countdownlatch__channel__{s:latch}", "relock_latch_request:{s:latch}:" + id}
+	}
+	ps := rdb.Subscribe(ctx, keys("")[1])
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := run(t, LatchCountDown, keys("early"), "publish", 60000); v != int64(-1) {
+		t.Fatalf("countdown of an unset latch = %v", v)
+	}
+	if v := run(t, LatchTrySetCount, keys("s"), 2, "publish", 60000); v != int64(1) {
+		t.Fatalf("trysetcount = %v", v)
+	}
+	if v := run(t, LatchTrySetCount, keys("s2"), 5, "publish", 60000); v != int64(0) {
+		t.Fatalf("second trysetcount = %v", v)
+	}
+	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
+		t.Fatalf("new count message %v, %v", msg, err)
+	}
+	if v := run(t, LatchCountDown, keys("a"), "publish", 60000); v != int64(1) {
+		t.Fatalf("countdown = %v", v)
+	}
+	if v := run(t, LatchCountDown, keys("a"), "publish", 60000); v != int64(1) {
+		t.Fatalf("retried countdown = %v: applied twice", v)
+	}
+	if v := run(t, LatchCountDown, append(keys("b"), keys("a")[2], keys("s")[2]), "publish", 60000); v != int64(0) {
+		t.Fatalf("last countdown = %v", v)
+	}
+	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "0" {
+		t.Fatalf("zero message %v, %v", msg, err)
+	}
+	if n := rdb.Exists(ctx, "s:latch", keys("a")[2], keys("s")[2]).Val(); n != 0 {
+		t.Fatalf("%d keys left: the latch or answered markers", n)
+	}
+	if v := run(t, LatchTrySetCount, keys("again"), 1, "publish", 60000); v != int64(1) {
+		t.Fatalf("trysetcount after zero = %v", v)
+	}
+}

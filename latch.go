@@ -1,0 +1,166 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/scripts"
+)
+
+// msgLatchZero is published on a latch's channel when its count reaches
+// zero, as by Redisson; "1" (a count was set, see latch_trysetcount.lua)
+// wakes no awaiter.
+const msgLatchZero = "0"
+
+// CountDownLatch is a distributed countdown latch on one name, stored in
+// Redisson's RCountDownLatch layout: a string holding the count, deleted
+// when the count reaches zero, and the channel
+// "redisson_countdownlatch__channel__{name}", which carries "0" when the
+// count reaches zero and "1" when a count is set. Java services using
+// Redisson share it with Go services.
+//
+// Await returns once the count is zero; every awaiter of every process is
+// released by the message published when it gets there. Once at zero, the
+// latch can be set again with TrySetCount. The count has no expiry: a
+// latch whose counting processes died stays set until it is counted down
+// or its key deleted.
+//
+// A CountDownLatch is a cheap handle; make it with Client.CountDownLatch.
+// It is safe for concurrent use. Its zero value is not usable.
+type CountDownLatch struct {
+	c       *Client
+	name    string
+	channel string
+	err     error // an invalid name, returned by every call
+	req     *requests
+}
+
+// CountDownLatch returns the CountDownLatch of the given name. An invalid
+// name is reported by every call on it with ErrInvalidName. A latch that
+// was never set has a count of zero: Await returns at once.
+func (c *Client) CountDownLatch(name string) *CountDownLatch {
+	l := &CountDownLatch{c: c, name: name}
+	if l.err = checkName(name); l.err != nil {
+		return l
+	}
+	l.channel = latchChannel(name)
+	l.req = newRequests(c, latchRequestPrefix, name)
+	return l
+}
+
+// Name returns the latch's name, which is also its Redis key.
+func (l *CountDownLatch) Name() string { return l.name }
+
+// TrySetCount sets the count to n if the latch is not set (never set, or
+// back at zero), and reports whether it did. n must be positive. It is
+// applied exactly once when it returns nil, even if a reply is lost.
+func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
+	if err := l.check(ctx, "set count", n); err != nil {
+		return false, err
+	}
+	keys, marker := l.req.keys(l.name, l.channel)
+	v, err := l.req.run(ctx, scripts.LatchTrySetCount, keys, marker, n, l.c.argPublish, l.c.argMarkerTTL)
+	if err != nil {
+		return false, opError("set count", l.name, err)
+	}
+	return v == 1, nil
+}
+
+// CountDown decrements the count by one. The call that brings it to zero
+// deletes the key and releases every awaiter. It returns ErrLatchNotSet,
+// changing nothing, when the latch has no count (never set, or at zero
+// already).
+//
+// CountDown is applied exactly once when it returns nil, even if a reply
+// is lost or ctx ends while it is under way (it is then completed within
+// the Client's cleanup timeout): a retry never counts twice. An error that
+// is not a Redis reply leaves the outcome unknown.
+func (l *CountDownLatch) CountDown(ctx context.Context) error {
+	if err := l.check(ctx, "count down", 1); err != nil {
+		return err
+	}
+	keys, marker := l.req.keys(l.name, l.channel)
+	v, err := l.req.run(ctx, scripts.LatchCountDown, keys, marker, l.c.argPublish, l.c.argMarkerTTL)
+	if err != nil {
+		return opError("count down", l.name, err)
+	}
+	if v < 0 {
+		return fmt.Errorf("%w: %q", ErrLatchNotSet, l.name)
+	}
+	return nil
+}
+
+// Count returns the current count: 0 when the latch is not set.
+func (l *CountDownLatch) Count(ctx context.Context) (int, error) {
+	if err := l.check(ctx, "count", 1); err != nil {
+		return 0, err
+	}
+	return l.count(ctx, "count")
+}
+
+func (l *CountDownLatch) count(ctx context.Context, op string) (int, error) {
+	n, err := l.c.rdb.Get(ctx, l.name).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, opError(op, l.name, err)
+	}
+	return max(n, 0), nil
+}
+
+// Await blocks until the count is zero, ctx ends, or the Client is
+// closed. While it waits it sleeps on the latch's channel, shared with
+// every other awaiter of the Client; the message published when the count
+// reaches zero wakes all of them (each checks the count again at the
+// latest every 2s, in case a message was missed). If the latch is set again
+// between the message and an awaiter's check, that awaiter waits for the
+// new count.
+//
+// When ctx ends the error wraps ctx.Err(), and nothing is left behind: no
+// subscription, no timer, no key. Other errors: ErrInvalidName, ErrClosed,
+// and Redis errors, wrapped.
+func (l *CountDownLatch) Await(ctx context.Context) error {
+	if err := l.check(ctx, "await", 1); err != nil {
+		return err
+	}
+	n, err := l.count(ctx, "await")
+	if n == 0 || err != nil {
+		return err
+	}
+	hw, err := l.c.hub.Subscribe(l.channel, latchPolicy)
+	if err != nil {
+		return ErrClosed
+	}
+	defer hw.Close()
+	return l.c.sleepOn(ctx, "await", l.name, hw, nil, fallbackRecheck, func() (bool, time.Duration, error) {
+		n, err := l.count(ctx, "await")
+		if err != nil && !isServerError(err) && ctx.Err() != nil {
+			return false, 0, fmt.Errorf("relock: await %q: %w", l.name, ctx.Err())
+		}
+		return n == 0 && err == nil, fallbackRecheck, err
+	})
+}
+
+// latchPolicy wakes every awaiter when the count reached zero, and none
+// for a new count.
+func latchPolicy(payload string) int {
+	if payload == msgLatchZero {
+		return -1
+	}
+	return 0
+}
+
+func (l *CountDownLatch) check(ctx context.Context, op string, n int) error {
+	if l.err != nil {
+		return l.err
+	}
+	if err := l.c.checkOpen(); err != nil {
+		return err
+	}
+	return checkCall(ctx, op, l.name, n)
+}

@@ -1,0 +1,185 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+)
+
+// TestLatchReleasesAll: 24 awaiters over four Clients all return once the
+// count reaches zero, woken by the zero message, and none returns before
+// the last CountDown.
+func TestLatchReleasesAll(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		const awaiters = 24
+		clients := []*relock.Client{top.newClient(t), top.newClient(t), top.newClient(t), top.newClient(t)}
+		name := lockName(t)
+		ctx := ctxTimeout(t, 20*time.Second)
+		l := clients[0].CountDownLatch(name)
+		if ok, err := l.TrySetCount(ctx, 3); !ok || err != nil {
+			t.Fatalf("TrySetCount: %v %v", ok, err)
+		}
+		var last atomic.Bool // set just before the last CountDown
+		var early atomic.Int32
+		var wg sync.WaitGroup
+		for i := 0; i < awaiters; i++ {
+			l := clients[i%len(clients)].CountDownLatch(name)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := l.Await(ctx); err != nil {
+					t.Error(err)
+				}
+				if !last.Load() {
+					early.Add(1)
+				}
+			}()
+		}
+		sum := func(f func(relock.Stats) int64) (n int64) {
+			for _, c := range clients {
+				n += f(c.Stats())
+			}
+			return n
+		}
+		eventually(t, 10*time.Second, "every awaiter to sleep", func() bool {
+			return sum(func(s relock.Stats) int64 { return s.Asleep }) == awaiters
+		})
+		for i := 0; i < 2; i++ {
+			if err := clients[i+1].CountDownLatch(name).CountDown(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := l.Count(ctx); n != 1 || err != nil {
+			t.Fatalf("Count = %d, %v; want 1", n, err)
+		}
+		last.Store(true)
+		if err := clients[3].CountDownLatch(name).CountDown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if n := early.Load(); n > 0 {
+			t.Fatalf("%d awaiters returned before the last CountDown", n)
+		}
+		if woken := sum(func(s relock.Stats) int64 { return int64(s.Wakeups) }); woken < awaiters {
+			t.Fatalf("%d wake-ups by message for %d awaiters", woken, awaiters)
+		}
+		for _, c := range clients {
+			if s := c.Stats(); s.Channels != 0 || s.Asleep != 0 {
+				t.Fatalf("state left behind: %+v", s)
+			}
+		}
+		if n := top.rdb(t).Exists(ctx, name).Val(); n != 0 {
+			t.Fatal("the latch's key outlived its zero")
+		}
+	})
+}
+
+func TestLatchReuse(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		l := top.newClient(t).CountDownLatch(lockName(t))
+		ctx := ctxTimeout(t, 10*time.Second)
+		if err := l.Await(ctx); err != nil {
+			t.Fatalf("Await of an unset latch: %v", err)
+		}
+		if err := l.CountDown(ctx); !errors.Is(err, relock.ErrLatchNotSet) {
+			t.Fatalf("CountDown of an unset latch: %v", err)
+		}
+		for round := 0; round < 2; round++ {
+			if ok, err := l.TrySetCount(ctx, 2); !ok || err != nil {
+				t.Fatalf("round %d: TrySetCount: %v %v", round, ok, err)
+			}
+			if ok, err := l.TrySetCount(ctx, 5); ok || err != nil {
+				t.Fatalf("round %d: TrySetCount of a set latch: %v %v", round, ok, err)
+			}
+			for want := 1; want >= 0; want-- {
+				if err := l.CountDown(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if n, err := l.Count(ctx); n != want || err != nil {
+					t.Fatalf("Count = %d, %v; want %d", n, err, want)
+				}
+			}
+			if err := l.Await(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.CountDown(ctx); !errors.Is(err, relock.ErrLatchNotSet) {
+				t.Fatalf("CountDown past zero: %v", err)
+			}
+		}
+	})
+}
+
+func TestLatchCancelledAwaiterLeavesNothing(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		rdb := top.rdb(t)
+		name := lockName(t)
+		ctx := ctxTimeout(t, 10*time.Second)
+		l := c.CountDownLatch(name)
+		if ok, err := l.TrySetCount(ctx, 1); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		before := keysOf(t, rdb, name)
+		waitCancelled(t, c, l.Await)
+		if s := c.Stats(); s.Channels != 0 || s.Asleep != 0 {
+			t.Fatalf("awaiter left %+v", s)
+		}
+		eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
+			return channelSubscribers(t, top, "redisson_countdownlatch__channel__{"+name+"}") == 0
+		})
+		noNewKeys(t, before, keysOf(t, rdb, name))
+		if n, _ := l.Count(ctx); n != 1 {
+			t.Fatalf("count %d, want 1", n)
+		}
+	})
+}
+
+func TestLatchBadInput(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		ctx := ctxTimeout(t, 10*time.Second)
+		l := c.CountDownLatch(lockName(t))
+		for _, n := range []int{0, -1} {
+			if _, err := l.TrySetCount(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
+				t.Errorf("TrySetCount(%d): %v", n, err)
+			}
+		}
+		bad := c.CountDownLatch("{}")
+		if err := bad.Await(ctx); !errors.Is(err, relock.ErrInvalidName) {
+			t.Errorf("Await of a bad name: %v", err)
+		}
+		if err := bad.CountDown(ctx); !errors.Is(err, relock.ErrInvalidName) {
+			t.Errorf("CountDown of a bad name: %v", err)
+		}
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := l.Await(cancelled); !errors.Is(err, context.Canceled) {
+			t.Errorf("Await with a cancelled context: %v", err)
+		}
+	})
+}
+
+// TestLatchLostReply: a CountDown whose reply is lost is resolved, and
+// counts once.
+func TestLatchLostReply(t *testing.T) {
+	rdb := closeLater(t, standalone.Client())
+	drop := &dropReply{script: "latch_countdown.lua"}
+	rdb.AddHook(drop)
+	l := newClient(t, rdb).CountDownLatch(lockName(t))
+	ctx := ctxTimeout(t, 10*time.Second)
+	if ok, err := l.TrySetCount(ctx, 2); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	drop.armed.Store(true)
+	if err := l.CountDown(ctx); err != nil {
+		t.Fatalf("CountDown with a lost reply: %v, want it resolved", err)
+	}
+	if n, err := l.Count(ctx); n != 1 || err != nil || drop.dropped.Load() != 1 {
+		t.Fatalf("Count = %d, %v after one CountDown whose reply was lost; want 1", n, err)
+	}
+}

@@ -1,0 +1,172 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/watchdog"
+)
+
+// Permit is one permit of a PermitSemaphore, held since a successful
+// Acquire or TryAcquire. Like a Lease, it tells when the hold ends (Done,
+// Err) and releases it (Release). A Permit is safe for concurrent use.
+type Permit struct {
+	ps  *PermitSemaphore
+	id  string // 32 hex digits
+	raw string // the 16 bytes stored in Redis
+
+	entry atomic.Pointer[watchdog.Entry] // replaced by UpdateLease
+
+	done chan struct{}
+	err  atomic.Pointer[error]
+
+	mu       sync.Mutex // serialises Release and UpdateLease
+	released bool       // a release was confirmed by Redis
+	tried    bool       // an earlier release got no answer
+}
+
+// ID returns the permit's id: 32 lowercase hex digits, as Redisson shows
+// permit ids, so that PermitSemaphore.Release and UpdateLease, or a
+// Redisson client, can address it.
+func (p *Permit) ID() string { return p.id }
+
+// Name returns the name of the permit's semaphore.
+func (p *Permit) Name() string { return p.ps.name }
+
+// Done returns a channel that is closed when the hold ends: released,
+// lost, expired (WithLease), or cut short by Client.Close.
+func (p *Permit) Done() <-chan struct{} { return p.done }
+
+// Err returns nil while the permit is held, ErrReleased after Release, and
+// ErrLockLost once it is lost: its lease ran out, a renewal found it gone
+// (reclaimed, or released by id), or no renewal was confirmed before its
+// local deadline. Like Lease.Err, it judges the deadline itself on every
+// call.
+func (p *Permit) Err() error {
+	if e := p.err.Load(); e != nil {
+		return *e
+	}
+	p.ps.c.wd.Check(p.entry.Load())
+	if e := p.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// Context returns a context derived from parent that is cancelled when the
+// hold ends; context.Cause then returns what Err returns. Call cancel when
+// done with it.
+func (p *Permit) Context(parent context.Context) (ctx context.Context, cancel context.CancelFunc) {
+	ctx, cancelCause := context.WithCancelCause(parent)
+	go func() {
+		select {
+		case <-p.done:
+			cancelCause(p.Err())
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancelCause(context.Canceled) }
+}
+
+// Release gives the permit back and wakes waiters. It returns ErrNotHeld
+// if the permit is no longer held (its lease ran out, it was reclaimed or
+// released by id, or this Permit was released already). If Release fails
+// with a Redis or context error the permit stays held and renewed, and
+// Release may be called again.
+func (p *Permit) Release(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.released {
+		return ErrNotHeld
+	}
+	c := p.ps.c
+	r, err := c.batch.Do(ctx, scripts.PermitRelease, p.ps.keys, []any{p.raw, c.argPublish}, nil)
+	if err != nil {
+		if !isServerError(err) {
+			p.tried = true
+		}
+		return opError("release", p.ps.name, err)
+	}
+	p.released = true
+	c.wd.Remove(p.entry.Load())
+	if r == 1 || r == 0 && p.tried {
+		// After an unanswered attempt, "not held" means that attempt
+		// released it.
+		p.finish(ErrReleased, "")
+		c.stats.released.Add(1)
+		return nil
+	}
+	p.finish(ErrLockLost, "release found the permit gone or expired")
+	return ErrNotHeld
+}
+
+// UpdateLease gives the permit a fixed lease of d from now, longer or
+// shorter than the one it had; the watchdog no longer renews it. d must be
+// at least 1ms. It returns ErrNotHeld if the permit is no longer held, and
+// ErrLockLost if the permit was lost here (its local deadline passed)
+// although Redis still held it: release it then.
+func (p *Permit) UpdateLease(ctx context.Context, d time.Duration) error {
+	if d < time.Millisecond {
+		return fmt.Errorf("%w: lease %v is below 1ms", ErrInvalidOption, d)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.released {
+		return ErrNotHeld
+	}
+	c := p.ps.c
+	sent := c.wd.Now()
+	ok, err := p.ps.updateLease(ctx, p.raw, d)
+	if err != nil {
+		return err
+	}
+	old := p.entry.Load()
+	if !ok {
+		c.wd.Remove(old)
+		p.finish(ErrLockLost, "lease update found the permit gone")
+		return ErrNotHeld
+	}
+	if !c.wd.Remove(old) {
+		return ErrLockLost
+	}
+	p.watch(d, true, sent)
+	return nil
+}
+
+// watch starts watching the permit with a new watchdog entry: renewed
+// with lease, or only checked when the lease is fixed.
+func (p *Permit) watch(lease time.Duration, fixed bool, sent int64) {
+	renew := lease
+	if fixed {
+		renew = 0
+	}
+	e := &watchdog.Entry{Key: p.ps.timeoutKey, Owner: p.raw, Kind: kindPsem, Group: p.ps.group, Lease: renew, Data: p}
+	p.entry.Store(e)
+	p.ps.c.wd.Add(e, watchdog.DeadlineFor(sent, lease))
+}
+
+// lost is called through Client.lost when the watchdog declares the
+// permit lost.
+func (p *Permit) lost(cause error) {
+	if cause == watchdog.ErrDeadline && p.entry.Load().Lease == 0 {
+		p.finish(ErrLockLost, "fixed lease ran out")
+		return
+	}
+	p.finish(ErrLockLost, cause.Error())
+}
+
+// finish records how the hold ended and closes Done, once.
+func (p *Permit) finish(err error, cause string) {
+	if !p.err.CompareAndSwap(nil, &err) {
+		return
+	}
+	close(p.done)
+	if err == ErrLockLost {
+		p.ps.c.stats.lost.Add(1)
+		p.ps.c.cfg.logger.Warn("relock: permit lost", "name", p.ps.name, "permit", p.id, "cause", cause)
+	}
+}

@@ -1,0 +1,278 @@
+package relock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/scripts"
+)
+
+// PermitSemaphore is a distributed semaphore whose permits have ids and
+// leases, stored in Redisson's RPermitExpirableSemaphore layout: a string
+// holding the number of free permits, a zset "{name}:timeout" of held
+// permit ids (16 bytes, shown as 32 hex digits) scored by their expiry in
+// unix milliseconds, and the channel "redisson_sc:{name}".
+//
+// Each acquisition returns a Permit. Without WithLease the Client's
+// watchdog renews the permit until it is released, like a Mutex hold; with
+// WithLease(d) it expires after d. A permit whose holder died comes back
+// once its lease has run out: every acquisition, Available and UpdateLease
+// call reclaims expired permits, judged by the server's clock (never a
+// client's), and tells the waiters at once. Waiters also sleep no longer
+// than until the earliest expiry they were told of.
+//
+// A PermitSemaphore is a cheap handle; make it with
+// Client.PermitSemaphore. It is safe for concurrent use. Its zero value is
+// not usable.
+type PermitSemaphore struct {
+	c          *Client
+	name       string
+	channel    string
+	timeoutKey string
+	group      int
+	keys       []string // free permits, held permits, channel: shared, never modified
+	err        error    // an invalid name, returned by every call
+	req        *requests
+}
+
+// PermitSemaphore returns the PermitSemaphore of the given name. An
+// invalid name is reported by every call on it with ErrInvalidName. The
+// semaphore has no permits until TrySetPermits or AddPermits gives it some.
+func (c *Client) PermitSemaphore(name string) *PermitSemaphore {
+	ps := &PermitSemaphore{c: c, name: name}
+	if ps.err = checkName(name); ps.err != nil {
+		return ps
+	}
+	ps.channel = companion(semaphoreChannelPrefix, name)
+	ps.timeoutKey = permitTimeoutKey(name)
+	ps.group = slot(name)
+	ps.keys = []string{name, ps.timeoutKey, ps.channel}
+	ps.req = newRequests(c, semRequestPrefix, name)
+	return ps
+}
+
+// Name returns the semaphore's name, which is also the key of its free
+// permits.
+func (ps *PermitSemaphore) Name() string { return ps.name }
+
+// TrySetPermits sets the number of permits to n if the semaphore has none
+// set, and reports whether it did. n must be positive.
+func (ps *PermitSemaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
+	if err := ps.check(ctx, "set permits", n); err != nil {
+		return false, err
+	}
+	keys, marker := ps.req.keys(ps.name, ps.channel)
+	v, err := ps.req.run(ctx, scripts.SemTrySetPermits, keys, marker, n, ps.c.argPublish, ps.c.argMarkerTTL)
+	if err != nil {
+		return false, opError("set permits", ps.name, err)
+	}
+	return v == 1, nil
+}
+
+// AddPermits adds n free permits (n must be positive) and wakes waiters.
+// It is applied exactly once when it returns nil.
+func (ps *PermitSemaphore) AddPermits(ctx context.Context, n int) error {
+	if err := ps.check(ctx, "add permits", n); err != nil {
+		return err
+	}
+	keys, marker := ps.req.keys(ps.name, ps.channel)
+	if _, err := ps.req.run(ctx, scripts.SemRelease, keys, marker, n, ps.c.argPublish, ps.c.argMarkerTTL); err != nil {
+		return opError("add permits", ps.name, err)
+	}
+	return nil
+}
+
+// Acquire blocks until it holds a permit, ctx ends, or the Client is
+// closed. Without WithLease the watchdog keeps the permit until Release.
+// While it waits it sleeps on the semaphore's channel, shared with every
+// other waiter of the Client, and tries again when woken or when the
+// earliest held permit expires.
+//
+// When ctx ends the error wraps ctx.Err(), and nothing is left behind: no
+// subscription, no timer, and no permit, since an attempt whose reply the
+// cancellation cut off is released in Redis (within the cleanup timeout).
+// Other errors: ErrInvalidName, ErrInvalidOption (WithSpin does not apply
+// to permits), ErrClosed, and Redis errors, wrapped.
+func (ps *PermitSemaphore) Acquire(ctx context.Context, opts ...LockOption) (*Permit, error) {
+	return ps.acquire(ctx, opts, true)
+}
+
+// TryAcquire makes one attempt. When no permit is free it returns
+// ErrNotAcquired; other errors are as for Acquire.
+func (ps *PermitSemaphore) TryAcquire(ctx context.Context, opts ...LockOption) (*Permit, error) {
+	return ps.acquire(ctx, opts, false)
+}
+
+// Available returns the number of free permits, after reclaiming expired
+// ones (0 when the semaphore is not set).
+func (ps *PermitSemaphore) Available(ctx context.Context) (int, error) {
+	if err := ps.check(ctx, "available", 1); err != nil {
+		return 0, err
+	}
+	v, err := scripts.PermitAvailable.Run(ctx, ps.c.rdb, ps.keys, ps.c.argPublish).Int64()
+	if err != nil {
+		return 0, opError("available", ps.name, err)
+	}
+	return int(v), nil
+}
+
+// Release releases the permit of the given id, held by any process (a
+// Permit's own Release is the usual way). It returns ErrUnknownPermit when
+// no permit of that id is held (it was released, or its lease had run
+// out), and ErrInvalidOption when id is not 32 hex digits. A Permit of
+// this process released this way learns of it at its next renewal.
+func (ps *PermitSemaphore) Release(ctx context.Context, id string) error {
+	raw, err := ps.checkID(ctx, "release", id)
+	if err != nil {
+		return err
+	}
+	r, err := scripts.PermitRelease.Run(ctx, ps.c.rdb, ps.keys, raw, ps.c.argPublish).Int64()
+	if err != nil {
+		return opError("release", ps.name, err)
+	}
+	switch r {
+	case 0:
+		return fmt.Errorf("%w: %s of %q", ErrUnknownPermit, id, ps.name)
+	case 2:
+		return fmt.Errorf("%w: %s of %q had expired", ErrUnknownPermit, id, ps.name)
+	}
+	return nil
+}
+
+// UpdateLease sets the lease of the permit of the given id, held by any
+// process, to d from now, and reports ErrUnknownPermit if no permit of
+// that id is held. d must be at least 1ms. It is meant for permits held
+// elsewhere: a Permit of this process keeps its own idea of its deadline
+// (use Permit.UpdateLease), and its watchdog, if it has one, goes on
+// renewing it.
+func (ps *PermitSemaphore) UpdateLease(ctx context.Context, id string, d time.Duration) error {
+	raw, err := ps.checkID(ctx, "update lease", id)
+	if err != nil {
+		return err
+	}
+	if d < time.Millisecond {
+		return fmt.Errorf("%w: lease %v is below 1ms", ErrInvalidOption, d)
+	}
+	ok, err := ps.updateLease(ctx, raw, d)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s of %q", ErrUnknownPermit, id, ps.name)
+	}
+	return nil
+}
+
+func (ps *PermitSemaphore) updateLease(ctx context.Context, raw string, d time.Duration) (bool, error) {
+	r, err := scripts.PermitUpdateLease.Run(ctx, ps.c.rdb, ps.keys, raw, d.Milliseconds(), ps.c.argPublish).Int64()
+	if err != nil {
+		return false, opError("update lease", ps.name, err)
+	}
+	return r == 1, nil
+}
+
+func (ps *PermitSemaphore) check(ctx context.Context, op string, n int) error {
+	if ps.err != nil {
+		return ps.err
+	}
+	if err := ps.c.checkOpen(); err != nil {
+		return err
+	}
+	return checkCall(ctx, op, ps.name, n)
+}
+
+func (ps *PermitSemaphore) checkID(ctx context.Context, op, id string) (string, error) {
+	if err := ps.check(ctx, op, 1); err != nil {
+		return "", err
+	}
+	raw, err := hex.DecodeString(id)
+	if err != nil || len(raw) != permitIDLen {
+		return "", fmt.Errorf("%w: permit id %q is not %d hex digits", ErrInvalidOption, id, 2*permitIDLen)
+	}
+	return string(raw), nil
+}
+
+// permitIDLen is the length of a permit id in bytes, as Redisson's.
+const permitIDLen = 16
+
+// permitAttempt is one acquire call's fixed arguments, shared by its
+// attempts: they all use one permit id, so that a retried or repeated
+// attempt never takes a second permit.
+type permitAttempt struct {
+	ps    *PermitSemaphore
+	cfg   lockConfig
+	raw   string
+	lease int64 // ms
+}
+
+// Undo releases a permit whose acquisition reply was lost (batch.Undo).
+func (a *permitAttempt) Undo(ctx context.Context) {
+	c := a.ps.c
+	if err := scripts.PermitRelease.Run(ctx, c.rdb, a.ps.keys, a.raw, c.argPublish).Err(); err != nil {
+		c.cfg.logger.Warn("relock: cannot undo an unanswered permit acquisition; it expires with its lease",
+			"name", a.ps.name, "lease", a.cfg.lease, "err", err)
+	}
+}
+
+func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait bool) (*Permit, error) {
+	if err := ps.check(ctx, "acquire", 1); err != nil {
+		return nil, err
+	}
+	cfg, err := ps.c.lockConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.spin != nil {
+		return nil, fmt.Errorf("%w: WithSpin does not apply to a PermitSemaphore", ErrInvalidOption)
+	}
+	var id [permitIDLen]byte
+	_, _ = rand.Read(id[:])
+	a := &permitAttempt{ps: ps, cfg: cfg, raw: string(id[:]), lease: cfg.lease.Milliseconds()}
+	p, retry, err := ps.attempt(ctx, a)
+	if p != nil || err != nil {
+		return p, err
+	}
+	if !wait {
+		return nil, ErrNotAcquired
+	}
+	err = ps.c.waitPermits(ctx, "acquire", ps.name, ps.channel, 1, retry, func() (bool, time.Duration, error) {
+		p, retry, err = ps.attempt(ctx, a)
+		return p != nil, retry, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// attempt runs psem_acquire.lua once. It returns a Permit, or how long to
+// wait at most before trying again, or an error. An attempt whose outcome
+// is unknown is undone before it returns.
+func (ps *PermitSemaphore) attempt(ctx context.Context, a *permitAttempt) (*Permit, time.Duration, error) {
+	sent := ps.c.wd.Now()
+	r, err := ps.c.batch.Do(ctx, scripts.PermitAcquire, ps.keys, []any{a.raw, a.lease, ps.c.argPublish}, a)
+	if errors.Is(err, batch.ErrStopped) {
+		return nil, 0, ErrClosed
+	}
+	if err != nil {
+		if !isServerError(err) && ctx.Err() != nil {
+			return nil, 0, fmt.Errorf("relock: acquire %q: %w", ps.name, ctx.Err())
+		}
+		return nil, 0, opError("acquire", ps.name, err)
+	}
+	if r > 0 {
+		return nil, time.Duration(r)*time.Millisecond + time.Millisecond, nil
+	}
+	if r < 0 {
+		return nil, fallbackRecheck, nil
+	}
+	p := &Permit{ps: ps, raw: a.raw, id: hex.EncodeToString([]byte(a.raw)), done: make(chan struct{})}
+	p.watch(a.cfg.lease, a.cfg.fixed, sent)
+	ps.c.stats.acquired.Add(1)
+	return p, 0, nil
+}

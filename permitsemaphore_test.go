@@ -1,0 +1,317 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+)
+
+// TestPermitSemaphoreHammer: goroutines over three Clients hold one of
+// two permits at a time, some giving up at random points; never more than
+// two are held, more than one is, and every permit is back at the end.
+func TestPermitSemaphoreHammer(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		const permits, workers, rounds = 2, 9, 20
+		clients := []*relock.Client{top.newClient(t), top.newClient(t), top.newClient(t)}
+		name := newPermits(t, clients[0], permits).Name()
+		ctx := ctxTimeout(t, time.Minute)
+		var g gauge
+		var acquired, gaveUp atomic.Int64
+		var wg sync.WaitGroup
+		for i := 0; i < workers; i++ {
+			ps := clients[i%len(clients)].PermitSemaphore(name)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := 0; j < rounds; j++ {
+					wctx, cancel := ctx, context.CancelFunc(func() {})
+					if j%3 == i%3 {
+						wctx, cancel = context.WithTimeout(ctx, time.Duration(j*150)*time.Microsecond)
+					}
+					p, err := ps.Acquire(wctx)
+					cancel()
+					if errors.Is(err, context.DeadlineExceeded) {
+						gaveUp.Add(1)
+						continue
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					acquired.Add(1)
+					if v := g.enter(1); v > permits {
+						t.Errorf("%d permits held", v)
+					}
+					time.Sleep(200 * time.Microsecond) // work
+					g.leave(1)
+					if err := p.Release(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+					if !errors.Is(p.Err(), relock.ErrReleased) {
+						t.Errorf("Err after Release: %v", p.Err())
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if p := g.peak.Load(); p != permits {
+			t.Fatalf("at most %d permits held at once; want %d", p, permits)
+		}
+		if acquired.Load() == 0 || gaveUp.Load() == 0 {
+			t.Fatalf("acquired %d, gave up %d: the test exercised one path only", acquired.Load(), gaveUp.Load())
+		}
+		if n, err := clients[1].PermitSemaphore(name).Available(ctx); n != permits || err != nil {
+			t.Fatalf("%d permits free at the end (%v), want %d", n, err, permits)
+		}
+		if n := top.rdb(t).ZCard(ctx, "{"+name+"}:timeout").Val(); n != 0 {
+			t.Fatalf("%d permits still held", n)
+		}
+		for _, c := range clients {
+			if s := c.Stats(); s.Channels != 0 || s.Asleep != 0 || s.Held != 0 {
+				t.Fatalf("state left behind: %+v", s)
+			}
+		}
+	})
+}
+
+// TestPermitLeaseExpires: a permit with a fixed lease expires by the
+// server's clock, says so, and goes to the waiter, who sleeps until the
+// expiry it was told of.
+func TestPermitLeaseExpires(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		a, b := top.newClient(t), top.newClient(t)
+		ps := newPermits(t, a, 1)
+		ctx := ctxTimeout(t, 10*time.Second)
+		stale, err := ps.Acquire(ctx, relock.WithLease(150*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := b.PermitSemaphore(ps.Name()).Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(stale.Err(), relock.ErrLockLost) {
+			t.Fatalf("expired permit's Err = %v, want ErrLockLost", stale.Err())
+		}
+		waitPermitDone(t, stale, time.Second)
+		if err := stale.Release(ctx); !errors.Is(err, relock.ErrNotHeld) {
+			t.Fatalf("stale Release: %v, want ErrNotHeld", err)
+		}
+		if err := next.Err(); err != nil {
+			t.Fatalf("new holder disturbed: %v", err)
+		}
+		if n, _ := ps.Available(ctx); n != 0 {
+			t.Fatalf("stale Release freed a permit: %d free", n)
+		}
+		if err := next.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestPermitRenewed: a watchdog-kept permit outlives three leases.
+func TestPermitRenewed(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		const timeout = 300 * time.Millisecond
+		c := top.newClient(t, relock.WithWatchdogTimeout(timeout))
+		other := top.newClient(t).PermitSemaphore(newPermits(t, c, 1).Name())
+		ctx := ctxTimeout(t, 10*time.Second)
+		p, err := c.PermitSemaphore(other.Name()).Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		for time.Since(start) < 4*timeout {
+			time.Sleep(timeout / 4) // the passing of time is what is tested
+			if err := p.Err(); err != nil {
+				t.Fatalf("lost after %v: %v", time.Since(start), err)
+			}
+			if _, err := other.TryAcquire(ctx); !errors.Is(err, relock.ErrNotAcquired) {
+				t.Fatalf("another client's TryAcquire after %v: %v", time.Since(start), err)
+			}
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestPermitByID: permits addressed by id (as another process or Redisson
+// would), unknown ids, lease updates, and what a local Permit learns.
+func TestPermitByID(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t, relock.WithWatchdogTimeout(300*time.Millisecond))
+		ps := newPermits(t, c, 2)
+		ctx := ctxTimeout(t, 10*time.Second)
+		unknown := strings.Repeat("ab", 16)
+		if err := ps.Release(ctx, unknown); !errors.Is(err, relock.ErrUnknownPermit) {
+			t.Fatalf("Release of an unknown id: %v", err)
+		}
+		if err := ps.UpdateLease(ctx, unknown, time.Second); !errors.Is(err, relock.ErrUnknownPermit) {
+			t.Fatalf("UpdateLease of an unknown id: %v", err)
+		}
+		for _, bad := range []string{"", "xyz", "abcd", strings.Repeat("ab", 17)} {
+			if err := ps.Release(ctx, bad); !errors.Is(err, relock.ErrInvalidOption) {
+				t.Fatalf("Release(%q): %v", bad, err)
+			}
+		}
+		// Released by id elsewhere: the Permit learns it at its renewal.
+		p, err := ps.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.ID()) != 32 {
+			t.Fatalf("id %q", p.ID())
+		}
+		if err := top.newClient(t).PermitSemaphore(ps.Name()).Release(ctx, p.ID()); err != nil {
+			t.Fatal(err)
+		}
+		waitPermitDone(t, p, 5*time.Second)
+		if !errors.Is(p.Err(), relock.ErrLockLost) {
+			t.Fatalf("Err = %v, want ErrLockLost", p.Err())
+		}
+		if err := p.Release(ctx); !errors.Is(err, relock.ErrNotHeld) {
+			t.Fatalf("Release of a permit released by id: %v", err)
+		}
+		if err := ps.Release(ctx, p.ID()); !errors.Is(err, relock.ErrUnknownPermit) {
+			t.Fatalf("second release by id: %v", err)
+		}
+		// A shortened lease ends the permit; a Permit without watchdog is
+		// lost at its new deadline.
+		q, err := ps.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.UpdateLease(ctx, 100*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		waitPermitDone(t, q, 5*time.Second)
+		if !errors.Is(q.Err(), relock.ErrLockLost) {
+			t.Fatalf("Err after the updated lease ran out: %v", q.Err())
+		}
+		if err := q.UpdateLease(ctx, 0); !errors.Is(err, relock.ErrInvalidOption) {
+			t.Fatalf("UpdateLease(0): %v", err)
+		}
+		eventually(t, 5*time.Second, "both permits to come back", func() bool {
+			n, err := ps.Available(ctx)
+			return n == 2 && err == nil
+		})
+		if s := c.Stats(); s.Held != 0 || s.Lost != 2 {
+			t.Fatalf("stats %+v: want nothing held, 2 lost", s)
+		}
+	})
+}
+
+// TestPermitWaiterToldOfReclaim: a call that reclaims an expired permit
+// publishes, and a waiter that had no expiry to wait for (a permit
+// without lease, as Redisson writes) is woken by that message.
+func TestPermitWaiterToldOfReclaim(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		rdb := top.rdb(t)
+		waiter, other := top.newClient(t), top.newClient(t)
+		name := lockName(t)
+		ctx := ctxTimeout(t, 10*time.Second)
+		zset := "{" + name + "}:timeout"
+		if err := rdb.ZAdd(ctx, zset, redis.Z{Score: 922337203685477, Member: "javajavajavajava"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Set(ctx, name, 0, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *relock.Permit, 1)
+		go func() {
+			p, err := waiter.PermitSemaphore(name).Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- p
+		}()
+		eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return waiter.Stats().Asleep == 1 })
+		if err := rdb.ZAdd(ctx, zset, redis.Z{Score: 1, Member: "javajavajavajava"}).Err(); err != nil { // long expired
+			t.Fatal(err)
+		}
+		if n, err := other.PermitSemaphore(name).Available(ctx); n != 1 || err != nil {
+			t.Fatalf("Available after the expiry = %d, %v", n, err)
+		}
+		p := <-got
+		if p == nil {
+			t.FailNow()
+		}
+		if waiter.Stats().Wakeups == 0 {
+			t.Fatal("the waiter was not woken by the reclaim message")
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestPermitSemaphoreCancelledWaiterLeavesNothing(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		rdb := top.rdb(t)
+		ps := newPermits(t, c, 1)
+		ctx := ctxTimeout(t, 10*time.Second)
+		p, err := ps.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := keysOf(t, rdb, ps.Name())
+		waitCancelled(t, c, func(ctx context.Context) error {
+			_, err := ps.Acquire(ctx)
+			return err
+		})
+		if s := c.Stats(); s.Channels != 0 || s.Asleep != 0 || s.Held != 1 {
+			t.Fatalf("waiter left %+v", s)
+		}
+		eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
+			return channelSubscribers(t, top, "redisson_sc:{"+ps.Name()+"}") == 0
+		})
+		noNewKeys(t, before, keysOf(t, rdb, ps.Name()))
+		if n := rdb.ZCard(ctx, "{"+ps.Name()+"}:timeout").Val(); n != 1 {
+			t.Fatalf("%d permits held, want 1", n)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestPermitSemaphoreBadInput(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		ps := c.PermitSemaphore(lockName(t))
+		ctx := ctxTimeout(t, 10*time.Second)
+		for _, n := range []int{0, -3} {
+			if _, err := ps.TrySetPermits(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
+				t.Errorf("TrySetPermits(%d): %v", n, err)
+			}
+			if err := ps.AddPermits(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
+				t.Errorf("AddPermits(%d): %v", n, err)
+			}
+		}
+		for _, opt := range []relock.LockOption{relock.WithLease(0), relock.WithLease(-time.Second), relock.WithSpin(time.Millisecond, time.Second)} {
+			if _, err := ps.Acquire(ctx, opt); !errors.Is(err, relock.ErrInvalidOption) {
+				t.Errorf("Acquire with a bad option: %v", err)
+			}
+		}
+		if _, err := c.PermitSemaphore("").TryAcquire(ctx); !errors.Is(err, relock.ErrInvalidName) {
+			t.Errorf("TryAcquire of an empty name: %v", err)
+		}
+		if _, err := ps.TryAcquire(ctx); !errors.Is(err, relock.ErrNotAcquired) {
+			t.Errorf("TryAcquire of an unset semaphore: %v", err)
+		}
+		if s := c.Stats(); s.Held != 0 || s.Channels != 0 {
+			t.Fatalf("bad input left state behind: %+v", s)
+		}
+	})
+}

@@ -1,0 +1,150 @@
+package relock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// TestRedLockMastersKilled: a hold survives the loss of two of five
+// masters and is lost, Done closing, with the third.
+func TestRedLockMastersKilled(t *testing.T) {
+	t.Parallel()
+	ms := redistest.NewMasters(t, 5)
+	const timeout = 400 * time.Millisecond
+	ours := nodes(t, ms, relock.WithWatchdogTimeout(timeout))
+	theirs, rdbs := nodes(t, ms), direct(t, ms)
+	name := lockName(t)
+	ctx := ctxTimeout(t, 20*time.Second)
+	l, err := relock.NewRedLock(name, ours...).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := ms[i].Kill(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "the node hold on the killed master to be lost", func() bool {
+			return ours[i].Stats().Held == 0
+		})
+		if err := l.Err(); err != nil {
+			t.Fatalf("after killing %d masters: Err() = %v", i+1, err)
+		}
+	}
+	// Renewal keeps the quorum: well past the lease, still held and
+	// still exclusive.
+	time.Sleep(2 * timeout) // the passing of time is what is tested
+	if err := l.Err(); err != nil {
+		t.Fatalf("Err() = %v after two leases on three masters", err)
+	}
+	if _, err := relock.NewRedLock(name, theirs...).TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
+		t.Fatalf("another RedLock's TryLock: %v, want ErrNotAcquired", err)
+	}
+	if err := ms[2].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, l, 5*time.Second)
+	if !errors.Is(l.Err(), relock.ErrLockLost) {
+		t.Fatalf("Err() = %v after killing three masters, want ErrLockLost", l.Err())
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, relock.ErrNotHeld) {
+		t.Fatalf("Unlock: %v, want ErrNotHeld", err)
+	}
+	for _, i := range []int{3, 4} {
+		if exists(t, rdbs[i], name) {
+			t.Fatalf("node %d still locked after Unlock", i)
+		}
+	}
+	idle(t, ours[3], ours[4])
+}
+
+// TestRedLockMasterRestarted: a master restarted without persistence
+// comes back without the lock's key; the hold, still on a quorum, stays.
+func TestRedLockMasterRestarted(t *testing.T) {
+	t.Parallel()
+	ms := redistest.NewMasters(t, 5)
+	ours := nodes(t, ms, relock.WithWatchdogTimeout(400*time.Millisecond))
+	theirs, rdbs := nodes(t, ms), direct(t, ms)
+	name := lockName(t)
+	ctx := ctxTimeout(t, 20*time.Second)
+	l, err := relock.NewRedLock(name, ours...).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ms[0].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if exists(t, rdbs[0], name) {
+		t.Fatal("the restarted master kept the key without persistence")
+	}
+	eventually(t, 5*time.Second, "the node hold on the restarted master to be lost", func() bool {
+		return ours[0].Stats().Held == 0
+	})
+	if err := l.Err(); err != nil {
+		t.Fatalf("Err() = %v with four of five nodes held", err)
+	}
+	if _, err := relock.NewRedLock(name, theirs...).TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
+		t.Fatalf("another RedLock's TryLock: %v, want ErrNotAcquired", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	for i := range rdbs {
+		if exists(t, rdbs[i], name) {
+			t.Fatalf("node %d still locked after Unlock", i)
+		}
+	}
+}
+
+// TestRedLockRestartGrantsTwice shows why a master that restarts without
+// its data must stay out for a lease (docs/redlock.md): a hold on exactly
+// a quorum loses one node to the restart, and another RedLock gets a
+// quorum from that node and the two free ones while the first holder has
+// not yet been told.
+func TestRedLockRestartGrantsTwice(t *testing.T) {
+	t.Parallel()
+	ms := redistest.NewMasters(t, 5)
+	// Fixed leases, checked every 10s (a third of the default watchdog
+	// timeout): the first holder learns of the restart long after the
+	// test is over.
+	ours, theirs, third := nodes(t, ms), nodes(t, ms), nodes(t, ms)
+	name := lockName(t)
+	ctx := ctxTimeout(t, 20*time.Second)
+	var blockers []*relock.Lease
+	for i := range 2 {
+		b, err := third[i].Mutex(name).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blockers = append(blockers, b)
+	}
+	first, err := relock.NewRedLock(name, ours...).Lock(ctx, relock.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range blockers {
+		if err := b.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ms[2].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	second, err := relock.NewRedLock(name, theirs...).TryLock(ctx, relock.WithLease(time.Minute))
+	if err != nil {
+		t.Fatalf("second RedLock after the restart: %v", err)
+	}
+	if first.Err() != nil || second.Err() != nil {
+		t.Fatalf("Err() = %v and %v", first.Err(), second.Err())
+	}
+	t.Logf("both hold: nodes %v and %v", first.Tokens(), second.Tokens())
+	if err := second.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Unlock(ctx); !errors.Is(err, relock.ErrNotHeld) {
+		t.Fatalf("first holder's Unlock: %v, want ErrNotHeld (it held only two nodes)", err)
+	}
+}

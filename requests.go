@@ -1,0 +1,98 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/scripts"
+)
+
+// Request markers make the synchronizers' state-changing calls apply once.
+//
+// Each such call carries a marker key (relock_semaphore_request:{name}:...
+// or relock_latch_request:{name}:...) that its script writes when it
+// applies the call, with the answer where one is needed. A request that
+// go-redis sends again after a lost reply finds its marker and is not
+// applied twice. A call whose reply is lost (a transport error, or ctx
+// ending while it is under way) is resolved: an acquisition is undone
+// (sem_undo.lua, which leaves the marker saying "undone", so that the
+// request takes nothing should it still arrive), and any other call is run
+// again with the same marker, within the cleanup timeout, so that it is
+// applied exactly once whenever it returns nil.
+//
+// Markers expire after Client.markerTTL. So that they do not pile up for
+// that long under load, each call also carries the markers of up to
+// maxForget earlier calls of the same handle whose replies arrived (those
+// are of no use any more), and its script deletes them.
+
+// maxForget is how many answered markers one call deletes.
+const maxForget = 8
+
+// requestSeq numbers request markers process-wide.
+var requestSeq atomic.Uint64
+
+// requests hands out the request markers of one primitive handle. It is
+// safe for concurrent use.
+type requests struct {
+	c      *Client
+	prefix string // "<prefix>:{name}:<client uuid>:"
+
+	mu       sync.Mutex
+	answered []string // markers of calls whose reply arrived
+}
+
+func newRequests(c *Client, prefix, name string) *requests {
+	return &requests{c: c, prefix: companion(prefix, name) + ":" + c.id + ":"}
+}
+
+// keys returns the KEYS of a call: fixed, then a fresh marker, then
+// answered markers for the script to delete. It also returns the marker.
+func (r *requests) keys(fixed ...string) ([]string, string) {
+	marker := r.prefix + strconv.FormatUint(requestSeq.Add(1), 10)
+	r.mu.Lock()
+	n := min(len(r.answered), maxForget)
+	keys := make([]string, 0, len(fixed)+1+n)
+	keys = append(keys, fixed...)
+	keys = append(keys, marker)
+	keys = append(keys, r.answered[len(r.answered)-n:]...)
+	r.answered = r.answered[:len(r.answered)-n]
+	r.mu.Unlock()
+	return keys, marker
+}
+
+// done records that the call of marker got its reply.
+func (r *requests) done(marker string) {
+	r.mu.Lock()
+	if len(r.answered) < 4*maxForget { // the rest just expire
+		r.answered = append(r.answered, marker)
+	}
+	r.mu.Unlock()
+}
+
+// run runs s, a script that applies a request once per marker, and
+// resolves a lost reply by running it again with the same marker. When it
+// returns nil the call was applied exactly once; when it returns an error
+// that is not a Redis reply, the outcome is unknown.
+func (r *requests) run(ctx context.Context, s *scripts.Script, keys []string, marker string, args ...any) (int64, error) {
+	v, err := r.c.batch.Do(ctx, s, keys, args, nil)
+	if errors.Is(err, batch.ErrStopped) {
+		return 0, ErrClosed // never sent
+	}
+	if err != nil && !isServerError(err) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.c.cfg.cleanup)
+		again, err2 := s.Run(rctx, r.c.rdb, keys, args...).Int64()
+		cancel()
+		if err2 != nil {
+			return 0, err
+		}
+		v, err = again, nil
+	}
+	if err == nil {
+		r.done(marker)
+	}
+	return v, err
+}

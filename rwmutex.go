@@ -1,0 +1,194 @@
+package relock
+
+import (
+	"context"
+
+	"github.com/relock-go/relock/internal/scripts"
+)
+
+// RWMutex is a distributed reader/writer lock on one name: many readers or
+// one writer. It is stored in Redisson's RReadWriteLock layout, so Java
+// services using Redisson share and exclude on the same names.
+//
+// Every reader hold has its own key and TTL in Redis, so a reader that dies
+// expires alone while the others keep their holds. (A Redisson reader's
+// watchdog renews every reader's keys, so while one holds the same name,
+// a dead reader's hold lasts until it leaves.) A writer may take the
+// read lock as well (downgrade): when it then unlocks its write holds it
+// keeps reading, and waiting readers are let in. The opposite, an owner
+// holding the read lock asking for the write lock, would wait for itself
+// for ever; it fails at once with ErrUpgrade. Readers are not held back by
+// a waiting writer (as in Redisson): a steady stream of overlapping
+// readers can keep writers waiting.
+//
+// Holds are reentrant per owner (see WithOwner) for each mode. Only write
+// acquisitions advance the fencing counter; see RLock for a reader's
+// token.
+//
+// An RWMutex is a cheap handle: make it with Client.RWMutex whenever
+// convenient. It is safe for concurrent use; whether two calls exclude
+// each other depends on their owners and modes, never on the *RWMutex
+// value. Its zero value is not usable.
+type RWMutex struct {
+	c        *Client
+	name     string
+	channel  string
+	tokenKey string
+	prefix   any // tagged(name), boxed: the start of reader hold keys
+	group    int
+	err      error // an invalid name, returned by every call
+
+	r ReadLocker
+	w WriteLocker
+}
+
+// RWMutex returns the read-write lock of the given name. An invalid name
+// is reported by every call on it with ErrInvalidName.
+func (c *Client) RWMutex(name string) *RWMutex {
+	rw := &RWMutex{c: c, name: name}
+	rw.r.rw, rw.w.rw = rw, rw
+	if rw.err = checkName(name); rw.err != nil {
+		return rw
+	}
+	rw.channel = companion(rwChannelPrefix, name)
+	rw.tokenKey = companion(tokenPrefix, name)
+	rw.prefix = tagged(name)
+	rw.group = slot(name)
+	return rw
+}
+
+// Name returns the lock's name, which is also its Redis key.
+func (rw *RWMutex) Name() string { return rw.name }
+
+// RLock blocks until the read lock is held, ctx ends, or the Client is
+// closed. Readers share the lock; a writer excludes them, except the
+// writer's own owner, which may read too (downgrade). Without WithLease
+// the watchdog keeps the hold alive until Unlock. While it waits it
+// sleeps on the lock's release channel, shared with every other waiter of
+// the Client.
+//
+// The Lease's Token is the lock's fencing counter as it stood when the
+// read hold was taken: the token of the last write acquisition, 0 if
+// there was none. Readers do not advance it.
+//
+// When ctx ends the error wraps ctx.Err(), and nothing is left behind: no
+// subscription, no timer, and no hold, since an attempt whose reply the
+// cancellation cut off is undone in Redis (within the cleanup timeout).
+// Other errors: ErrInvalidName, ErrInvalidOption, ErrClosed, ErrWrongType,
+// and Redis errors, wrapped.
+func (rw *RWMutex) RLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return rw.lock(ctx, opts, false, true)
+}
+
+// TryRLock makes one attempt at the read lock. A lock held by a writer of
+// another owner gives ErrNotAcquired; other errors are as for RLock.
+func (rw *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return rw.lock(ctx, opts, false, false)
+}
+
+// Lock blocks until the write lock is held, ctx ends, or the Client is
+// closed. The writer excludes every reader and other writer. Each fresh
+// write acquisition advances the lock's fencing counter and carries the
+// new token; a re-entry carries the holder's.
+//
+// If the owner in ctx holds the read lock and not the write lock, Lock
+// fails at once with ErrUpgrade and changes nothing: waiting would wait
+// for its own read holds. The other errors, and what cancelling leaves
+// behind, are as for RLock.
+func (rw *RWMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return rw.lock(ctx, opts, true, true)
+}
+
+// TryLock makes one attempt at the write lock. A lock held by others gives
+// ErrNotAcquired; a lock this owner only reads gives ErrUpgrade; other
+// errors are as for Lock.
+func (rw *RWMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return rw.lock(ctx, opts, true, false)
+}
+
+// IsLocked reports whether anyone holds the lock, in either mode.
+func (rw *RWMutex) IsLocked(ctx context.Context) (bool, error) {
+	if err := rw.check(); err != nil {
+		return false, err
+	}
+	n, err := rw.c.rdb.Exists(ctx, rw.name).Result()
+	if err != nil {
+		return false, opError("is locked", rw.name, err)
+	}
+	return n == 1, nil
+}
+
+// ForceUnlock deletes the lock, in whatever mode and whoever holds it,
+// with its reader hold keys, and wakes every waiter. It reports whether
+// the lock was held. The holders' Leases report ErrLockLost at their
+// watchdog's next renewal or check.
+func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := rw.check(); err != nil {
+		return false, err
+	}
+	n, err := scripts.RWForceUnlock.Run(ctx, rw.c.rdb, []string{rw.name, rw.channel},
+		msgReadUnlock, rw.c.publish, rw.prefix).Int64()
+	if err != nil {
+		return false, opError("force unlock", rw.name, err)
+	}
+	return n == 1, nil
+}
+
+// RLocker returns the read lock as a Locker, for Multi and helpers that
+// take any lock: its Lock and TryLock are RLock and TryRLock.
+func (rw *RWMutex) RLocker() *ReadLocker { return &rw.r }
+
+// WLocker returns the write lock as a Locker: its Lock and TryLock are
+// the RWMutex's.
+func (rw *RWMutex) WLocker() *WriteLocker { return &rw.w }
+
+func (rw *RWMutex) check() error {
+	if rw.err != nil {
+		return rw.err
+	}
+	return rw.c.checkOpen()
+}
+
+// ReadLocker is the read side of an RWMutex as a Locker. It is safe for
+// concurrent use. Get one from RWMutex.RLocker; its zero value is not
+// usable.
+type ReadLocker struct{ rw *RWMutex }
+
+// Name returns the lock's name.
+func (r *ReadLocker) Name() string { return r.rw.name }
+
+// Lock is RWMutex.RLock.
+func (r *ReadLocker) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return r.rw.RLock(ctx, opts...)
+}
+
+// TryLock is RWMutex.TryRLock.
+func (r *ReadLocker) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return r.rw.TryRLock(ctx, opts...)
+}
+
+// WriteLocker is the write side of an RWMutex as a Locker. It is safe for
+// concurrent use. Get one from RWMutex.WLocker; its zero value is not
+// usable.
+type WriteLocker struct{ rw *RWMutex }
+
+// Name returns the lock's name.
+func (w *WriteLocker) Name() string { return w.rw.name }
+
+// Lock is RWMutex.Lock.
+func (w *WriteLocker) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return w.rw.Lock(ctx, opts...)
+}
+
+// TryLock is RWMutex.TryLock.
+func (w *WriteLocker) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return w.rw.TryLock(ctx, opts...)
+}
+
+// rwOp names an operation of one side for errors: "lock" or "rlock".
+func rwOp(write bool, op string) string {
+	if write {
+		return op
+	}
+	return "r" + op
+}

@@ -1,0 +1,357 @@
+package relock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+)
+
+const rwReaderEnv = "RELOCK_TEST_RW_READER"
+
+// A test binary started with rwReaderEnv set is a reader process for
+// TestRWMutexReaderKilled. It runs before TestMain, so that it needs no
+// hook there.
+func init() {
+	if os.Getenv(rwReaderEnv) != "" {
+		os.Exit(rwReaderProcess())
+	}
+}
+
+// rwReaderProcess takes the read lock named by the environment with a
+// watchdog lease, says "held", and waits to be killed.
+func rwReaderProcess() int {
+	timeout, _ := time.ParseDuration(os.Getenv("RELOCK_TEST_WATCHDOG"))
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("RELOCK_TEST_ADDR")})
+	c, err := relock.New(rdb, relock.WithWatchdogTimeout(timeout))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	if _, err := c.RWMutex(os.Getenv(rwReaderEnv)).RLock(context.Background()); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	fmt.Println("held")
+	select {}
+}
+
+// readerFields returns the reader fields of a read-write lock's hash.
+func rwReaders(t testing.TB, rdb redis.UniversalClient, name string) []string {
+	t.Helper()
+	var fields []string
+	for f := range rdb.HGetAll(context.Background(), name).Val() {
+		if f != "mode" && !strings.HasSuffix(f, ":write") {
+			fields = append(fields, f)
+		}
+	}
+	return fields
+}
+
+// holdKey is the key of a reader's i-th hold.
+func rwHoldKey(name, owner string, i int) string {
+	return fmt.Sprintf("{%s}:%s:rwlock_timeout:%d", name, owner, i)
+}
+
+// expiresAlone checks, with the dead reader's field known, that its hold
+// key expires while the live reader keeps its hold and the writer waits,
+// and that the writer gets the lock once the live reader leaves.
+func rwExpiresAlone(t *testing.T, rdb redis.UniversalClient, writer *relock.Client, name, dead string, live *relock.Lease, timeout time.Duration) {
+	t.Helper()
+	ctx := ctxTimeout(t, 20*time.Second)
+	eventually(t, 10*time.Second, "the dead reader's hold to expire", func() bool {
+		return rdb.Exists(ctx, rwHoldKey(name, dead, 1)).Val() == 0
+	})
+	got := make(chan *relock.Lease, 1)
+	go func() {
+		l, err := writer.RWMutex(name).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	eventually(t, 5*time.Second, "the writer to wait", func() bool { return writer.Stats().Asleep == 1 })
+	// Several renewals of the live reader later, it still holds and the
+	// writer still waits.
+	time.Sleep(2 * timeout) // the passing of time is what is tested
+	if err := live.Err(); err != nil {
+		t.Fatalf("live reader lost its hold: %v", err)
+	}
+	select {
+	case <-got:
+		t.Fatal("writer acquired beside a live reader")
+	default:
+	}
+	if ttl := rdb.PTTL(ctx, name).Val(); ttl <= 0 {
+		t.Fatalf("lock TTL %v while a reader holds", ttl)
+	}
+	rwUnlockAll(t, ctx, live)
+	wl := <-got
+	if wl == nil {
+		t.FailNow()
+	}
+	if f := rwReaders(t, rdb, name); len(f) != 0 {
+		t.Fatalf("reader fields %v left under the writer", f)
+	}
+	rwUnlockAll(t, ctx, wl)
+}
+
+// TestRWMutexDeadReaderExpiresAlone: a reader whose fixed lease runs out
+// loses its hold alone; the watchdog-kept reader beside it keeps its own.
+func TestRWMutexDeadReaderExpiresAlone(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		const timeout = 300 * time.Millisecond
+		c := top.newClient(t, relock.WithWatchdogTimeout(timeout))
+		writer := top.newClient(t)
+		rdb := top.rdb(t)
+		name := lockName(t)
+		ctx := ctxTimeout(t, 20*time.Second)
+		short := rwMust(t)(c.RWMutex(name).RLock(ctx, relock.WithLease(150*time.Millisecond)))
+		dead := rwReaders(t, rdb, name)
+		live := rwMust(t)(c.RWMutex(name).RLock(ctx))
+		waitDone(t, short, 5*time.Second)
+		if !errors.Is(short.Err(), relock.ErrLockLost) {
+			t.Fatalf("short reader Err = %v", short.Err())
+		}
+		rwExpiresAlone(t, rdb, writer, name, dead[0], live, timeout)
+	})
+}
+
+// TestRWMutexReaderKilled: a reader process killed with SIGKILL loses its
+// hold within the watchdog timeout, while a reader of another process
+// keeps its own.
+func TestRWMutexReaderKilled(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	name := lockName(t)
+	rdb := closeLater(t, standalone.Client())
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), rwReaderEnv+"="+name, "RELOCK_TEST_ADDR="+standalone.Addr,
+		"RELOCK_TEST_WATCHDOG="+timeout.String())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "held\n" {
+		t.Fatalf("reader process said %q, %v", line, err)
+	}
+	dead := rwReaders(t, rdb, name)
+	c := newClient(t, standalone.Client(), relock.WithWatchdogTimeout(timeout))
+	ctx := ctxTimeout(t, 20*time.Second)
+	live := rwMust(t)(c.RWMutex(name).RLock(ctx))
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	rwExpiresAlone(t, rdb, newClient(t, standalone.Client()), name, dead[0], live, timeout)
+}
+
+// TestRWMutexLostReplyIsUndone: an acquisition of either side applied by
+// Redis whose reply is lost is undone, keeping the owner's earlier holds.
+func TestRWMutexLostReplyIsUndone(t *testing.T) {
+	for _, write := range []bool{false, true} {
+		for _, reentrant := range []bool{false, true} {
+			t.Run(fmt.Sprintf("write=%v/reentrant=%v", write, reentrant), func(t *testing.T) {
+				script := map[bool]string{false: "rw_read_lock.lua", true: "rw_write_lock.lua"}[write]
+				rdb := closeLater(t, standalone.Client())
+				drop := &dropReply{script: script}
+				rdb.AddHook(drop)
+				c := newClient(t, rdb)
+				rw := c.RWMutex(lockName(t))
+				lock := map[bool]func(context.Context, ...relock.LockOption) (*relock.Lease, error){false: rw.RLock, true: rw.Lock}[write]
+				ctx := ctxTimeout(t, 10*time.Second)
+				if reentrant {
+					ctx = relock.WithOwner(ctx)
+					l := rwMust(t)(lock(ctx)) // an existing hold the undo must keep
+					defer rwUnlockAll(t, ctx, l)
+				}
+				drop.armed.Store(true)
+				if _, err := lock(ctx); !errors.Is(err, errDropped) {
+					t.Fatalf("lock = %v, want the dropped reply's error", err)
+				}
+				if drop.dropped.Load() != 1 {
+					t.Fatal("the reply was not dropped")
+				}
+				want := map[bool]int{false: 0, true: 1}[reentrant]
+				if n := holdCount(t, rdb, rw.Name()); n != want {
+					t.Fatalf("hold count %d after an undone acquisition, want %d", n, want)
+				}
+				if !write && reentrant {
+					owner := rwReaders(t, rdb, rw.Name())[0]
+					if n := rdb.Exists(ctx, rwHoldKey(rw.Name(), owner, 1)).Val(); n != 1 {
+						t.Fatal("the earlier hold's key was removed")
+					}
+					if n := rdb.Exists(ctx, rwHoldKey(rw.Name(), owner, 2)).Val(); n != 0 {
+						t.Fatal("the undone hold's key is left")
+					}
+				}
+				if !reentrant {
+					if keys := keysOf(t, rdb, rw.Name()); len(keys) > 0 {
+						t.Fatalf("keys left after the undo: %v", keys)
+					}
+				}
+				if s := c.Stats(); s.Held != want {
+					t.Fatalf("%d holds watched, want %d", s.Held, want)
+				}
+			})
+		}
+	}
+}
+
+// TestRWMutexRetriedUnlockAppliedOnce: a release of either side whose
+// reply was lost, retried, never releases another hold of the owner.
+func TestRWMutexRetriedUnlockAppliedOnce(t *testing.T) {
+	for _, write := range []bool{false, true} {
+		t.Run(fmt.Sprintf("write=%v", write), func(t *testing.T) {
+			script := map[bool]string{false: "rw_read_unlock.lua", true: "rw_write_unlock.lua"}[write]
+			rdb := closeLater(t, standalone.Client())
+			drop := &dropReply{script: script}
+			rdb.AddHook(drop)
+			rw := newClient(t, rdb).RWMutex(lockName(t))
+			lock := map[bool]func(context.Context, ...relock.LockOption) (*relock.Lease, error){false: rw.RLock, true: rw.Lock}[write]
+			ctx := relock.WithOwner(ctxTimeout(t, 10*time.Second))
+			a, b := rwMust(t)(lock(ctx)), rwMust(t)(lock(ctx))
+			drop.armed.Store(true)
+			if err := b.Unlock(ctx); !errors.Is(err, errDropped) {
+				t.Fatalf("Unlock = %v, want the dropped reply's error", err)
+			}
+			if err := b.Unlock(ctx); err != nil {
+				t.Fatalf("retried Unlock: %v", err)
+			}
+			if n := holdCount(t, rdb, rw.Name()); n != 1 {
+				t.Fatalf("hold count %d after a retried release, want 1", n)
+			}
+			if err := a.Err(); err != nil {
+				t.Fatalf("the other hold was disturbed: %v", err)
+			}
+			rwUnlockAll(t, ctx, a)
+			// A one-shot lease's retried release after a lost reply
+			// succeeds too.
+			l := rwMust(t)(lock(context.Background()))
+			drop.armed.Store(true)
+			if err := l.Unlock(ctx); !errors.Is(err, errDropped) {
+				t.Fatalf("Unlock = %v", err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatalf("retried one-shot Unlock: %v", err)
+			}
+			if locked, _ := rw.IsLocked(ctx); locked {
+				t.Fatal("still locked")
+			}
+		})
+	}
+}
+
+func TestRWMutexBadInput(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		ctx := ctxTimeout(t, 10*time.Second)
+		long := strings.Repeat("x", relock.MaxNameLen+1)
+		for _, tc := range []struct {
+			name string
+			lock string
+			opts []relock.LockOption
+			want error
+		}{
+			{"empty name", "", nil, relock.ErrInvalidName},
+			{"long name", long, nil, relock.ErrInvalidName},
+			{"open brace only", "bad{name", nil, relock.ErrInvalidName},
+			{"close brace only", "bad}name", nil, relock.ErrInvalidName},
+			{"empty hash tag", "{}bad", nil, relock.ErrInvalidName},
+			{"zero lease", "test:rwbad:zero", []relock.LockOption{relock.WithLease(0)}, relock.ErrInvalidOption},
+			{"negative lease", "test:rwbad:neg", []relock.LockOption{relock.WithLease(-time.Second)}, relock.ErrInvalidOption},
+			{"sub-millisecond lease", "test:rwbad:tiny", []relock.LockOption{relock.WithLease(time.Microsecond)}, relock.ErrInvalidOption},
+			{"bad spin", "test:rwbad:spin", []relock.LockOption{relock.WithSpin(0, time.Second)}, relock.ErrInvalidOption},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				rw := c.RWMutex(tc.lock)
+				for op, f := range map[string]func(context.Context, ...relock.LockOption) (*relock.Lease, error){
+					"RLock": rw.RLock, "TryRLock": rw.TryRLock, "Lock": rw.Lock, "TryLock": rw.TryLock,
+					"RLocker().Lock": rw.RLocker().Lock, "WLocker().TryLock": rw.WLocker().TryLock,
+				} {
+					if _, err := f(ctx, tc.opts...); !errors.Is(err, tc.want) {
+						t.Errorf("%s: %v, want %v", op, err, tc.want)
+					}
+				}
+				if tc.want == relock.ErrInvalidName {
+					if _, err := rw.IsLocked(ctx); !errors.Is(err, tc.want) {
+						t.Errorf("IsLocked: %v", err)
+					}
+					if _, err := rw.ForceUnlock(ctx); !errors.Is(err, tc.want) {
+						t.Errorf("ForceUnlock: %v", err)
+					}
+				}
+			})
+		}
+		if s := c.Stats(); s.Held != 0 || s.Channels != 0 || s.Acquired != 0 {
+			t.Fatalf("bad input left state behind: %+v", s)
+		}
+	})
+}
+
+// TestRWMutexWrongTypeAndClosed: a name holding another kind of value is
+// refused with ErrWrongType and left alone; a closed Client refuses every
+// call, and a waiter blocked when it closes returns ErrClosed.
+func TestRWMutexWrongTypeAndClosed(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		rdb := top.rdb(t)
+		name := lockName(t)
+		ctx := ctxTimeout(t, 10*time.Second)
+		if err := rdb.Set(ctx, name, "not a lock", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rw := c.RWMutex(name)
+		if _, err := rw.RLock(ctx); !errors.Is(err, relock.ErrWrongType) {
+			t.Fatalf("RLock: %v, want ErrWrongType", err)
+		}
+		if _, err := rw.TryLock(ctx); !errors.Is(err, relock.ErrWrongType) {
+			t.Fatalf("TryLock: %v, want ErrWrongType", err)
+		}
+		if _, err := rw.ForceUnlock(ctx); !errors.Is(err, relock.ErrWrongType) {
+			t.Fatalf("ForceUnlock: %v, want ErrWrongType", err)
+		}
+		if v, _ := rdb.Get(ctx, name).Result(); v != "not a lock" {
+			t.Fatalf("value changed to %q", v)
+		}
+		rdb.Del(ctx, name)
+
+		w := top.newClient(t)
+		held := rwMust(t)(c.RWMutex(name).Lock(ctx))
+		blocked := make(chan error, 1)
+		go func() {
+			_, err := w.RWMutex(name).RLock(ctx)
+			blocked <- err
+		}()
+		eventually(t, 5*time.Second, "the waiter to wait", func() bool { return w.Stats().Channels == 1 })
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-blocked; !errors.Is(err, relock.ErrClosed) {
+			t.Fatalf("blocked RLock after Close: %v, want ErrClosed", err)
+		}
+		for op, f := range map[string]func(context.Context, ...relock.LockOption) (*relock.Lease, error){
+			"RLock": w.RWMutex(name).RLock, "TryRLock": w.RWMutex(name).TryRLock, "Lock": w.RWMutex(name).Lock,
+		} {
+			if _, err := f(ctx); !errors.Is(err, relock.ErrClosed) {
+				t.Fatalf("%s on a closed client: %v", op, err)
+			}
+		}
+		if _, err := w.RWMutex(name).IsLocked(ctx); !errors.Is(err, relock.ErrClosed) {
+			t.Fatalf("IsLocked on a closed client: %v", err)
+		}
+		rwUnlockAll(t, ctx, held)
+	})
+}

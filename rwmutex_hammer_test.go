@@ -1,0 +1,201 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/history"
+)
+
+// TestRWMutexHammer: readers and writers over two clients, some giving up
+// at random points. No writer may overlap anyone (atomic counters inside
+// the sections, -race on the data writers change, and the history checker
+// for writers' holds and tokens); readers must overlap; nothing is left.
+func TestRWMutexHammer(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		clients := []*relock.Client{top.newClient(t), top.newClient(t)}
+		name := lockName(t)
+		rec := history.New()
+		ctx := ctxTimeout(t, time.Minute)
+		var readers, writers, maxReaders, reads, writes, gaveUp, seen atomic.Int64
+		data := 0 // written by writers, read by readers, guarded by the lock only
+		var wg sync.WaitGroup
+		for i := 0; i < 12; i++ {
+			rw := clients[i%2].RWMutex(name)
+			wg.Add(1)
+			go func(seed int64) {
+				defer wg.Done()
+				rnd := rand.New(rand.NewSource(seed))
+				for j := 0; j < 30; j++ {
+					write := rnd.Intn(4) == 0
+					lctx, cancel := ctx, context.CancelFunc(func() {})
+					if rnd.Intn(4) == 0 {
+						lctx, cancel = context.WithTimeout(ctx, time.Duration(rnd.Intn(3000))*time.Microsecond)
+					}
+					lock := rw.RLock
+					if write {
+						lock = rw.Lock
+					}
+					l, err := lock(lctx)
+					cancel()
+					if errors.Is(err, context.DeadlineExceeded) {
+						gaveUp.Add(1)
+						continue
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if write {
+						h := rec.Begin(fmt.Sprint(seed), name, l.Token())
+						if writers.Add(1) != 1 || readers.Load() != 0 {
+							t.Errorf("writer entered beside %d writers, %d readers", writers.Load()-1, readers.Load())
+						}
+						data++
+						runtime.Gosched()
+						if readers.Load() != 0 {
+							t.Errorf("a reader entered during a write")
+						}
+						writers.Add(-1)
+						writes.Add(1)
+						h.End()
+					} else {
+						n := readers.Add(1)
+						for m := maxReaders.Load(); n > m && !maxReaders.CompareAndSwap(m, n); m = maxReaders.Load() {
+						}
+						if writers.Load() != 0 {
+							t.Errorf("reader entered during a write")
+						}
+						seen.Store(int64(data))
+						time.Sleep(200 * time.Microsecond) // a read that takes a while, so that readers overlap
+						if writers.Load() != 0 {
+							t.Errorf("a writer entered during a read")
+						}
+						readers.Add(-1)
+						reads.Add(1)
+					}
+					if err := l.Unlock(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}(int64(i))
+		}
+		wg.Wait()
+		if v := rec.Check(); len(v) > 0 {
+			t.Fatalf("%d violations, first: %+v", len(v), v[0])
+		}
+		if int64(data) != writes.Load() {
+			t.Fatalf("data %d after %d writes", data, writes.Load())
+		}
+		if maxReaders.Load() < 2 {
+			t.Fatalf("readers never overlapped (max %d)", maxReaders.Load())
+		}
+		if reads.Load() == 0 || writes.Load() == 0 {
+			t.Fatalf("%d reads, %d writes, %d gave up: the test exercised too little", reads.Load(), writes.Load(), gaveUp.Load())
+		}
+		t.Logf("%d reads (up to %d at once), %d writes, %d gave up", reads.Load(), maxReaders.Load(), writes.Load(), gaveUp.Load())
+		if keys := keysOf(t, top.rdb(t), name); len(keys) > 0 {
+			t.Fatalf("keys left behind: %v", keys)
+		}
+		for _, c := range clients {
+			if s := c.Stats(); s.Held != 0 || s.Channels != 0 || s.Asleep != 0 {
+				t.Fatalf("state left behind: %+v", s)
+			}
+		}
+	})
+}
+
+// TestRWMutexCancelledWaiterLeavesNothing: readers waiting on a writer and
+// writers waiting on readers, whose contexts end, leave no subscription,
+// key or goroutine (TestMain checks goroutines).
+func TestRWMutexCancelledWaiterLeavesNothing(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		holder, waiter := top.newClient(t), top.newClient(t)
+		name := lockName(t)
+		ctx := ctxTimeout(t, 10*time.Second)
+		for _, write := range []bool{true, false} {
+			hold := holder.RWMutex(name).RLock
+			wait := waiter.RWMutex(name).Lock
+			if write {
+				hold, wait = holder.RWMutex(name).Lock, waiter.RWMutex(name).RLock
+			}
+			l := rwMust(t)(hold(ctx))
+			for _, end := range []string{"deadline", "cancel"} {
+				wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+				if end == "cancel" {
+					wctx, cancel = context.WithCancel(ctx)
+					go func() {
+						for waiter.Stats().Asleep == 0 {
+							time.Sleep(time.Millisecond)
+						}
+						cancel()
+					}()
+				}
+				_, err := wait(wctx)
+				cancel()
+				want := map[string]error{"deadline": context.DeadlineExceeded, "cancel": context.Canceled}[end]
+				if !errors.Is(err, want) {
+					t.Fatalf("%s: %v, want %v", end, err, want)
+				}
+			}
+			if s := waiter.Stats(); s.Channels != 0 || s.Held != 0 || s.Asleep != 0 {
+				t.Fatalf("waiter left %+v", s)
+			}
+			eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
+				return rwSubscribers(t, top, name) == 0
+			})
+			rwUnlockAll(t, ctx, l)
+			if keys := keysOf(t, top.rdb(t), name); len(keys) > 0 {
+				t.Fatalf("keys left: %v", keys)
+			}
+		}
+	})
+}
+
+// TestRWMutexWritersTakeTurns: the waiting writers of one Client take
+// turns on the release channel, so the end of a write lock, which wakes
+// every local waiter, wakes one writer instead of all of them; each still
+// gets the lock.
+func TestRWMutexWritersTakeTurns(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		holder, c := top.newClient(t), top.newClient(t)
+		name := lockName(t)
+		ctx := ctxTimeout(t, 10*time.Second)
+		held := rwMust(t)(holder.RWMutex(name).Lock(ctx))
+		const writers = 6
+		done := make(chan error, writers)
+		for i := 0; i < writers; i++ {
+			go func() {
+				l, err := c.RWMutex(name).Lock(ctx)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				done <- err
+			}()
+		}
+		eventually(t, 5*time.Second, "the writers to wait", func() bool { return c.Stats().Asleep == writers })
+		if n := rwSubscribers(t, top, name); n != 1 {
+			t.Fatalf("%d subscribers, want 1", n)
+		}
+		rwUnlockAll(t, ctx, held)
+		for i := 0; i < writers; i++ {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		// One release message per write lock ended, each waking at most
+		// the one writer whose turn it is.
+		if s := c.Stats(); s.Wakeups > writers+1 || s.Channels != 0 || s.Asleep != 0 {
+			t.Fatalf("stats %+v: want at most %d wake-ups and nothing left", s, writers+1)
+		}
+	})
+}

@@ -1,0 +1,221 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/scripts"
+)
+
+// Semaphore is a distributed counting semaphore on one name, stored in
+// Redisson's RSemaphore layout (a string holding the number of available
+// permits; releases publish the new number on "redisson_sc:{name}"), so
+// Java services using Redisson share it with Go services.
+//
+// Permits are not bound to an owner: any call of any process may release
+// permits, whether or not it acquired them, and a process that dies
+// holding permits never gives them back (use a PermitSemaphore for permits
+// that expire with their holder). The layout keeps no total, so a release
+// of more permits than were acquired cannot be detected: it raises the
+// number available.
+//
+// A Semaphore is a cheap handle; make it with Client.Semaphore. It is safe
+// for concurrent use. Its zero value is not usable.
+type Semaphore struct {
+	c       *Client
+	name    string
+	channel string
+	err     error // an invalid name, returned by every call
+	req     *requests
+}
+
+// Semaphore returns the Semaphore of the given name. An invalid name is
+// reported by every call on it with ErrInvalidName. The semaphore has no
+// permits until TrySetPermits, AddPermits or Release gives it some.
+func (c *Client) Semaphore(name string) *Semaphore {
+	s := &Semaphore{c: c, name: name}
+	if s.err = checkName(name); s.err != nil {
+		return s
+	}
+	s.channel = companion(semaphoreChannelPrefix, name)
+	s.req = newRequests(c, semRequestPrefix, name)
+	return s
+}
+
+// Name returns the semaphore's name, which is also its Redis key.
+func (s *Semaphore) Name() string { return s.name }
+
+// TrySetPermits sets the number of permits to n if the semaphore has none
+// set (its key does not exist), and reports whether it did. n must be
+// positive.
+func (s *Semaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
+	if err := s.check(ctx, "set permits", n); err != nil {
+		return false, err
+	}
+	keys, marker := s.req.keys(s.name, s.channel)
+	v, err := s.req.run(ctx, scripts.SemTrySetPermits, keys, marker, n, s.c.argPublish, s.c.argMarkerTTL)
+	if err != nil {
+		return false, opError("set permits", s.name, err)
+	}
+	return v == 1, nil
+}
+
+// AddPermits adds n permits (n must be positive) and wakes waiters they
+// can satisfy. It is Release by another name, for code that grows the
+// semaphore rather than returning permits.
+func (s *Semaphore) AddPermits(ctx context.Context, n int) error {
+	return s.release(ctx, "add permits", n)
+}
+
+// Release returns n permits (n must be positive) and wakes the local
+// waiters they can satisfy; waiters of other processes are told too.
+//
+// Release is applied exactly once when it returns nil, even if a reply is
+// lost or ctx ends while it is under way (it is then completed within the
+// Client's cleanup timeout). An error that is not a Redis reply leaves the
+// outcome unknown: calling Release again may return the permits twice.
+func (s *Semaphore) Release(ctx context.Context, n int) error {
+	return s.release(ctx, "release", n)
+}
+
+func (s *Semaphore) release(ctx context.Context, op string, n int) error {
+	if err := s.check(ctx, op, n); err != nil {
+		return err
+	}
+	keys, marker := s.req.keys(s.name, s.channel)
+	if _, err := s.req.run(ctx, scripts.SemRelease, keys, marker, n, s.c.argPublish, s.c.argMarkerTTL); err != nil {
+		return opError(op, s.name, err)
+	}
+	return nil
+}
+
+// Acquire blocks until it has taken n permits (n must be positive), ctx
+// ends, or the Client is closed. While it waits it sleeps on the
+// semaphore's channel, shared with every other waiter of the Client, and
+// tries again when a release publishes enough permits for it (at the
+// latest every 2s, in case a message was missed). A request for more
+// permits than the semaphore will ever have blocks until ctx ends.
+//
+// When ctx ends the error wraps ctx.Err(), and nothing is left behind: no
+// subscription, no timer, and no permits taken, since an attempt whose
+// reply the cancellation cut off is undone in Redis (within the cleanup
+// timeout). Other errors: ErrInvalidName, ErrInvalidOption, ErrClosed, and
+// Redis errors, wrapped.
+func (s *Semaphore) Acquire(ctx context.Context, n int) error {
+	if err := s.check(ctx, "acquire", n); err != nil {
+		return err
+	}
+	ok, err := s.attempt(ctx, n)
+	if ok || err != nil {
+		return err
+	}
+	return s.c.waitPermits(ctx, "acquire", s.name, s.channel, n, fallbackRecheck, func() (bool, time.Duration, error) {
+		ok, err := s.attempt(ctx, n)
+		return ok, fallbackRecheck, err
+	})
+}
+
+// TryAcquire makes one attempt to take n permits (n must be positive) and
+// reports whether it took them. It never waits. Errors are as for Acquire.
+func (s *Semaphore) TryAcquire(ctx context.Context, n int) (bool, error) {
+	if err := s.check(ctx, "acquire", n); err != nil {
+		return false, err
+	}
+	return s.attempt(ctx, n)
+}
+
+// Available returns the number of permits available now (0 when the
+// semaphore is not set; negative if a Redisson client reduced the permits
+// below what is held).
+func (s *Semaphore) Available(ctx context.Context) (int, error) {
+	if err := s.check(ctx, "available", 1); err != nil {
+		return 0, err
+	}
+	n, err := s.c.rdb.Get(ctx, s.name).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, opError("available", s.name, err)
+	}
+	return n, nil
+}
+
+// Drain takes every available permit and returns how many it took. It
+// tells no waiter. Like Release, it is applied exactly once when it
+// returns nil.
+func (s *Semaphore) Drain(ctx context.Context) (int, error) {
+	if err := s.check(ctx, "drain", 1); err != nil {
+		return 0, err
+	}
+	keys, marker := s.req.keys(s.name)
+	v, err := s.req.run(ctx, scripts.SemDrain, keys, marker, s.c.argMarkerTTL)
+	if err != nil {
+		return 0, opError("drain", s.name, err)
+	}
+	return int(v), nil
+}
+
+// check validates a call before it does any I/O.
+func (s *Semaphore) check(ctx context.Context, op string, n int) error {
+	if s.err != nil {
+		return s.err
+	}
+	if err := s.c.checkOpen(); err != nil {
+		return err
+	}
+	return checkCall(ctx, op, s.name, n)
+}
+
+// checkCall checks a permit or count argument and ctx.
+func checkCall(ctx context.Context, op, name string, n int) error {
+	if n <= 0 {
+		return fmt.Errorf("%w: %s %q: %d is not a positive number", ErrInvalidOption, op, name, n)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("relock: %s %q: %w", op, name, err)
+	}
+	return nil
+}
+
+// semUndo undoes an acquisition whose reply was lost (batch.Undo).
+type semUndo struct {
+	s    *Semaphore
+	n    int
+	keys []string // permits, channel, marker
+}
+
+func (u *semUndo) Undo(ctx context.Context) {
+	c := u.s.c
+	if err := scripts.SemUndo.Run(ctx, c.rdb, u.keys, u.n, c.argPublish, c.argMarkerTTL).Err(); err != nil {
+		c.cfg.logger.Warn("relock: cannot undo an unanswered semaphore acquisition; its permits may stay taken",
+			"name", u.s.name, "permits", u.n, "err", err)
+	}
+}
+
+// attempt runs sem_acquire.lua once. An attempt whose outcome is unknown
+// is undone before it returns.
+func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
+	keys, marker := s.req.keys(s.name)
+	undo := &semUndo{s: s, n: n, keys: []string{s.name, s.channel, marker}}
+	r, err := s.c.batch.Do(ctx, scripts.SemAcquire, keys, []any{n, s.c.argMarkerTTL}, undo)
+	if errors.Is(err, batch.ErrStopped) {
+		return false, ErrClosed
+	}
+	if err != nil {
+		if !isServerError(err) && ctx.Err() != nil {
+			return false, fmt.Errorf("relock: acquire %q: %w", s.name, ctx.Err())
+		}
+		return false, opError("acquire", s.name, err)
+	}
+	if r != 1 {
+		return false, nil
+	}
+	s.req.done(marker)
+	return true, nil
+}

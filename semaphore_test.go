@@ -1,0 +1,330 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+)
+
+// TestSemaphoreHammer: goroutines over three Clients take one or two of
+// three permits at a time, some giving up at random points; never more
+// than three are in use, more than one is, and every permit is back at the
+// end.
+func TestSemaphoreHammer(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		const permits, workers, rounds = 3, 12, 25
+		clients := []*relock.Client{top.newClient(t), top.newClient(t), top.newClient(t)}
+		name := lockName(t)
+		ctx := ctxTimeout(t, time.Minute)
+		if ok, err := clients[0].Semaphore(name).TrySetPermits(ctx, permits); !ok || err != nil {
+			t.Fatalf("TrySetPermits: %v %v", ok, err)
+		}
+		var g gauge
+		var acquired, gaveUp atomic.Int64
+		var wg sync.WaitGroup
+		for i := 0; i < workers; i++ {
+			s := clients[i%len(clients)].Semaphore(name)
+			wg.Add(1)
+			go func(seed int64) {
+				defer wg.Done()
+				rnd := rand.New(rand.NewSource(seed))
+				for j := 0; j < rounds; j++ {
+					n := 1 + rnd.Intn(2)
+					wctx, cancel := ctx, context.CancelFunc(func() {})
+					if rnd.Intn(3) == 0 {
+						wctx, cancel = context.WithTimeout(ctx, time.Duration(rnd.Intn(3000))*time.Microsecond)
+					}
+					err := s.Acquire(wctx, n)
+					cancel()
+					if errors.Is(err, context.DeadlineExceeded) {
+						gaveUp.Add(1)
+						continue
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					acquired.Add(1)
+					if v := g.enter(n); v > permits {
+						t.Errorf("%d permits in use", v)
+					}
+					time.Sleep(time.Duration(rnd.Intn(300)) * time.Microsecond) // work
+					g.leave(n)
+					if err := s.Release(ctx, n); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}(int64(i))
+		}
+		wg.Wait()
+		if p := g.peak.Load(); p > permits || p < 2 {
+			t.Fatalf("at most %d permits in use at once; want 2..%d", p, permits)
+		}
+		if acquired.Load() == 0 || gaveUp.Load() == 0 {
+			t.Fatalf("acquired %d, gave up %d: the test exercised one path only", acquired.Load(), gaveUp.Load())
+		}
+		if n, err := clients[1].Semaphore(name).Available(ctx); n != permits || err != nil {
+			t.Fatalf("%d permits available at the end (%v), want %d", n, err, permits)
+		}
+		for _, c := range clients {
+			if s := c.Stats(); s.Channels != 0 || s.Asleep != 0 {
+				t.Fatalf("state left behind: %+v", s)
+			}
+		}
+	})
+}
+
+func TestSemaphoreBasics(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		s := top.newClient(t).Semaphore(lockName(t))
+		ctx := ctxTimeout(t, 10*time.Second)
+		expect := func(want int) {
+			t.Helper()
+			if n, err := s.Available(ctx); n != want || err != nil {
+				t.Fatalf("Available = %d, %v; want %d", n, err, want)
+			}
+		}
+		expect(0)
+		if ok, err := s.TryAcquire(ctx, 1); ok || err != nil {
+			t.Fatalf("TryAcquire of an unset semaphore: %v %v", ok, err)
+		}
+		if ok, err := s.TrySetPermits(ctx, 2); !ok || err != nil {
+			t.Fatalf("TrySetPermits: %v %v", ok, err)
+		}
+		if ok, err := s.TrySetPermits(ctx, 5); ok || err != nil {
+			t.Fatalf("second TrySetPermits: %v %v", ok, err)
+		}
+		if ok, err := s.TryAcquire(ctx, 3); ok || err != nil {
+			t.Fatalf("TryAcquire(3) of 2: %v %v", ok, err)
+		}
+		if ok, err := s.TryAcquire(ctx, 2); !ok || err != nil {
+			t.Fatalf("TryAcquire(2) of 2: %v %v", ok, err)
+		}
+		expect(0)
+		if err := s.AddPermits(ctx, 3); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		expect(5)
+		if n, err := s.Drain(ctx); n != 5 || err != nil {
+			t.Fatalf("Drain = %d, %v", n, err)
+		}
+		if n, err := s.Drain(ctx); n != 0 || err != nil {
+			t.Fatalf("second Drain = %d, %v", n, err)
+		}
+		expect(0)
+	})
+}
+
+// TestSemaphoreWakesWhatFits: a release wakes only the local waiters its
+// permits can satisfy, oldest first, skipping a request too large.
+func TestSemaphoreWakesWhatFits(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		waiter, releaser := top.newClient(t), top.newClient(t)
+		name := lockName(t)
+		ctx := ctxTimeout(t, 20*time.Second)
+		s := waiter.Semaphore(name)
+		if ok, err := s.TrySetPermits(ctx, 1); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if n, err := s.Drain(ctx); n != 1 || err != nil {
+			t.Fatal(n, err)
+		}
+		done := make(chan int, 3)
+		for i, n := range []int{3, 1, 1} { // started one after the other: oldest first
+			go func() {
+				if err := s.Acquire(ctx, n); err != nil {
+					t.Error(err)
+				}
+				done <- i
+			}()
+			eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return waiter.Stats().Asleep == int64(i+1) })
+		}
+		before := waiter.Stats().Wakeups
+		if err := releaser.Semaphore(name).Release(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if i := <-done; i != 1 {
+			t.Fatalf("waiter %d went first; want the oldest that fits, 1", i)
+		}
+		eventually(t, 5*time.Second, "the others to sleep", func() bool { return waiter.Stats().Asleep == 2 })
+		if woken := waiter.Stats().Wakeups - before; woken != 1 {
+			t.Fatalf("one permit woke %d waiters, want 1", woken)
+		}
+		if err := releaser.Semaphore(name).Release(ctx, 4); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			<-done
+		}
+		if woken := waiter.Stats().Wakeups - before; woken != 3 {
+			t.Fatalf("%d wake-ups in all, want 3", woken)
+		}
+		if n, _ := s.Available(ctx); n != 0 {
+			t.Fatalf("%d permits left", n)
+		}
+	})
+}
+
+// TestSemaphoreCancelledWaiterLeavesNothing: a waiter whose context ends
+// leaves no subscription, key or goroutine (TestMain checks goroutines).
+func TestSemaphoreCancelledWaiterLeavesNothing(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		rdb := top.rdb(t)
+		name := lockName(t)
+		ctx := ctxTimeout(t, 10*time.Second)
+		s := c.Semaphore(name)
+		if ok, err := s.TrySetPermits(ctx, 1); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if ok, err := s.TryAcquire(ctx, 1); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		before := keysOf(t, rdb, name)
+		waitCancelled(t, c, func(ctx context.Context) error { return s.Acquire(ctx, 1) })
+		if s := c.Stats(); s.Channels != 0 || s.Asleep != 0 {
+			t.Fatalf("waiter left %+v", s)
+		}
+		eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
+			return channelSubscribers(t, top, "redisson_sc:{"+name+"}") == 0
+		})
+		noNewKeys(t, before, keysOf(t, rdb, name))
+		if n, _ := s.Available(ctx); n != 0 {
+			t.Fatalf("%d permits available: a cancelled waiter changed the count", n)
+		}
+	})
+}
+
+func TestSemaphoreBadInput(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		rdb := top.rdb(t)
+		ctx := ctxTimeout(t, 10*time.Second)
+		name := lockName(t)
+		s := c.Semaphore(name)
+		for _, n := range []int{0, -1} {
+			if _, err := s.TrySetPermits(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
+				t.Errorf("TrySetPermits(%d): %v", n, err)
+			}
+			if err := s.AddPermits(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
+				t.Errorf("AddPermits(%d): %v", n, err)
+			}
+			if err := s.Acquire(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
+				t.Errorf("Acquire(%d): %v", n, err)
+			}
+			if _, err := s.TryAcquire(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
+				t.Errorf("TryAcquire(%d): %v", n, err)
+			}
+			if err := s.Release(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
+				t.Errorf("Release(%d): %v", n, err)
+			}
+		}
+		bad := c.Semaphore("bad}name")
+		if err := bad.Acquire(ctx, 1); !errors.Is(err, relock.ErrInvalidName) {
+			t.Errorf("Acquire of a bad name: %v", err)
+		}
+		if _, err := bad.Available(ctx); !errors.Is(err, relock.ErrInvalidName) {
+			t.Errorf("Available of a bad name: %v", err)
+		}
+		if err := rdb.HSet(ctx, name, "f", "v").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TryAcquire(ctx, 1); !errors.Is(err, relock.ErrWrongType) {
+			t.Errorf("TryAcquire of a hash: %v", err)
+		}
+		if keys := keysOf(t, rdb, name); len(keys) != 1 {
+			t.Errorf("keys %v: bad input wrote something", keys)
+		}
+		closed := top.newClient(t)
+		_ = closed.Close()
+		if err := closed.Semaphore(name).Release(ctx, 1); !errors.Is(err, relock.ErrClosed) {
+			t.Errorf("Release on a closed client: %v", err)
+		}
+	})
+}
+
+// TestSemaphoreLostReply: an acquisition whose reply is lost is undone, and
+// a release whose reply is lost is applied once.
+func TestSemaphoreLostReply(t *testing.T) {
+	rdb := closeLater(t, standalone.Client())
+	c := newClient(t, rdb)
+	s := c.Semaphore(lockName(t))
+	ctx := ctxTimeout(t, 10*time.Second)
+	if ok, err := s.TrySetPermits(ctx, 2); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	drop := &dropReply{script: "sem_acquire.lua"}
+	rdb.AddHook(drop)
+	drop.armed.Store(true)
+	if err := s.Acquire(ctx, 1); !errors.Is(err, errDropped) {
+		t.Fatalf("Acquire = %v, want the dropped reply's error", err)
+	}
+	if n, _ := s.Available(ctx); n != 2 || drop.dropped.Load() != 1 {
+		t.Fatalf("%d permits available after an undone acquisition, want 2", n)
+	}
+	drop.script = "sem_release.lua"
+	if ok, err := s.TryAcquire(ctx, 1); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	drop.armed.Store(true)
+	if err := s.Release(ctx, 1); err != nil {
+		t.Fatalf("Release with a lost reply: %v, want it resolved", err)
+	}
+	if n, _ := s.Available(ctx); n != 2 || drop.dropped.Load() != 2 {
+		t.Fatalf("%d permits available after a resolved release, want 2", n)
+	}
+}
+
+// TestSynchronizersHashTagNames: names with their own hash tag keep every
+// key and channel of a synchronizer in one cluster slot.
+func TestSynchronizersHashTagNames(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		name := "test:{" + lockName(t) + "}:tagged"
+		ctx := ctxTimeout(t, 10*time.Second)
+		s := c.Semaphore(name + ":sem")
+		if ok, err := s.TrySetPermits(ctx, 1); !ok || err != nil {
+			t.Fatalf("semaphore: %v %v", ok, err)
+		}
+		if err := s.Acquire(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		ps := c.PermitSemaphore(name + ":psem")
+		if ok, err := ps.TrySetPermits(ctx, 1); !ok || err != nil {
+			t.Fatalf("permit semaphore: %v %v", ok, err)
+		}
+		p, err := ps.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := ps.Available(ctx); n != 1 || err != nil {
+			t.Fatalf("Available = %d, %v", n, err)
+		}
+		l := c.CountDownLatch(name + ":latch")
+		if ok, err := l.TrySetCount(ctx, 1); !ok || err != nil {
+			t.Fatalf("latch: %v %v", ok, err)
+		}
+		if err := l.CountDown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Await(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,179 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/relock-go/relock/internal/notify"
+)
+
+// Waiting for permits and for latches.
+//
+// A waiting call registers with the Client's pub/sub hub on the primitive's
+// channel, tries again once the subscription is confirmed, then sleeps
+// until it is woken, its retry time passes, ctx ends or the Client closes,
+// and tries again.
+//
+// A semaphore's channel carries the number of permits available after a
+// release. The hub hands each message to the channel's policy; for
+// semaphore channels the policy wakes the local waiters itself, through
+// the registry below, which knows how many permits each asks for: oldest
+// first, every waiter whose request still fits in the number published
+// (a request too large is skipped, not allowed to hold up smaller ones
+// behind it: other clients compete for the permits anyway). It tells the
+// hub to wake nobody. A reconnect still wakes every waiter through the hub.
+
+// fallbackRecheck bounds the sleep of a waiter that has no better time to
+// try again: a missed message costs it at most this long.
+const fallbackRecheck = 2 * time.Second
+
+// permitWaiter is a call of this process waiting for n permits.
+type permitWaiter struct {
+	n    int
+	wake chan struct{} // buffered: a wake is never lost
+}
+
+// waitKey names one channel of one Client.
+type waitKey struct {
+	c       *Client
+	channel string
+}
+
+// permitWaiters holds the waiting calls of every semaphore channel of the
+// process, oldest first. Entries go when their last waiter does.
+var permitWaiters = struct {
+	sync.Mutex
+	m map[waitKey][]*permitWaiter
+}{m: make(map[waitKey][]*permitWaiter)}
+
+func addPermitWaiter(k waitKey, w *permitWaiter) {
+	permitWaiters.Lock()
+	permitWaiters.m[k] = append(permitWaiters.m[k], w)
+	permitWaiters.Unlock()
+}
+
+// removePermitWaiter unregisters w; a wake w did not use goes to the
+// oldest waiter without one, so that it is never lost with w.
+func removePermitWaiter(k waitKey, w *permitWaiter) {
+	permitWaiters.Lock()
+	defer permitWaiters.Unlock()
+	ws := permitWaiters.m[k]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(permitWaiters.m, k)
+		return
+	}
+	permitWaiters.m[k] = ws
+	select {
+	case <-w.wake:
+		for _, x := range ws {
+			if notifyWaiter(x.wake) {
+				return
+			}
+		}
+	default:
+	}
+}
+
+// wakePermitWaiters wakes the waiters of k that the number of permits in
+// payload can satisfy, oldest first. A payload that is not a number wakes
+// the oldest waiter.
+func wakePermitWaiters(k waitKey, payload string) {
+	free, err := strconv.Atoi(payload)
+	permitWaiters.Lock()
+	defer permitWaiters.Unlock()
+	ws := permitWaiters.m[k]
+	if err != nil {
+		if len(ws) > 0 {
+			notifyWaiter(ws[0].wake)
+		}
+		return
+	}
+	for _, w := range ws {
+		if w.n <= free {
+			free -= w.n
+			notifyWaiter(w.wake) // one with a wake pending re-checks anyway
+		}
+	}
+}
+
+// notifyWaiter signals a wake channel without blocking; it reports whether
+// the channel had no wake pending.
+func notifyWaiter(wake chan struct{}) bool {
+	select {
+	case wake <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitPermits waits on a semaphore's channel for n permits: it sleeps
+// between attempts until attempt reports success or an error. attempt
+// returns whether it is done and, if not, how long to sleep at most.
+func (c *Client) waitPermits(ctx context.Context, op, name, channel string, n int, retry time.Duration, attempt func() (bool, time.Duration, error)) error {
+	k := waitKey{c, channel}
+	w := &permitWaiter{n: n, wake: make(chan struct{}, 1)}
+	addPermitWaiter(k, w)
+	defer removePermitWaiter(k, w)
+	hw, err := c.hub.Subscribe(channel, func(payload string) int {
+		wakePermitWaiters(k, payload)
+		return 0
+	})
+	if err != nil {
+		return ErrClosed
+	}
+	defer hw.Close()
+	return c.sleepOn(ctx, op, name, hw, w.wake, retry, attempt)
+}
+
+// sleepOn runs attempt each time the waiter is woken (by its hub waiter,
+// by own, when the subscription is confirmed, or when retry has passed)
+// until attempt is done or fails, ctx ends, or the Client closes.
+func (c *Client) sleepOn(ctx context.Context, op, name string, hw *notify.Waiter, own <-chan struct{}, retry time.Duration, attempt func() (bool, time.Duration, error)) error {
+	c.stats.waits.Add(1)
+	timer := time.NewTimer(retry)
+	defer timer.Stop()
+	ready := hw.Ready()
+	for {
+		// Once subscribed, only a message, a reconnect, the retry time or
+		// the end of ctx wakes this call.
+		asleep := ready == nil
+		if asleep {
+			c.stats.asleep.Add(1)
+		}
+		var err error
+		select {
+		case <-ready:
+			ready = nil
+		case <-own:
+			c.stats.wakeups.Add(1)
+		case <-hw.Wake():
+			c.stats.wakeups.Add(1)
+		case <-timer.C:
+		case <-ctx.Done():
+			err = fmt.Errorf("relock: %s %q: %w", op, name, ctx.Err())
+		case <-c.closing:
+			err = ErrClosed
+		}
+		if asleep {
+			c.stats.asleep.Add(-1)
+		}
+		if err != nil {
+			return err
+		}
+		done, next, err := attempt()
+		if done || err != nil {
+			return err
+		}
+		timer.Reset(next)
+	}
+}

@@ -1,0 +1,127 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+)
+
+// gauge tracks how many permits are in use, and the most seen at once.
+type gauge struct{ now, peak atomic.Int64 }
+
+func (g *gauge) enter(n int) int64 {
+	v := g.now.Add(int64(n))
+	for {
+		p := g.peak.Load()
+		if v <= p || g.peak.CompareAndSwap(p, v) {
+			return v
+		}
+	}
+}
+
+func (g *gauge) leave(n int) { g.now.Add(-int64(n)) }
+
+// waitCancelled runs wait once with a deadline and once with a context
+// cancelled while it sleeps, and checks it returns the context's error.
+func waitCancelled(t *testing.T, c *relock.Client, wait func(ctx context.Context) error) {
+	t.Helper()
+	for _, end := range []string{"deadline", "cancel"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		want := context.DeadlineExceeded
+		if end == "cancel" {
+			ctx, cancel = context.WithCancel(context.Background())
+			want = context.Canceled
+			go func() {
+				for c.Stats().Asleep == 0 && ctx.Err() == nil {
+					time.Sleep(time.Millisecond)
+				}
+				cancel()
+			}()
+		}
+		err := wait(ctx)
+		cancel()
+		if !errors.Is(err, want) {
+			t.Fatalf("%s: %v, want %v", end, err, want)
+		}
+	}
+}
+
+func subscribe(ctx context.Context, t *testing.T, top topology, rdb redis.UniversalClient, channel string) *redis.PubSub {
+	t.Helper()
+	var ps *redis.PubSub
+	if top.name == "cluster" {
+		ps = rdb.SSubscribe(ctx, channel)
+	} else {
+		ps = rdb.Subscribe(ctx, channel)
+	}
+	t.Cleanup(func() { _ = ps.Close() })
+	if _, err := ps.Receive(ctx); err != nil { // the confirmation
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// channelSubscribers counts the server's subscribers of a channel.
+func channelSubscribers(t testing.TB, top topology, channel string) int64 {
+	t.Helper()
+	ctx := ctxTimeout(t, 5*time.Second)
+	if top.name == "cluster" {
+		c, err := top.rdb(t).(*redis.ClusterClient).MasterForKey(ctx, channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.PubSubShardNumSub(ctx, channel).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n[channel]
+	}
+	n, err := closeLater(t, standalone.Client()).PubSubNumSub(ctx, channel).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n[channel]
+}
+
+// noNewKeys fails if after holds a key before does not. (Calls may delete
+// the request markers of earlier calls of their handle.)
+func noNewKeys(t testing.TB, before, after []string) {
+	t.Helper()
+	for _, k := range after {
+		if !contains(before, k) {
+			t.Fatalf("key %s left behind (keys before: %v)", k, before)
+		}
+	}
+}
+
+func javaPublish(top topology) string {
+	if top.name == "cluster" {
+		return "spublish"
+	}
+	return "publish"
+}
+
+// newPermits returns a PermitSemaphore of a fresh name with n permits.
+func newPermits(t *testing.T, c *relock.Client, n int) *relock.PermitSemaphore {
+	t.Helper()
+	ps := c.PermitSemaphore(lockName(t))
+	if ok, err := ps.TrySetPermits(ctxTimeout(t, 5*time.Second), n); !ok || err != nil {
+		t.Fatalf("TrySetPermits: %v %v", ok, err)
+	}
+	return ps
+}
+
+func waitPermitDone(t testing.TB, p *relock.Permit, bound time.Duration) {
+	t.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(bound):
+		t.Fatalf("permit %s not done within %v", p.ID(), bound)
+	}
+}

@@ -1,0 +1,248 @@
+package relock_test
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+)
+
+// javaSemaphore acts on a semaphore the way Redisson's RSemaphore does:
+// the string holds the permits available, and a release publishes the new
+// count on redisson_sc:{name}. Written for this test from that layout.
+type javaSemaphore struct {
+	rdb     redis.UniversalClient
+	keys    []string
+	publish string
+}
+
+func newJavaSemaphore(top topology, rdb redis.UniversalClient, name string) *javaSemaphore {
+	return &javaSemaphore{rdb: rdb, keys: []string{name, "redisson_sc:{" + name + "}"}, publish: javaPublish(top)}
+}
+
+func (j *javaSemaphore) eval(ctx context.Context, script string, args ...any) (int64, error) {
+	return j.rdb.Eval(ctx, script, j.keys, args...).Int64()
+}
+
+func (j *javaSemaphore) trySetPermits(ctx context.Context, n int) (int64, error) {
+	return j.eval(ctx, `if redis.call('get', KEYS[1]) == false then
+    redis.call('set', KEYS[1], ARGV[1]); redis.call(ARGV[2], KEYS[2], ARGV[1]); return 1 end
+return 0`, n, j.publish)
+}
+
+func (j *javaSemaphore) tryAcquire(ctx context.Context, n int) (int64, error) {
+	return j.eval(ctx, `local v = redis.call('get', KEYS[1])
+if v ~= false and tonumber(v) >= tonumber(ARGV[1]) then redis.call('decrby', KEYS[1], ARGV[1]); return 1 end
+return 0`, n)
+}
+
+func (j *javaSemaphore) release(ctx context.Context, n int) (int64, error) {
+	return j.eval(ctx, `local v = redis.call('incrby', KEYS[1], ARGV[1]); redis.call(ARGV[2], KEYS[2], v); return v`, n, j.publish)
+}
+
+func TestSemaphoreRedissonInterop(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		rdb := top.rdb(t)
+		c := top.newClient(t)
+		name := lockName(t)
+		s := c.Semaphore(name)
+		java := newJavaSemaphore(top, rdb, name)
+		ctx := ctxTimeout(t, 10*time.Second)
+
+		// Java sets and takes; relock sees it, waits, and is woken by
+		// Java's release.
+		if v, err := java.trySetPermits(ctx, 1); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		if ok, err := s.TrySetPermits(ctx, 4); ok || err != nil {
+			t.Fatalf("TrySetPermits over Java's: %v %v", ok, err)
+		}
+		if v, err := java.tryAcquire(ctx, 1); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		got := make(chan error, 1)
+		go func() { got <- s.Acquire(ctx, 1) }()
+		eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
+		if _, err := java.release(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if c.Stats().Wakeups == 0 {
+			t.Fatal("relock was not woken by Java's release message")
+		}
+		// relock releases: Java hears the new count and can take it.
+		ps := subscribe(ctx, t, top, rdb, java.keys[1])
+		if err := s.Release(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
+			t.Fatalf("Java heard %v, %v", msg, err)
+		}
+		if v, err := java.tryAcquire(ctx, 1); v != 1 || err != nil {
+			t.Fatalf("Java tryAcquire after relock's release: %v %v", v, err)
+		}
+	})
+}
+
+// javaPermits acts on a permit semaphore the way Redisson's
+// RPermitExpirableSemaphore does: permit ids are 16 raw bytes in the zset
+// {name}:timeout, scored by an expiry computed on the client's clock; a
+// release publishes the free count on redisson_sc:{name}. Written for this
+// test from that layout.
+type javaPermits struct {
+	rdb     redis.UniversalClient
+	keys    []string
+	publish string
+}
+
+func (j *javaPermits) acquire(ctx context.Context, id []byte, lease time.Duration) (int64, error) {
+	return j.rdb.Eval(ctx, `local v = redis.call('get', KEYS[1])
+if v ~= false and tonumber(v) >= 1 then
+    redis.call('decrby', KEYS[1], 1); redis.call('zadd', KEYS[2], ARGV[2], ARGV[1]); return 1 end
+return 0`, j.keys, id, time.Now().Add(lease).UnixMilli()).Int64()
+}
+
+func (j *javaPermits) release(ctx context.Context, hexID string) (int64, error) {
+	id, err := hex.DecodeString(hexID)
+	if err != nil {
+		return 0, err
+	}
+	return j.rdb.Eval(ctx, `if redis.call('zrem', KEYS[2], ARGV[1]) == 0 then return 0 end
+local v = redis.call('incrby', KEYS[1], 1); redis.call(ARGV[2], KEYS[3], v); return 1`, j.keys, id, j.publish).Int64()
+}
+
+func TestPermitSemaphoreRedissonInterop(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		rdb := top.rdb(t)
+		c := top.newClient(t, relock.WithWatchdogTimeout(300*time.Millisecond))
+		ps := newPermits(t, c, 1)
+		name := ps.Name()
+		java := &javaPermits{rdb: rdb, keys: []string{name, "{" + name + "}:timeout", "redisson_sc:{" + name + "}"}, publish: javaPublish(top)}
+		ctx := ctxTimeout(t, 10*time.Second)
+
+		// Java holds a permit: relock waits and is woken by Java's release.
+		javaID := []byte("0123456789abcdef")
+		if v, err := java.acquire(ctx, javaID, time.Minute); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		if _, err := ps.TryAcquire(ctx); !errors.Is(err, relock.ErrNotAcquired) {
+			t.Fatalf("TryAcquire over Java's permit: %v", err)
+		}
+		got := make(chan *relock.Permit, 1)
+		go func() {
+			p, err := ps.Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- p
+		}()
+		eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
+		if v, err := java.release(ctx, hex.EncodeToString(javaID)); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		p := <-got
+		if p == nil {
+			t.FailNow()
+		}
+		if c.Stats().Wakeups == 0 {
+			t.Fatal("relock was not woken by Java's release message")
+		}
+		// Java releases relock's permit by its id; the Permit learns of it.
+		if v, err := java.release(ctx, p.ID()); v != 1 || err != nil {
+			t.Fatalf("Java release of relock's permit %s: %v %v", p.ID(), v, err)
+		}
+		waitPermitDone(t, p, 5*time.Second)
+		if !errors.Is(p.Err(), relock.ErrLockLost) {
+			t.Fatalf("Err = %v", p.Err())
+		}
+		// relock releases a Java permit by id, and reclaims an expired one
+		// (Java's clock is the test's).
+		if v, err := java.acquire(ctx, javaID, time.Minute); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		if err := ps.Release(ctx, hex.EncodeToString(javaID)); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := java.acquire(ctx, javaID, 50*time.Millisecond); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		if p, err := ps.Acquire(ctx); err != nil {
+			t.Fatalf("Acquire after Java's permit expired: %v", err)
+		} else if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestLatchRedissonInterop acts as Redisson's RCountDownLatch does: the
+// count in a string, deleted at zero, "0" published on
+// redisson_countdownlatch__channel__{name} at zero and "1" for a new count.
+func TestLatchRedissonInterop(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		rdb := top.rdb(t)
+		c := top.newClient(t)
+		name := lockName(t)
+		keys := []string{name, "redisson_countdownlatch__channel__{" + name + "}"}
+		publish := javaPublish(top)
+		ctx := ctxTimeout(t, 10*time.Second)
+		javaTrySet := func(n int) int64 {
+			v, err := rdb.Eval(ctx, `if redis.call('exists', KEYS[1]) == 0 then
+    redis.call('set', KEYS[1], ARGV[2]); redis.call(ARGV[3], KEYS[2], ARGV[1]); return 1 end
+return 0`, keys, "1", n, publish).Int64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		javaCountDown := func() {
+			err := rdb.Eval(ctx, `local v = redis.call('decr', KEYS[1])
+if v <= 0 then redis.call('del', KEYS[1]) end
+if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end
+return v`, keys, "0", publish).Err()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Java sets and opens the latch; relock's awaiter hears it.
+		if javaTrySet(1) != 1 {
+			t.Fatal("java trySetCount failed")
+		}
+		l := c.CountDownLatch(name)
+		if n, err := l.Count(ctx); n != 1 || err != nil {
+			t.Fatalf("Count of Java's latch = %d, %v", n, err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- l.Await(ctx) }()
+		eventually(t, 5*time.Second, "relock to await", func() bool { return c.Stats().Asleep == 1 })
+		javaCountDown()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if c.Stats().Wakeups == 0 {
+			t.Fatal("relock was not woken by Java's zero message")
+		}
+		// relock sets and opens it; Java hears "1", then "0".
+		ps := subscribe(ctx, t, top, rdb, keys[1])
+		if ok, err := l.TrySetCount(ctx, 1); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if javaTrySet(7) != 0 {
+			t.Fatal("java trySetCount over relock's count succeeded")
+		}
+		if err := l.CountDown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"1", "0"} {
+			if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != want {
+				t.Fatalf("Java heard %v, %v; want %q", msg, err, want)
+			}
+		}
+	})
+}
