@@ -5,7 +5,17 @@
 //
 // # Primitives
 //
-//	Mutex   reentrant exclusive lock; watchdog lease or fixed lease (WithLease)
+//	Mutex            reentrant exclusive lock; watchdog lease or fixed lease (WithLease)
+//	FairMutex        FIFO Mutex across processes; only the head waiter is woken
+//	RWMutex          many readers or one writer; downgrade allowed, upgrade refused (ErrUpgrade)
+//	MultiLock        all or nothing over any Lockers, on any Clients and cluster slots (Multi)
+//	RedLock          quorum lock over independent masters (NewRedLock)
+//	Semaphore        counting semaphore; permits not bound to an owner
+//	PermitSemaphore  semaphore whose permits have ids and leases (Permit)
+//	CountDownLatch   wait until a count reaches zero
+//
+// Every lock returns a [Lease]; WithSpin makes any lock call wait by
+// jittered backoff instead of pub/sub.
 //
 // A Client (New) owns the watchdog, the owner ids and the shared pub/sub
 // connections; primitives such as [Client.Mutex] are cheap handles made from
@@ -42,6 +52,9 @@
 //     a late write would do harm.
 //   - An evicting maxmemory-policy can delete lock keys; relock logs a
 //     warning when it sees one.
+//
+//   - RedLock adds availability across independent masters, not
+//     correctness under arbitrary pauses or clock jumps; see docs/redlock.md.
 //
 // Keys follow Redisson's layout (see docs/design.md), so Go services using
 // relock and Java services using Redisson exclude each other on the same
