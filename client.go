@@ -46,6 +46,9 @@ type Client struct {
 	localMu sync.Mutex
 	local   map[string][]*localWaiter // lock calls asleep per name, oldest first
 	nLocal  atomic.Int64
+	fair    fairRegistry   // FairMutex calls asleep per name
+	turns   turnRegistry   // RWMutex writers' turns per name
+	permits permitRegistry // semaphore calls waiting per channel
 
 	closing chan struct{}
 	closed  atomic.Bool

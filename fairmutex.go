@@ -296,7 +296,7 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 		keys, flag = append(m.unlockKeys[:5:5], suffixed(unlockLatchPrefix, m.name, l.request)), argOne
 	}
 	args := []any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL}
-	if ws := fairClaim(m.c, m.name); len(ws) > 0 {
+	if ws := m.c.fair.claim(m.name); len(ws) > 0 {
 		return m.handOff(ctx, keys, args, ws)
 	}
 	return m.c.batch.Do(ctx, scripts.FairUnlock, keys, args, nil)

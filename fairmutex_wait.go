@@ -42,7 +42,7 @@ type fairWaiter struct {
 	fixed bool
 	sub   *notify.Waiter // its channel's subscription
 
-	// guarded by fairLocal.mu
+	// guarded by fairRegistry.mu
 	asleep  bool // subscribed and asleep: a release may hand it the lock
 	claimed bool // a release that may hand it the lock runs: no attempts
 	blocked bool // it woke while claimed and waits for the outcome
@@ -69,39 +69,34 @@ func (w *fairWaiter) hand(l *Lease) bool {
 	}
 }
 
-type fairKey struct {
-	c    *Client
-	name string
-}
-
-// fairLocal holds the sleeping fair waiters of every Client, by Client and
-// name. An entry goes with its last waiter.
-var fairLocal struct {
+// fairRegistry holds a Client's sleeping fair waiters by lock name. An
+// entry goes with its last waiter.
+type fairRegistry struct {
 	mu      sync.Mutex
 	n       atomic.Int64
-	waiters map[fairKey][]*fairWaiter
+	waiters map[string][]*fairWaiter
 }
 
-func fairEnqueue(c *Client, name string, w *fairWaiter) {
-	fairLocal.mu.Lock()
-	defer fairLocal.mu.Unlock()
-	if fairLocal.waiters == nil {
-		fairLocal.waiters = make(map[fairKey][]*fairWaiter)
+func (r *fairRegistry) enqueue(name string, w *fairWaiter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiters == nil {
+		r.waiters = make(map[string][]*fairWaiter)
 	}
-	k := fairKey{c, name}
-	fairLocal.waiters[k] = append(fairLocal.waiters[k], w)
-	fairLocal.n.Add(1)
+	r.waiters[name] = append(r.waiters[name], w)
+	r.n.Add(1)
 }
 
 // fairDepart unregisters w when its call returns. A lock handed to w that w
 // did not take is released. It reports whether a release had claimed w:
 // that release then frees whatever it passes to w.
 func (m *FairMutex) fairDepart(w *fairWaiter) bool {
-	fairLocal.mu.Lock()
+	m.c.fair.mu.Lock()
 	claimed := w.claimed
 	w.gone = claimed
-	k := fairKey{m.c, m.name}
-	ws := fairLocal.waiters[k]
+	r := &m.c.fair
+	k := m.name
+	ws := r.waiters[k]
 	for i, x := range ws {
 		if x == w {
 			ws = append(ws[:i], ws[i+1:]...)
@@ -109,12 +104,12 @@ func (m *FairMutex) fairDepart(w *fairWaiter) bool {
 		}
 	}
 	if len(ws) == 0 {
-		delete(fairLocal.waiters, k)
+		delete(r.waiters, k)
 	} else {
-		fairLocal.waiters[k] = ws
+		r.waiters[k] = ws
 	}
-	fairLocal.n.Add(-1)
-	fairLocal.mu.Unlock()
+	r.n.Add(-1)
+	r.mu.Unlock()
 	select {
 	case l := <-w.handed:
 		if l != nil {
@@ -125,18 +120,18 @@ func (m *FairMutex) fairDepart(w *fairWaiter) bool {
 	return claimed
 }
 
-// fairSleep marks w asleep: a release may now hand it the lock.
-func fairSleep(w *fairWaiter) {
-	fairLocal.mu.Lock()
+// sleep marks w asleep: a release may now hand it the lock.
+func (r *fairRegistry) sleep(w *fairWaiter) {
+	r.mu.Lock()
 	w.asleep = true
-	fairLocal.mu.Unlock()
+	r.mu.Unlock()
 }
 
-// fairWake marks w awake before it attempts. It fails when a release has
+// wake marks w awake before it attempts. It fails when a release has
 // claimed w, which must then wait for the release's outcome.
-func fairWake(w *fairWaiter) bool {
-	fairLocal.mu.Lock()
-	defer fairLocal.mu.Unlock()
+func (r *fairRegistry) wake(w *fairWaiter) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if w.claimed {
 		w.blocked = true
 		return false
@@ -151,16 +146,16 @@ func fairWake(w *fairWaiter) bool {
 	return true
 }
 
-// fairClaim claims the oldest sleeping waiters of a lock as candidates of
+// claim claims the oldest sleeping waiters of a lock as candidates of
 // a release.
-func fairClaim(c *Client, name string) []*fairWaiter {
-	if fairLocal.n.Load() == 0 {
+func (r *fairRegistry) claim(name string) []*fairWaiter {
+	if r.n.Load() == 0 {
 		return nil
 	}
-	fairLocal.mu.Lock()
-	defer fairLocal.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var claimed []*fairWaiter
-	for _, w := range fairLocal.waiters[fairKey{c, name}] {
+	for _, w := range r.waiters[name] {
 		if w.asleep && !w.claimed {
 			w.claimed = true
 			claimed = append(claimed, w)
@@ -172,13 +167,13 @@ func fairClaim(c *Client, name string) []*fairWaiter {
 	return claimed
 }
 
-// fairSettle ends a release's claim on its candidates. The chosen one (if
+// settle ends a release's claim on its candidates. The chosen one (if
 // chosen >= 0) is handed l; it reports false if that one has gone. The
 // others go back to sleep, except those that woke meanwhile, or all of
 // them when the outcome is unknown (retry): they are told to attempt.
-func fairSettle(ws []*fairWaiter, chosen int, l *Lease, retry bool) bool {
-	fairLocal.mu.Lock()
-	defer fairLocal.mu.Unlock()
+func (r *fairRegistry) settle(ws []*fairWaiter, chosen int, l *Lease, retry bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	delivered := false
 	for i, w := range ws {
 		switch {
@@ -209,19 +204,19 @@ func (m *FairMutex) handOff(ctx context.Context, keys []string, args []any, ws [
 	if err != nil {
 		// Unknown outcome: a candidate given the lock finds it holds it
 		// when it attempts, and takes it as its own.
-		fairSettle(ws, -1, nil, true)
+		m.c.fair.settle(ws, -1, nil, true)
 		return 0, err
 	}
 	r, ok := v.([]any)
 	if !ok || len(r) != 2 {
-		fairSettle(ws, -1, nil, false)
+		m.c.fair.settle(ws, -1, nil, false)
 		n, _ := v.(int64)
 		return n, nil
 	}
 	token, _ := r[0].(int64)
 	i, _ := r[1].(int64)
 	if i < 1 || int(i) > len(ws) || token <= 0 {
-		fairSettle(ws, -1, nil, true)
+		m.c.fair.settle(ws, -1, nil, true)
 		return 0, fmt.Errorf("unexpected reply %v", v)
 	}
 	w := ws[i-1]
@@ -229,7 +224,7 @@ func (m *FairMutex) handOff(ctx context.Context, keys []string, args []any, ws [
 	m.c.watch(next, m.group, w.lease, w.fixed, sent)
 	m.c.stats.acquired.Add(1)
 	m.c.stats.handoffs.Add(1)
-	if !fairSettle(ws, int(i-1), next, false) {
+	if !m.c.fair.settle(ws, int(i-1), next, false) {
 		m.releaseUnwanted(next)
 	} else {
 		// w returns with next at once and leaves its subscription to us:
@@ -299,7 +294,7 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 	}
 	if !a.reentrant {
 		fw = &fairWaiter{owner: a.owner, lease: a.cfg.lease, fixed: a.cfg.fixed, sub: sub, handed: make(chan *Lease, 1)}
-		fairEnqueue(m.c, m.name, fw)
+		m.c.fair.enqueue(m.name, fw)
 	}
 	timer := time.NewTimer(m.nextTry(ttl))
 	defer timer.Stop()
@@ -312,7 +307,7 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 		if asleep {
 			m.c.stats.asleep.Add(1)
 			if fw != nil {
-				fairSleep(fw)
+				m.c.fair.sleep(fw)
 			}
 		}
 		var handed, subscribed bool
@@ -338,7 +333,7 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 		if subscribed && !m.first(ctx, a.owner) {
 			continue // not first: a release from now on tells us
 		}
-		if fw != nil && asleep && !handed && !fairWake(fw) {
+		if fw != nil && asleep && !handed && !m.c.fair.wake(fw) {
 			// A release may be handing us the lock: wait for the outcome.
 			select {
 			case l = <-fw.handed:

@@ -267,40 +267,39 @@ func (c *Client) watchRead(l *Lease, group int, lease time.Duration, fixed bool,
 // local writer, all but one of them to fail again. A writer's first
 // attempt comes before its turn, so a re-entry never waits behind
 // another writer of the Client.
-var writerTurns = struct {
+type turnRegistry struct {
 	mu sync.Mutex
-	m  map[turnKey]*turn
-}{m: make(map[turnKey]*turn)}
-
-type turnKey struct {
-	c    *Client
-	name string
+	m  map[string]*turn // by lock name
 }
 
 // turn is the writers' turn of one Client on one name.
 type turn struct {
 	slot chan struct{} // holds a value while a writer has the turn
-	refs int           // writers having or awaiting the turn; guarded by writerTurns.mu
+	refs int           // writers having or awaiting the turn; guarded by turnRegistry.mu
 }
 
 // writerTurn waits until the calling writer has the turn, ctx ends or the
 // Client is closed. leave gives the turn up.
 func (rw *RWMutex) writerTurn(ctx context.Context) (leave func(), err error) {
-	k := turnKey{rw.c, rw.name}
-	writerTurns.mu.Lock()
-	t := writerTurns.m[k]
+	k := rw.name
+	turns := &rw.c.turns
+	turns.mu.Lock()
+	if turns.m == nil {
+		turns.m = make(map[string]*turn)
+	}
+	t := turns.m[k]
 	if t == nil {
 		t = &turn{slot: make(chan struct{}, 1)}
-		writerTurns.m[k] = t
+		turns.m[k] = t
 	}
 	t.refs++
-	writerTurns.mu.Unlock()
+	turns.mu.Unlock()
 	drop := func() {
-		writerTurns.mu.Lock()
+		turns.mu.Lock()
 		if t.refs--; t.refs == 0 {
-			delete(writerTurns.m, k)
+			delete(turns.m, k)
 		}
-		writerTurns.mu.Unlock()
+		turns.mu.Unlock()
 	}
 	leave = func() {
 		<-t.slot

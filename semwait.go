@@ -36,31 +36,28 @@ type permitWaiter struct {
 	wake chan struct{} // buffered: a wake is never lost
 }
 
-// waitKey names one channel of one Client.
-type waitKey struct {
-	c       *Client
-	channel string
-}
-
-// permitWaiters holds the waiting calls of every semaphore channel of the
-// process, oldest first. Entries go when their last waiter does.
-var permitWaiters = struct {
+// permitRegistry holds a Client's waiting semaphore calls by channel,
+// oldest first. Entries go when their last waiter does.
+type permitRegistry struct {
 	sync.Mutex
-	m map[waitKey][]*permitWaiter
-}{m: make(map[waitKey][]*permitWaiter)}
-
-func addPermitWaiter(k waitKey, w *permitWaiter) {
-	permitWaiters.Lock()
-	permitWaiters.m[k] = append(permitWaiters.m[k], w)
-	permitWaiters.Unlock()
+	m map[string][]*permitWaiter
 }
 
-// removePermitWaiter unregisters w; a wake w did not use goes to the
+func (r *permitRegistry) add(k string, w *permitWaiter) {
+	r.Lock()
+	if r.m == nil {
+		r.m = make(map[string][]*permitWaiter)
+	}
+	r.m[k] = append(r.m[k], w)
+	r.Unlock()
+}
+
+// remove unregisters w; a wake w did not use goes to the
 // oldest waiter without one, so that it is never lost with w.
-func removePermitWaiter(k waitKey, w *permitWaiter) {
-	permitWaiters.Lock()
-	defer permitWaiters.Unlock()
-	ws := permitWaiters.m[k]
+func (r *permitRegistry) remove(k string, w *permitWaiter) {
+	r.Lock()
+	defer r.Unlock()
+	ws := r.m[k]
 	for i, x := range ws {
 		if x == w {
 			ws = append(ws[:i], ws[i+1:]...)
@@ -68,10 +65,10 @@ func removePermitWaiter(k waitKey, w *permitWaiter) {
 		}
 	}
 	if len(ws) == 0 {
-		delete(permitWaiters.m, k)
+		delete(r.m, k)
 		return
 	}
-	permitWaiters.m[k] = ws
+	r.m[k] = ws
 	select {
 	case <-w.wake:
 		for _, x := range ws {
@@ -83,14 +80,14 @@ func removePermitWaiter(k waitKey, w *permitWaiter) {
 	}
 }
 
-// wakePermitWaiters wakes the waiters of k that the number of permits in
+// wake wakes the waiters of k that the number of permits in
 // payload can satisfy, oldest first. A payload that is not a number wakes
 // the oldest waiter.
-func wakePermitWaiters(k waitKey, payload string) {
+func (r *permitRegistry) wake(k string, payload string) {
 	free, err := strconv.Atoi(payload)
-	permitWaiters.Lock()
-	defer permitWaiters.Unlock()
-	ws := permitWaiters.m[k]
+	r.Lock()
+	defer r.Unlock()
+	ws := r.m[k]
 	if err != nil {
 		if len(ws) > 0 {
 			notifyWaiter(ws[0].wake)
@@ -120,12 +117,12 @@ func notifyWaiter(wake chan struct{}) bool {
 // between attempts until attempt reports success or an error. attempt
 // returns whether it is done and, if not, how long to sleep at most.
 func (c *Client) waitPermits(ctx context.Context, op, name, channel string, n int, retry time.Duration, attempt func() (bool, time.Duration, error)) error {
-	k := waitKey{c, channel}
+	k := channel
 	w := &permitWaiter{n: n, wake: make(chan struct{}, 1)}
-	addPermitWaiter(k, w)
-	defer removePermitWaiter(k, w)
+	c.permits.add(k, w)
+	defer c.permits.remove(k, w)
 	hw, err := c.hub.Subscribe(channel, func(payload string) int {
-		wakePermitWaiters(k, payload)
+		c.permits.wake(k, payload)
 		return 0
 	})
 	if err != nil {
