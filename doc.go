@@ -52,7 +52,6 @@
 //     a late write would do harm.
 //   - An evicting maxmemory-policy can delete lock keys; relock logs a
 //     warning when it sees one.
-//
 //   - RedLock adds availability across independent masters, not
 //     correctness under arbitrary pauses or clock jumps; see docs/redlock.md.
 //
