@@ -137,11 +137,7 @@ func (m *FairMutex) IsLocked(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := m.c.rdb.Exists(ctx, m.name).Result()
-	if err != nil {
-		return false, opError("is locked", m.name, err)
-	}
-	return n == 1, nil
+	return m.c.isLocked(ctx, m.name)
 }
 
 // TTL returns the time the current hold has left, like Redis PTTL: -2ns
@@ -150,11 +146,7 @@ func (m *FairMutex) TTL(ctx context.Context) (time.Duration, error) {
 	if err := m.check(); err != nil {
 		return 0, err
 	}
-	ttl, err := m.c.rdb.PTTL(ctx, m.name).Result()
-	if err != nil {
-		return 0, opError("ttl", m.name, err)
-	}
-	return ttl, nil
+	return m.c.ttl(ctx, m.name)
 }
 
 // ForceUnlock deletes the lock whoever holds it and tells the first

@@ -72,11 +72,7 @@ func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := m.c.rdb.Exists(ctx, m.name).Result()
-	if err != nil {
-		return false, opError("is locked", m.name, err)
-	}
-	return n == 1, nil
+	return m.c.isLocked(ctx, m.name)
 }
 
 // TTL returns the time the current hold has left, like Redis PTTL: -2ns
@@ -85,11 +81,7 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 	if err := m.check(); err != nil {
 		return 0, err
 	}
-	ttl, err := m.c.rdb.PTTL(ctx, m.name).Result()
-	if err != nil {
-		return 0, opError("ttl", m.name, err)
-	}
-	return ttl, nil
+	return m.c.ttl(ctx, m.name)
 }
 
 // ForceUnlock deletes the lock whoever holds it and wakes its waiters. It
@@ -104,6 +96,24 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, opError("force unlock", m.name, err)
 	}
 	return n == 1, nil
+}
+
+// isLocked reports whether the lock hash name exists.
+func (c *Client) isLocked(ctx context.Context, name string) (bool, error) {
+	n, err := c.rdb.Exists(ctx, name).Result()
+	if err != nil {
+		return false, opError("is locked", name, err)
+	}
+	return n == 1, nil
+}
+
+// ttl returns the lock hash's PTTL.
+func (c *Client) ttl(ctx context.Context, name string) (time.Duration, error) {
+	ttl, err := c.rdb.PTTL(ctx, name).Result()
+	if err != nil {
+		return 0, opError("ttl", name, err)
+	}
+	return ttl, nil
 }
 
 func (m *Mutex) check() error {

@@ -111,11 +111,7 @@ func (rw *RWMutex) IsLocked(ctx context.Context) (bool, error) {
 	if err := rw.check(); err != nil {
 		return false, err
 	}
-	n, err := rw.c.rdb.Exists(ctx, rw.name).Result()
-	if err != nil {
-		return false, opError("is locked", rw.name, err)
-	}
-	return n == 1, nil
+	return rw.c.isLocked(ctx, rw.name)
 }
 
 // ForceUnlock deletes the lock, in whatever mode and whoever holds it,

@@ -42,6 +42,24 @@ var (
 	ForceUnlock = load("forceunlock")
 )
 
+// loadWith loads a script with the functions of the library file lib
+// inserted after its header, so that its source still begins with it.
+func loadWith(name, lib string) *Script {
+	code, err := files.ReadFile(lib + ".lua")
+	if err != nil {
+		panic("scripts: missing embedded file " + lib + ".lua")
+	}
+	s := load(name)
+	header, body, ok := strings.Cut(s.src, "\n\n")
+	if !ok {
+		panic("scripts: " + name + ".lua has no header")
+	}
+	s.src = header + "\n\n" + string(code) + "\n" + body
+	sum := sha1.Sum([]byte(s.src))
+	s.sha = hex.EncodeToString(sum[:])
+	return s
+}
+
 // Name returns the script's file name without extension.
 func (s *Script) Name() string { return s.name }
 

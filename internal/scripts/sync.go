@@ -1,11 +1,5 @@
 package scripts
 
-import (
-	"crypto/sha1"
-	"encoding/hex"
-	"strings"
-)
-
 // The synchronizers' scripts: Semaphore (Redisson's RSemaphore layout),
 // PermitSemaphore (RPermitExpirableSemaphore) and CountDownLatch
 // (RCountDownLatch). Each file's header names its KEYS, ARGV and return
@@ -35,20 +29,4 @@ var SyncScripts = []*Script{
 	LatchTrySetCount, LatchCountDown,
 }
 
-// loadPermit loads a permit semaphore script with psem_lib.lua's functions
-// inserted after its header, so that its source still begins with it.
-func loadPermit(name string) *Script {
-	lib, err := files.ReadFile("psem_lib.lua")
-	if err != nil {
-		panic("scripts: missing embedded file psem_lib.lua")
-	}
-	s := load(name)
-	header, body, ok := strings.Cut(s.src, "\n\n")
-	if !ok {
-		panic("scripts: " + name + ".lua has no header")
-	}
-	s.src = header + "\n\n" + string(lib) + "\n" + body
-	sum := sha1.Sum([]byte(s.src))
-	s.sha = hex.EncodeToString(sum[:])
-	return s
-}
+func loadPermit(name string) *Script { return loadWith(name, "psem_lib") }
