@@ -13,8 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidislock"
-
-	"github.com/relock-go/relock"
 )
 
 // leaseTTL is the fixed lease of the libraries without a watchdog-only
@@ -40,6 +38,24 @@ type locker interface {
 	Lock(ctx context.Context) (unlock func(context.Context) error, err error)
 }
 
+// rlocker is a locker that also has a shared read lock. The read-heavy
+// workload takes it for reads; a locker without it takes Lock instead.
+type rlocker interface {
+	locker
+	// RLock blocks until the read lock is held or ctx ends, and returns
+	// the function that releases this hold.
+	RLock(ctx context.Context) (unlock func(context.Context) error, err error)
+}
+
+// semaphores is implemented by the libraries that have a counting
+// semaphore; the semaphore workload reports the others as n/a.
+type semaphores interface {
+	// semaphore returns one worker's handle on the semaphore key, giving
+	// the semaphore permits first if it has none yet. The handle's Lock
+	// acquires one permit, and the function it returns releases it.
+	semaphore(ctx context.Context, key string, permits int) (locker, error)
+}
+
 // library is one lock library connected to the server through a client
 // pool of its own.
 type library interface {
@@ -54,15 +70,31 @@ type library interface {
 // opener connects a library to the server s for workload w.
 type opener func(ctx context.Context, s *server, w workload) (library, error)
 
-// libraries lists the contenders in report order.
+// libraries lists the contenders in report order. The relock variants
+// (own, not "relock") are relock's other locks: they are not peers, and
+// they run the lock workloads only, since the semaphore is relock's
+// whichever lock is used.
 var libraries = []struct {
 	name string
 	open opener
+	own  bool // one of relock's locks, not a peer
 }{
-	{"relock", openRelock},
-	{"redsync", openRedsync},
-	{"redislock", openRedislock},
-	{"rueidislock", openRueidislock},
+	{"relock", openRelock, true},
+	{"relock-fair", openRelockFair, true},
+	{"relock-rw", openRelockRW, true},
+	{"redsync", openRedsync, false},
+	{"redislock", openRedislock, false},
+	{"rueidislock", openRueidislock, false},
+}
+
+// isPeer reports whether name is another library than relock.
+func isPeer(name string) bool {
+	for _, l := range libraries {
+		if l.name == name {
+			return !l.own
+		}
+	}
+	return false
 }
 
 // newGoRedis returns a go-redis client with default options whose
@@ -72,56 +104,6 @@ func newGoRedis(addr string, n *callCounter) *redis.Client {
 	rdb.AddHook(n)
 	return rdb
 }
-
-// relock: defaults, watchdog-kept holds.
-
-type relockLib struct {
-	rdb *redis.Client
-	c   *relock.Client
-	n   callCounter
-}
-
-func openRelock(_ context.Context, s *server, _ workload) (library, error) {
-	l := &relockLib{}
-	l.rdb = newGoRedis(s.addr, &l.n)
-	c, err := relock.New(l.rdb)
-	if err != nil {
-		_ = l.rdb.Close()
-		return nil, err
-	}
-	l.c = c
-	return l, nil
-}
-
-func (l *relockLib) locker(key string) locker {
-	w := &relockLocker{m: l.c.Mutex(key)}
-	w.unlock = w.release
-	return w
-}
-
-func (l *relockLib) calls() int64 { return l.n.load() }
-
-func (l *relockLib) close() error {
-	return errors.Join(l.c.Close(), l.rdb.Close())
-}
-
-type relockLocker struct {
-	m      *relock.Mutex
-	lease  *relock.Lease
-	unlock func(context.Context) error // release, bound once
-}
-
-// Lock takes the lock with relock's defaults.
-func (w *relockLocker) Lock(ctx context.Context) (func(context.Context) error, error) {
-	lease, err := w.m.Lock(ctx)
-	if err != nil {
-		return nil, err
-	}
-	w.lease = lease
-	return w.unlock, nil
-}
-
-func (w *relockLocker) release(ctx context.Context) error { return w.lease.Unlock(ctx) }
 
 // redsync: one pool, a 10s expiry, and, so that Lock waits instead of
 // giving up after its default 32 tries 50-250ms apart, unlimited tries
