@@ -21,7 +21,7 @@ import (
 // Config sets up a Batcher.
 type Config struct {
 	Client   redis.UniversalClient
-	MaxBatch int           // most calls in one pipeline (default 128)
+	MaxBatch int           // most calls in one pipeline (default 16)
 	Flushers int           // most pipelines in flight at once (default 4)
 	Cleanup  time.Duration // bound on undo calls (default 2s)
 }
@@ -43,11 +43,14 @@ type Batcher struct {
 // New returns a Batcher; Close stops it.
 func New(cfg Config) *Batcher {
 	if cfg.MaxBatch <= 0 {
-		cfg.MaxBatch = 128
+		// Small batches keep several pipelines busy at once, so the server
+		// works on one while the client reads or writes another.
+		cfg.MaxBatch = 16
 	}
 	if cfg.Flushers <= 0 {
 		cfg.Flushers = 4
 	}
+
 
 	if cfg.Cleanup <= 0 {
 		cfg.Cleanup = 2 * time.Second
