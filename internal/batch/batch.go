@@ -51,7 +51,6 @@ func New(cfg Config) *Batcher {
 		cfg.Flushers = 4
 	}
 
-
 	if cfg.Cleanup <= 0 {
 		cfg.Cleanup = 2 * time.Second
 	}
