@@ -39,6 +39,7 @@ type Client struct {
 	hub   *notify.Hub
 	wd    *watchdog.Watchdog
 	batch *batch.Batcher
+	rsync *syncer // replica-synced acquisition; nil when off
 
 	holdsMu sync.Mutex
 	holds   map[holdKey]*hold // reentrant watchdog holds, shared by their leases
@@ -101,6 +102,11 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		c.numsub = "shardnumsub"
 	}
 	c.argPublish, c.argLease, c.argMarkerTTL = c.publish, cfg.watchdog.Milliseconds(), c.markerTTL().Milliseconds()
+	var err error
+	if c.rsync, err = newSyncer(c); err != nil {
+		c.cancel()
+		return nil, err
+	}
 	c.hub = notify.New(notify.Config{
 		Client:  rdb,
 		Sharded: c.publish == "spublish",
@@ -116,6 +122,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	c.batch = batch.New(batch.Config{Client: rdb, Cleanup: cfg.cleanup})
 	c.wg.Add(1)
 	go c.inspect()
+	c.rsync.start()
 	return c, nil
 }
 
@@ -196,10 +203,20 @@ type Stats struct {
 	Handoffs uint64 // locks passed by a release straight to a waiter of this Client
 	Held     int    // holds the watchdog watches now
 	Channels int    // channels subscribed now
+
+	// SyncShort counts acquisitions released (and failed or retried)
+	// because too few replicas acknowledged them (see WithReplicaSync).
+	SyncShort uint64
+	// RenewSyncShort counts renewal pipelines whose WAIT too few replicas
+	// answered. Their holds stay held, since the master has them, but
+	// their local deadlines do not move: a hold no replica acknowledges
+	// for a whole lease is lost at its deadline.
+	RenewSyncShort uint64
 }
 
 type stats struct {
 	acquired, released, lost, waits, wakeups, handoffs atomic.Uint64
+	syncShort, renewSyncShort                          atomic.Uint64
 	asleep                                             atomic.Int64
 }
 
@@ -215,6 +232,9 @@ func (c *Client) Stats() Stats {
 		Handoffs: c.stats.handoffs.Load(),
 		Held:     c.wd.Len(),
 		Channels: c.hub.Channels(),
+
+		SyncShort:      c.stats.syncShort.Load(),
+		RenewSyncShort: c.stats.renewSyncShort.Load(),
 	}
 }
 

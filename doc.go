@@ -41,12 +41,18 @@
 //     lease, minus lease/100 + 2ms.
 //   - Fencing tokens only grow per name, so a resource that checks them
 //     refuses a holder that lost its lock to a newer one.
+//   - With replica sync (on by default where the master has replicas; see
+//     [WithReplicaSync]) no lock is handed out before the replicas
+//     acknowledged it with WAIT; one too few acknowledged is released and
+//     fails with [ErrReplicaSync]. This narrows the failover window below,
+//     it does not close it: WAIT is not consensus.
 //
 // # What is not guaranteed
 //
 //   - Redis replication is asynchronous: a master that fails after granting
 //     a lock and before a replica saw it can be replaced by a replica that
 //     grants it again, and the fencing counter can lose increments too.
+//     Replica sync makes this rarer; see docs/design.md for its limits.
 //   - A process paused longer than its lease (GC, SIGSTOP, a VM migration)
 //     learns of the loss only when it runs again; use fencing tokens where
 //     a late write would do harm.

@@ -63,6 +63,14 @@ var (
 	// already. Nothing is changed.
 	ErrLatchNotSet = errors.New("relock: latch not set")
 
+	// ErrReplicaSync is returned by lock calls on a Client with replica
+	// sync (see WithReplicaSync) when fewer replicas than configured
+	// acknowledged the acquisition within the timeout, or when the server
+	// refuses WAIT (or WAITAOF) and ReplicaSync.Fallback is off; the
+	// server's error is wrapped then. The acquisition was released first:
+	// no Lease was handed out.
+	ErrReplicaSync = errors.New("relock: too few replicas acknowledged")
+
 	// ErrClosed is returned by every operation of a closed Client, and
 	// wrapped with ErrLockLost by the leases a Close cut short.
 	ErrClosed = errors.New("relock: client closed")

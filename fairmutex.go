@@ -239,8 +239,7 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 // before trying again (negative: unknown), or an error. An attempt whose
 // outcome is unknown is undone before returning.
 func (m *FairMutex) attempt(ctx context.Context, a *fairAcquire) (*Lease, time.Duration, error) {
-	sent := m.c.wd.Now()
-	r, err := m.c.batch.Do(ctx, scripts.FairLock, a.keys, a.args, a)
+	r, sent, err := m.c.acquire(ctx, m.name, scripts.FairLock, a.keys, a.args, a, positive)
 	if err != nil {
 		return nil, 0, opError("lock", m.name, err)
 	}
@@ -288,8 +287,12 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 		keys, flag = append(m.unlockKeys[:5:5], suffixed(unlockLatchPrefix, m.name, l.request)), argOne
 	}
 	args := []any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL}
-	if ws := m.c.fair.claim(m.name); len(ws) > 0 {
-		return m.handOff(ctx, keys, args, ws)
+	// A lock handed over in the release script would skip the waiter's
+	// WAIT: with replica sync, the queue's head acquires for itself.
+	if !m.c.rsync.mayWait() {
+		if ws := m.c.fair.claim(m.name); len(ws) > 0 {
+			return m.handOff(ctx, keys, args, ws)
+		}
 	}
 	return m.c.batch.Do(ctx, scripts.FairUnlock, keys, args, nil)
 }

@@ -55,8 +55,8 @@ func (m *Mutex) Name() string { return m.name }
 // When ctx ends the error wraps ctx.Err(), and nothing is left behind: no
 // subscription, no timer, and no hold, since an attempt whose reply the
 // cancellation cut off is undone in Redis (within the cleanup timeout).
-// Other errors: ErrInvalidName, ErrInvalidOption, ErrClosed, and Redis
-// errors, wrapped.
+// Other errors: ErrInvalidName, ErrInvalidOption, ErrClosed,
+// ErrReplicaSync (see WithReplicaSync), and Redis errors, wrapped.
 func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
 	return m.lock(ctx, opts, true)
 }
@@ -273,10 +273,10 @@ func lockPolicy(payload string) int {
 }
 
 // attempt runs lock.lua once. It returns a Lease, or the holder's TTL, or
-// an error. An attempt whose outcome is unknown is undone before returning.
+// an error. An attempt whose outcome is unknown is undone before returning,
+// and so is one too few replicas acknowledged (see Client.acquire).
 func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration, error) {
-	sent := m.c.wd.Now()
-	r, err := m.c.batch.Do(ctx, scripts.Lock, a.keys, a.args, a)
+	r, sent, err := m.c.acquire(ctx, m.name, scripts.Lock, a.keys, a.args, a, positive)
 	if err != nil {
 		return nil, 0, opError("lock", m.name, err)
 	}
@@ -318,6 +318,9 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 		keys, flag = []string{m.name, m.channel, suffixed(unlockLatchPrefix, m.name, l.request)}, argOne
 	}
 	if w := m.c.claim(m.name); w != nil {
+		if m.c.rsync.mayWait() {
+			return m.handOffSynced(ctx, l, w, keys, flag)
+		}
 		return m.handOff(ctx, l, w, keys[2], flag)
 	}
 	return m.c.batch.Do(ctx, scripts.Unlock, keys,

@@ -18,6 +18,8 @@ type config struct {
 	watchdog time.Duration
 	logger   *slog.Logger
 	cleanup  time.Duration
+	sync     ReplicaSync // replica-synced acquisition (see WithReplicaSync)
+	syncMode syncMode    // default: on where the client sees replicas
 }
 
 // WithWatchdogTimeout sets the lease of holds taken without WithLease. The

@@ -42,12 +42,7 @@ func (c *Client) renew(ctx context.Context, batch []*watchdog.Entry) []watchdog.
 	sameCall := func(a, b *watchdog.Entry) bool {
 		return a.Kind == b.Kind && (!c.cluster || a.Group == b.Group)
 	}
-	type call struct {
-		first, n int
-		cmd      *redis.Cmd
-	}
-	var calls []call
-	pipe := c.rdb.Pipeline()
+	var calls []*renewCall
 	for first := 0; first < len(batch); {
 		n := 1
 		for first+n < len(batch) && n < maxRenewKeys && sameCall(batch[first+n], batch[first]) {
@@ -59,10 +54,10 @@ func (c *Client) renew(ctx context.Context, batch []*watchdog.Entry) []watchdog.
 			keys[i] = e.Key
 			args = append(args, e.Owner, strconv.FormatInt(e.Lease.Milliseconds(), 10))
 		}
-		calls = append(calls, call{first, n, renewScripts[batch[first].Kind].Queue(ctx, pipe, keys, args...)})
+		calls = append(calls, &renewCall{first: first, n: n, script: renewScripts[batch[first].Kind], keys: keys, args: args})
 		first += n
 	}
-	_, _ = pipe.Exec(ctx)
+	c.sendRenewals(ctx, calls)
 	for _, cl := range calls {
 		cmd := renewScripts[batch[cl.first].Kind].Retry(ctx, c.rdb, cl.cmd)
 		held, err := cmd.Int64Slice()
@@ -71,12 +66,40 @@ func (c *Client) renew(ctx context.Context, batch []*watchdog.Entry) []watchdog.
 			continue
 		}
 		for i, h := range held {
-			if h == 1 {
-				results[cl.first+i] = watchdog.Held
-			} else {
+			switch {
+			case h != 1:
 				results[cl.first+i] = watchdog.Gone
+			case !cl.short:
+				results[cl.first+i] = watchdog.Held
 			}
+			// Held on the master, but not by enough replicas: the local
+			// deadline stands (Unknown), see sendRenewalsSynced.
 		}
 	}
 	return results
+}
+
+// renewCall is one renewal script call of a round.
+type renewCall struct {
+	first, n int // the entries of the batch it renews
+	script   *scripts.Script
+	keys     []string
+	args     []any
+	cmd      *redis.Cmd // its outcome, once sent
+	short    bool       // too few replicas acknowledged it (replica sync)
+}
+
+// sendRenewals sends a round's calls in one pipeline, or, with replica
+// sync, in one pipeline per master, each followed by a WAIT (see
+// sendRenewalsSynced).
+func (c *Client) sendRenewals(ctx context.Context, calls []*renewCall) {
+	if c.rsync.mayWait() {
+		c.sendRenewalsSynced(ctx, calls)
+		return
+	}
+	pipe := c.rdb.Pipeline()
+	for _, cl := range calls {
+		cl.cmd = cl.script.Queue(ctx, pipe, cl.keys, cl.args...)
+	}
+	_, _ = pipe.Exec(ctx)
 }

@@ -175,8 +175,11 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 	if a.write {
 		script, rel = scripts.RWWriteLock, &rw.w
 	}
-	sent := rw.c.wd.Now()
-	r, err := rw.c.batch.Do(ctx, script, a.keys, a.args, a)
+	granted := positive
+	if !a.write {
+		granted = nonNegative // a reader's reply is the token counter, 0 before any writer
+	}
+	r, sent, err := rw.c.acquire(ctx, rw.name, script, a.keys, a.args, a, granted)
 	if err != nil {
 		return nil, 0, opError(rwOp(a.write, "lock"), rw.name, err)
 	}

@@ -72,26 +72,59 @@ type Undo interface {
 // called so that the call leaves nothing behind; Do has returned by then or
 // returns after it.
 func (b *Batcher) Do(ctx context.Context, s *scripts.Script, keys []string, args []any, undo Undo) (int64, error) {
+	v, _, err := b.DoSync(ctx, s, keys, args, undo, nil)
+	return v, err
+}
+
+// Sync asks for a replica acknowledgement of a script call: the call and a
+// WAIT (or WAITAOF) go in one pipeline on one connection of Node, since
+// WAIT waits for the writes of its own connection. In a shared pipeline one
+// WAIT, after all the calls for that node, covers them all.
+type Sync struct {
+	// Node is the client of the master that holds the call's keys: the
+	// *redis.Client itself, or a cluster's (ClusterClient.MasterForKey).
+	Node *redis.Client
+	// Replicas is how many replicas the WAIT asks for; a shared WAIT asks
+	// for the most any of its calls asks for.
+	Replicas int
+	// Wait returns the command to queue after the calls, asking for n
+	// replicas.
+	Wait func(ctx context.Context, n int) redis.Cmder
+}
+
+// DoSync is Do with a replica acknowledgement when sync is not nil: it
+// returns the WAIT command that followed the call on its connection too
+// (nil when sync is nil or the call was never sent), for the caller to
+// judge. The undo rules are those of Do; a WAIT that fails or falls short
+// is left to the caller.
+func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []string, args []any, undo Undo, sync *Sync) (int64, redis.Cmder, error) {
 	if b.inflight.Add(1) == 1 {
 		defer b.inflight.Add(-1)
-		v, err := s.Run(ctx, b.cfg.Client, keys, args...).Int64()
+		var cmd *redis.Cmd
+		var wait redis.Cmder
+		if sync != nil {
+			cmd, wait = Synced(ctx, s, keys, args, sync)
+		} else {
+			cmd = s.Run(ctx, b.cfg.Client, keys, args...)
+		}
+		v, err := cmd.Int64()
 		if err != nil && undo != nil && !isServerError(err) {
 			b.undo(ctx, undo)
 		}
-		return v, err
+		return v, wait, err
 	}
 	defer b.inflight.Add(-1)
-	r := &request{script: s, keys: keys, args: args, undo: undo, done: make(chan struct{})}
+	r := &request{script: s, keys: keys, args: args, undo: undo, sync: sync, done: make(chan struct{})}
 	if err := b.enqueue(r); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	select {
 	case <-r.done:
-		return r.val, r.err
+		return r.val, r.wait, r.err
 	case <-ctx.Done():
 	}
 	if r.state.CompareAndSwap(queued, abandoned) {
-		return 0, ctx.Err() // never sent: the flusher drops it
+		return 0, nil, ctx.Err() // never sent: the flusher drops it
 	}
 	// Sent already: wait a bounded time for its outcome, so that a call
 	// that took effect is undone before Do returns.
@@ -103,19 +136,65 @@ func (b *Batcher) Do(ctx context.Context, s *scripts.Script, keys []string, args
 			b.undo(ctx, undo)
 		}
 		if r.err != nil {
-			return r.val, r.err
+			return r.val, nil, r.err
 		}
-		return 0, ctx.Err()
+		return 0, nil, ctx.Err()
 	case <-bound.C:
 		if r.state.CompareAndSwap(sent, abandoned) {
-			return 0, ctx.Err() // the flusher undoes it when its reply comes
+			return 0, nil, ctx.Err() // the flusher undoes it when its reply comes
 		}
 		<-r.done
 		if r.err == nil && undo != nil {
 			b.undo(ctx, undo)
 		}
-		return 0, ctx.Err()
+		return 0, nil, ctx.Err()
 	}
+}
+
+// Synced runs s and then sync's WAIT in one pipeline on sync.Node, and,
+// if the server does not know the script, once more by EVAL with a WAIT
+// of its own. It returns the script's command and the WAIT that covers it.
+func Synced(ctx context.Context, s *scripts.Script, keys []string, args []any, sync *Sync) (*redis.Cmd, redis.Cmder) {
+	r := &request{script: s, keys: keys, args: args}
+	cmds, waits := runSynced(ctx, sync.Node, sync.Replicas, sync.Wait, []*request{r})
+	return cmds[0], waits[0]
+}
+
+// runSynced runs the calls of reqs in one pipeline on node followed by one
+// WAIT for n replicas, then those the server answered NOSCRIPT by EVAL,
+// followed by a WAIT of their own. It returns each call's command and the
+// WAIT covering it.
+func runSynced(ctx context.Context, node *redis.Client, n int, wait func(context.Context, int) redis.Cmder, reqs []*request) ([]*redis.Cmd, []redis.Cmder) {
+	cmds := make([]*redis.Cmd, len(reqs))
+	waits := make([]redis.Cmder, len(reqs))
+	pipe := node.Pipeline()
+	for i, r := range reqs {
+		cmds[i] = r.script.Queue(ctx, pipe, r.keys, r.args...)
+	}
+	w := wait(ctx, n)
+	_ = pipe.Process(ctx, w)
+	_, _ = pipe.Exec(ctx)
+	var again []int
+	for i := range reqs {
+		waits[i] = w
+		if scripts.IsNoScript(cmds[i].Err()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return cmds, waits
+	}
+	pipe = node.Pipeline()
+	for _, i := range again {
+		cmds[i] = pipe.Eval(ctx, reqs[i].script.Source(), reqs[i].keys, reqs[i].args...)
+	}
+	w = wait(ctx, n)
+	_ = pipe.Process(ctx, w)
+	_, _ = pipe.Exec(ctx)
+	for _, i := range again {
+		waits[i] = w
+	}
+	return cmds, waits
 }
 
 func (b *Batcher) undo(ctx context.Context, undo Undo) {
@@ -133,7 +212,7 @@ func (b *Batcher) Close() {
 	b.queue = nil
 	b.mu.Unlock()
 	for _, r := range queued {
-		r.deliver(0, ErrStopped, b)
+		r.deliver(0, ErrStopped, nil, b)
 	}
 	b.cancel() // pipelines in flight end now; their undo calls are bounded
 	b.wg.Wait()
@@ -151,17 +230,19 @@ type request struct {
 	keys   []string
 	args   []any
 	undo   Undo
+	sync   *Sync
 	state  atomic.Int32
 	val    int64
+	wait   redis.Cmder // the WAIT that followed a call with sync
 	err    error
 	done   chan struct{}
 }
 
 // deliver hands the outcome to the waiting caller, or, if the caller gave
 // up, undoes a call that succeeded or whose outcome is unknown.
-func (r *request) deliver(v int64, err error, b *Batcher) {
+func (r *request) deliver(v int64, err error, wait redis.Cmder, b *Batcher) {
 	if r.state.CompareAndSwap(sent, delivered) || r.state.CompareAndSwap(queued, delivered) {
-		r.val, r.err = v, err
+		r.val, r.wait, r.err = v, wait, err
 		close(r.done)
 		return
 	}
@@ -207,32 +288,85 @@ func (b *Batcher) flush() {
 	}
 }
 
+// send runs a batch: the calls without sync in one pipeline, and those
+// with sync in one pipeline per node, each ending with its WAIT. The
+// pipelines run at the same time.
 func (b *Batcher) send(batch []*request) {
+	var plain []*request
+	var nodes []*syncGroup
+	for _, r := range batch {
+		if !r.state.CompareAndSwap(queued, sent) {
+			continue // abandoned before it was sent
+		}
+		if r.sync == nil {
+			plain = append(plain, r)
+			continue
+		}
+		var g *syncGroup
+		for _, x := range nodes {
+			if x.node == r.sync.Node {
+				g = x
+				break
+			}
+		}
+		if g == nil {
+			g = &syncGroup{node: r.sync.Node, wait: r.sync.Wait}
+			nodes = append(nodes, g)
+		}
+		g.reqs = append(g.reqs, r)
+		g.n = max(g.n, r.sync.Replicas)
+	}
+	var wg sync.WaitGroup
+	for _, g := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.sendSynced(g)
+		}()
+	}
+	if len(plain) > 0 {
+		b.sendPlain(plain)
+	}
+	wg.Wait()
+}
+
+// syncGroup is the calls with sync of one batch for one node.
+type syncGroup struct {
+	node *redis.Client
+	n    int
+	wait func(context.Context, int) redis.Cmder
+	reqs []*request
+}
+
+func (b *Batcher) sendPlain(batch []*request) {
 	ctx := b.ctx
 	pipe := b.cfg.Client.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, r := range batch {
-		if r.state.CompareAndSwap(queued, sent) {
-			cmds[i] = r.script.Queue(ctx, pipe, r.keys, r.args...)
-		}
-	}
-	if pipe.Len() == 0 {
-		return
+		cmds[i] = r.script.Queue(ctx, pipe, r.keys, r.args...)
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, r := range batch {
-		if cmds[i] == nil {
-			continue // abandoned before it was sent
-		}
-		cmd := r.script.Retry(ctx, b.cfg.Client, cmds[i])
-		v, err := cmd.Int64()
-		if err != nil && r.undo != nil && !isServerError(err) && r.state.Load() == sent {
-			// Unknown outcome for a caller still waiting: undo before it
-			// hears of the failure, as a direct call would.
-			b.undo(ctx, r.undo)
-		}
-		r.deliver(v, err, b)
+		b.finish(r, r.script.Retry(ctx, b.cfg.Client, cmds[i]), nil)
 	}
+}
+
+func (b *Batcher) sendSynced(g *syncGroup) {
+	cmds, waits := runSynced(b.ctx, g.node, g.n, g.wait, g.reqs)
+	for i, r := range g.reqs {
+		b.finish(r, cmds[i], waits[i])
+	}
+}
+
+// finish delivers the outcome of a call that was sent.
+func (b *Batcher) finish(r *request, cmd *redis.Cmd, wait redis.Cmder) {
+	v, err := cmd.Int64()
+	if err != nil && r.undo != nil && !isServerError(err) && r.state.Load() == sent {
+		// Unknown outcome for a caller still waiting: undo before it
+		// hears of the failure, as a direct call would.
+		b.undo(b.ctx, r.undo)
+	}
+	r.deliver(v, err, wait, b)
 }
 
 func isServerError(err error) bool {

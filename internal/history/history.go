@@ -17,6 +17,10 @@ const (
 	// KindTokenBackwards: a hold's fencing token was not greater than the
 	// token of the hold of the same name that began before it.
 	KindTokenBackwards = "token-backwards"
+	// KindOutlived: a hold went on after its loss was signalled (Signal),
+	// and another hold of the same name began in between. The lock did its
+	// part; the holder did not stop in time.
+	KindOutlived = "outlived-loss"
 )
 
 // Recorder records holds. The zero value is not usable: call New. A
@@ -52,6 +56,9 @@ type HoldInfo struct {
 	Begin time.Duration // when the hold began, since the Recorder was made
 	End   time.Duration // when it ended; -1 while it is open
 	Lost  bool          // the hold ended by a loss signal, not by unlocking
+
+	Signalled bool          // the hold's loss was signalled (Signal, or Lost)
+	SignalAt  time.Duration // when the loss was first signalled, if Signalled
 }
 
 // Open reports whether the hold has not ended.
@@ -76,7 +83,7 @@ type Hold struct {
 
 // Violation is one breach of mutual exclusion found by Check.
 type Violation struct {
-	Kind   string   // KindOverlap or KindTokenBackwards
+	Kind   string   // KindOverlap, KindTokenBackwards or KindOutlived
 	Name   string   // the lock's name
 	A, B   HoldInfo // the two holds involved, A the one that began first
 	Detail string   // a human-readable account
@@ -151,6 +158,10 @@ func (r *Recorder) overlap(a, b HoldInfo, how string) {
 		return
 	}
 	r.reported[pair] = true
+	if a.Signalled && a.SignalAt <= b.Begin {
+		r.violations = append(r.violations, outlived(a, b))
+		return
+	}
 	r.violations = append(r.violations, Violation{
 		Kind: KindOverlap,
 		Name: a.Name,
@@ -179,6 +190,9 @@ func (h *Hold) end(lost bool) {
 	}
 	h.info.End = r.now()
 	h.info.Lost = lost
+	if lost && !h.info.Signalled {
+		h.info.Signalled, h.info.SignalAt = true, h.info.End
+	}
 	delete(r.names[h.info.Name].open, h)
 }
 

@@ -14,6 +14,12 @@ type Summary struct {
 	Handoffs int           // gaps measured between consecutive holds of a name
 	P50, P99 time.Duration // handoff percentiles over all names
 	Names    []NameSummary // one per lock name, sorted by name
+
+	// Of the holds whose loss was signalled and that another hold of the
+	// same name followed: how many were told before that next hold began,
+	// and how many after (the lock was granted again before its holder
+	// knew).
+	LossBeforeNext, LossAfterNext int
 }
 
 // NameSummary condenses the history of one lock name.
@@ -25,6 +31,8 @@ type NameSummary struct {
 	LastToken uint64 // the token of the last hold begun with one
 	Handoffs  int
 	P50, P99  time.Duration
+
+	LossBeforeNext, LossAfterNext int // as in Summary
 }
 
 // Summary returns counts per name and handoff percentiles. A handoff is
@@ -54,6 +62,13 @@ func (r *Recorder) Summary() Summary {
 			case h.info.Lost:
 				ns.Lost++
 			}
+			if h.info.Signalled && i+1 < len(hs) {
+				if h.info.SignalAt <= hs[i+1].info.Begin {
+					ns.LossBeforeNext++
+				} else {
+					ns.LossAfterNext++
+				}
+			}
 			if i == 0 {
 				continue
 			}
@@ -67,6 +82,8 @@ func (r *Recorder) Summary() Summary {
 		s.Holds += ns.Holds
 		s.Open += ns.Open
 		s.Lost += ns.Lost
+		s.LossBeforeNext += ns.LossBeforeNext
+		s.LossAfterNext += ns.LossAfterNext
 		s.Names = append(s.Names, ns)
 	}
 	sort.Slice(s.Names, func(i, j int) bool { return s.Names[i].Name < s.Names[j].Name })

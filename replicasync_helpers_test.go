@@ -1,0 +1,211 @@
+package relock_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// rsTrip is one round trip a client made: one command, or a pipeline.
+type rsTrip struct {
+	node string     // the address of the client that rsTrip it
+	cmds [][]string // each command's arguments, the name lower-cased
+}
+
+// names returns the command names of a round trip.
+func (s rsTrip) names() []string {
+	out := make([]string, len(s.cmds))
+	for i, c := range s.cmds {
+		out[i] = c[0]
+	}
+	return out
+}
+
+// rsLog is a go-redis hook recording the round trips of a client (or of
+// a cluster client's nodes), leaving out each connection's handshake.
+type rsLog struct {
+	mu    sync.Mutex
+	trips []rsTrip
+}
+
+// hook returns a hook that records what the client of address node sends.
+func (l *rsLog) hook(node string) redis.Hook { return &rsHook{log: l, node: node} }
+
+// onNodes records the round trips of every node client of cc. Call it
+// before cc is used.
+func (l *rsLog) onNodes(cc *redis.ClusterClient) {
+	cc.OnNewNode(func(rdb *redis.Client) { rdb.AddHook(l.hook(rdb.Options().Addr)) })
+}
+
+func (l *rsLog) record(node string, cmds []redis.Cmder) {
+	s := rsTrip{node: node}
+	for _, c := range cmds {
+		args := make([]string, len(c.Args()))
+		for i, a := range c.Args() {
+			args[i] = fmt.Sprint(a)
+		}
+		args[0] = strings.ToLower(args[0])
+		if args[0] == "hello" || args[0] == "client" {
+			return // a new connection's handshake
+		}
+		s.cmds = append(s.cmds, args)
+	}
+	l.mu.Lock()
+	l.trips = append(l.trips, s)
+	l.mu.Unlock()
+}
+
+// reset forgets what was recorded.
+func (l *rsLog) reset() {
+	l.mu.Lock()
+	l.trips = nil
+	l.mu.Unlock()
+}
+
+// all returns the round trips recorded.
+func (l *rsLog) all() []rsTrip {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]rsTrip(nil), l.trips...)
+}
+
+// count returns how many commands of that name were recorded.
+func (l *rsLog) count(name string) int {
+	n := 0
+	for _, s := range l.all() {
+		for _, c := range s.cmds {
+			if c[0] == name {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+type rsHook struct {
+	log  *rsLog
+	node string
+}
+
+func (h *rsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *rsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.log.record(h.node, []redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+func (h *rsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.log.record(h.node, cmds)
+		return next(ctx, cmds)
+	}
+}
+
+// rsSink collects what a slog logger writes. It is safe for concurrent
+// use.
+type rsSink struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *rsSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *rsSink) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *rsSink) logger() relock.Option {
+	return relock.WithLogger(slog.New(slog.NewTextHandler(s, nil)))
+}
+
+// rsReplicas returns how many replicas master lists, and how many of
+// them are online and have acknowledged some offset, that is answer WAIT:
+// a replica that has just synchronised with its master starts to only
+// after its first heartbeat.
+func rsReplicas(t testing.TB, master *redistest.Server) (listed, acking int) {
+	t.Helper()
+	v, err := master.Do(context.Background(), "INFO", "replication")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(v.(string), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "slave") || !strings.Contains(line, "state=") {
+			continue
+		}
+		listed++
+		if strings.Contains(line, "state=online") && !strings.Contains(line+",", ",offset=0,") {
+			acking++
+		}
+	}
+	return listed, acking
+}
+
+// rsWaitOnline waits until master has n replicas and all of them answer
+// WAIT.
+func rsWaitOnline(t testing.TB, master *redistest.Server, n int) {
+	t.Helper()
+	eventually(t, 30*time.Second, strconv.Itoa(n)+" replicas acknowledging", func() bool {
+		listed, acking := rsReplicas(t, master)
+		return listed == n && acking == n
+	})
+}
+
+// rsExists reports whether key exists on the server, replicas included.
+func rsExists(t testing.TB, s *redistest.Server, key string) bool {
+	t.Helper()
+	v, err := s.Do(context.Background(), "EXISTS", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.(int64) == 1
+}
+
+// rsVersion returns the major and minor version of a server.
+func rsVersion(t testing.TB, s *redistest.Server) (int, int) {
+	t.Helper()
+	v, err := s.Do(context.Background(), "INFO", "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(v.(string), "\n") {
+		if rest, ok := strings.CutPrefix(line, "redis_version:"); ok {
+			parts := strings.Split(strings.TrimSpace(rest), ".")
+			major, _ := strconv.Atoi(parts[0])
+			minor := 0
+			if len(parts) > 1 {
+				minor, _ = strconv.Atoi(parts[1])
+			}
+			return major, minor
+		}
+	}
+	t.Fatal("no redis_version in INFO server")
+	return 0, 0
+}
+
+// countIn returns how many commands of that name a round trip holds.
+func (l *rsLog) countIn(s rsTrip, name string) int {
+	n := 0
+	for _, c := range s.cmds {
+		if c[0] == name {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,253 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// What the syncer learns from the servers, and when. A master is probed
+// once, before the first write that may wait for its replicas: INFO
+// replication (and INFO persistence for WAITAOF) says how many replicas are
+// in sync with it, and, where a WAIT will be needed, one WAIT that waits
+// for nothing says whether the server allows it. The counts are read again
+// when a WAIT answers fewer replicas than expected, and in the background
+// when a lock call or a renewal finds them older than a watchdog interval;
+// never on the way of an acquisition that went well.
+
+// start begins the Client's background reads, with a first probe of every
+// master so that the first lock call seldom has to.
+func (s *syncer) start() {
+	if s == nil {
+		return
+	}
+	s.c.wg.Add(1)
+	go s.run()
+	s.kick <- struct{}{}
+}
+
+// run re-reads the replica counts whenever asked, until the Client closes.
+func (s *syncer) run() {
+	defer s.c.wg.Done()
+	for {
+		select {
+		case <-s.c.ctx.Done():
+			return
+		case <-s.kick:
+		}
+		ctx, cancel := context.WithTimeout(s.c.ctx, s.c.cfg.cleanup)
+		s.refresh(ctx)
+		cancel()
+	}
+}
+
+// stale asks run to read n's replica count again if it is older than
+// s.every, at most once per s.every.
+func (s *syncer) stale(n *syncNode) {
+	now := s.c.wd.Now()
+	at := n.readAt.Load()
+	if now-at > s.every && n.readAt.CompareAndSwap(at, now) {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// refresh reads the replica count of every master.
+func (s *syncer) refresh(ctx context.Context) {
+	if s.cc == nil {
+		if err := s.reread(ctx, s.single); err != nil {
+			s.c.cfg.logger.Debug("relock: replica sync: cannot read the replica count", "node", s.single.addr, "err", err)
+		}
+		return
+	}
+	seen := make(map[*syncNode]bool)
+	var mu sync.Mutex // ForEachMaster calls f concurrently
+	err := s.cc.ForEachMaster(ctx, func(ctx context.Context, client *redis.Client) error {
+		n := s.nodeOf(client)
+		mu.Lock()
+		seen[n] = true
+		mu.Unlock()
+		return s.reread(ctx, n)
+	})
+	if err != nil {
+		s.c.cfg.logger.Debug("relock: replica sync: cannot read the replica counts", "err", err)
+		return
+	}
+	// Forget the masters that are masters no more.
+	s.mu.Lock()
+	for addr, n := range s.nodes {
+		if !seen[n] {
+			delete(s.nodes, addr)
+		}
+	}
+	s.mu.Unlock()
+	s.recount()
+}
+
+// reread probes n if it never was, and reads its replica count otherwise.
+func (s *syncer) reread(ctx context.Context, n *syncNode) error {
+	if !n.ready.Load() {
+		return s.probe(ctx, n)
+	}
+	return s.read(ctx, n)
+}
+
+// probe reads n's replica count for the first time and, if a WAIT may be
+// needed, checks that the server allows it.
+func (s *syncer) probe(ctx context.Context, n *syncNode) error {
+	n.mu.Lock()
+	if n.ready.Load() {
+		n.mu.Unlock()
+		return nil
+	}
+	err := s.readLocked(ctx, n)
+	if err != nil && !isServerError(err) {
+		n.mu.Unlock()
+		return fmt.Errorf("relock: replica sync: reading INFO from %s: %w", n.addr, err)
+	}
+	infoRefused := err != nil
+	if infoRefused {
+		s.c.cfg.logger.Warn("relock: the server refuses INFO; replica sync counts the replicas a WAIT reaches instead",
+			"node", n.addr, "err", err)
+	}
+	n.ready.Store(true)
+	n.mu.Unlock()
+	if s.cfg.Replicas > 0 || n.replicas.Load() > 0 || infoRefused {
+		acked, err := s.probeWait(ctx, n)
+		if err != nil {
+			n.ready.Store(false)
+			return err
+		}
+		if infoRefused {
+			n.replicas.Store(acked)
+			if acked > 0 {
+				s.saw.Store(true)
+			}
+		}
+	}
+	s.recount()
+	return nil
+}
+
+// probeWait sends one WAIT that waits for no replica, to learn whether the
+// server allows it. It returns how many replicas the WAIT reports in sync,
+// which stands for the replica count where INFO is refused.
+func (s *syncer) probeWait(ctx context.Context, n *syncNode) (int64, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.checked.Load() {
+		return n.replicas.Load(), nil
+	}
+	var cmd redis.Cmder
+	if s.cfg.AOF {
+		cmd = &waitAOFCmd{redis.NewIntSliceCmd(ctx, "waitaof", 0, 0, 1)}
+	} else {
+		cmd = &waitCmd{redis.NewIntCmd(ctx, "wait", 0, 1)}
+	}
+	err := n.client.Load().Process(ctx, cmd)
+	if err != nil && !isServerError(err) {
+		return 0, fmt.Errorf("relock: replica sync: probing %s on %s: %w", s.verb, n.addr, err)
+	}
+	if err != nil {
+		s.refuse(n, err)
+		return 0, nil
+	}
+	n.checked.Store(true)
+	_, acked, _ := waitReply(cmd)
+	return acked, nil
+}
+
+// read reads n's replica count again.
+func (s *syncer) read(ctx context.Context, n *syncNode) error {
+	n.mu.Lock()
+	err := s.readLocked(ctx, n)
+	n.mu.Unlock()
+	s.recount()
+	return err
+}
+
+// readLocked reads INFO replication (and persistence, for WAITAOF) from n.
+// The caller holds n.mu.
+func (s *syncer) readLocked(ctx context.Context, n *syncNode) error {
+	pipe := n.client.Load().Pipeline()
+	repl := pipe.Info(ctx, "replication")
+	var pers *redis.StringCmd
+	if s.cfg.AOF {
+		pers = pipe.Info(ctx, "persistence")
+	}
+	_, _ = pipe.Exec(ctx)
+	if err := repl.Err(); err != nil {
+		return err
+	}
+	count, pending := inSync(repl.Val())
+	n.replicas.Store(int64(count))
+	if count > 0 {
+		s.saw.Store(true)
+	}
+	if pers != nil && pers.Err() == nil {
+		local := int64(0)
+		if v, _ := infoField(pers.Val(), "aof_enabled"); v == "1" {
+			local = 1
+		}
+		n.local.Store(local)
+	}
+	at := s.c.wd.Now()
+	n.readOK.Store(at)
+	if pending {
+		// A replica is about to count: read again in a second or so.
+		at -= max(s.every-int64(time.Second), 0)
+	}
+	n.readAt.Store(max(at, 1))
+	return nil
+}
+
+// recount updates s.hasReplicas: whether some master has replicas in sync,
+// or has not been probed yet.
+func (s *syncer) recount() {
+	has := func(n *syncNode) bool { return !n.ready.Load() || n.replicas.Load() > 0 }
+	if s.cc == nil {
+		s.hasReplicas.Store(has(s.single))
+		return
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	found := len(s.nodes) == 0 // nothing probed yet
+	for _, n := range s.nodes {
+		found = found || has(n)
+	}
+	s.hasReplicas.Store(found)
+}
+
+// inSync counts the replicas an INFO replication reply lists as online
+// and having acknowledged some offset: those that answer a WAIT. (A
+// replica past its first synchronisation is listed online with offset 0
+// until its first heartbeat, up to a second later; only then does the
+// master stream writes to it.) If the reply lists no replica in detail,
+// it counts its connected_slaves. pending says that some replica is
+// connected but does not count yet.
+func inSync(info string) (count int, pending bool) {
+	listed, online := 0, 0
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(line, "slave")
+		if !ok || rest == "" || rest[0] < '0' || rest[0] > '9' {
+			continue
+		}
+		listed++
+		if strings.Contains(rest, "state=online") && !strings.Contains(rest+",", ",offset=0,") {
+			online++
+		}
+	}
+	if listed > 0 {
+		return online, online < listed
+	}
+	v, _ := infoField(info, "connected_slaves")
+	n, _ := strconv.Atoi(v)
+	return n, false
+}

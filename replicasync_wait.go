@@ -1,0 +1,147 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// waitCmd and waitAOFCmd are WAIT and WAITAOF commands that go-redis must
+// not send again on another connection after a lost reply: a WAIT only
+// covers the writes of its own connection, and the script it follows
+// would not write again when resent.
+type waitCmd struct{ *redis.IntCmd }
+
+func (*waitCmd) NoRetry() bool { return true }
+
+type waitAOFCmd struct{ *redis.IntSliceCmd }
+
+func (*waitAOFCmd) NoRetry() bool { return true }
+
+// judge says whether the WAIT that followed a write was answered by
+// enough replicas. When Replicas is 0 and fewer acknowledged than the
+// master had, it reads the replica count again: replicas that went away
+// are no longer waited for. It returns nil, or an error wrapping
+// ErrReplicaSync.
+func (s *syncer) judge(ctx context.Context, t *syncTarget, cmd redis.Cmder) error {
+	local, acked, err := waitReply(cmd)
+	if err != nil {
+		if isServerError(err) && isRefusal(err) {
+			s.refuse(t.node, err)
+			if s.off.Load() {
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: %s: %w", ErrReplicaSync, s.verb, err)
+	}
+	wantLocal := int64(0)
+	if s.cfg.AOF {
+		wantLocal = t.node.local.Load()
+	}
+	if acked >= int64(t.need) && local >= wantLocal {
+		return nil
+	}
+	if s.cfg.Replicas == 0 {
+		// Read the count again, unless a read finished while this WAIT
+		// waited (calls of one batch fall short together).
+		var err error
+		if s.c.wd.Now()-t.node.readOK.Load() > int64(s.cfg.Timeout) {
+			err = s.read(ctx, t.node)
+		}
+		if err == nil && acked >= int64(s.need(t.node)) && local >= wantLocal {
+			return nil
+		}
+	}
+	if local < wantLocal {
+		return fmt.Errorf("%w: the master did not fsync its append-only file within %v", ErrReplicaSync, s.cfg.Timeout)
+	}
+	return fmt.Errorf("%w: %d of %d replicas within %v", ErrReplicaSync, acked, t.need, s.cfg.Timeout)
+}
+
+// waitReply returns what a WAIT or WAITAOF answered: the local fsyncs (0
+// for WAIT) and the replicas that acknowledged.
+func waitReply(cmd redis.Cmder) (local, replicas int64, err error) {
+	switch c := cmd.(type) {
+	case *waitCmd:
+		replicas, err = c.Result()
+		return 0, replicas, err
+	case *waitAOFCmd:
+		v, err := c.Result()
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(v) != 2 {
+			return 0, 0, fmt.Errorf("unexpected WAITAOF reply %v", v)
+		}
+		return v[0], v[1], nil
+	case nil:
+		return 0, 0, errors.New("no WAIT was sent")
+	}
+	return 0, 0, cmd.Err()
+}
+
+// isRefusal reports whether a server error means the server does not let
+// this client run WAIT at all (renamed, disabled, denied by ACL, unknown).
+func isRefusal(err error) bool {
+	msg := strings.ToLower(err.Error())
+	for _, s := range []string{"unknown command", "noperm", "not allowed", "disabled", "not supported", "unsupported"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// refuse records that the server refused WAIT: with Fallback, sync is off
+// from now on; otherwise the node's writes that need WAIT fail. Either way
+// a warning is logged once.
+func (s *syncer) refuse(n *syncNode, err error) {
+	n.refused.Store(&err)
+	n.checked.Store(true)
+	if s.cfg.Fallback {
+		s.off.Store(true)
+	}
+	s.warn.Do(func() {
+		if s.cfg.Fallback {
+			s.c.cfg.logger.Warn("relock: the server refuses "+s.verb+"; going on without replica-synced acquisition",
+				"node", n.addr, "err", err)
+			return
+		}
+		s.c.cfg.logger.Warn("relock: the server refuses "+s.verb+"; lock calls fail with ErrReplicaSync (see ReplicaSync.Fallback and WithoutReplicaSync)",
+			"node", n.addr, "err", err)
+	})
+}
+
+// pause sleeps before a Retry of an acquisition whose WAIT fell short: a
+// random part of the timeout, so that a WAIT that failed at once does not
+// make a busy loop. It returns ctx's error, or ErrClosed.
+func (s *syncer) pause(ctx context.Context) error {
+	t := time.NewTimer(s.cfg.Timeout/2 + rand.N(s.cfg.Timeout/2+1))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.c.closing:
+		return ErrClosed
+	}
+}
+
+// isRedirect reports whether err says the key's slot is served elsewhere
+// or not at all right now: the call did not run, and can be sent again
+// once the cluster's map is reloaded.
+func isRedirect(err error) bool {
+	if _, ok := redis.IsMovedError(err); ok {
+		return true
+	}
+	if _, ok := redis.IsAskError(err); ok {
+		return true
+	}
+	return redis.IsTryAgainError(err) || redis.IsClusterDownError(err) || redis.IsReadOnlyError(err)
+}
