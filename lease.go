@@ -79,6 +79,12 @@ func (l *Lease) Err() error {
 	if p := l.err.Load(); p != nil {
 		return *p
 	}
+	// The watchdog may be declaring the loss this very moment, between
+	// ending the entry and recording the error: the deadline decides.
+	if l.entry != nil && l.entry.Deadline() <= l.c.wd.Now() {
+		l.finish(ErrLockLost, watchdog.ErrDeadline.Error())
+		return *l.err.Load()
+	}
 	return nil
 }
 

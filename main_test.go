@@ -25,6 +25,7 @@ var (
 
 func TestMain(m *testing.M) {
 	permitHelper() // exits in a permit-holder child process
+	faultHelper()  // exits in a fault-suite child process
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helperProcess())
 	}

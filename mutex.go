@@ -189,9 +189,20 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (*Lease
 		m.c.enqueue(m.name, lw)
 		defer m.c.leave(m.name, lw)
 	}
-	timer := time.NewTimer(retryAfter(ttl))
-	defer timer.Stop()
 	ready := w.Ready()
+	// Until the subscription is confirmed no release message can reach
+	// this call: it re-checks on a short, growing period instead of
+	// trusting the holder's TTL alone.
+	unconfirmed := 50 * time.Millisecond
+	sleepFor := func(ttl time.Duration) time.Duration {
+		d := retryAfter(ttl)
+		if ready != nil && d > unconfirmed {
+			d, unconfirmed = unconfirmed, min(2*unconfirmed, time.Second)
+		}
+		return d
+	}
+	timer := time.NewTimer(sleepFor(ttl))
+	defer timer.Stop()
 	for {
 		// Once subscribed, and a later attempt failed, only a release
 		// message, a handoff, the holder's TTL or the end of ctx wake this
@@ -244,7 +255,7 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (*Lease
 		if l != nil || err != nil {
 			return l, err
 		}
-		timer.Reset(retryAfter(ttl))
+		timer.Reset(sleepFor(ttl))
 	}
 }
 

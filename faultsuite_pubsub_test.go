@@ -1,0 +1,80 @@
+package relock_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// TestFaultPubSubKilled: the server closes every pub/sub connection again
+// and again (CLIENT KILL TYPE pubsub) while 16 goroutines contend for two
+// locks. The holders keep the default 30s watchdog lease, so a waiter
+// that missed a release and were left to its timer would wait far past
+// the bound. Every Lock returns within the bound, every acquisition
+// completes and no two holds overlap. The cluster variant runs in
+// TestFaultCluster.
+func TestFaultPubSubKilled(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Standalone(t)
+	o, kills := pubsubStorm(t, func() redis.UniversalClient { return closeLater(t, srv.Client()) }, srv.KillPubSubClients)
+	o.report(t, "pubsub-killed-standalone", 1, "sync", "n/a", "kills", kills)
+}
+
+// pubsubStorm runs the contention while kill closes pub/sub connections
+// every few milliseconds, checks the outcome and returns it with the
+// number of connections killed.
+func pubsubStorm(t *testing.T, rdb func() redis.UniversalClient, kill func(context.Context) (int, error), opts ...relock.Option) (outcome, int) {
+	t.Helper()
+	const workers = 16
+	per := rounds(25, 500)
+	clients := []*relock.Client{newClient(t, rdb(), opts...), newClient(t, rdb(), opts...)}
+	w := newWorkload(t, 10*time.Second)
+	locks := names(t, "ps", 2)
+	var dones []chan struct{}
+	for i := range workers {
+		done := make(chan struct{})
+		dones = append(dones, done)
+		w.repeat(fmt.Sprintf("c%d.w%d", i%2, i), clients[i%2], locks, holdFor(0, time.Millisecond), per, done)
+	}
+	all := make(chan struct{})
+	go func() {
+		for _, d := range dones {
+			<-d
+		}
+		close(all)
+	}()
+	kills := 0
+	ctx := ctxTimeout(t, 5*time.Minute)
+	for stormy := true; stormy; {
+		select {
+		case <-all:
+			stormy = false
+		case <-time.After(time.Duration(2+rand.N(20)) * time.Millisecond):
+			n, err := kill(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kills += n
+		case <-ctx.Done():
+			t.Fatal("the contention did not complete")
+		}
+	}
+	w.stop(10 * time.Second)
+	o := w.outcome()
+	o.requireSafe(t, "pub/sub killed")
+	if o.Holds != workers*per {
+		t.Errorf("%d acquisitions, want %d", o.Holds, workers*per)
+	}
+	if kills == 0 {
+		t.Error("no pub/sub connection was killed")
+	}
+	w.logNotes()
+	return o, kills
+}

@@ -1,0 +1,314 @@
+package relock_test
+
+// The fault suite: real servers killed, paused, restarted, failed over,
+// cut off from their clients, while workers contend for locks and a
+// history records every hold. Each scenario logs one machine-readable
+// line per result, "SAFETY scenario=... key=value ...", which
+// docs/safety.md tabulates. RELOCK_SOAK=1 makes every scenario run many
+// more rounds.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/history"
+)
+
+// soaking reports whether the suite runs long: RELOCK_SOAK set to
+// anything but "" or "0".
+func soaking() bool {
+	v := os.Getenv("RELOCK_SOAK")
+	return v != "" && v != "0"
+}
+
+// rounds returns quick normally and soak under RELOCK_SOAK.
+func rounds(quick, soak int) int {
+	if soaking() {
+		return soak
+	}
+	return quick
+}
+
+// safety logs one line of the safety report.
+func safety(t testing.TB, scenario string, kv ...any) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "SAFETY scenario=%s", scenario)
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(&b, " %v=%v", kv[i], kv[i+1])
+	}
+	t.Log(b.String())
+}
+
+// workload runs lock workers and records every hold in a history. Before
+// a hold is recorded as begun, the leases of the holds of that name still
+// in progress are asked for Err: one that reports ErrLockLost counts as
+// told of its loss at that moment, whether or not its worker has woken
+// up yet, which is what the holder would have seen had it checked.
+type workload struct {
+	t     testing.TB
+	rec   *history.Recorder
+	bound time.Duration // a Lock call still waiting after this is stranded
+
+	ctx    context.Context // cancelled by stop: ends waits and holds
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	open map[string]map[*held]struct{} // holds in progress, per name
+	last map[string]time.Time          // when the latest hold of a name began
+
+	lockErrs, unlockErrs, stranded, lost, stale atomic.Int64
+	notes                                       []string // the first errors, for the log
+}
+
+// held is one hold in progress.
+type held struct {
+	l *relock.Lease
+	h *history.Hold
+}
+
+func newWorkload(t testing.TB, bound time.Duration) *workload {
+	w := &workload{
+		t:     t,
+		rec:   history.New(),
+		bound: bound,
+		open:  make(map[string]map[*held]struct{}),
+		last:  make(map[string]time.Time),
+	}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	t.Cleanup(w.cancel)
+	return w
+}
+
+// holdFor returns a hold duration picker: uniform in [lo, hi].
+func holdFor(lo, hi time.Duration) func() time.Duration {
+	return func() time.Duration { return lo + rand.N(hi-lo+1) }
+}
+
+// forever holds until the lease is lost or the workload stops.
+func forever() time.Duration { return time.Hour }
+
+// contend starts a worker that, until stop, locks one of names at random
+// through c with opts, holds it for hold() (or until the hold is lost)
+// and unlocks.
+func (w *workload) contend(who string, c *relock.Client, names []string, hold func() time.Duration, opts ...relock.LockOption) {
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for w.ctx.Err() == nil {
+			w.once(who, c.Mutex(names[rand.N(len(names))]), hold(), opts...)
+		}
+	}()
+}
+
+// repeat starts a worker that locks one of names at random through c,
+// holds it for hold() and unlocks, until it has held a lock count times
+// (or stop). It closes done when it returns.
+func (w *workload) repeat(who string, c *relock.Client, names []string, hold func() time.Duration, count int, done chan<- struct{}) {
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer close(done)
+		for held := 0; held < count && w.ctx.Err() == nil; {
+			if w.once(who, c.Mutex(names[rand.N(len(names))]), hold()) {
+				held++
+			}
+		}
+	}()
+}
+
+// once is one round of a worker: lock, hold, unlock. It reports whether
+// the lock was acquired.
+func (w *workload) once(who string, m *relock.Mutex, hold time.Duration, opts ...relock.LockOption) bool {
+	ctx, cancel := context.WithTimeout(w.ctx, w.bound)
+	l, err := m.Lock(ctx, opts...)
+	cancel()
+	if err != nil {
+		switch {
+		case w.ctx.Err() != nil: // stopping
+			return false
+		case errors.Is(err, context.DeadlineExceeded):
+			w.stranded.Add(1)
+			w.note("%s: Lock(%s) still waiting after %v: %v", who, m.Name(), w.bound, err)
+		default: // the server is down or failing over: try again shortly
+			w.lockErrs.Add(1)
+			w.note("%s: Lock(%s): %v", who, m.Name(), err)
+		}
+		sleepCtx(w.ctx, 20*time.Millisecond)
+		return false
+	}
+	hd := w.begin(who, m.Name(), l)
+	if hd == nil { // lost before it began: not a hold
+		w.unlock(who, l)
+		return false
+	}
+	timer := time.NewTimer(hold)
+	select {
+	case <-l.Done():
+	case <-timer.C:
+	case <-w.ctx.Done():
+	}
+	timer.Stop()
+	w.end(hd)
+	w.unlock(who, l)
+	return true
+}
+
+// begin records the start of a hold, after telling the holds of the name
+// in progress whose leases report a loss that they were told. A lease
+// already lost when Lock returned it (its reply came after its deadline,
+// through a stalled network) is no hold: begin counts it as stale and
+// returns nil.
+func (w *workload) begin(who, name string, l *relock.Lease) *held {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if l.Err() != nil {
+		w.stale.Add(1)
+		return nil
+	}
+	for o := range w.open[name] {
+		if errors.Is(o.l.Err(), relock.ErrLockLost) {
+			o.h.Signal()
+		}
+	}
+	hd := &held{l: l, h: w.rec.Begin(who, name, l.Token())}
+	if w.open[name] == nil {
+		w.open[name] = make(map[*held]struct{})
+	}
+	w.open[name][hd] = struct{}{}
+	w.last[name] = time.Now()
+	return hd
+}
+
+// end records the end of a hold, before it is unlocked: lost if its lease
+// says so, ended otherwise.
+func (w *workload) end(hd *held) {
+	w.mu.Lock()
+	delete(w.open[hd.h.Info().Name], hd)
+	w.mu.Unlock()
+	if errors.Is(hd.l.Err(), relock.ErrLockLost) {
+		w.lost.Add(1)
+		hd.h.Lost()
+		return
+	}
+	hd.h.End()
+}
+
+// unlock releases l, retrying while the server is unreachable; a lease
+// already lost gets one attempt.
+func (w *workload) unlock(who string, l *relock.Lease) {
+	for attempt := 0; attempt < 5; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := l.Unlock(ctx)
+		cancel()
+		if err == nil || errors.Is(err, relock.ErrNotHeld) || errors.Is(err, relock.ErrClosed) {
+			return
+		}
+		w.unlockErrs.Add(1)
+		w.note("%s: Unlock(%s): %v", who, l.Name(), err)
+		if l.Err() != nil {
+			return // lost: the key, if any is left, expires
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (w *workload) note(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.notes) < 5 {
+		w.notes = append(w.notes, fmt.Sprintf(format, args...))
+	}
+}
+
+// progressed waits until every name has a hold that began after since:
+// locks work again. It fails the test after bound.
+func (w *workload) progressed(names []string, since time.Time, bound time.Duration) {
+	w.t.Helper()
+	eventually(w.t, bound, "every lock to be granted again", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, n := range names {
+			if !w.last[n].After(since) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// stop ends the workers: waits and holds in progress end, holds are
+// unlocked. It fails the test if they do not all return within bound.
+func (w *workload) stop(bound time.Duration) {
+	w.t.Helper()
+	w.cancel()
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(bound):
+		w.t.Fatalf("workers still running %v after stop", bound)
+	}
+}
+
+func (w *workload) logNotes() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, n := range w.notes {
+		w.t.Log(n)
+	}
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// names returns n lock names unique to the test, with a tag.
+func names(t testing.TB, tag string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = lockName(t) + ":" + tag
+	}
+	return out
+}
+
+// holding returns the leases of the holds in progress on names.
+func (w *workload) holding(names []string) []*relock.Lease {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ls []*relock.Lease
+	for _, n := range names {
+		for hd := range w.open[n] {
+			ls = append(ls, hd.l)
+		}
+	}
+	return ls
+}
+
+// holds reports whether who has a hold in progress on name.
+func (w *workload) holds(who, name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for hd := range w.open[name] {
+		if hd.h.Info().Who == who {
+			return true
+		}
+	}
+	return false
+}
