@@ -88,6 +88,14 @@ func (c *Client) unregister(name string, w *localWaiter) {
 // sleep marks w asleep (eligible for a handoff) or awake. Waking fails,
 // returning false, when a release has claimed w: it must then wait for its
 // handed outcome instead of attempting.
+//
+// Waking also drops a stale outcome. A release may claim w just as w wakes
+// for another reason, fail to pass the lock on and hand w nil before w
+// marks itself awake; w then attempts by itself and the nil stays behind.
+// Left there, it would be read on a later sleep as the outcome of the next
+// release that claims w, and w would attempt while that release passes it
+// the lock: w would take the lock as its own, and the release, finding w
+// gone, would free it under w's feet.
 func (c *Client) sleep(w *localWaiter, asleep bool) bool {
 	c.localMu.Lock()
 	defer c.localMu.Unlock()
@@ -95,6 +103,13 @@ func (c *Client) sleep(w *localWaiter, asleep bool) bool {
 		return false
 	}
 	w.asleep = asleep
+	if !asleep {
+		// Unclaimed, w can hold nothing but a stale nil.
+		select {
+		case <-w.handed:
+		default:
+		}
+	}
 	return true
 }
 
@@ -127,9 +142,14 @@ func (c *Client) deliver(w *localWaiter, l *Lease) bool {
 	}
 	// Handed a lease, w stays claimed: it must take the lease, never
 	// attempt, since an attempt would find its owner holding the lock and
-	// take it as a second lease of the same hold.
-	w.handed <- l
-	return true
+	// take it as a second lease of the same hold. The channel is empty
+	// here (see sleep); the send never blocks all the same.
+	select {
+	case w.handed <- l:
+		return true
+	default:
+		return false
+	}
 }
 
 // handOff releases l's hold, passing the lock to w if the script can. It

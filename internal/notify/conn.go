@@ -27,9 +27,20 @@ type chanState struct {
 	name      string
 	policy    Policy
 	waiters   []*Waiter // in arrival order
-	confirmed bool
+	confirmed bool      // by the current connection
 	ready     chan struct{}
+
+	// A subscription not confirmed in time is sent again (see watch).
+	retry *time.Timer
+	delay time.Duration
+	gen   uint64 // tells a timer that fired late from the current one
 }
+
+// Re-subscription delays: the first, and the most the delay doubles to.
+const (
+	firstResend = 200 * time.Millisecond
+	maxResend   = 2 * time.Second
+)
 
 func (c *conn) add(w *Waiter, channel string, policy Policy) {
 	c.mu.Lock()
@@ -38,22 +49,24 @@ func (c *conn) add(w *Waiter, channel string, policy Policy) {
 	if ch == nil {
 		ch = &chanState{name: channel, policy: policy, ready: make(chan struct{})}
 		c.chans[channel] = ch
-		c.subscribe(channel)
+		c.subscribe(ch)
 	}
 	ch.waiters = append(ch.waiters, w)
 	w.ch = ch
 }
 
-// subscribe sends the subscription for channel, opening the connection and
-// its receive loop on first use. c.mu is held.
-func (c *conn) subscribe(channel string) {
+// subscribe sends the subscription for ch, opening the connection and its
+// receive loop on first use, and watches for its confirmation. c.mu is
+// held.
+func (c *conn) subscribe(ch *chanState) {
 	if c.stopped {
 		return
 	}
-	c.pending[channel]++
+	c.pending[ch.name]++
+	c.watch(ch)
 	ctx := c.hub.ctx
 	if c.ps == nil {
-		c.ps = c.newPubSub(ctx, channel)
+		c.ps = c.newPubSub(ctx, ch.name)
 		c.done = make(chan struct{})
 		c.hub.wg.Add(1)
 		go c.loop(c.ps, c.done)
@@ -61,15 +74,64 @@ func (c *conn) subscribe(channel string) {
 	}
 	var err error
 	if c.hub.cfg.Sharded {
-		err = c.ps.SSubscribe(ctx, channel)
+		err = c.ps.SSubscribe(ctx, ch.name)
 	} else {
-		err = c.ps.Subscribe(ctx, channel)
+		err = c.ps.Subscribe(ctx, ch.name)
 	}
 	if err != nil {
-		// The client keeps the channel and subscribes it again when it
-		// reconnects; the confirmation then wakes the waiters.
-		c.hub.cfg.Logger.Debug("relock: subscribe failed", "channel", channel, "err", err)
+		c.hub.cfg.Logger.Debug("relock: subscribe failed", "channel", ch.name, "err", err)
 	}
+}
+
+// watch arms ch's re-subscription timer, unless it is armed. A command
+// whose write fails makes go-redis reconnect at once and re-subscribe
+// the channels it knew before that command, not the one it was sending;
+// a connection may also be replaced without its loop seeing an error. So
+// a subscription not confirmed within the delay is sent again, with the
+// delay doubling up to maxResend. SUBSCRIBE is idempotent: a duplicate
+// confirmation only wakes the channel's waiters to re-check. c.mu is held.
+func (c *conn) watch(ch *chanState) {
+	if ch.retry != nil || c.stopped {
+		return
+	}
+	if ch.delay == 0 {
+		ch.delay = firstResend
+	}
+	ch.gen++
+	gen := ch.gen
+	c.hub.wg.Add(1)
+	ch.retry = time.AfterFunc(ch.delay, func() {
+		defer c.hub.wg.Done()
+		c.resend(ch, gen)
+	})
+}
+
+// unwatch disarms ch's re-subscription timer. c.mu is held.
+func (c *conn) unwatch(ch *chanState) {
+	if ch.retry != nil && ch.retry.Stop() {
+		c.hub.wg.Done()
+	}
+	ch.retry, ch.delay = nil, 0
+}
+
+// resend subscribes ch again if its confirmation is still owed.
+func (c *conn) resend(ch *chanState, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch.gen != gen || ch.retry == nil {
+		return // disarmed, or re-armed, since this timer was set
+	}
+	ch.retry = nil
+	if c.stopped || ch.confirmed || c.chans[ch.name] != ch {
+		ch.delay = 0
+		return
+	}
+	c.hub.cfg.Logger.Debug("relock: subscription not confirmed; subscribing again", "channel", ch.name, "after", ch.delay)
+	ch.delay = min(2*ch.delay, maxResend)
+	// Earlier commands are lost or will be confirmed before this one;
+	// either confirmation makes the channel ready.
+	c.pending[ch.name] = 0
+	c.subscribe(ch)
 }
 
 func (c *conn) newPubSub(ctx context.Context, channels ...string) *redis.PubSub {
@@ -98,6 +160,7 @@ func (c *conn) remove(w *Waiter) {
 		return
 	}
 	delete(c.chans, ch.name)
+	c.unwatch(ch)
 	if c.ps == nil || c.stopped {
 		return
 	}
@@ -116,6 +179,9 @@ func (c *conn) remove(w *Waiter) {
 func (c *conn) close() {
 	c.mu.Lock()
 	c.stopped = true
+	for _, ch := range c.chans {
+		c.unwatch(ch)
+	}
 	ps, done := c.ps, c.done
 	c.mu.Unlock()
 	if ps == nil {
@@ -202,11 +268,13 @@ func (c *conn) broken() {
 	c.mu.Unlock()
 }
 
-// markBroken forgets confirmations owed by a dead connection. c.mu is held.
+// markBroken forgets confirmations owed by a dead connection, and watches
+// for the confirmations the re-subscription owes. c.mu is held.
 func (c *conn) markBroken() {
 	clear(c.pending)
 	for _, ch := range c.chans {
 		ch.confirmed = false
+		c.watch(ch)
 	}
 }
 
@@ -229,6 +297,7 @@ func (c *conn) confirmed(channel string) {
 	if ch == nil {
 		return
 	}
+	c.unwatch(ch)
 	if !ch.confirmed {
 		ch.confirmed = true
 		select {

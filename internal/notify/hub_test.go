@@ -2,7 +2,10 @@ package notify
 
 import (
 	"context"
+	"errors"
+	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,5 +157,70 @@ func TestClosedHub(t *testing.T) {
 	w.Close() // safe after the hub closed
 	if _, err := h.Subscribe("c6", WakeOne); err != ErrClosed {
 		t.Fatalf("Subscribe on a closed hub: %v", err)
+	}
+}
+
+// breakingConn fails its first write once armed, closing the connection as
+// a server that has just dropped it would.
+type breakingConn struct {
+	net.Conn
+	arm *atomic.Bool
+}
+
+func (c *breakingConn) Write(p []byte) (int, error) {
+	if c.arm.CompareAndSwap(true, false) {
+		_ = c.Conn.Close()
+		return 0, errors.New("injected: connection reset")
+	}
+	return c.Conn.Write(p)
+}
+
+// TestSubscribeOnBrokenConnection: the SUBSCRIBE of a new channel is
+// written to a connection the server has just closed. go-redis reconnects
+// at once and re-subscribes the channels it knew, but not the one whose
+// command failed, though it keeps it for the next reconnect. The hub
+// subscribes it again: the waiter's subscription is confirmed, and a
+// message published on the channel wakes it.
+func TestSubscribeOnBrokenConnection(t *testing.T) {
+	var arm atomic.Bool
+	rdb := redis.NewClient(&redis.Options{
+		Addr: srv.Addr,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &breakingConn{Conn: c, arm: &arm}, nil
+		},
+	})
+	h := New(Config{Client: rdb})
+	t.Cleanup(func() { h.Close(); _ = rdb.Close() })
+
+	a := subscribe(t, h, "c7", WakeOne)
+	defer a.Close()
+	arm.Store(true)
+	b, err := h.Subscribe("c8", WakeOne)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if arm.Load() {
+		t.Fatal("the subscription was not written to the broken connection")
+	}
+	select {
+	case <-b.Ready():
+	case <-time.After(10 * time.Second):
+		n, _ := srv.Client().PubSubNumSub(context.Background(), "c8").Result()
+		t.Fatalf("subscription on a broken connection never confirmed (server counts %d subscribers)", n["c8"])
+	}
+	ctx := context.Background()
+	if err := srv.Client().Publish(ctx, "c8", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Wake():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a message on the re-subscribed channel did not wake its waiter")
 	}
 }
