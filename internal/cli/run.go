@@ -29,12 +29,19 @@ that time. If the lock is lost (it expired, was force-unlocked, or Redis
 stopped confirming renewals in time), the command is sent SIGTERM, then
 SIGKILL after --grace, and relock exits with code 4.
 
+With -n N, relock holds one of N permits of the semaphore NAME instead of
+the lock (a PermitSemaphore, so at most N commands run at once across all
+machines). The semaphore is created with N permits if it does not exist;
+an existing one keeps its count. A permit is kept alive and lost the same
+way as a lock.
+
 The command sees RELOCK_LOCK (the name) and RELOCK_TOKEN (the hold's
-fencing token) in its environment. relock exits with the command's exit
-code, 128+N if a signal N ended it, 3 if the lock was not acquired within
---wait, 127 if the command cannot be started. SIGTERM and SIGHUP sent to
-relock are passed on to the command; SIGINT from a terminal already
-reaches it directly.`
+fencing token), or with -n RELOCK_PERMIT (the permit's id), in its
+environment. relock exits with the command's exit code, 128+N if a signal
+N ended it, 3 if the lock or a permit was not acquired within --wait, 127
+if the command cannot be started. SIGTERM and SIGHUP sent to relock are
+passed on to the command; SIGINT from a terminal already reaches it
+directly.`
 
 // optDuration is a duration flag that knows whether it was given.
 type optDuration struct {
@@ -69,12 +76,12 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	fs.Var(&wait, "wait", "give up if the lock is not acquired within this `duration`; 0 makes one attempt (default: wait indefinitely)")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
 	watchdog := fs.Duration("watchdog", relock.DefaultWatchdogTimeout, "watchdog timeout: how long the lock outlives relock if it dies")
-	permits := fs.Int("n", 0, "hold one of `N` semaphore permits instead of a lock (not yet supported)")
+	permits := fs.Int("n", 0, "hold one of `N` permits of the semaphore NAME instead of the lock")
 	if code, done := parse(fs, args); done {
 		return code
 	}
-	if *permits != 0 {
-		return usageError(e, fs, "-n (semaphore mode) is not yet supported")
+	if *permits < 0 {
+		return usageError(e, fs, "-n must be positive")
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
@@ -111,46 +118,134 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	}
 	defer c.Close()
 
-	l, code := acquire(ctx, e, fs, c.Mutex(name), lease, wait)
-	if l == nil {
+	var src source = lockSource{c.Mutex(name)}
+	if *permits > 0 {
+		ps := c.PermitSemaphore(name)
+		if _, err := ps.TrySetPermits(ctx, *permits); err != nil {
+			if errors.Is(err, relock.ErrInvalidName) {
+				return usageError(e, fs, "%v", err)
+			}
+			return fail(e, fs, err)
+		}
+		src = permitSource{ps}
+	}
+	h, code := acquire(ctx, e, fs, src, name, lease, wait)
+	if h == nil {
 		return code
 	}
-	r := &runner{e: e, fs: fs, name: name, lease: l, grace: *grace}
+	r := &runner{e: e, fs: fs, hold: h, grace: *grace}
 	return r.run(ctx, cmd)
 }
 
-// acquire takes the lock as --lease and --wait say. It returns the lease,
-// or nil and an exit code.
-func acquire(ctx context.Context, e *env, fs *flag.FlagSet, m *relock.Mutex, lease, wait optDuration) (*relock.Lease, int) {
+// hold is what a command runs under: a lock's Lease or a semaphore's
+// Permit.
+type hold interface {
+	Done() <-chan struct{}
+	Err() error
+	release(ctx context.Context) error
+	env() []string
+	String() string // for messages: `lock "job" (token 3)`
+}
+
+// source takes a hold.
+type source interface {
+	try(ctx context.Context, opts []relock.LockOption) (hold, error)
+	wait(ctx context.Context, opts []relock.LockOption) (hold, error)
+	what() string // for messages: "lock", "a permit of"
+}
+
+type lockSource struct{ m *relock.Mutex }
+
+func (s lockSource) try(ctx context.Context, opts []relock.LockOption) (hold, error) {
+	return leaseHold(s.m.TryLock(ctx, opts...))
+}
+
+func (s lockSource) wait(ctx context.Context, opts []relock.LockOption) (hold, error) {
+	return leaseHold(s.m.Lock(ctx, opts...))
+}
+
+func (lockSource) what() string { return "the lock" }
+
+func leaseHold(l *relock.Lease, err error) (hold, error) {
+	if err != nil {
+		return nil, err
+	}
+	return heldLease{l}, nil
+}
+
+type heldLease struct{ *relock.Lease }
+
+func (h heldLease) release(ctx context.Context) error { return h.Unlock(ctx) }
+
+func (h heldLease) env() []string {
+	return []string{"RELOCK_LOCK=" + h.Name(), "RELOCK_TOKEN=" + strconv.FormatUint(h.Token(), 10)}
+}
+
+func (h heldLease) String() string { return fmt.Sprintf("lock %q (token %d)", h.Name(), h.Token()) }
+
+type permitSource struct{ ps *relock.PermitSemaphore }
+
+func (s permitSource) try(ctx context.Context, opts []relock.LockOption) (hold, error) {
+	return permitHold(s.ps.TryAcquire(ctx, opts...))
+}
+
+func (s permitSource) wait(ctx context.Context, opts []relock.LockOption) (hold, error) {
+	return permitHold(s.ps.Acquire(ctx, opts...))
+}
+
+func (permitSource) what() string { return "a permit of semaphore" }
+
+func permitHold(p *relock.Permit, err error) (hold, error) {
+	if err != nil {
+		return nil, err
+	}
+	return heldPermit{p}, nil
+}
+
+type heldPermit struct{ *relock.Permit }
+
+func (h heldPermit) release(ctx context.Context) error { return h.Release(ctx) }
+
+func (h heldPermit) env() []string {
+	return []string{"RELOCK_LOCK=" + h.Name(), "RELOCK_PERMIT=" + h.ID()}
+}
+
+func (h heldPermit) String() string {
+	return fmt.Sprintf("permit %s of semaphore %q", h.ID(), h.Name())
+}
+
+// acquire takes a hold from src as --lease and --wait say. It returns the
+// hold, or nil and an exit code.
+func acquire(ctx context.Context, e *env, fs *flag.FlagSet, src source, name string, lease, wait optDuration) (hold, int) {
 	var opts []relock.LockOption
 	if lease.set {
 		opts = append(opts, relock.WithLease(lease.d))
 	}
 	var (
-		l   *relock.Lease
+		h   hold
 		err error
 	)
 	switch {
 	case wait.set && wait.d == 0:
-		l, err = m.TryLock(ctx, opts...)
+		h, err = src.try(ctx, opts)
 	case wait.set:
 		wctx, cancel := context.WithTimeout(ctx, wait.d)
-		l, err = m.Lock(wctx, opts...)
+		h, err = src.wait(wctx, opts)
 		cancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%w within %v", relock.ErrNotAcquired, wait.d)
 		}
 	default:
-		l, err = m.Lock(ctx, opts...)
+		h, err = src.wait(ctx, opts)
 	}
 	switch {
 	case err == nil:
-		return l, exitOK
+		return h, exitOK
 	case errors.Is(err, relock.ErrNotAcquired):
-		fmt.Fprintf(e.stderr, "%s: %q is held by another owner: %v\n", fs.Name(), m.Name(), err)
+		fmt.Fprintf(e.stderr, "%s: %s %q is not free: %v\n", fs.Name(), src.what(), name, err)
 		return nil, exitNotAcquired
 	case ctx.Err() != nil:
-		fmt.Fprintf(e.stderr, "%s: gave up waiting for %q: %v\n", fs.Name(), m.Name(), context.Cause(ctx))
+		fmt.Fprintf(e.stderr, "%s: gave up waiting for %s %q: %v\n", fs.Name(), src.what(), name, context.Cause(ctx))
 		return nil, exitInterrupted
 	case errors.Is(err, relock.ErrInvalidName):
 		return nil, usageError(e, fs, "%v", err)
@@ -159,12 +254,11 @@ func acquire(ctx context.Context, e *env, fs *flag.FlagSet, m *relock.Mutex, lea
 	}
 }
 
-// runner runs one command under a held lock.
+// runner runs one command under a hold.
 type runner struct {
 	e     *env
 	fs    *flag.FlagSet
-	name  string
-	lease *relock.Lease
+	hold  hold
 	grace time.Duration
 }
 
@@ -172,9 +266,7 @@ func (r *runner) run(ctx context.Context, cmd *exec.Cmd) int {
 	cmd.Stdin = r.e.stdin
 	cmd.Stdout = r.e.stdout
 	cmd.Stderr = r.e.stderr
-	cmd.Env = append(os.Environ(),
-		"RELOCK_LOCK="+r.name,
-		"RELOCK_TOKEN="+strconv.FormatUint(r.lease.Token(), 10))
+	cmd.Env = append(os.Environ(), r.hold.env()...)
 	if err := cmd.Start(); err != nil {
 		r.unlock(true)
 		fmt.Fprintf(r.e.stderr, "%s: %v\n", r.fs.Name(), err)
@@ -187,17 +279,15 @@ func (r *runner) run(ctx context.Context, cmd *exec.Cmd) int {
 	for {
 		select {
 		case err := <-exited:
-			if lerr := r.lease.Err(); errors.Is(lerr, relock.ErrLockLost) {
-				fmt.Fprintf(r.e.stderr, "%s: lock %q was lost (token %d) as the command ended: %v\n",
-					r.fs.Name(), r.name, r.lease.Token(), lerr)
+			if lerr := r.hold.Err(); errors.Is(lerr, relock.ErrLockLost) {
+				fmt.Fprintf(r.e.stderr, "%s: %v was lost as the command ended: %v\n", r.fs.Name(), r.hold, lerr)
 				r.unlock(false)
 				return exitLost
 			}
 			r.unlock(true)
 			return exitCode(err)
-		case <-r.lease.Done():
-			fmt.Fprintf(r.e.stderr, "%s: lock %q was lost (token %d): %v; stopping the command\n",
-				r.fs.Name(), r.name, r.lease.Token(), r.lease.Err())
+		case <-r.hold.Done():
+			fmt.Fprintf(r.e.stderr, "%s: %v was lost: %v; stopping the command\n", r.fs.Name(), r.hold, r.hold.Err())
 			r.stop(cmd, exited)
 			r.unlock(false) // frees a hold that outlived its local deadline; owner-checked
 			return exitLost
@@ -225,14 +315,14 @@ func (r *runner) stop(cmd *exec.Cmd, exited <-chan error) {
 	<-exited
 }
 
-// unlock releases the lock, even if the command was interrupted. A hold
+// unlock releases the hold, even if the command was interrupted. A hold
 // already gone is reported only if reportGone.
 func (r *runner) unlock(reportGone bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
-	err := r.lease.Unlock(ctx)
+	err := r.hold.release(ctx)
 	if err != nil && (reportGone || !errors.Is(err, relock.ErrNotHeld)) {
-		fmt.Fprintf(r.e.stderr, "%s: unlock %q: %v\n", r.fs.Name(), r.name, err)
+		fmt.Fprintf(r.e.stderr, "%s: release %v: %v\n", r.fs.Name(), r.hold, err)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relock-go/relock"
 )
 
 func needCommand(t *testing.T, name string) {
@@ -109,7 +111,7 @@ func TestRunUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"semaphore mode", []string{"-n", "3", "job", "--", "true"}, "not yet supported"},
+		{"negative permits", []string{"-n", "-1", "job", "--", "true"}, "-n must be positive"},
 		{"no name", nil, "missing lock NAME"},
 		{"no command", []string{"job", "--"}, "missing the command"},
 		{"bad wait", []string{"--wait", "soon", "job", "true"}, "invalid value"},
@@ -124,5 +126,70 @@ func TestRunUsage(t *testing.T) {
 				t.Errorf("stderr lacks %q", tt.want)
 			}
 		})
+	}
+}
+
+func TestRunSemaphoreHoldsAPermit(t *testing.T) {
+	needCommand(t, "sh")
+	mr, url := server(t)
+	r := relockCmd(t, "run", "--redis", url, "-n", "2", "jobs", "--", "sh", "-c", `echo "$RELOCK_LOCK $RELOCK_PERMIT"`)
+	if r.code != exitOK {
+		t.Fatalf("exit %d, want 0; stderr %q", r.code, r.stderr)
+	}
+	fields := strings.Fields(r.stdout)
+	if len(fields) != 2 || fields[0] != "jobs" || fields[1] == "" {
+		t.Fatalf("stdout %q, want the semaphore's name and a permit id", r.stdout)
+	}
+	ps := lockClient(t, mr).PermitSemaphore("jobs")
+	n, err := ps.Available(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("%d permits free after the command ended, want 2", n)
+	}
+}
+
+func TestRunSemaphoreLimitsConcurrency(t *testing.T) {
+	mr, url := server(t)
+	ctx := context.Background()
+	ps := lockClient(t, mr).PermitSemaphore("jobs")
+	if _, err := ps.TrySetPermits(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	var held []*relock.Permit
+	for range 2 {
+		p, err := ps.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, p)
+	}
+	// Both permits are taken: -n 2 finds none free. An existing semaphore
+	// keeps its count, so -n 3 does not add one either.
+	for _, n := range []string{"2", "3"} {
+		r := relockCmd(t, "run", "--redis", url, "-n", n, "--wait", "0", "jobs", "--", "true")
+		if r.code != exitNotAcquired {
+			t.Fatalf("-n %s with every permit taken: exit %d, want %d", n, r.code, exitNotAcquired)
+		}
+	}
+	if err := held[0].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := relockCmd(t, "run", "--redis", url, "-n", "2", "--wait", "0", "jobs", "--", "true")
+	if r.code != exitOK {
+		t.Fatalf("with a permit free: exit %d, want 0; stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestRunSemaphoreStopsCommandWhenPermitLost(t *testing.T) {
+	needCommand(t, "sleep")
+	_, url := server(t)
+	r := relockCmd(t, "run", "--redis", url, "-n", "1", "--lease", "200ms", "--grace", "2s", "jobs", "--", "sleep", "30")
+	if r.code != exitLost {
+		t.Fatalf("exit %d, want %d; stderr %q", r.code, exitLost, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "permit") || !strings.Contains(r.stderr, "lost") {
+		t.Errorf("stderr %q does not say the permit was lost", r.stderr)
 	}
 }
