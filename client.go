@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/relock-go/relock/internal/batch"
 	"github.com/relock-go/relock/internal/notify"
@@ -57,7 +58,8 @@ type Client struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
-	stats stats
+	stats   stats
+	metrics metric.Registration // nil without WithMeterProvider
 }
 
 // New returns a Client over rdb, a go-redis v9 *redis.Client (standalone
@@ -123,6 +125,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	c.wg.Add(1)
 	go c.inspect()
 	c.rsync.start()
+	if err := c.registerMetrics(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -177,6 +183,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	close(c.closing)
+	c.unregisterMetrics()
 	c.cancel()
 	c.wd.Close(fmt.Errorf("%w: %w", ErrLockLost, ErrClosed))
 	c.hub.Close()
@@ -205,7 +212,9 @@ type Stats struct {
 	Channels int    // channels subscribed now
 
 	// SyncShort counts acquisitions released (and failed or retried)
-	// because too few replicas acknowledged them (see WithReplicaSync).
+	// because too few replicas acknowledged them, and the synchronizers'
+	// writes applied on the master that too few replicas acknowledged
+	// (see WithReplicaSync).
 	SyncShort uint64
 	// RenewSyncShort counts renewal pipelines whose WAIT too few replicas
 	// answered. Their holds stay held, since the master has them, but

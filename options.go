@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // DefaultWatchdogTimeout is the lease a watchdog-kept hold gets, renewed
@@ -20,6 +22,7 @@ type config struct {
 	cleanup  time.Duration
 	sync     ReplicaSync // replica-synced acquisition (see WithReplicaSync)
 	syncMode syncMode    // default: on where the client sees replicas
+	meter    metric.MeterProvider
 }
 
 // WithWatchdogTimeout sets the lease of holds taken without WithLease. The
