@@ -121,6 +121,9 @@ func (m *FairMutex) Name() string { return m.name }
 // and it holds no subscription, timer or hold. Other errors:
 // ErrInvalidName, ErrInvalidOption, ErrClosed, and Redis errors, wrapped.
 func (m *FairMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	if m.c.cfg.tracer != nil {
+		return m.c.traceLock(ctx, "Lock", "fair", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, true) })
+	}
 	return m.lock(ctx, opts, true)
 }
 
@@ -129,6 +132,9 @@ func (m *FairMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error
 // owner may be), or if the caller's owner holds the lock already.
 // Otherwise it returns ErrNotAcquired; other errors are as for Lock.
 func (m *FairMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	if m.c.cfg.tracer != nil {
+		return m.c.traceLock(ctx, "TryLock", "fair", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, false) })
+	}
 	return m.lock(ctx, opts, false)
 }
 

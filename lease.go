@@ -113,6 +113,14 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	if l.parts != nil {
 		return l.parts.unlock(ctx, l)
 	}
+	if l.c.cfg.tracer != nil {
+		return l.c.traceUnlock(ctx, l, kindOf(l.rel), l.unlock)
+	}
+	return l.unlock(ctx)
+}
+
+// unlock is Unlock of a single hold.
+func (l *Lease) unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released {

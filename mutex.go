@@ -58,12 +58,18 @@ func (m *Mutex) Name() string { return m.name }
 // Other errors: ErrInvalidName, ErrInvalidOption, ErrClosed,
 // ErrReplicaSync (see WithReplicaSync), and Redis errors, wrapped.
 func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	if m.c.cfg.tracer != nil {
+		return m.c.traceLock(ctx, "Lock", "mutex", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, true) })
+	}
 	return m.lock(ctx, opts, true)
 }
 
 // TryLock makes one attempt. A lock held by another owner gives
 // ErrNotAcquired; other errors are as for Lock.
 func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	if m.c.cfg.tracer != nil {
+		return m.c.traceLock(ctx, "TryLock", "mutex", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, false) })
+	}
 	return m.lock(ctx, opts, false)
 }
 

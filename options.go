@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultWatchdogTimeout is the lease a watchdog-kept hold gets, renewed
@@ -23,6 +24,7 @@ type config struct {
 	sync     ReplicaSync // replica-synced acquisition (see WithReplicaSync)
 	syncMode syncMode    // default: on where the client sees replicas
 	meter    metric.MeterProvider
+	tracer   trace.Tracer // nil without WithTracerProvider
 }
 
 // WithWatchdogTimeout sets the lease of holds taken without WithLease. The
