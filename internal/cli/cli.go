@@ -47,6 +47,7 @@ var commands = []*command{
 	lsCommand,
 	showCommand,
 	unlockCommand,
+	webCommand,
 }
 
 func lookup(name string) *command {
