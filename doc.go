@@ -42,10 +42,13 @@
 //   - Fencing tokens only grow per name, so a resource that checks them
 //     refuses a holder that lost its lock to a newer one.
 //   - With replica sync (on by default where the master has replicas; see
-//     [WithReplicaSync]) no lock is handed out before the replicas
-//     acknowledged it with WAIT; one too few acknowledged is released and
-//     fails with [ErrReplicaSync]. This narrows the failover window below,
-//     it does not close it: WAIT is not consensus.
+//     [WithReplicaSync]) no lock or permit is handed out before the
+//     replicas acknowledged it with WAIT; one too few acknowledged is
+//     released and fails with [ErrReplicaSync]. The synchronizers' other
+//     writes (releases, counts) return only once acknowledged too, or
+//     report with [ErrReplicaSync] that they were applied on the master
+//     alone. This narrows the failover window below, it does not close it:
+//     WAIT is not consensus.
 //
 // # What is not guaranteed
 //

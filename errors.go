@@ -63,12 +63,17 @@ var (
 	// already. Nothing is changed.
 	ErrLatchNotSet = errors.New("relock: latch not set")
 
-	// ErrReplicaSync is returned by lock calls on a Client with replica
-	// sync (see WithReplicaSync) when fewer replicas than configured
-	// acknowledged the acquisition within the timeout, or when the server
-	// refuses WAIT (or WAITAOF) and ReplicaSync.Fallback is off; the
-	// server's error is wrapped then. The acquisition was released first:
-	// no Lease was handed out.
+	// ErrReplicaSync is returned by lock calls and the synchronizers'
+	// acquisitions on a Client with replica sync (see WithReplicaSync)
+	// when fewer replicas than configured acknowledged the acquisition
+	// within the timeout, or when the server refuses WAIT (or WAITAOF) and
+	// ReplicaSync.Fallback is off; the server's error is wrapped then. The
+	// acquisition was released first: no Lease, Permit or permits were
+	// handed out. It is also returned by the synchronizers' other writes
+	// (a Release, a CountDown, ...) when too few replicas acknowledged
+	// them: those stay applied on the master, as the error's message says,
+	// and must not be repeated. Refused before anything was sent, they
+	// change nothing.
 	ErrReplicaSync = errors.New("relock: too few replicas acknowledged")
 
 	// ErrClosed is returned by every operation of a closed Client, and

@@ -57,15 +57,17 @@ func (l *CountDownLatch) Name() string { return l.name }
 
 // TrySetCount sets the count to n if the latch is not set (never set, or
 // back at zero), and reports whether it did. n must be positive. It is
-// applied exactly once when it returns nil, even if a reply is lost.
+// applied exactly once when it returns nil, even if a reply is lost. With
+// replica sync, a count set that too few replicas acknowledged is reported
+// as set, with an error wrapping ErrReplicaSync (see CountDown).
 func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	if err := l.check(ctx, "set count", n); err != nil {
 		return false, err
 	}
 	keys, marker := l.req.keys(l.name, l.channel)
-	v, err := l.req.run(ctx, scripts.LatchTrySetCount, keys, marker, n, l.c.argPublish, l.c.argMarkerTTL)
+	v, err := l.req.run(ctx, scripts.LatchTrySetCount, keys, marker, isOne, n, l.c.argPublish, l.c.argMarkerTTL)
 	if err != nil {
-		return false, opError("set count", l.name, err)
+		return v == 1, opError("set count", l.name, err)
 	}
 	return v == 1, nil
 }
@@ -79,12 +81,19 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 // is lost or ctx ends while it is under way (it is then completed within
 // the Client's cleanup timeout): a retry never counts twice. An error that
 // is not a Redis reply leaves the outcome unknown.
+//
+// With replica sync (see WithReplicaSync), CountDown returns once enough
+// replicas acknowledged it. When too few did, it returns an error wrapping
+// ErrReplicaSync that says the count went down on the master but was not
+// confirmed by enough replicas: a failover may lose it, and the latch then
+// needs one more CountDown. Do not repeat such a CountDown;
+// ReplicaSync.Retry does not apply to it.
 func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err := l.check(ctx, "count down", 1); err != nil {
 		return err
 	}
 	keys, marker := l.req.keys(l.name, l.channel)
-	v, err := l.req.run(ctx, scripts.LatchCountDown, keys, marker, l.c.argPublish, l.c.argMarkerTTL)
+	v, err := l.req.run(ctx, scripts.LatchCountDown, keys, marker, nonNegative, l.c.argPublish, l.c.argMarkerTTL)
 	if err != nil {
 		return opError("count down", l.name, err)
 	}

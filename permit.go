@@ -2,6 +2,7 @@ package relock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,13 @@ func (p *Permit) Context(parent context.Context) (ctx context.Context, cancel co
 // released by id, or this Permit was released already). If Release fails
 // with a Redis or context error the permit stays held and renewed, and
 // Release may be called again.
+//
+// With replica sync (see WithReplicaSync), a release too few replicas
+// acknowledged returns an error wrapping ErrReplicaSync that says the
+// permit was released on the master but not confirmed by enough replicas:
+// a failover may bring it back, held by this Permit's id until its lease
+// runs out. The Permit is released all the same (Err returns ErrReleased);
+// do not call Release again.
 func (p *Permit) Release(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -84,9 +92,10 @@ func (p *Permit) Release(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	c := p.ps.c
-	r, err := c.batch.Do(ctx, scripts.PermitRelease, p.ps.keys, []any{p.raw, c.argPublish}, nil)
-	if err != nil {
-		if !isServerError(err) {
+	r, err := c.write(ctx, writeCall{name: p.ps.name, script: scripts.PermitRelease, keys: p.ps.keys,
+		args: []any{p.raw, c.argPublish}, changed: nonZero})
+	if err != nil && !isUnconfirmed(err) {
+		if !isServerError(err) && !errors.Is(err, ErrReplicaSync) {
 			p.tried = true
 		}
 		return opError("release", p.ps.name, err)
@@ -98,6 +107,9 @@ func (p *Permit) Release(ctx context.Context) error {
 		// released it.
 		p.finish(ErrReleased, "")
 		c.stats.released.Add(1)
+		if err != nil {
+			return opError("release", p.ps.name, err)
+		}
 		return nil
 	}
 	p.finish(ErrLockLost, "release found the permit gone or expired")
@@ -109,6 +121,12 @@ func (p *Permit) Release(ctx context.Context) error {
 // at least 1ms. It returns ErrNotHeld if the permit is no longer held, and
 // ErrLockLost if the permit was lost here (its local deadline passed)
 // although Redis still held it: release it then.
+//
+// With replica sync, an update too few replicas acknowledged returns an
+// error wrapping ErrReplicaSync that says it was applied on the master
+// only. The permit keeps the fixed lease on the master, but its local
+// deadline is the earlier of the old one and the new one, since a replica
+// promoted now may have either.
 func (p *Permit) UpdateLease(ctx context.Context, d time.Duration) error {
 	if d < time.Millisecond {
 		return fmt.Errorf("%w: lease %v is below 1ms", ErrInvalidOption, d)
@@ -121,7 +139,8 @@ func (p *Permit) UpdateLease(ctx context.Context, d time.Duration) error {
 	c := p.ps.c
 	sent := c.wd.Now()
 	ok, err := p.ps.updateLease(ctx, p.raw, d)
-	if err != nil {
+	short := isUnconfirmed(err)
+	if err != nil && !short {
 		return err
 	}
 	old := p.entry.Load()
@@ -133,20 +152,29 @@ func (p *Permit) UpdateLease(ctx context.Context, d time.Duration) error {
 	if !c.wd.Remove(old) {
 		return ErrLockLost
 	}
-	p.watch(d, true, sent)
-	return nil
+	deadline := watchdog.DeadlineFor(sent, d)
+	if short {
+		deadline = min(deadline, old.Deadline())
+	}
+	p.watchUntil(d, true, deadline)
+	return err
 }
 
 // watch starts watching the permit with a new watchdog entry: renewed
 // with lease, or only checked when the lease is fixed.
 func (p *Permit) watch(lease time.Duration, fixed bool, sent int64) {
+	p.watchUntil(lease, fixed, watchdog.DeadlineFor(sent, lease))
+}
+
+// watchUntil is watch with the entry's first local deadline given.
+func (p *Permit) watchUntil(lease time.Duration, fixed bool, deadline int64) {
 	renew := lease
 	if fixed {
 		renew = 0
 	}
 	e := &watchdog.Entry{Key: p.ps.timeoutKey, Owner: p.raw, Kind: kindPsem, Group: p.ps.group, Lease: renew, Data: p}
 	p.entry.Store(e)
-	p.ps.c.wd.Add(e, watchdog.DeadlineFor(sent, lease))
+	p.ps.c.wd.Add(e, deadline)
 }
 
 // lost is called through Client.lost when the watchdog declares the

@@ -61,27 +61,34 @@ func (c *Client) PermitSemaphore(name string) *PermitSemaphore {
 func (ps *PermitSemaphore) Name() string { return ps.name }
 
 // TrySetPermits sets the number of permits to n if the semaphore has none
-// set, and reports whether it did. n must be positive.
+// set, and reports whether it did. n must be positive. With replica sync,
+// a count set that too few replicas acknowledged is reported as set, with
+// an error wrapping ErrReplicaSync (see AddPermits).
 func (ps *PermitSemaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
 	if err := ps.check(ctx, "set permits", n); err != nil {
 		return false, err
 	}
 	keys, marker := ps.req.keys(ps.name, ps.channel)
-	v, err := ps.req.run(ctx, scripts.SemTrySetPermits, keys, marker, n, ps.c.argPublish, ps.c.argMarkerTTL)
+	v, err := ps.req.run(ctx, scripts.SemTrySetPermits, keys, marker, isOne, n, ps.c.argPublish, ps.c.argMarkerTTL)
 	if err != nil {
-		return false, opError("set permits", ps.name, err)
+		return v == 1, opError("set permits", ps.name, err)
 	}
 	return v == 1, nil
 }
 
 // AddPermits adds n free permits (n must be positive) and wakes waiters.
-// It is applied exactly once when it returns nil.
+// It is applied exactly once when it returns nil. With replica sync (see
+// WithReplicaSync), it returns once enough replicas acknowledged it; when
+// too few did, it returns an error wrapping ErrReplicaSync that says the
+// permits were added on the master but not confirmed by enough replicas (a
+// failover may lose them). Do not repeat such a call; ReplicaSync.Retry
+// does not apply to it.
 func (ps *PermitSemaphore) AddPermits(ctx context.Context, n int) error {
 	if err := ps.check(ctx, "add permits", n); err != nil {
 		return err
 	}
 	keys, marker := ps.req.keys(ps.name, ps.channel)
-	if _, err := ps.req.run(ctx, scripts.SemRelease, keys, marker, n, ps.c.argPublish, ps.c.argMarkerTTL); err != nil {
+	if _, err := ps.req.run(ctx, scripts.SemRelease, keys, marker, always, n, ps.c.argPublish, ps.c.argMarkerTTL); err != nil {
 		return opError("add permits", ps.name, err)
 	}
 	return nil
@@ -96,14 +103,19 @@ func (ps *PermitSemaphore) AddPermits(ctx context.Context, n int) error {
 // When ctx ends the error wraps ctx.Err(), and nothing is left behind: no
 // subscription, no timer, and no permit, since an attempt whose reply the
 // cancellation cut off is released in Redis (within the cleanup timeout).
-// Other errors: ErrInvalidName, ErrInvalidOption (WithSpin does not apply
-// to permits), ErrClosed, and Redis errors, wrapped.
+// With replica sync, a permit taken that too few replicas acknowledged is
+// released at once, and Acquire fails with ErrReplicaSync, or, with
+// ReplicaSync.Retry, tries again until ctx ends (the error then wraps
+// both). Other errors: ErrInvalidName, ErrInvalidOption (WithSpin does not
+// apply to permits), ErrClosed, and Redis errors, wrapped.
 func (ps *PermitSemaphore) Acquire(ctx context.Context, opts ...LockOption) (*Permit, error) {
 	return ps.acquire(ctx, opts, true)
 }
 
 // TryAcquire makes one attempt. When no permit is free it returns
-// ErrNotAcquired; other errors are as for Acquire.
+// ErrNotAcquired; other errors are as for Acquire. With ReplicaSync.Retry
+// it makes the attempt again while too few replicas acknowledge a grant,
+// until ctx ends.
 func (ps *PermitSemaphore) TryAcquire(ctx context.Context, opts ...LockOption) (*Permit, error) {
 	return ps.acquire(ctx, opts, false)
 }
@@ -125,14 +137,18 @@ func (ps *PermitSemaphore) Available(ctx context.Context) (int, error) {
 // Permit's own Release is the usual way). It returns ErrUnknownPermit when
 // no permit of that id is held (it was released, or its lease had run
 // out), and ErrInvalidOption when id is not 32 hex digits. A Permit of
-// this process released this way learns of it at its next renewal.
+// this process released this way learns of it at its next renewal. With
+// replica sync, a release too few replicas acknowledged returns an error
+// wrapping ErrReplicaSync that says the permit was released on the master
+// only; do not repeat it.
 func (ps *PermitSemaphore) Release(ctx context.Context, id string) error {
 	raw, err := ps.checkID(ctx, "release", id)
 	if err != nil {
 		return err
 	}
-	r, err := scripts.PermitRelease.Run(ctx, ps.c.rdb, ps.keys, raw, ps.c.argPublish).Int64()
-	if err != nil {
+	r, err := ps.c.write(ctx, writeCall{name: ps.name, script: scripts.PermitRelease, keys: ps.keys,
+		args: []any{raw, ps.c.argPublish}, direct: true, changed: nonZero})
+	if err != nil && !isUnconfirmed(err) {
 		return opError("release", ps.name, err)
 	}
 	switch r {
@@ -140,6 +156,9 @@ func (ps *PermitSemaphore) Release(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %s of %q", ErrUnknownPermit, id, ps.name)
 	case 2:
 		return fmt.Errorf("%w: %s of %q had expired", ErrUnknownPermit, id, ps.name)
+	}
+	if err != nil {
+		return opError("release", ps.name, err) // released on the master only
 	}
 	return nil
 }
@@ -149,7 +168,9 @@ func (ps *PermitSemaphore) Release(ctx context.Context, id string) error {
 // that id is held. d must be at least 1ms. It is meant for permits held
 // elsewhere: a Permit of this process keeps its own idea of its deadline
 // (use Permit.UpdateLease), and its watchdog, if it has one, goes on
-// renewing it.
+// renewing it. With replica sync, an update too few replicas acknowledged
+// returns an error wrapping ErrReplicaSync that says it was applied on the
+// master only.
 func (ps *PermitSemaphore) UpdateLease(ctx context.Context, id string, d time.Duration) error {
 	raw, err := ps.checkID(ctx, "update lease", id)
 	if err != nil {
@@ -168,10 +189,14 @@ func (ps *PermitSemaphore) UpdateLease(ctx context.Context, id string, d time.Du
 	return nil
 }
 
+// updateLease runs psem_updatelease.lua and reports whether the permit was
+// held. An update applied on the master that too few replicas
+// acknowledged reports true, with an error for which isUnconfirmed holds.
 func (ps *PermitSemaphore) updateLease(ctx context.Context, raw string, d time.Duration) (bool, error) {
-	r, err := scripts.PermitUpdateLease.Run(ctx, ps.c.rdb, ps.keys, raw, d.Milliseconds(), ps.c.argPublish).Int64()
+	r, err := ps.c.write(ctx, writeCall{name: ps.name, script: scripts.PermitUpdateLease, keys: ps.keys,
+		args: []any{raw, d.Milliseconds(), ps.c.argPublish}, direct: true, changed: isOne})
 	if err != nil {
-		return false, opError("update lease", ps.name, err)
+		return r == 1 && isUnconfirmed(err), opError("update lease", ps.name, err)
 	}
 	return r == 1, nil
 }
@@ -210,11 +235,12 @@ type permitAttempt struct {
 	lease int64 // ms
 }
 
-// Undo releases a permit whose acquisition reply was lost (batch.Undo).
+// Undo releases a permit whose acquisition reply was lost, or that too few
+// replicas acknowledged (batch.Undo).
 func (a *permitAttempt) Undo(ctx context.Context) {
 	c := a.ps.c
 	if err := scripts.PermitRelease.Run(ctx, c.rdb, a.ps.keys, a.raw, c.argPublish).Err(); err != nil {
-		c.cfg.logger.Warn("relock: cannot undo an unanswered permit acquisition; it expires with its lease",
+		c.cfg.logger.Warn("relock: cannot undo a permit acquisition (unanswered, or too few replicas acknowledged it); it expires with its lease",
 			"name", a.ps.name, "lease", a.cfg.lease, "err", err)
 	}
 }
@@ -250,16 +276,20 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 	return p, nil
 }
 
-// attempt runs psem_acquire.lua once. It returns a Permit, or how long to
-// wait at most before trying again, or an error. An attempt whose outcome
-// is unknown is undone before it returns.
+// attempt runs psem_acquire.lua once (with ReplicaSync.Retry, until
+// enough replicas acknowledge a grant). It returns a Permit, or how long
+// to wait at most before trying again, or an error. An attempt whose
+// outcome is unknown, or that too few replicas acknowledged, is undone
+// before it returns.
 func (ps *PermitSemaphore) attempt(ctx context.Context, a *permitAttempt) (*Permit, time.Duration, error) {
-	sent := ps.c.wd.Now()
-	r, err := ps.c.batch.Do(ctx, scripts.PermitAcquire, ps.keys, []any{a.raw, a.lease, ps.c.argPublish}, a)
+	r, sent, err := ps.c.acquire(ctx, ps.name, scripts.PermitAcquire, ps.keys, []any{a.raw, a.lease, ps.c.argPublish}, a, isZero)
 	if errors.Is(err, batch.ErrStopped) {
 		return nil, 0, ErrClosed
 	}
 	if err != nil {
+		if errors.Is(err, ErrReplicaSync) {
+			return nil, 0, opError("acquire", ps.name, err)
+		}
 		if !isServerError(err) && ctx.Err() != nil {
 			return nil, 0, fmt.Errorf("relock: acquire %q: %w", ps.name, ctx.Err())
 		}

@@ -18,8 +18,11 @@ import (
 // script is followed, in the same pipeline on the same connection, by
 // WAIT numreplicas timeout (or WAITAOF), which answers how many replicas
 // have the write; an acquisition too few of them acknowledged is released
-// again before its Lease is handed out. Renewals are followed by a WAIT
-// too. See docs/design.md for its cost and its limits.
+// again before its Lease is handed out. Renewals, and the synchronizers'
+// other writes (releases, counts, permits set, added or drained, lease
+// updates), are followed by a WAIT too; those cannot be undone, so one too
+// few replicas acknowledged is reported, not released. See docs/design.md
+// for its cost and its limits.
 
 // ReplicaSync configures replica-synced acquisition (WithReplicaSync).
 // Its zero value waits, for at most 100ms, for every replica connected to
@@ -42,6 +45,9 @@ type ReplicaSync struct {
 	// Retry, when too few replicas acknowledged, releases the acquisition
 	// and tries again until the caller's ctx ends. By default the
 	// acquisition is released and the call fails with ErrReplicaSync.
+	// Retry applies to acquisitions only: a write that cannot be undone (a
+	// Semaphore's Release, a CountDown, ...) is applied on the master
+	// whatever the replicas answer, and is never repeated.
 	Retry bool
 	// Fallback, when the server refuses WAIT (as managed services may),
 	// logs a warning once and goes on without replica sync. By default
@@ -69,11 +75,18 @@ const (
 // a server without replicas (where a positive rs.Replicas then fails every
 // acquisition). Without this option it is on, with ReplicaSync's
 // defaults, wherever the master has replicas connected, and off on a
-// server without any. It covers the acquisitions of Mutex, FairMutex and
-// RWMutex, and the renewals of every hold: a renewal too few replicas
-// acknowledged keeps the hold but does not move its local deadline (see
-// Stats.RenewSyncShort). rs.Replicas must not be negative, nor rs.Timeout
-// negative or below 1ms, or New fails with ErrInvalidOption.
+// server without any. It covers the acquisitions of Mutex, FairMutex,
+// RWMutex, Semaphore and PermitSemaphore, and the renewals of every hold:
+// a renewal too few replicas acknowledged keeps the hold but does not move
+// its local deadline (see Stats.RenewSyncShort). It also covers the
+// synchronizers' other writes: TrySetPermits, AddPermits, Release and
+// Drain of Semaphore and PermitSemaphore, Permit.Release and UpdateLease,
+// PermitSemaphore.UpdateLease, and CountDownLatch.TrySetCount and
+// CountDown. Those cannot be undone: one too few replicas acknowledged
+// stays applied on the master, and the call returns an error wrapping
+// ErrReplicaSync that says so (counted in Stats.SyncShort); it must not
+// be repeated. rs.Replicas must not be negative, nor rs.Timeout negative
+// or below 1ms, or New fails with ErrInvalidOption.
 func WithReplicaSync(rs ReplicaSync) Option {
 	return func(c *config) error {
 		if rs.Replicas < 0 {

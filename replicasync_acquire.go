@@ -25,13 +25,22 @@ const maxRedirects = 3
 // with ReplicaSync.Retry, is tried again after a pause until ctx ends: a
 // Lease is never made of it.
 func (c *Client) acquire(ctx context.Context, name string, s *scripts.Script, keys []string, args []any, undo batch.Undo, granted func(int64) bool) (int64, int64, error) {
-	rs := c.rsync
-	if rs == nil {
+	if c.rsync == nil {
 		sent := c.wd.Now()
 		r, err := c.batch.Do(ctx, s, keys, args, undo)
 		return r, sent, err
 	}
+	return c.acquireSynced(ctx, name, s, granted, func() ([]string, []any, batch.Undo) { return keys, args, undo })
+}
+
+// acquireSynced is acquire on a Client with replica sync. next returns
+// what each try sends: the same call every time, or, for a call whose undo
+// leaves its request marker saying "undone" (a Semaphore's), a new marker
+// for each try after the first.
+func (c *Client) acquireSynced(ctx context.Context, name string, s *scripts.Script, granted func(int64) bool, next func() ([]string, []any, batch.Undo)) (int64, int64, error) {
+	rs := c.rsync
 	redirects := 0
+	keys, args, undo := next()
 	for {
 		t, err := rs.target(ctx, name)
 		if err != nil {
@@ -67,6 +76,7 @@ func (c *Client) acquire(ctx context.Context, name string, s *scripts.Script, ke
 			}
 			return 0, 0, fmt.Errorf("%w (last attempt: %w)", err, serr)
 		}
+		keys, args, undo = next()
 	}
 }
 

@@ -2,11 +2,14 @@ package relock_test
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/scripts"
 )
 
 // rsTrip is one round trip a client made: one command, or a pipeline.
@@ -208,4 +212,91 @@ func (l *rsLog) countIn(s rsTrip, name string) int {
 		}
 	}
 	return n
+}
+
+// rsGet returns a string key's value on rdb ("" when there is none).
+func rsGet(t *testing.T, rdb *redis.Client, key string) string {
+	t.Helper()
+	v, err := rdb.Get(context.Background(), key).Result()
+	if errors.Is(err, redis.Nil) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// rsHeldPermits returns the ids held in a PermitSemaphore on rdb, with
+// their expiry in unix ms.
+func rsHeldPermits(t *testing.T, rdb *redis.Client, ps *relock.PermitSemaphore) map[string]float64 {
+	t.Helper()
+	zs, err := rdb.ZRangeWithScores(context.Background(), "{"+ps.Name()+"}:timeout", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]float64, len(zs))
+	for _, z := range zs {
+		out[hex.EncodeToString([]byte(z.Member.(string)))] = z.Score
+	}
+	return out
+}
+
+// rsWantUndone fails unless err says an acquisition fell short and was
+// undone (not a change left applied).
+func rsWantUndone(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, relock.ErrReplicaSync) || strings.Contains(err.Error(), "applied on the master") {
+		t.Fatalf("%s: %v, want ErrReplicaSync for an acquisition undone", what, err)
+	}
+}
+
+// rsWantApplied fails unless err says a write fell short but was applied on
+// the master.
+func rsWantApplied(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, relock.ErrReplicaSync) || !strings.Contains(err.Error(), "applied on the master") ||
+		!strings.Contains(err.Error(), "do not repeat it") {
+		t.Fatalf("%s: %v, want ErrReplicaSync saying the change was applied on the master", what, err)
+	}
+}
+
+// rsScriptTrips returns the round trips that carried s.
+func rsScriptTrips(log *rsLog, s *scripts.Script) []rsTrip {
+	var out []rsTrip
+	for _, trip := range log.all() {
+		for _, c := range trip.cmds {
+			if (c[0] == "evalsha" && c[1] == s.SHA()) || (c[0] == "eval" && c[1] == s.Source()) {
+				out = append(out, trip)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// rsDropPiped is a go-redis hook that, once armed, drops the reply of one
+// call of script in a pipeline after the server ran it, as a connection
+// lost at that moment would.
+type rsDropPiped struct {
+	script  *scripts.Script
+	armed   atomic.Bool
+	dropped atomic.Int32
+}
+
+func (d *rsDropPiped) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (d *rsDropPiped) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (d *rsDropPiped) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			args := c.Args()
+			if err == nil && c.Name() == "evalsha" && len(args) > 1 && args[1] == d.script.SHA() && d.armed.CompareAndSwap(true, false) {
+				d.dropped.Add(1)
+				c.SetErr(errDropped)
+				return errDropped
+			}
+		}
+		return err
+	}
 }

@@ -22,7 +22,8 @@ import (
 // (sem_undo.lua, which leaves the marker saying "undone", so that the
 // request takes nothing should it still arrive), and any other call is run
 // again with the same marker, within the cleanup timeout, so that it is
-// applied exactly once whenever it returns nil.
+// applied exactly once whenever it returns nil. With replica sync the call
+// run again is followed by its WAIT too (see Client.write).
 //
 // Markers expire after Client.markerTTL. So that they do not pile up for
 // that long under load, each call also carries the markers of up to
@@ -39,6 +40,7 @@ var requestSeq atomic.Uint64
 // safe for concurrent use.
 type requests struct {
 	c      *Client
+	name   string // the primitive's name
 	prefix string // "<prefix>:{name}:<client uuid>:"
 
 	mu       sync.Mutex
@@ -46,7 +48,7 @@ type requests struct {
 }
 
 func newRequests(c *Client, prefix, name string) *requests {
-	return &requests{c: c, prefix: companion(prefix, name) + ":" + c.id + ":"}
+	return &requests{c: c, name: name, prefix: companion(prefix, name) + ":" + c.id + ":"}
 }
 
 // keys returns the KEYS of a call: fixed, then a fresh marker, then
@@ -73,25 +75,20 @@ func (r *requests) done(marker string) {
 	r.mu.Unlock()
 }
 
-// run runs s, a script that applies a request once per marker, and
-// resolves a lost reply by running it again with the same marker. When it
-// returns nil the call was applied exactly once; when it returns an error
-// that is not a Redis reply, the outcome is unknown.
-func (r *requests) run(ctx context.Context, s *scripts.Script, keys []string, marker string, args ...any) (int64, error) {
-	v, err := r.c.batch.Do(ctx, s, keys, args, nil)
+// run runs s, a script that applies a request once per marker, through
+// Client.write: a lost reply is resolved by running it again with the same
+// marker. changed says whether a reply means the request changed
+// something. When run returns nil the call was applied exactly once. An
+// error for which isUnconfirmed holds means it was applied on the master
+// and too few replicas acknowledged it; any other error wrapping
+// ErrReplicaSync, that it was refused before it was sent. After other
+// errors that are not a Redis reply, the outcome is unknown.
+func (r *requests) run(ctx context.Context, s *scripts.Script, keys []string, marker string, changed func(int64) bool, args ...any) (int64, error) {
+	v, err := r.c.write(ctx, writeCall{name: r.name, script: s, keys: keys, args: args, marker: marker, changed: changed})
 	if errors.Is(err, batch.ErrStopped) {
 		return 0, ErrClosed // never sent
 	}
-	if err != nil && !isServerError(err) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.c.cfg.cleanup)
-		again, err2 := s.Run(rctx, r.c.rdb, keys, args...).Int64()
-		cancel()
-		if err2 != nil {
-			return 0, err
-		}
-		v, err = again, nil
-	}
-	if err == nil {
+	if err == nil || isUnconfirmed(err) {
 		r.done(marker)
 	}
 	return v, err

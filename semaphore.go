@@ -52,15 +52,17 @@ func (s *Semaphore) Name() string { return s.name }
 
 // TrySetPermits sets the number of permits to n if the semaphore has none
 // set (its key does not exist), and reports whether it did. n must be
-// positive.
+// positive. With replica sync, a count set that too few replicas
+// acknowledged is reported as set, with an error wrapping ErrReplicaSync
+// (see Release).
 func (s *Semaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
 	if err := s.check(ctx, "set permits", n); err != nil {
 		return false, err
 	}
 	keys, marker := s.req.keys(s.name, s.channel)
-	v, err := s.req.run(ctx, scripts.SemTrySetPermits, keys, marker, n, s.c.argPublish, s.c.argMarkerTTL)
+	v, err := s.req.run(ctx, scripts.SemTrySetPermits, keys, marker, isOne, n, s.c.argPublish, s.c.argMarkerTTL)
 	if err != nil {
-		return false, opError("set permits", s.name, err)
+		return v == 1, opError("set permits", s.name, err)
 	}
 	return v == 1, nil
 }
@@ -79,6 +81,12 @@ func (s *Semaphore) AddPermits(ctx context.Context, n int) error {
 // lost or ctx ends while it is under way (it is then completed within the
 // Client's cleanup timeout). An error that is not a Redis reply leaves the
 // outcome unknown: calling Release again may return the permits twice.
+//
+// With replica sync (see WithReplicaSync), Release returns once enough
+// replicas acknowledged it. When too few did, it returns an error wrapping
+// ErrReplicaSync that says the permits were returned on the master but
+// not confirmed by enough replicas: a failover may lose them. Do not
+// repeat such a Release; ReplicaSync.Retry does not apply to it.
 func (s *Semaphore) Release(ctx context.Context, n int) error {
 	return s.release(ctx, "release", n)
 }
@@ -88,7 +96,7 @@ func (s *Semaphore) release(ctx context.Context, op string, n int) error {
 		return err
 	}
 	keys, marker := s.req.keys(s.name, s.channel)
-	if _, err := s.req.run(ctx, scripts.SemRelease, keys, marker, n, s.c.argPublish, s.c.argMarkerTTL); err != nil {
+	if _, err := s.req.run(ctx, scripts.SemRelease, keys, marker, always, n, s.c.argPublish, s.c.argMarkerTTL); err != nil {
 		return opError(op, s.name, err)
 	}
 	return nil
@@ -104,8 +112,11 @@ func (s *Semaphore) release(ctx context.Context, op string, n int) error {
 // When ctx ends the error wraps ctx.Err(), and nothing is left behind: no
 // subscription, no timer, and no permits taken, since an attempt whose
 // reply the cancellation cut off is undone in Redis (within the cleanup
-// timeout). Other errors: ErrInvalidName, ErrInvalidOption, ErrClosed, and
-// Redis errors, wrapped.
+// timeout). With replica sync, permits taken that too few replicas
+// acknowledged are given back at once, and Acquire fails with
+// ErrReplicaSync, or, with ReplicaSync.Retry, tries again until ctx ends
+// (the error then wraps both). Other errors: ErrInvalidName,
+// ErrInvalidOption, ErrClosed, and Redis errors, wrapped.
 func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	if err := s.check(ctx, "acquire", n); err != nil {
 		return err
@@ -121,7 +132,9 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 }
 
 // TryAcquire makes one attempt to take n permits (n must be positive) and
-// reports whether it took them. It never waits. Errors are as for Acquire.
+// reports whether it took them. It never waits for permits; with
+// ReplicaSync.Retry it makes the attempt again while too few replicas
+// acknowledge a grant, until ctx ends. Errors are as for Acquire.
 func (s *Semaphore) TryAcquire(ctx context.Context, n int) (bool, error) {
 	if err := s.check(ctx, "acquire", n); err != nil {
 		return false, err
@@ -148,15 +161,17 @@ func (s *Semaphore) Available(ctx context.Context) (int, error) {
 
 // Drain takes every available permit and returns how many it took. It
 // tells no waiter. Like Release, it is applied exactly once when it
-// returns nil.
+// returns nil; with replica sync, permits drained that too few replicas
+// acknowledged are counted in its result, with an error wrapping
+// ErrReplicaSync.
 func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 	if err := s.check(ctx, "drain", 1); err != nil {
 		return 0, err
 	}
 	keys, marker := s.req.keys(s.name)
-	v, err := s.req.run(ctx, scripts.SemDrain, keys, marker, s.c.argMarkerTTL)
+	v, err := s.req.run(ctx, scripts.SemDrain, keys, marker, positive, s.c.argMarkerTTL)
 	if err != nil {
-		return 0, opError("drain", s.name, err)
+		return int(v), opError("drain", s.name, err)
 	}
 	return int(v), nil
 }
@@ -183,7 +198,8 @@ func checkCall(ctx context.Context, op, name string, n int) error {
 	return nil
 }
 
-// semUndo undoes an acquisition whose reply was lost (batch.Undo).
+// semUndo undoes an acquisition whose reply was lost, or that too few
+// replicas acknowledged (batch.Undo).
 type semUndo struct {
 	s    *Semaphore
 	n    int
@@ -193,21 +209,31 @@ type semUndo struct {
 func (u *semUndo) Undo(ctx context.Context) {
 	c := u.s.c
 	if err := scripts.SemUndo.Run(ctx, c.rdb, u.keys, u.n, c.argPublish, c.argMarkerTTL).Err(); err != nil {
-		c.cfg.logger.Warn("relock: cannot undo an unanswered semaphore acquisition; its permits may stay taken",
+		c.cfg.logger.Warn("relock: cannot undo a semaphore acquisition (unanswered, or too few replicas acknowledged it); its permits may stay taken",
 			"name", u.s.name, "permits", u.n, "err", err)
 	}
 }
 
-// attempt runs sem_acquire.lua once. An attempt whose outcome is unknown
-// is undone before it returns.
+// attempt runs sem_acquire.lua once (with ReplicaSync.Retry, until enough
+// replicas acknowledge a grant). An attempt whose outcome is unknown, or
+// that too few replicas acknowledged, is undone before it returns.
 func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 	keys, marker := s.req.keys(s.name)
-	undo := &semUndo{s: s, n: n, keys: []string{s.name, s.channel, marker}}
-	r, err := s.c.batch.Do(ctx, scripts.SemAcquire, keys, []any{n, s.c.argMarkerTTL}, undo)
+	args := []any{n, s.c.argMarkerTTL}
+	var r int64
+	var err error
+	if s.c.rsync == nil {
+		r, err = s.c.batch.Do(ctx, scripts.SemAcquire, keys, args, s.undo(n, marker))
+	} else {
+		r, marker, err = s.attemptSynced(ctx, n, keys, marker, args)
+	}
 	if errors.Is(err, batch.ErrStopped) {
 		return false, ErrClosed
 	}
 	if err != nil {
+		if errors.Is(err, ErrReplicaSync) {
+			return false, opError("acquire", s.name, err)
+		}
 		if !isServerError(err) && ctx.Err() != nil {
 			return false, fmt.Errorf("relock: acquire %q: %w", s.name, ctx.Err())
 		}
@@ -218,4 +244,26 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 	}
 	s.req.done(marker)
 	return true, nil
+}
+
+// attemptSynced is attempt's call on a Client with replica sync. A try
+// undone for want of replicas leaves its marker saying "undone" (and is
+// answered: the marker can go), so each try after it takes a new marker.
+// It returns the marker of the last try.
+func (s *Semaphore) attemptSynced(ctx context.Context, n int, keys []string, marker string, args []any) (int64, string, error) {
+	first := true
+	r, _, err := s.c.acquireSynced(ctx, s.name, scripts.SemAcquire, isOne, func() ([]string, []any, batch.Undo) {
+		if !first {
+			s.req.done(marker)
+			keys, marker = s.req.keys(s.name)
+		}
+		first = false
+		return keys, args, s.undo(n, marker)
+	})
+	return r, marker, err
+}
+
+// undo returns the undo of an acquisition of n permits with marker.
+func (s *Semaphore) undo(n int, marker string) *semUndo {
+	return &semUndo{s: s, n: n, keys: []string{s.name, s.channel, marker}}
 }

@@ -1,0 +1,174 @@
+package relock
+
+import (
+	"context"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/scripts"
+)
+
+// Replica-synced writes. The synchronizers' calls that change state other
+// than by an acquisition (a release, a count, permits set, added or
+// drained, a lease updated) cannot be undone: another process may have
+// acted on the change already. With replicas to wait for, such a call's
+// script and a WAIT go in one pipeline on the master's connection, as an
+// acquisition's do; a change too few replicas acknowledged stays applied
+// on the master, and the call fails with an error that wraps
+// ErrReplicaSync and says so. ReplicaSync.Retry does not apply to them: a
+// change repeated would be applied twice.
+
+// writeCall is one state-changing script call that cannot be undone.
+type writeCall struct {
+	name    string // the primitive's name: its master is where the WAIT goes
+	script  *scripts.Script
+	keys    []string
+	args    []any
+	marker  string           // the call's request marker, or "" if it has none
+	direct  bool             // sent on its own, not through the batcher
+	changed func(int64) bool // whether a reply means the call changed something
+}
+
+// write runs w and returns its reply. A call with a request marker whose
+// reply is lost (a transport error, or ctx ending while it is under way)
+// is run again with the same marker within the cleanup timeout, so that it
+// is applied exactly once when write returns nil; if that fails too, the
+// first error is returned and the outcome is unknown.
+//
+// With replica sync, and replicas to wait for, the script (and a call run
+// again) is followed by a WAIT in one pipeline on the master of w.name. A
+// change too few replicas acknowledged is counted in Stats.SyncShort and
+// returned with an error for which isUnconfirmed holds: it wraps
+// ErrReplicaSync and says the change was applied on the master. Without
+// replica sync write sends exactly what the plain call always sent.
+func (c *Client) write(ctx context.Context, w writeCall) (int64, error) {
+	if c.rsync == nil {
+		return c.writePlain(ctx, &w)
+	}
+	return c.writeSynced(ctx, &w)
+}
+
+// writePlain runs w without a WAIT.
+func (c *Client) writePlain(ctx context.Context, w *writeCall) (int64, error) {
+	var v int64
+	var err error
+	if w.direct {
+		v, err = w.script.Run(ctx, c.rdb, w.keys, w.args...).Int64()
+	} else {
+		v, err = c.batch.Do(ctx, w.script, w.keys, w.args, nil)
+	}
+	if !lostReply(w, err) {
+		return v, err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
+	again, err2 := w.script.Run(rctx, c.rdb, w.keys, w.args...).Int64()
+	cancel()
+	if err2 != nil {
+		return 0, err
+	}
+	return again, nil
+}
+
+// writeSynced runs w, followed by a WAIT when its master has replicas to
+// wait for, and judges the WAIT of a call that changed something.
+func (c *Client) writeSynced(ctx context.Context, w *writeCall) (int64, error) {
+	rs := c.rsync
+	redirects := 0
+	for {
+		t, err := rs.target(ctx, w.name)
+		if err != nil {
+			return 0, err // nothing was sent
+		}
+		if t == nil {
+			return c.writePlain(ctx, w)
+		}
+		v, wait, err := c.sendSynced(ctx, t, w)
+		if err != nil && rs.redirected(ctx, err, &redirects) {
+			continue
+		}
+		if lostReply(w, err) {
+			var err2 error
+			if v, wait, err2 = c.resendSynced(ctx, t, w); err2 != nil {
+				return 0, err
+			}
+			err = nil
+		}
+		if err != nil || !w.changed(v) {
+			return v, err
+		}
+		if serr := rs.judge(ctx, t, wait); serr != nil {
+			c.stats.syncShort.Add(1)
+			return v, &unconfirmedError{err: serr}
+		}
+		return v, nil
+	}
+}
+
+// sendSynced runs w once, followed by t's WAIT on the same connection.
+func (c *Client) sendSynced(ctx context.Context, t *syncTarget, w *writeCall) (int64, redis.Cmder, error) {
+	if w.direct {
+		cmd, wait := batch.Synced(ctx, w.script, w.keys, w.args, &t.bs)
+		v, err := cmd.Int64()
+		return v, wait, err
+	}
+	return c.batch.DoSync(ctx, w.script, w.keys, w.args, nil, &t.bs)
+}
+
+// resendSynced runs w again, with the same request marker, after its reply
+// was lost: EVAL, then PEXPIRE of the marker, then the WAIT, in one
+// pipeline on the master, within the cleanup timeout. If the first send
+// applied the call, this one finds the marker and writes nothing of its
+// own; refreshing the marker's expiry is a write that makes this
+// connection's last write as recent as the first send's, so that the WAIT
+// covers the call whichever send applied it. (Where neither applied
+// anything, there is no marker and nothing to cover.)
+func (c *Client) resendSynced(ctx context.Context, t *syncTarget, w *writeCall) (int64, redis.Cmder, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
+	defer cancel()
+	pipe := t.bs.Node.Pipeline()
+	cmd := pipe.Eval(ctx, w.script.Source(), w.keys, w.args...)
+	pipe.PExpire(ctx, w.marker, c.markerTTL())
+	wait := t.node.wait(ctx, t.need)
+	_ = pipe.Process(ctx, wait)
+	_, _ = pipe.Exec(ctx)
+	v, err := cmd.Int64()
+	return v, wait, err
+}
+
+// lostReply reports whether err leaves the outcome of w unknown and w can
+// be run again to settle it: w has a request marker, and err is neither a
+// reply from the server nor the batcher's refusal of a call it never sent.
+func lostReply(w *writeCall, err error) bool {
+	return err != nil && w.marker != "" && !isServerError(err) && !errors.Is(err, batch.ErrStopped)
+}
+
+// unconfirmedError is the error of a write that was applied on the master
+// but that too few replicas acknowledged. It wraps the error of the WAIT's
+// judgement, and so ErrReplicaSync.
+type unconfirmedError struct{ err error }
+
+func (e *unconfirmedError) Error() string {
+	return e.err.Error() + "; the change was applied on the master but not confirmed by enough replicas, so a failover may lose it: do not repeat it"
+}
+
+func (e *unconfirmedError) Unwrap() error { return e.err }
+
+// isUnconfirmed reports whether err says a write was applied on the
+// master but too few replicas acknowledged it.
+func isUnconfirmed(err error) bool {
+	if err == nil {
+		return false // before u, which escapes: no allocation on success
+	}
+	var u *unconfirmedError
+	return errors.As(err, &u)
+}
+
+// always, isOne, isZero and nonZero are, with positive and nonNegative,
+// the changed tests of writeCall and the granted tests of Client.acquire
+// for the synchronizers' scripts.
+func always(int64) bool    { return true }
+func isOne(r int64) bool   { return r == 1 }
+func isZero(r int64) bool  { return r == 0 }
+func nonZero(r int64) bool { return r != 0 }
