@@ -162,7 +162,6 @@ func (l *Lease) finish(err error, cause string) {
 	if !l.err.CompareAndSwap(nil, &err) {
 		return
 	}
-	close(l.done)
 	if err == ErrLockLost {
 		if l.parts == nil { // a composite's members count for it
 			l.c.stats.lost.Add(1)
@@ -177,6 +176,9 @@ func (l *Lease) finish(err error, cause string) {
 	for _, f := range fns {
 		f()
 	}
+	// Done closes last: whoever it wakes finds the end's consequences
+	// (a lost composite's members no longer renewed) in place.
+	close(l.done)
 }
 
 // whenDone arranges for f to be called once the lease has ended, from
