@@ -278,36 +278,43 @@ func (c *conn) markBroken() {
 	}
 }
 
-// confirmed records the server's confirmation of a subscription. One that
-// no command of ours is waiting for comes from a re-subscription after a
-// reconnect: every waiter of the channel re-checks at once, since a
-// message may have been missed while the connection was down.
+// confirmed records the server's confirmation of a subscription.
+//
+// The first confirmation of a channel makes it ready, once every
+// subscribe command sent for it is confirmed: an earlier command's reply
+// may belong to a subscription the channel had before it was last left.
+// Its waiters re-check when they see it ready.
+//
+// A confirmation of a channel that was ready before comes from a
+// re-subscription: go-redis's after a reconnect, or the hub's own resend.
+// A message may have been missed while the channel was not subscribed,
+// so every waiter of the channel re-checks at once. This does not depend
+// on the pending count, which a resend during an outage leaves owed.
 func (c *conn) confirmed(channel string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	resubscribed := c.pending[channel] == 0
-	if !resubscribed {
+	if c.pending[channel] > 0 {
 		c.pending[channel]--
-		if c.pending[channel] > 0 {
-			return
+		if c.pending[channel] == 0 {
+			delete(c.pending, channel)
 		}
-		delete(c.pending, channel)
 	}
 	ch := c.chans[channel]
 	if ch == nil {
 		return
 	}
-	c.unwatch(ch)
-	if !ch.confirmed {
+	select {
+	case <-ch.ready:
 		ch.confirmed = true
-		select {
-		case <-ch.ready:
-		default:
-			close(ch.ready)
-		}
-	}
-	if resubscribed {
+		c.unwatch(ch)
 		wakeN(ch.waiters, -1)
+	default:
+		if c.pending[channel] > 0 {
+			return
+		}
+		ch.confirmed = true
+		c.unwatch(ch)
+		close(ch.ready)
 	}
 }
 

@@ -3,8 +3,10 @@ package notify
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -222,5 +224,56 @@ func TestSubscribeOnBrokenConnection(t *testing.T) {
 	case <-b.Wake():
 	case <-time.After(10 * time.Second):
 		t.Fatal("a message on the re-subscribed channel did not wake its waiter")
+	}
+}
+
+// signalHandler is a slog handler that reports records with a message.
+type signalHandler struct {
+	msg string
+	got chan struct{}
+}
+
+func (h *signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *signalHandler) WithAttrs([]slog.Attr) slog.Handler      { return h }
+func (h *signalHandler) WithGroup(string) slog.Handler           { return h }
+
+func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.msg) {
+		select {
+		case h.got <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// TestOutageWakesReadyWaiters: while the server is down the hub sends the
+// subscription of a confirmed channel again, in vain. When the server is
+// back, the channel's confirmation is a re-subscription: a release may
+// have been published during the outage, so the waiter that was already
+// subscribed is woken to re-check.
+func TestOutageWakesReadyWaiters(t *testing.T) {
+	s := redistest.Standalone(t)
+	resent := &signalHandler{msg: "subscribing again", got: make(chan struct{}, 1)}
+	rdb := s.Client()
+	h := New(Config{Client: rdb, Logger: slog.New(resent)})
+	t.Cleanup(func() { h.Close(); _ = rdb.Close() })
+	w := subscribe(t, h, "c9", WakeOne)
+	defer w.Close()
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-resent.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the subscription was not sent again during the outage")
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.Wake():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not woken after the server came back")
 	}
 }
