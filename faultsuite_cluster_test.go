@@ -29,7 +29,7 @@ func TestFaultCluster(t *testing.T) {
 	ctx := ctxTimeout(t, 10*time.Minute)
 
 	t.Run("pubsub-killed", func(t *testing.T) {
-		o, kills := pubsubStorm(t, rdb, c.KillPubSubClients, relock.WithoutReplicaSync())
+		o, kills := pubsubStorm(t, mutexKind, rdb, c.KillPubSubClients, relock.WithoutReplicaSync())
 		o.report(t, "pubsub-killed-cluster", 1, "sync", "off", "kills", kills)
 	})
 

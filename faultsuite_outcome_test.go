@@ -13,6 +13,7 @@ import (
 // outcome condenses a workload's history and counters.
 type outcome struct {
 	Holds, Lost, LossBeforeNext, LossAfterNext int
+	Reads                                      int // of the holds, shared ones
 	// DoubleGrants counts the holds that another hold of the same name
 	// began during (each counted once however many began); Overlaps counts
 	// the overlapping pairs.
@@ -34,6 +35,7 @@ func (w *workload) outcome() outcome {
 	return outcome{
 		DoubleGrants:    len(granted),
 		Holds:           s.Holds,
+		Reads:           s.Shared,
 		Lost:            s.Lost,
 		LossBeforeNext:  s.LossBeforeNext,
 		LossAfterNext:   s.LossAfterNext,
@@ -51,6 +53,7 @@ func (w *workload) outcome() outcome {
 // add sums outcomes of several rounds.
 func (o *outcome) add(p outcome) {
 	o.Holds += p.Holds
+	o.Reads += p.Reads
 	o.Lost += p.Lost
 	o.LossBeforeNext += p.LossBeforeNext
 	o.LossAfterNext += p.LossAfterNext

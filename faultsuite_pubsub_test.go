@@ -15,33 +15,44 @@ import (
 
 // TestFaultPubSubKilled: the server closes every pub/sub connection again
 // and again (CLIENT KILL TYPE pubsub) while 16 goroutines contend for two
-// locks. The holders keep the default 30s watchdog lease, so a waiter
+// locks, for each kind of lock in turn: the Mutex, whose waiters share
+// the lock's channel; the FairMutex, whose waiters each listen on a
+// channel of their own; the RWMutex, with a reader among every four
+// workers. The holders keep the default 30s watchdog lease, so a waiter
 // that missed a release and were left to its timer would wait far past
 // the bound. Every Lock returns within the bound, every acquisition
-// completes and no two holds overlap. The cluster variant runs in
-// TestFaultCluster.
+// completes and no two holds overlap (but readers', with each other).
+// The cluster variant runs in TestFaultCluster.
 func TestFaultPubSubKilled(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Standalone(t)
-	o, kills := pubsubStorm(t, func() redis.UniversalClient { return closeLater(t, srv.Client()) }, srv.KillPubSubClients)
-	o.report(t, "pubsub-killed-standalone", 1, "sync", "n/a", "kills", kills)
+	for _, k := range lockKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			o, kills := pubsubStorm(t, k, func() redis.UniversalClient { return closeLater(t, srv.Client()) }, srv.KillPubSubClients)
+			o.report(t, k.scenario("pubsub-killed-standalone"), 1, k.reads(o, "sync", "n/a", "kills", kills)...)
+		})
+	}
 }
 
-// pubsubStorm runs the contention while kill closes pub/sub connections
-// every few milliseconds, checks the outcome and returns it with the
-// number of connections killed.
-func pubsubStorm(t *testing.T, rdb func() redis.UniversalClient, kill func(context.Context) (int, error), opts ...relock.Option) (outcome, int) {
+// pubsubStorm runs the contention on locks of kind k while kill closes
+// pub/sub connections every few milliseconds, checks the outcome and
+// returns it with the number of connections killed.
+func pubsubStorm(t *testing.T, k lockKind, rdb func() redis.UniversalClient, kill func(context.Context) (int, error), opts ...relock.Option) (outcome, int) {
 	t.Helper()
 	const workers = 16
 	per := rounds(25, 500)
 	clients := []*relock.Client{newClient(t, rdb(), opts...), newClient(t, rdb(), opts...)}
-	w := newWorkload(t, 10*time.Second)
+	w := newWorkloadOf(t, k, 10*time.Second)
 	locks := names(t, "ps", 2)
 	var dones []chan struct{}
 	for i := range workers {
 		done := make(chan struct{})
 		dones = append(dones, done)
-		w.repeat(fmt.Sprintf("c%d.w%d", i%2, i), clients[i%2], locks, holdFor(0, time.Millisecond), per, done)
+		repeat := w.repeat
+		if k.read != nil && i%4 == 3 {
+			repeat = w.repeatRead
+		}
+		repeat(fmt.Sprintf("c%d.w%d", i%2, i), clients[i%2], locks, holdFor(0, time.Millisecond), per, done)
 	}
 	all := make(chan struct{})
 	go func() {
@@ -69,6 +80,7 @@ func pubsubStorm(t *testing.T, rdb func() redis.UniversalClient, kill func(conte
 	w.stop(10 * time.Second)
 	o := w.outcome()
 	o.requireSafe(t, "pub/sub killed")
+	k.requireReads(t, o, "pub/sub killed")
 	if o.Holds != workers*per {
 		t.Errorf("%d acquisitions, want %d", o.Holds, workers*per)
 	}

@@ -15,20 +15,26 @@ import (
 
 // TestFaultSentinel: a Sentinel group (master, two replicas, three
 // sentinels) whose master is killed with SIGKILL while locks are held and
-// contended, over several failovers, with replica sync off and on. Just
-// before each kill, holders grab more locks that waiters of other clients
-// then queue for. Every other round the replication links are cut first:
-// the replicas are stopped (so that they cannot reconnect) and the master
-// closes their connections (CLIENT KILL TYPE replica), so the replica
-// promoted after the kill never saw what the old master granted since.
+// contended, over several failovers, with replica sync off and on, for
+// Mutexes, FairMutexes and RWMutexes (writers, with readers among the
+// holders and contenders), a workload per kind of lock and replica-sync
+// mode. Just before each kill, holders grab more locks that waiters of
+// other clients then queue for. Every other round the replication links
+// are cut first: the replicas are stopped (so that they cannot reconnect)
+// and the master closes their connections (CLIENT KILL TYPE replica), so
+// the replica promoted after the kill never saw what the old master
+// granted since.
 //
 // With sync off a lock granted by the old master and missing on the new
 // one is granted again: those double grants are expected and reported,
 // not failed on. With sync on (ReplicaSync's defaults, and one replica
 // required) an acquisition that no replica acknowledged is released and
 // fails, and a renewal no replica acknowledged does not move the hold's
-// local deadline, so every invariant is asserted. In every mode the locks
-// are granted again after every failover and no waiter is stranded.
+// local deadline, so every invariant is asserted, readers' tokens
+// included. In every mode the locks are granted again after every
+// failover and no waiter is stranded.
+//
+// Every round runs every kind of lock (see sentinelPlans for the modes).
 func TestFaultSentinel(t *testing.T) {
 	t.Parallel()
 	s := redistest.NewSentinel(t)
@@ -37,7 +43,7 @@ func TestFaultSentinel(t *testing.T) {
 	// a fixed lease instead, so that one whose release the new master
 	// never saw blocks the lock for two seconds only.
 	const lease = 15 * time.Second
-	modes := replicaSyncs()
+	modes, kinds := replicaSyncs(), lockKinds()
 	clients := make([][]*relock.Client, len(modes))
 	for i, m := range modes {
 		for range 3 {
@@ -45,37 +51,94 @@ func TestFaultSentinel(t *testing.T) {
 			clients[i] = append(clients[i], newClient(t, closeLater(t, s.FailoverClient()), opts...))
 		}
 	}
-	n := rounds(2, 12)
-	plain, cut := make([]outcome, len(modes)), make([]outcome, len(modes))
-	for r := range n {
-		cutLinks := r%2 == 1
-		outs := sentinelRound(t, s, modes, clients, cutLinks)
+	var plain, cut [][]sentinelTotal // kinds by modes
+	for range kinds {
+		plain, cut = append(plain, make([]sentinelTotal, len(modes))), append(cut, make([]sentinelTotal, len(modes)))
+	}
+	for r, p := range sentinelPlans(kinds, modes) {
+		outs := sentinelRound(t, s, kinds, modes, clients, p)
 		for i, o := range outs {
-			m := modes[i]
-			what := fmt.Sprintf("round %d (replication cut: %v), sync %s", r, cutLinks, m.name)
+			k, m := kinds[p.loads[i].kind], modes[p.loads[i].mode]
+			what := fmt.Sprintf("round %d, %s (replication cut: %v), sync %s", r, k.name, p.cut, m.name)
 			if o.Stranded > 0 {
 				t.Errorf("%s: %d stranded waiters", what, o.Stranded)
 			}
 			if m.on {
 				o.requireSafe(t, what)
 			}
-			if cutLinks {
-				cut[i].add(o)
-			} else {
-				plain[i].add(o)
+			k.requireReads(t, o, what)
+			total := &plain[p.loads[i].kind][p.loads[i].mode]
+			if p.cut {
+				total = &cut[p.loads[i].kind][p.loads[i].mode]
 			}
+			total.runs++
+			total.add(o)
 		}
 	}
-	for i, m := range modes {
-		plain[i].report(t, "sentinel-kill", (n+1)/2, "sync", m.name, "lease", lease)
-		cut[i].report(t, "sentinel-kill-replication-cut", n/2, "sync", m.name, "lease", lease)
+	for ki, k := range kinds {
+		for i, m := range modes {
+			plain[ki][i].report(t, k, "sentinel-kill", "sync", m.name, "lease", lease)
+			cut[ki][i].report(t, k, "sentinel-kill-replication-cut", "sync", m.name, "lease", lease)
+		}
 	}
 }
 
-// sentinelRound runs one failover: a workload per mode, the grab (after
-// cutting the replication links if cut), the kill, the promotion, the old
-// master back as a replica.
-func sentinelRound(t *testing.T, s *redistest.Sentinel, modes []replicaSync, clients [][]*relock.Client, cut bool) []outcome {
+// sentinelTotal sums the outcomes of the rounds of one kind, mode and
+// fault.
+type sentinelTotal struct {
+	outcome
+	runs int
+}
+
+// report logs the SAFETY line of the total, if it has runs.
+func (s sentinelTotal) report(t testing.TB, k lockKind, scenario string, kv ...any) {
+	t.Helper()
+	if s.runs > 0 {
+		s.outcome.report(t, k.scenario(scenario), s.runs, k.reads(s.outcome, kv...)...)
+	}
+}
+
+// sentinelPlan is one failover round: whether the replication links are
+// cut, and the workloads that run through it.
+type sentinelPlan struct {
+	cut   bool
+	loads []sentinelLoad
+}
+
+// sentinelLoad is a workload of a round: indexes into the kinds of lock
+// and the replica-sync modes.
+type sentinelLoad struct{ kind, mode int }
+
+// sentinelPlans returns the rounds: two in the quick suite, twelve under
+// RELOCK_SOAK, the replication links cut in every other one. Each runs the
+// Mutex in every mode. Under RELOCK_SOAK it runs the other kinds in every
+// mode too; the quick suite runs them in one mode per round, sync off
+// without the cut and on with it, to keep its rounds light.
+func sentinelPlans(kinds []lockKind, modes []replicaSync) []sentinelPlan {
+	var plans []sentinelPlan
+	for r := range rounds(2, 12) {
+		p := sentinelPlan{cut: r%2 == 1}
+		quick := 0 // the other kinds' mode in the quick suite: off
+		if p.cut {
+			quick = 1 // on, with ReplicaSync's defaults
+		}
+		for k := range kinds {
+			for m := range modes {
+				if k == 0 || soaking() || m == quick { // kinds[0] is the Mutex
+					p.loads = append(p.loads, sentinelLoad{k, m})
+				}
+			}
+		}
+		plans = append(plans, p)
+	}
+	return plans
+}
+
+// sentinelRound runs one failover: a workload per load of the plan, the
+// grab (after cutting the replication links if the plan says so), the
+// kill, the promotion, the old master back as a replica. It returns an
+// outcome per load.
+func sentinelRound(t *testing.T, s *redistest.Sentinel, kinds []lockKind, modes []replicaSync, clients [][]*relock.Client, p sentinelPlan) []outcome {
 	t.Helper()
 	ctx := ctxTimeout(t, 3*time.Minute)
 	old, err := s.CurrentMaster(ctx)
@@ -83,22 +146,24 @@ func sentinelRound(t *testing.T, s *redistest.Sentinel, modes []replicaSync, cli
 		t.Fatal(err)
 	}
 	short, shortLease := holdFor(time.Millisecond, 5*time.Millisecond), relock.WithLease(2*time.Second)
-	ws := make([]*workload, len(modes))
-	hots, grabs := make([][]string, len(modes)), make([][]string, len(modes))
+	ws := make([]*workload, len(p.loads))
+	tags, hots, grabs := make([]string, len(p.loads)), make([][]string, len(p.loads)), make([][]string, len(p.loads))
 	start := time.Now()
-	for i, m := range modes {
-		w := newWorkload(t, 60*time.Second)
-		ws[i] = w
-		hot, held := names(t, "hot-"+m.name, 4), names(t, "held-"+m.name, 6)
-		hots[i], grabs[i] = hot, names(t, "grab-"+m.name, 6)
-		for k, c := range clients[i] {
+	for i, ld := range p.loads {
+		k, cs := kinds[ld.kind], clients[ld.mode]
+		tag := k.tag(modes[ld.mode].name)
+		w := newWorkloadOf(t, k, 60*time.Second)
+		ws[i], tags[i] = w, tag
+		hot, held := names(t, "hot-"+tag, 4), names(t, "held-"+tag, 6)
+		hots[i], grabs[i] = hot, names(t, "grab-"+tag, 6)
+		for c, cl := range cs {
 			for j := range 3 {
-				w.contend(fmt.Sprintf("%s.c%d.hot%d", m.name, k, j), c, hot, short, shortLease)
+				w.mix(j)(fmt.Sprintf("%s.c%d.hot%d", tag, c, j), cl, hot, short, shortLease)
 			}
-			w.contend(fmt.Sprintf("%s.c%d.poacher", m.name, k), c, held, short, shortLease)
+			w.contend(fmt.Sprintf("%s.c%d.poacher", tag, c), cl, held, short, shortLease)
 		}
 		for j, name := range held {
-			w.contend(fmt.Sprintf("%s.c%d.holder%d", m.name, j%3, j), clients[i][j%3], []string{name}, forever)
+			w.mix(j)(fmt.Sprintf("%s.c%d.holder%d", tag, j%3, j), cs[j%3], []string{name}, forever)
 		}
 		w.progressed(held, start, 30*time.Second)
 	}
@@ -110,7 +175,7 @@ func sentinelRound(t *testing.T, s *redistest.Sentinel, modes []replicaSync, cli
 			replicas = append(replicas, srv)
 		}
 	}
-	if cut {
+	if p.cut {
 		for _, r := range replicas {
 			if err := r.Pause(); err != nil {
 				t.Fatal(err)
@@ -120,14 +185,15 @@ func sentinelRound(t *testing.T, s *redistest.Sentinel, modes []replicaSync, cli
 			t.Fatal(err)
 		}
 	}
-	for i, m := range modes {
-		n := len(clients[i])
+	for i, ld := range p.loads {
+		cs := clients[ld.mode]
+		n := len(cs)
 		for j, name := range grabs[i] {
-			ws[i].contend(fmt.Sprintf("%s.c%d.grab%d", m.name, j%n, j), clients[i][j%n], []string{name}, forever)
+			ws[i].mix(j)(fmt.Sprintf("%s.c%d.grab%d", tags[i], j%n, j), cs[j%n], []string{name}, forever)
 			// Waiters that poll, as a client whose pub/sub connection is
 			// still finding the new master would: they try the lock there
 			// as soon as it answers.
-			ws[i].contend(fmt.Sprintf("%s.c%d.waiter%d", m.name, (j+1)%n, j), clients[i][(j+1)%n], []string{name}, short, shortLease,
+			ws[i].contend(fmt.Sprintf("%s.c%d.waiter%d", tags[i], (j+1)%n, j), cs[(j+1)%n], []string{name}, short, shortLease,
 				relock.WithSpin(5*time.Millisecond, 50*time.Millisecond))
 		}
 	}
@@ -135,7 +201,7 @@ func sentinelRound(t *testing.T, s *redistest.Sentinel, modes []replicaSync, cli
 	if err := old.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	if cut {
+	if p.cut {
 		for _, r := range replicas {
 			if err := r.Resume(); err != nil {
 				t.Fatal(err)
@@ -149,11 +215,11 @@ func sentinelRound(t *testing.T, s *redistest.Sentinel, modes []replicaSync, cli
 	promoted := time.Now()
 	rejoin(t, ctx, old, master)
 
+	rdb := closeLater(t, master.Client())
 	for i, w := range ws {
 		w.progressed(hots[i], promoted, 60*time.Second)
 		// Each grabbed lock is either still held on the new master, or was
 		// granted again there.
-		rdb := closeLater(t, master.Client())
 		eventually(t, 60*time.Second, "the grabbed locks to settle on the new master", func() bool {
 			for _, name := range grabs[i] {
 				if w.grantedSince(name, promoted) {
@@ -166,13 +232,20 @@ func sentinelRound(t *testing.T, s *redistest.Sentinel, modes []replicaSync, cli
 			return true
 		})
 	}
-	out := make([]outcome, len(modes))
+	out := make([]outcome, len(ws))
 	for i, w := range ws {
 		w.stop(60 * time.Second)
 		w.logNotes()
 		out[i] = w.outcome()
 	}
 	waitSentinelHealthy(t, ctx, s)
+	if now, err := s.CurrentMaster(ctx); err == nil && now != master {
+		// Not this scenario (see redistest.Sentinel): the replica promoted
+		// the second time may have acknowledged nothing, which replica
+		// sync does not cover (docs/safety.md, "What WAIT does not
+		// guarantee"). Logged, so that a failure it causes is explained.
+		t.Logf("the sentinels failed over again during the round: the master is %s, not %s, promoted after the kill", now.Addr, master.Addr)
+	}
 	return out
 }
 

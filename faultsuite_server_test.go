@@ -11,10 +11,12 @@ import (
 )
 
 // TestFaultServerPaused: a server stopped (SIGSTOP) for three leases while
-// locks are held and contended. Every hold in progress is told of its loss
-// while the server is still stopped, by its own deadline; after the server
-// resumes every lock is granted again, no two holds overlap and no loss is
-// signalled after the next grant.
+// locks are held and contended: Mutexes, FairMutexes and RWMutexes (with
+// readers among the holders and contenders) at once, each kind in a
+// workload of its own. Every hold in progress is told of its loss while
+// the server is still stopped, by its own deadline; after the server
+// resumes every lock is granted again, no two holds overlap (but readers',
+// with each other) and no loss is signalled after the next grant.
 func TestFaultServerPaused(t *testing.T) {
 	t.Parallel()
 	const lease = 500 * time.Millisecond
@@ -23,52 +25,85 @@ func TestFaultServerPaused(t *testing.T) {
 	for range 3 {
 		clients = append(clients, newClient(t, closeLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)))
 	}
+	kinds := lockKinds()
+	holder := func(k lockKind, i int) string { return fmt.Sprintf("%s%d.holder%d", k.tag("c"), i%len(clients), i) }
 	n := rounds(2, 10)
-	var total outcome
+	total := make([]outcome, len(kinds))
 	for r := range n {
-		w := newWorkload(t, 20*time.Second)
-		hot, held := names(t, "hot", 3), names(t, "held", 6)
+		ws := make([]*workload, len(kinds))
+		hots, helds := make([][]string, len(kinds)), make([][]string, len(kinds))
 		start := time.Now()
-		for i, c := range clients {
-			for j := range 3 {
-				w.contend(fmt.Sprintf("c%d.hot%d", i, j), c, hot, holdFor(time.Millisecond, 5*time.Millisecond))
+		for ki, k := range kinds {
+			w := newWorkloadOf(t, k, 20*time.Second)
+			ws[ki] = w
+			hot, held := names(t, k.tag("hot"), 3), names(t, k.tag("held"), 6)
+			hots[ki], helds[ki] = hot, held
+			for i, c := range clients {
+				for j := range 3 {
+					w.mix(j)(fmt.Sprintf("%s%d.hot%d", k.tag("c"), i, j), c, hot, holdFor(time.Millisecond, 5*time.Millisecond))
+				}
+				// Waiters for the held locks, granted them once they are lost.
+				w.contend(fmt.Sprintf("%s%d.poacher", k.tag("c"), i), c, held, holdFor(time.Millisecond, 5*time.Millisecond))
 			}
-			// Waiters for the held locks, granted them once they are lost.
-			w.contend(fmt.Sprintf("c%d.poacher", i), c, held, holdFor(time.Millisecond, 5*time.Millisecond))
+			for i, name := range held {
+				w.mix(i)(holder(k, i), clients[i%len(clients)], []string{name}, forever)
+			}
 		}
-		for i, name := range held {
-			w.contend(fmt.Sprintf("c%d.holder%d", i%len(clients), i), clients[i%len(clients)], []string{name}, forever)
+		inProgress := make([][]*relock.Lease, len(kinds))
+		for ki, w := range ws {
+			w.progressed(helds[ki], start, 10*time.Second)
+			// A poacher may have been granted a held lock first: wait for
+			// the holders, whose holds last until the fault.
+			eventually(t, 10*time.Second, "the holders to hold", func() bool {
+				for i, name := range helds[ki] {
+					if !w.holds(holder(kinds[ki], i), name) {
+						return false
+					}
+				}
+				return true
+			})
+			inProgress[ki] = w.holding(helds[ki])
 		}
-		w.progressed(held, start, 10*time.Second)
-		inProgress := w.holding(held)
 		if err := srv.Pause(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(3 * lease) // the fault: stopped past every lease (below go-redis's 3s read timeout)
-		for _, l := range inProgress {
-			select {
-			case <-l.Done():
-			default:
-				t.Errorf("round %d: a hold of %q in progress when the server stopped has not ended %v later", r, l.Name(), 3*lease)
-			}
-			if err := l.Err(); !errors.Is(err, relock.ErrLockLost) {
-				t.Errorf("round %d: Err = %v while the server is stopped past the lease, want ErrLockLost", r, err)
+		for ki, k := range kinds {
+			for _, l := range inProgress[ki] {
+				select {
+				case <-l.Done():
+				default:
+					t.Errorf("%s round %d: a hold of %q in progress when the server stopped has not ended %v later", k.name, r, l.Name(), 3*lease)
+				}
+				if err := l.Err(); !errors.Is(err, relock.ErrLockLost) {
+					t.Errorf("%s round %d: Err = %v while the server is stopped past the lease, want ErrLockLost", k.name, r, err)
+				}
 			}
 		}
 		if err := srv.Resume(); err != nil {
 			t.Fatal(err)
 		}
-		w.progressed(append(hot, held...), time.Now(), 20*time.Second)
-		w.stop(30 * time.Second)
-		o := w.outcome()
-		o.requireSafe(t, fmt.Sprintf("round %d", r))
-		if len(inProgress) == 0 {
-			t.Errorf("round %d: no hold in progress when the server stopped", r)
+		resumed := time.Now()
+		for ki, w := range ws {
+			w.progressed(append(hots[ki], helds[ki]...), resumed, 20*time.Second)
 		}
-		w.logNotes()
-		total.add(o)
+		for ki, k := range kinds {
+			w := ws[ki]
+			w.stop(30 * time.Second)
+			o := w.outcome()
+			what := fmt.Sprintf("%s round %d", k.name, r)
+			o.requireSafe(t, what)
+			k.requireReads(t, o, what)
+			if len(inProgress[ki]) == 0 {
+				t.Errorf("%s: no hold in progress when the server stopped", what)
+			}
+			w.logNotes()
+			total[ki].add(o)
+		}
 	}
-	total.report(t, "server-paused", n, "sync", "n/a", "lease", lease)
+	for ki, k := range kinds {
+		total[ki].report(t, k.scenario("server-paused"), n, k.reads(total[ki], "sync", "n/a", "lease", lease)...)
+	}
 }
 
 // TestFaultServerRestarted: a server restarted without persistence while

@@ -54,8 +54,13 @@ func safety(t testing.TB, scenario string, kv ...any) {
 // in progress are asked for Err: one that reports ErrLockLost counts as
 // told of its loss at that moment, whether or not its worker has woken
 // up yet, which is what the holder would have seen had it checked.
+//
+// Its workers lock through the workload's kind of lock: exclusively, or
+// shared (the readers of a read-write lock), whose holds the history
+// lets overlap each other but no exclusive hold.
 type workload struct {
 	t     testing.TB
+	kind  lockKind
 	rec   *history.Recorder
 	bound time.Duration // a Lock call still waiting after this is stranded
 
@@ -77,9 +82,16 @@ type held struct {
 	h *history.Hold
 }
 
+// newWorkload returns a workload of Mutex workers.
 func newWorkload(t testing.TB, bound time.Duration) *workload {
+	return newWorkloadOf(t, mutexKind, bound)
+}
+
+// newWorkloadOf returns a workload whose workers lock the kind k.
+func newWorkloadOf(t testing.TB, k lockKind, bound time.Duration) *workload {
 	w := &workload{
 		t:     t,
+		kind:  k,
 		rec:   history.New(),
 		bound: bound,
 		open:  make(map[string]map[*held]struct{}),
@@ -98,29 +110,66 @@ func holdFor(lo, hi time.Duration) func() time.Duration {
 // forever holds until the lease is lost or the workload stops.
 func forever() time.Duration { return time.Hour }
 
+// contender is how a worker is started: contend or contendRead.
+type contender func(who string, c *relock.Client, names []string, hold func() time.Duration, opts ...relock.LockOption)
+
 // contend starts a worker that, until stop, locks one of names at random
-// through c with opts, holds it for hold() (or until the hold is lost)
-// and unlocks.
+// exclusively through c with opts, holds it for hold() (or until the hold
+// is lost) and unlocks.
 func (w *workload) contend(who string, c *relock.Client, names []string, hold func() time.Duration, opts ...relock.LockOption) {
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		for w.ctx.Err() == nil {
-			w.once(who, c.Mutex(names[rand.N(len(names))]), hold(), opts...)
-		}
-	}()
+	w.loop(who, w.kind.lock, c, names, hold, -1, nil, opts)
 }
 
-// repeat starts a worker that locks one of names at random through c,
-// holds it for hold() and unlocks, until it has held a lock count times
-// (or stop). It closes done when it returns.
+// contendRead is contend through the shared side of the workload's kind
+// of lock.
+func (w *workload) contendRead(who string, c *relock.Client, names []string, hold func() time.Duration, opts ...relock.LockOption) {
+	w.loop(who, w.reader(), c, names, hold, -1, nil, opts)
+}
+
+// mix returns how the i-th worker of a group contends: exclusively, but
+// every third (i%3 == 2) shared when the kind has a shared side.
+func (w *workload) mix(i int) contender {
+	if w.kind.read != nil && i%3 == 2 {
+		return w.contendRead
+	}
+	return w.contend
+}
+
+// repeat starts a worker that locks one of names at random exclusively
+// through c, holds it for hold() and unlocks, until it has held a lock
+// count times (or stop). It closes done when it returns.
 func (w *workload) repeat(who string, c *relock.Client, names []string, hold func() time.Duration, count int, done chan<- struct{}) {
+	w.loop(who, w.kind.lock, c, names, hold, count, done, nil)
+}
+
+// repeatRead is repeat through the shared side of the workload's kind of
+// lock.
+func (w *workload) repeatRead(who string, c *relock.Client, names []string, hold func() time.Duration, count int, done chan<- struct{}) {
+	w.loop(who, w.reader(), c, names, hold, count, done, nil)
+}
+
+// reader returns the shared side of the workload's kind of lock. It fails
+// the test for a kind without one.
+func (w *workload) reader() lockerOf {
+	if w.kind.read == nil {
+		w.t.Fatalf("a reader of a lock kind without a shared side")
+	}
+	return w.kind.read
+}
+
+// loop starts a worker that locks one of names at random through
+// lock(c, name), holds it for hold() and unlocks, until it has held a
+// lock count times (for ever with count < 0) or stop. It closes done, if
+// any, when it returns.
+func (w *workload) loop(who string, lock lockerOf, c *relock.Client, names []string, hold func() time.Duration, count int, done chan<- struct{}, opts []relock.LockOption) {
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		defer close(done)
-		for held := 0; held < count && w.ctx.Err() == nil; {
-			if w.once(who, c.Mutex(names[rand.N(len(names))]), hold()) {
+		if done != nil {
+			defer close(done)
+		}
+		for held := 0; (count < 0 || held < count) && w.ctx.Err() == nil; {
+			if w.once(who, lock(c, names[rand.N(len(names))]), hold(), opts...) {
 				held++
 			}
 		}
@@ -128,8 +177,9 @@ func (w *workload) repeat(who string, c *relock.Client, names []string, hold fun
 }
 
 // once is one round of a worker: lock, hold, unlock. It reports whether
-// the lock was acquired.
-func (w *workload) once(who string, m *relock.Mutex, hold time.Duration, opts ...relock.LockOption) bool {
+// the lock was acquired. The hold is shared if m is the read side of a
+// read-write lock.
+func (w *workload) once(who string, m relock.Locker, hold time.Duration, opts ...relock.LockOption) bool {
 	ctx, cancel := context.WithTimeout(w.ctx, w.bound)
 	l, err := m.Lock(ctx, opts...)
 	cancel()
@@ -147,7 +197,8 @@ func (w *workload) once(who string, m *relock.Mutex, hold time.Duration, opts ..
 		sleepCtx(w.ctx, 20*time.Millisecond)
 		return false
 	}
-	hd := w.begin(who, m.Name(), l)
+	_, shared := m.(*relock.ReadLocker)
+	hd := w.begin(who, m.Name(), l, shared)
 	if hd == nil { // lost before it began: not a hold
 		w.unlock(who, l)
 		return false
@@ -164,12 +215,12 @@ func (w *workload) once(who string, m *relock.Mutex, hold time.Duration, opts ..
 	return true
 }
 
-// begin records the start of a hold, after telling the holds of the name
-// in progress whose leases report a loss that they were told. A lease
-// already lost when Lock returned it (its reply came after its deadline,
-// through a stalled network) is no hold: begin counts it as stale and
-// returns nil.
-func (w *workload) begin(who, name string, l *relock.Lease) *held {
+// begin records the start of a hold, shared or not, after telling the
+// holds of the name in progress whose leases report a loss that they were
+// told. A lease already lost when Lock returned it (its reply came after
+// its deadline, through a stalled network) is no hold: begin counts it as
+// stale and returns nil.
+func (w *workload) begin(who, name string, l *relock.Lease, shared bool) *held {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if l.Err() != nil {
@@ -181,7 +232,11 @@ func (w *workload) begin(who, name string, l *relock.Lease) *held {
 			o.h.Signal()
 		}
 	}
-	hd := &held{l: l, h: w.rec.Begin(who, name, l.Token())}
+	begin := w.rec.Begin
+	if shared {
+		begin = w.rec.BeginShared
+	}
+	hd := &held{l: l, h: begin(who, name, l.Token())}
 	if w.open[name] == nil {
 		w.open[name] = make(map[*held]struct{})
 	}

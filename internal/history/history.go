@@ -1,6 +1,7 @@
 // Package history records the holds of locks and checks them for mutual
-// exclusion: no two holds of one name may overlap, and fencing tokens must
-// grow with every acquisition of a name.
+// exclusion: no two holds of one name may overlap unless both are shared
+// (readers of a read-write lock), and fencing tokens must grow with every
+// exclusive acquisition of a name.
 package history
 
 import (
@@ -14,8 +15,9 @@ import (
 const (
 	// KindOverlap: two holds of one name were open at the same time.
 	KindOverlap = "overlap"
-	// KindTokenBackwards: a hold's fencing token was not greater than the
-	// token of the hold of the same name that began before it.
+	// KindTokenBackwards: an exclusive hold's fencing token was not
+	// greater than the token of the hold of the same name that began
+	// before it, or a shared hold's was below it.
 	KindTokenBackwards = "token-backwards"
 	// KindOutlived: a hold went on after its loss was signalled (Signal),
 	// and another hold of the same name began in between. The lock did its
@@ -44,7 +46,7 @@ type Recorder struct {
 type nameState struct {
 	open  map[*Hold]struct{} // holds begun and not yet ended
 	holds []*Hold            // in Begin order
-	last  *Hold              // the last hold of the name with a token
+	last  *Hold              // the last hold of the name with a token; a shared hold always has one
 }
 
 // HoldInfo describes one hold.
@@ -56,6 +58,9 @@ type HoldInfo struct {
 	Begin time.Duration // when the hold began, since the Recorder was made
 	End   time.Duration // when it ended; -1 while it is open
 	Lost  bool          // the hold ended by a loss signal, not by unlocking
+	// Shared: the hold was begun with BeginShared, and may overlap other
+	// shared holds of its name.
+	Shared bool
 
 	Signalled bool          // the hold's loss was signalled (Signal, or Lost)
 	SignalAt  time.Duration // when the loss was first signalled, if Signalled
@@ -72,7 +77,11 @@ func (h HoldInfo) String() string {
 			end += " (lost)"
 		}
 	}
-	return fmt.Sprintf("#%d %s token %d [%v, %s]", h.Seq, h.Who, h.Token, h.Begin, end)
+	kind := ""
+	if h.Shared {
+		kind = " shared"
+	}
+	return fmt.Sprintf("#%d %s%s token %d [%v, %s]", h.Seq, h.Who, kind, h.Token, h.Begin, end)
 }
 
 // Hold is one recorded hold. Its methods are safe for concurrent use.
@@ -105,20 +114,35 @@ func New() *Recorder {
 // now returns the monotonic time since the Recorder was made.
 func (r *Recorder) now() time.Duration { return time.Since(r.start) }
 
-// Begin records that who starts holding the lock name with the fencing
-// token token (0 for none). Call it after the lock was acquired and before
-// the protected work; a hold that begins while another hold of name is
-// open is recorded as an overlap at once.
+// Begin records that who starts holding the lock name exclusively, with
+// the fencing token token (0 for none). Call it after the lock was
+// acquired and before the protected work; a hold that begins while
+// another hold of name is open is recorded as an overlap at once.
 func (r *Recorder) Begin(who, name string, token uint64) *Hold {
+	return r.begin(who, name, token, false)
+}
+
+// BeginShared records that who starts holding the lock name shared, as a
+// reader of a read-write lock: it may overlap other shared holds of name,
+// never an exclusive one. token is the fencing counter as the hold found
+// it, which a reader does not advance: it may equal the token of the
+// hold of name that began before it, never fall below it. It is always
+// checked, 0 included (no exclusive hold had taken a token yet).
+func (r *Recorder) BeginShared(who, name string, token uint64) *Hold {
+	return r.begin(who, name, token, true)
+}
+
+func (r *Recorder) begin(who, name string, token uint64, shared bool) *Hold {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h := &Hold{r: r, info: HoldInfo{
-		Who:   who,
-		Name:  name,
-		Token: token,
-		Seq:   len(r.holds) + 1,
-		Begin: r.now(),
-		End:   -1,
+		Who:    who,
+		Name:   name,
+		Token:  token,
+		Seq:    len(r.holds) + 1,
+		Begin:  r.now(),
+		End:    -1,
+		Shared: shared,
 	}}
 	st := r.names[name]
 	if st == nil {
@@ -126,10 +150,13 @@ func (r *Recorder) Begin(who, name string, token uint64) *Hold {
 		r.names[name] = st
 	}
 	for o := range st.open {
+		if !conflict(o.info, h.info) {
+			continue
+		}
 		r.overlap(o.info, h.info, "began while the other was still held")
 	}
-	if token != 0 {
-		if st.last != nil && token <= st.last.info.Token {
+	if token != 0 || shared {
+		if st.last != nil && backwards(token, st.last.info.Token, shared) {
 			p := st.last.info
 			r.violations = append(r.violations, Violation{
 				Kind: KindTokenBackwards,
@@ -147,6 +174,17 @@ func (r *Recorder) Begin(who, name string, token uint64) *Hold {
 	r.holds = append(r.holds, h)
 	return h
 }
+
+// backwards reports whether token, of a shared hold or not, went back
+// from last, the token of the hold before it: below it, or, for an
+// exclusive hold, equal to it.
+func backwards(token, last uint64, shared bool) bool {
+	return token < last || !shared && token == last
+}
+
+// conflict reports whether holds a and b may not overlap: unless both are
+// shared.
+func conflict(a, b HoldInfo) bool { return !a.Shared || !b.Shared }
 
 // overlap records an overlap of holds a and b, once per pair. r.mu is held.
 func (r *Recorder) overlap(a, b HoldInfo, how string) {
@@ -211,9 +249,11 @@ func (r *Recorder) Holds() int {
 }
 
 // Check returns every violation found so far, in the order found: holds of
-// one name that overlapped, and fencing tokens that did not strictly grow
-// in Begin order. Holds without a token (0) are not checked for tokens.
-// Holds still open count as lasting until now.
+// one name that overlapped (but for shared holds with each other), and
+// fencing tokens that did not grow in Begin order: strictly for exclusive
+// holds, not below for shared ones. Exclusive holds without a token (0)
+// are not checked for tokens. Holds still open count as lasting until
+// now.
 func (r *Recorder) Check() []Violation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -232,7 +272,9 @@ func (r *Recorder) sweep(st *nameState) {
 		kept := active[:0]
 		for _, a := range active {
 			if a.info.Open() || a.info.End > h.info.Begin {
-				r.overlap(a.info, h.info, "began before the other ended")
+				if conflict(a.info, h.info) {
+					r.overlap(a.info, h.info, "began before the other ended")
+				}
 				kept = append(kept, a)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 // Summary condenses a Recorder's history.
 type Summary struct {
 	Holds    int           // holds begun
+	Shared   int           // of them, shared holds (BeginShared)
 	Open     int           // holds not yet ended
 	Lost     int           // holds ended by a loss signal
 	Handoffs int           // gaps measured between consecutive holds of a name
@@ -16,9 +17,10 @@ type Summary struct {
 	Names    []NameSummary // one per lock name, sorted by name
 
 	// Of the holds whose loss was signalled and that another hold of the
-	// same name followed: how many were told before that next hold began,
-	// and how many after (the lock was granted again before its holder
-	// knew).
+	// same name followed, which it may not overlap (a shared hold is
+	// followed by the next exclusive one): how many were told before that
+	// next hold began, and how many after (the lock was granted again
+	// before its holder knew).
 	LossBeforeNext, LossAfterNext int
 }
 
@@ -26,6 +28,7 @@ type Summary struct {
 type NameSummary struct {
 	Name      string
 	Holds     int
+	Shared    int
 	Open      int
 	Lost      int
 	LastToken uint64 // the token of the last hold begun with one
@@ -62,8 +65,11 @@ func (r *Recorder) Summary() Summary {
 			case h.info.Lost:
 				ns.Lost++
 			}
-			if h.info.Signalled && i+1 < len(hs) {
-				if h.info.SignalAt <= hs[i+1].info.Begin {
+			if h.info.Shared {
+				ns.Shared++
+			}
+			if next := nextConflicting(hs, i); h.info.Signalled && next != nil {
+				if h.info.SignalAt <= next.info.Begin {
 					ns.LossBeforeNext++
 				} else {
 					ns.LossAfterNext++
@@ -80,6 +86,7 @@ func (r *Recorder) Summary() Summary {
 		ns.P50, ns.P99 = percentiles(gaps)
 		all = append(all, gaps...)
 		s.Holds += ns.Holds
+		s.Shared += ns.Shared
 		s.Open += ns.Open
 		s.Lost += ns.Lost
 		s.LossBeforeNext += ns.LossBeforeNext
@@ -90,6 +97,17 @@ func (r *Recorder) Summary() Summary {
 	s.Handoffs = len(all)
 	s.P50, s.P99 = percentiles(all)
 	return s
+}
+
+// nextConflicting returns the first hold after hs[i] that may not overlap
+// it, or nil. hs is in Begin order.
+func nextConflicting(hs []*Hold, i int) *Hold {
+	for _, h := range hs[i+1:] {
+		if conflict(hs[i].info, h.info) {
+			return h
+		}
+	}
+	return nil
 }
 
 // percentiles returns the 50th and 99th percentiles of ds by nearest

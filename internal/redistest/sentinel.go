@@ -25,7 +25,13 @@ const (
 )
 
 // Sentinel is a master with two replicas watched by three sentinels
-// (quorum 2, down-after-milliseconds 1000, failover-timeout 3000).
+// (quorum 2, down-after-milliseconds 2000, failover-timeout 3000).
+//
+// Down-after is twice the sentinels' ping period (a second). With the two
+// equal, on a busy machine a sentinel sometimes marked the master it had
+// just switched to down a second after the switch, and objectively down
+// at the same moment: a second failover, promoting a replica that may
+// have missed the first new master's writes.
 type Sentinel struct {
 	// MasterName is the name the sentinels monitor the group under.
 	MasterName string
@@ -48,7 +54,7 @@ func StartSentinel() (*Sentinel, error) {
 	}
 	s := &Sentinel{MasterName: sentinelMasterName, Master: rep.Master, Replicas: rep.Replicas}
 	conf := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d %[3]d\n"+
-		"sentinel down-after-milliseconds %[1]s 1000\n"+
+		"sentinel down-after-milliseconds %[1]s 2000\n"+
 		"sentinel failover-timeout %[1]s 3000\n"+
 		"sentinel parallel-syncs %[1]s 1\n",
 		s.MasterName, s.Master.Port, sentinelQuorum)
