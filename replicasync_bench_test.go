@@ -42,3 +42,54 @@ func BenchmarkReplicaSync(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReplicaSyncSynchronizers is BenchmarkReplicaSync for a
+// Semaphore's Acquire+Release and a PermitSemaphore's TryAcquire+Release:
+// both calls of a cycle wait for the replicas with sync on.
+func BenchmarkReplicaSyncSynchronizers(b *testing.B) {
+	r := redistest.NewReplicated(b, 2)
+	rsWaitOnline(b, r.Master, 2)
+	for _, bc := range []struct {
+		name string
+		opt  relock.Option
+	}{
+		{"off", relock.WithoutReplicaSync()},
+		{"on", relock.WithReplicaSync(relock.ReplicaSync{})},
+	} {
+		b.Run("semaphore/"+bc.name, func(b *testing.B) {
+			c := newClient(b, closeLater(b, r.Master.Client()), bc.opt)
+			s := c.Semaphore(lockName(b))
+			ctx := context.Background()
+			if _, err := s.TrySetPermits(ctx, 1); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.Acquire(ctx, 1); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Release(ctx, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("permit/"+bc.name, func(b *testing.B) {
+			c := newClient(b, closeLater(b, r.Master.Client()), bc.opt)
+			ps := c.PermitSemaphore(lockName(b))
+			ctx := context.Background()
+			if _, err := ps.TrySetPermits(ctx, 1); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := ps.TryAcquire(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
