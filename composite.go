@@ -24,15 +24,8 @@ type parts struct {
 // reports its loss.
 func newComposite(c *Client, name string, token uint64, members []*Lease, quorum int) *Lease {
 	l := &Lease{c: c, name: name, token: token, done: make(chan struct{}), parts: &parts{members: members, quorum: quorum}}
-	// Once the composite is lost, its surviving members are no longer
-	// renewed: they expire with their leases unless Unlock frees them first.
-	l.whenDone(func() {
-		if errors.Is(l.Err(), ErrLockLost) {
-			for _, m := range members {
-				drop(m)
-			}
-		}
-	})
+	// Once the composite is lost, finish stops renewing its surviving
+	// members.
 	for _, m := range members {
 		if m != nil {
 			m.whenDone(func() { l.parts.check(l) })

@@ -69,6 +69,7 @@ func (l *Lease) Done() <-chan struct{} { return l.done }
 // ErrLockLost at once, before any timer has had a chance to run.
 func (l *Lease) Err() error {
 	if p := l.err.Load(); p != nil {
+		<-l.done // being ended elsewhere: Done closes within moments
 		return *p
 	}
 	if l.parts != nil {
@@ -77,12 +78,14 @@ func (l *Lease) Err() error {
 		l.c.wd.Check(l.entry)
 	}
 	if p := l.err.Load(); p != nil {
+		<-l.done
 		return *p
 	}
 	// The watchdog may be declaring the loss this very moment, between
 	// ending the entry and recording the error: the deadline decides.
 	if l.entry != nil && l.entry.Deadline() <= l.c.wd.Now() {
 		l.finish(ErrLockLost, watchdog.ErrDeadline.Error())
+		<-l.done
 		return *l.err.Load()
 	}
 	return nil
@@ -162,6 +165,15 @@ func (l *Lease) finish(err error, cause string) {
 	if !l.err.CompareAndSwap(nil, &err) {
 		return
 	}
+	if l.parts != nil && err == ErrLockLost {
+		// A lost composite's surviving members are no longer renewed
+		// (they expire with their leases unless Unlock frees them first),
+		// before Done wakes anyone.
+		for _, m := range l.parts.members {
+			drop(m)
+		}
+	}
+	close(l.done)
 	if err == ErrLockLost {
 		if l.parts == nil { // a composite's members count for it
 			l.c.stats.lost.Add(1)
@@ -176,9 +188,6 @@ func (l *Lease) finish(err error, cause string) {
 	for _, f := range fns {
 		f()
 	}
-	// Done closes last: whoever it wakes finds the end's consequences
-	// (a lost composite's members no longer renewed) in place.
-	close(l.done)
 }
 
 // whenDone arranges for f to be called once the lease has ended, from

@@ -49,11 +49,21 @@ func (p *Permit) Done() <-chan struct{} { return p.done }
 // call.
 func (p *Permit) Err() error {
 	if e := p.err.Load(); e != nil {
+		<-p.done // being ended elsewhere: Done closes within moments
 		return *e
 	}
-	p.ps.c.wd.Check(p.entry.Load())
+	entry := p.entry.Load()
+	p.ps.c.wd.Check(entry)
 	if e := p.err.Load(); e != nil {
+		<-p.done
 		return *e
+	}
+	// The watchdog may be declaring the loss this very moment, between
+	// ending the entry and recording the error: the deadline decides.
+	if entry != nil && entry.Deadline() <= p.ps.c.wd.Now() {
+		p.finish(ErrLockLost, watchdog.ErrDeadline.Error())
+		<-p.done
+		return *p.err.Load()
 	}
 	return nil
 }
