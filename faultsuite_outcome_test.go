@@ -14,10 +14,16 @@ import (
 type outcome struct {
 	Holds, Lost, LossBeforeNext, LossAfterNext int
 	Reads                                      int // of the holds, shared ones
+	Peak                                       int // the most holds of one name in progress at once
 	// DoubleGrants counts the holds that another hold of the same name
 	// began during (each counted once however many began); Overlaps counts
-	// the overlapping pairs.
-	DoubleGrants, Overlaps, Outlived, TokensBackwards int
+	// the overlapping pairs. For a semaphore both count its over-grants:
+	// the holds that began while as many others were in progress as it
+	// has permits, none told of a loss. Crowded counts, for a semaphore,
+	// the holds those were in progress during (each once): the holds whose
+	// permits may have been granted again, as DoubleGrants counts for a
+	// lock.
+	DoubleGrants, Overlaps, Outlived, TokensBackwards, Crowded int
 	// Stale counts leases already lost when Lock returned them.
 	LockErrs, UnlockErrs, Stranded, Stale int64
 	Violations                            []history.Violation
@@ -27,19 +33,28 @@ func (w *workload) outcome() outcome {
 	v := w.rec.Check()
 	s := w.rec.Summary()
 	granted := make(map[int]bool) // holds granted again, by Seq
+	crowded := make(map[int]bool) // holds in progress at an over-grant, by Seq
 	for _, x := range v {
-		if x.Kind == history.KindOverlap {
+		switch x.Kind {
+		case history.KindOverlap:
 			granted[x.A.Seq] = true
+		case history.KindOverCapacity:
+			for _, a := range x.With {
+				crowded[a.Seq] = true
+			}
 		}
 	}
+	over := history.Count(v, history.KindOverCapacity)
 	return outcome{
-		DoubleGrants:    len(granted),
+		DoubleGrants:    len(granted) + over,
 		Holds:           s.Holds,
 		Reads:           s.Shared,
+		Peak:            s.Peak,
 		Lost:            s.Lost,
 		LossBeforeNext:  s.LossBeforeNext,
 		LossAfterNext:   s.LossAfterNext,
-		Overlaps:        history.Count(v, history.KindOverlap),
+		Overlaps:        history.Count(v, history.KindOverlap) + over,
+		Crowded:         len(crowded),
 		Outlived:        history.Count(v, history.KindOutlived),
 		TokensBackwards: history.Count(v, history.KindTokenBackwards),
 		LockErrs:        w.lockErrs.Load(),
@@ -54,11 +69,13 @@ func (w *workload) outcome() outcome {
 func (o *outcome) add(p outcome) {
 	o.Holds += p.Holds
 	o.Reads += p.Reads
+	o.Peak = max(o.Peak, p.Peak)
 	o.Lost += p.Lost
 	o.LossBeforeNext += p.LossBeforeNext
 	o.LossAfterNext += p.LossAfterNext
 	o.DoubleGrants += p.DoubleGrants
 	o.Overlaps += p.Overlaps
+	o.Crowded += p.Crowded
 	o.Outlived += p.Outlived
 	o.TokensBackwards += p.TokensBackwards
 	o.LockErrs += p.LockErrs
@@ -85,8 +102,9 @@ func (o outcome) report(t testing.TB, scenario string, runs int, kv ...any) {
 }
 
 // requireSafe fails the test on any breach of mutual exclusion that the
-// lock itself is responsible for: overlapping holds, tokens going
-// backwards, a loss signalled after the next grant, a stranded waiter.
+// lock itself is responsible for: overlapping holds (a semaphore's
+// over-grants), tokens going backwards, a loss signalled after the next
+// grant, a stranded waiter.
 // (Outlived holds are the workers' own lateness in reacting to a signal
 // that came in time.)
 func (o outcome) requireSafe(t testing.TB, scenario string) {

@@ -18,18 +18,23 @@ import (
 // locks, for each kind of lock in turn: the Mutex, whose waiters share
 // the lock's channel; the FairMutex, whose waiters each listen on a
 // channel of their own; the RWMutex, with a reader among every four
-// workers. The holders keep the default 30s watchdog lease, so a waiter
+// workers; then for two semaphores of kindPermits permits each: a
+// PermitSemaphore and a Semaphore, whose waiters share the semaphore's
+// channel. The holders keep the default 30s watchdog lease, so a waiter
 // that missed a release and were left to its timer would wait far past
-// the bound. Every Lock returns within the bound, every acquisition
-// completes and no two holds overlap (but readers', with each other).
-// The cluster variant runs in TestFaultCluster.
+// the bound (a PermitSemaphore's waiter too: it sleeps until the earliest
+// held permit expires; a Semaphore's rechecks every 2s). Every Lock (or
+// Acquire) returns within the bound, every acquisition completes, no two
+// holds of a lock overlap (but readers', with each other) and no more
+// holds of a semaphore are in progress than it has permits. The cluster
+// variant runs in TestFaultCluster.
 func TestFaultPubSubKilled(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Standalone(t)
-	for _, k := range lockKinds() {
+	for _, k := range append(lockKinds(), permitKind, semaphoreKind) {
 		t.Run(k.name, func(t *testing.T) {
 			o, kills := pubsubStorm(t, k, func() redis.UniversalClient { return closeLater(t, srv.Client()) }, srv.KillPubSubClients)
-			o.report(t, k.scenario("pubsub-killed-standalone"), 1, k.reads(o, "sync", "n/a", "kills", kills)...)
+			o.report(t, k.scenario("pubsub-killed-standalone"), 1, k.fields(o, "sync", "n/a", "kills", kills)...)
 		})
 	}
 }
@@ -80,7 +85,7 @@ func pubsubStorm(t *testing.T, k lockKind, rdb func() redis.UniversalClient, kil
 	w.stop(10 * time.Second)
 	o := w.outcome()
 	o.requireSafe(t, "pub/sub killed")
-	k.requireReads(t, o, "pub/sub killed")
+	k.requireExercised(t, o, "pub/sub killed")
 	if o.Holds != workers*per {
 		t.Errorf("%d acquisitions, want %d", o.Holds, workers*per)
 	}

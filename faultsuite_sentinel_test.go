@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 )
@@ -16,25 +18,30 @@ import (
 // TestFaultSentinel: a Sentinel group (master, two replicas, three
 // sentinels) whose master is killed with SIGKILL while locks are held and
 // contended, over several failovers, with replica sync off and on, for
-// Mutexes, FairMutexes and RWMutexes (writers, with readers among the
-// holders and contenders), a workload per kind of lock and replica-sync
-// mode. Just before each kill, holders grab more locks that waiters of
-// other clients then queue for. Every other round the replication links
-// are cut first: the replicas are stopped (so that they cannot reconnect)
-// and the master closes their connections (CLIENT KILL TYPE replica), so
-// the replica promoted after the kill never saw what the old master
-// granted since.
+// Mutexes, FairMutexes, RWMutexes (writers, with readers among the
+// holders and contenders) and PermitSemaphores of kindPermits permits, a
+// workload per kind of lock and replica-sync mode. Just before each kill,
+// holders grab more locks (every permit of more semaphores) that waiters
+// of other clients then queue for. Every other round the replication
+// links are cut first: the replicas are stopped (so that they cannot
+// reconnect) and the master closes their connections (CLIENT KILL TYPE
+// replica), so the replica promoted after the kill never saw what the
+// old master granted since.
 //
 // With sync off a lock granted by the old master and missing on the new
-// one is granted again: those double grants are expected and reported,
-// not failed on. With sync on (ReplicaSync's defaults, and one replica
+// one is granted again: those double grants (for a semaphore, over-grants:
+// more permits held at once than it has) are expected and reported, not
+// failed on. With sync on (ReplicaSync's defaults, and one replica
 // required) an acquisition that no replica acknowledged is released and
 // fails, and a renewal no replica acknowledged does not move the hold's
 // local deadline, so every invariant is asserted, readers' tokens
-// included. In every mode the locks are granted again after every
-// failover and no waiter is stranded.
+// included. In every mode the locks and permits are granted again after
+// every failover and no waiter is stranded.
 //
 // Every round runs every kind of lock (see sentinelPlans for the modes).
+// The plain Semaphore is not among them: its permits have no holder and
+// no lease, so a failover that loses an acquisition or a release changes
+// its count for good (TestFaultPubSubKilled covers its waiters).
 func TestFaultSentinel(t *testing.T) {
 	t.Parallel()
 	s := redistest.NewSentinel(t)
@@ -43,7 +50,7 @@ func TestFaultSentinel(t *testing.T) {
 	// a fixed lease instead, so that one whose release the new master
 	// never saw blocks the lock for two seconds only.
 	const lease = 15 * time.Second
-	modes, kinds := replicaSyncs(), lockKinds()
+	modes, kinds := replicaSyncs(), append(lockKinds(), permitKind)
 	clients := make([][]*relock.Client, len(modes))
 	for i, m := range modes {
 		for range 3 {
@@ -66,7 +73,7 @@ func TestFaultSentinel(t *testing.T) {
 			if m.on {
 				o.requireSafe(t, what)
 			}
-			k.requireReads(t, o, what)
+			k.requireExercised(t, o, what)
 			total := &plain[p.loads[i].kind][p.loads[i].mode]
 			if p.cut {
 				total = &cut[p.loads[i].kind][p.loads[i].mode]
@@ -94,7 +101,7 @@ type sentinelTotal struct {
 func (s sentinelTotal) report(t testing.TB, k lockKind, scenario string, kv ...any) {
 	t.Helper()
 	if s.runs > 0 {
-		s.outcome.report(t, k.scenario(scenario), s.runs, k.reads(s.outcome, kv...)...)
+		s.outcome.report(t, k.scenario(scenario), s.runs, k.fields(s.outcome, kv...)...)
 	}
 }
 
@@ -156,13 +163,15 @@ func sentinelRound(t *testing.T, s *redistest.Sentinel, kinds []lockKind, modes 
 		ws[i], tags[i] = w, tag
 		hot, held := names(t, "hot-"+tag, 4), names(t, "held-"+tag, 6)
 		hots[i], grabs[i] = hot, names(t, "grab-"+tag, 6)
+		w.setPermits(cs[0], grabs[i]) // before the cut, for the new master to have them
 		for c, cl := range cs {
 			for j := range 3 {
 				w.mix(j)(fmt.Sprintf("%s.c%d.hot%d", tag, c, j), cl, hot, short, shortLease)
 			}
 			w.contend(fmt.Sprintf("%s.c%d.poacher", tag, c), cl, held, short, shortLease)
 		}
-		for j, name := range held {
+		for j := range len(held) * k.holders() { // every permit of a semaphore
+			name := held[j/k.holders()]
 			w.mix(j)(fmt.Sprintf("%s.c%d.holder%d", tag, j%3, j), cs[j%3], []string{name}, forever)
 		}
 		w.progressed(held, start, 30*time.Second)
@@ -186,15 +195,22 @@ func sentinelRound(t *testing.T, s *redistest.Sentinel, kinds []lockKind, modes 
 		}
 	}
 	for i, ld := range p.loads {
-		cs := clients[ld.mode]
+		k, cs := kinds[ld.kind], clients[ld.mode]
 		n := len(cs)
+		// Waiters that poll, as a client whose pub/sub connection is still
+		// finding the new master would: they try the lock there as soon as
+		// it answers. A semaphore's waiters do not spin: they wait on its
+		// channel, and the hub wakes them when it reconnects.
+		wait := []relock.LockOption{shortLease}
+		if k.permits == 0 {
+			wait = append(wait, relock.WithSpin(5*time.Millisecond, 50*time.Millisecond))
+		}
 		for j, name := range grabs[i] {
-			ws[i].mix(j)(fmt.Sprintf("%s.c%d.grab%d", tags[i], j%n, j), cs[j%n], []string{name}, forever)
-			// Waiters that poll, as a client whose pub/sub connection is
-			// still finding the new master would: they try the lock there
-			// as soon as it answers.
-			ws[i].contend(fmt.Sprintf("%s.c%d.waiter%d", tags[i], (j+1)%n, j), cs[(j+1)%n], []string{name}, short, shortLease,
-				relock.WithSpin(5*time.Millisecond, 50*time.Millisecond))
+			for g := range k.holders() { // every permit of a semaphore
+				at := j*k.holders() + g
+				ws[i].mix(at)(fmt.Sprintf("%s.c%d.grab%d", tags[i], at%n, at), cs[at%n], []string{name}, forever)
+			}
+			ws[i].contend(fmt.Sprintf("%s.c%d.waiter%d", tags[i], (j+1)%n, j), cs[(j+1)%n], []string{name}, short, wait...)
 		}
 	}
 	time.Sleep(250 * time.Millisecond) // the window the replicas miss when cut off
@@ -225,7 +241,7 @@ func sentinelRound(t *testing.T, s *redistest.Sentinel, kinds []lockKind, modes 
 				if w.grantedSince(name, promoted) {
 					continue
 				}
-				if n, err := rdb.Exists(ctx, name).Result(); err != nil || n == 0 {
+				if held, err := heldOn(ctx, rdb, kinds[p.loads[i].kind], name); err != nil || !held {
 					return false
 				}
 			}
@@ -247,6 +263,17 @@ func sentinelRound(t *testing.T, s *redistest.Sentinel, kinds []lockKind, modes 
 		t.Logf("the sentinels failed over again during the round: the master is %s, not %s, promoted after the kill", now.Addr, master.Addr)
 	}
 	return out
+}
+
+// heldOn reports whether the lock name of kind k is held on rdb: its key
+// exists, or, for a semaphore, a permit of it is held.
+func heldOn(ctx context.Context, rdb *redis.Client, k lockKind, name string) (bool, error) {
+	key := name
+	if k.permits > 0 {
+		key = "{" + name + "}:timeout" // its held permits
+	}
+	n, err := rdb.Exists(ctx, key).Result()
+	return n > 0, err
 }
 
 // rejoin restarts the killed master, empty, and makes it a replica of the

@@ -50,14 +50,17 @@ func safety(t testing.TB, scenario string, kv ...any) {
 }
 
 // workload runs lock workers and records every hold in a history. Before
-// a hold is recorded as begun, the leases of the holds of that name still
-// in progress are asked for Err: one that reports ErrLockLost counts as
-// told of its loss at that moment, whether or not its worker has woken
-// up yet, which is what the holder would have seen had it checked.
+// a hold is recorded as begun, the leases (or permits) of the holds of
+// that name still in progress are asked for Err: one that reports
+// ErrLockLost counts as told of its loss at that moment, whether or not
+// its worker has woken up yet, which is what the holder would have seen
+// had it checked.
 //
 // Its workers lock through the workload's kind of lock: exclusively, or
 // shared (the readers of a read-write lock), whose holds the history
-// lets overlap each other but no exclusive hold.
+// lets overlap each other but no exclusive hold; or they take permits of
+// a semaphore, whose holds the history lets overlap up to its number of
+// permits.
 type workload struct {
 	t     testing.TB
 	kind  lockKind
@@ -68,9 +71,10 @@ type workload struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu   sync.Mutex
-	open map[string]map[*held]struct{} // holds in progress, per name
-	last map[string]time.Time          // when the latest hold of a name began
+	mu    sync.Mutex
+	open  map[string]map[*held]struct{} // holds in progress, per name
+	last  map[string]time.Time          // when the latest hold of a name began
+	ready map[string]bool               // semaphores whose permits are set
 
 	lockErrs, unlockErrs, stranded, lost, stale atomic.Int64
 	notes                                       []string // the first errors, for the log
@@ -78,7 +82,7 @@ type workload struct {
 
 // held is one hold in progress.
 type held struct {
-	l *relock.Lease
+	l grant
 	h *history.Hold
 }
 
@@ -96,6 +100,7 @@ func newWorkloadOf(t testing.TB, k lockKind, bound time.Duration) *workload {
 		bound: bound,
 		open:  make(map[string]map[*held]struct{}),
 		last:  make(map[string]time.Time),
+		ready: make(map[string]bool),
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	t.Cleanup(w.cancel)
@@ -114,8 +119,8 @@ func forever() time.Duration { return time.Hour }
 type contender func(who string, c *relock.Client, names []string, hold func() time.Duration, opts ...relock.LockOption)
 
 // contend starts a worker that, until stop, locks one of names at random
-// exclusively through c with opts, holds it for hold() (or until the hold
-// is lost) and unlocks.
+// exclusively (or takes one of its permits) through c with opts, holds it
+// for hold() (or until the hold is lost) and unlocks.
 func (w *workload) contend(who string, c *relock.Client, names []string, hold func() time.Duration, opts ...relock.LockOption) {
 	w.loop(who, w.kind.lock, c, names, hold, -1, nil, opts)
 }
@@ -160,8 +165,9 @@ func (w *workload) reader() lockerOf {
 // loop starts a worker that locks one of names at random through
 // lock(c, name), holds it for hold() and unlocks, until it has held a
 // lock count times (for ever with count < 0) or stop. It closes done, if
-// any, when it returns.
+// any, when it returns. The permits of semaphores are set first.
 func (w *workload) loop(who string, lock lockerOf, c *relock.Client, names []string, hold func() time.Duration, count int, done chan<- struct{}, opts []relock.LockOption) {
+	w.setPermits(c, names)
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -177,11 +183,10 @@ func (w *workload) loop(who string, lock lockerOf, c *relock.Client, names []str
 }
 
 // once is one round of a worker: lock, hold, unlock. It reports whether
-// the lock was acquired. The hold is shared if m is the read side of a
-// read-write lock.
-func (w *workload) once(who string, m relock.Locker, hold time.Duration, opts ...relock.LockOption) bool {
+// the lock was acquired. The hold is recorded as m's kind of hold.
+func (w *workload) once(who string, m acquirer, hold time.Duration, opts ...relock.LockOption) bool {
 	ctx, cancel := context.WithTimeout(w.ctx, w.bound)
-	l, err := m.Lock(ctx, opts...)
+	l, err := m.acquire(ctx, opts...)
 	cancel()
 	if err != nil {
 		switch {
@@ -197,8 +202,7 @@ func (w *workload) once(who string, m relock.Locker, hold time.Duration, opts ..
 		sleepCtx(w.ctx, 20*time.Millisecond)
 		return false
 	}
-	_, shared := m.(*relock.ReadLocker)
-	hd := w.begin(who, m.Name(), l, shared)
+	hd := w.begin(who, m, l)
 	if hd == nil { // lost before it began: not a hold
 		w.unlock(who, l)
 		return false
@@ -215,12 +219,13 @@ func (w *workload) once(who string, m relock.Locker, hold time.Duration, opts ..
 	return true
 }
 
-// begin records the start of a hold, shared or not, after telling the
-// holds of the name in progress whose leases report a loss that they were
-// told. A lease already lost when Lock returned it (its reply came after
-// its deadline, through a stalled network) is no hold: begin counts it as
+// begin records the start of hold l of m, after telling the holds of the
+// name in progress whose leases report a loss that they were told. A
+// lease already lost when Lock returned it (its reply came after its
+// deadline, through a stalled network) is no hold: begin counts it as
 // stale and returns nil.
-func (w *workload) begin(who, name string, l *relock.Lease, shared bool) *held {
+func (w *workload) begin(who string, m acquirer, l grant) *held {
+	name := m.Name()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if l.Err() != nil {
@@ -232,11 +237,7 @@ func (w *workload) begin(who, name string, l *relock.Lease, shared bool) *held {
 			o.h.Signal()
 		}
 	}
-	begin := w.rec.Begin
-	if shared {
-		begin = w.rec.BeginShared
-	}
-	hd := &held{l: l, h: begin(who, name, l.Token())}
+	hd := &held{l: l, h: m.record(w.rec, who, l)}
 	if w.open[name] == nil {
 		w.open[name] = make(map[*held]struct{})
 	}
@@ -261,7 +262,7 @@ func (w *workload) end(hd *held) {
 
 // unlock releases l, retrying while the server is unreachable; a lease
 // already lost gets one attempt.
-func (w *workload) unlock(who string, l *relock.Lease) {
+func (w *workload) unlock(who string, l grant) {
 	for attempt := 0; attempt < 5; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := l.Unlock(ctx)
@@ -343,11 +344,12 @@ func names(t testing.TB, tag string, n int) []string {
 	return out
 }
 
-// holding returns the leases of the holds in progress on names.
-func (w *workload) holding(names []string) []*relock.Lease {
+// holding returns the leases (or permits) of the holds in progress on
+// names.
+func (w *workload) holding(names []string) []grant {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var ls []*relock.Lease
+	var ls []grant
 	for _, n := range names {
 		for hd := range w.open[n] {
 			ls = append(ls, hd.l)
@@ -366,4 +368,46 @@ func (w *workload) holds(who, name string) bool {
 		}
 	}
 	return false
+}
+
+// permitSetter is a semaphore, whose permits are set before it is used.
+type permitSetter interface {
+	TrySetPermits(ctx context.Context, n int) (bool, error)
+}
+
+// setPermits gives the semaphores of names, for a kind that has them,
+// the kind's number of permits through c, once per name. A count set on
+// the master that too few replicas acknowledged in time is noted, not
+// failed on: it reaches them a little later.
+func (w *workload) setPermits(c *relock.Client, names []string) {
+	w.t.Helper()
+	if w.kind.permits == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
+	defer cancel()
+	for _, name := range names {
+		w.mu.Lock()
+		ready := w.ready[name]
+		w.mu.Unlock()
+		if ready {
+			continue
+		}
+		s, ok := w.kind.lock(c, name).(permitSetter)
+		if !ok {
+			w.t.Fatalf("%s: a kind with permits whose locks cannot set them", w.kind.name)
+		}
+		set, err := s.TrySetPermits(ctx, w.kind.permits)
+		switch {
+		case set && errors.Is(err, relock.ErrReplicaSync):
+			w.note("TrySetPermits(%s): %v", name, err)
+		case err != nil:
+			w.t.Fatalf("TrySetPermits(%s): %v", name, err)
+		case !set:
+			w.t.Fatalf("TrySetPermits(%s): the semaphore had permits already", name)
+		}
+		w.mu.Lock()
+		w.ready[name] = true
+		w.mu.Unlock()
+	}
 }

@@ -1,7 +1,8 @@
-// Package history records the holds of locks and checks them for mutual
-// exclusion: no two holds of one name may overlap unless both are shared
-// (readers of a read-write lock), and fencing tokens must grow with every
-// exclusive acquisition of a name.
+// Package history records the holds of locks and semaphores and checks
+// them: no two holds of a lock may overlap unless both are shared (readers
+// of a read-write lock), fencing tokens must grow with every exclusive
+// acquisition of a lock, and no more holds of a semaphore may be in
+// progress at once than it has permits (counted holds).
 package history
 
 import (
@@ -20,9 +21,15 @@ const (
 	// before it, or a shared hold's was below it.
 	KindTokenBackwards = "token-backwards"
 	// KindOutlived: a hold went on after its loss was signalled (Signal),
-	// and another hold of the same name began in between. The lock did its
-	// part; the holder did not stop in time.
+	// and another hold of the same name began in between that it may not
+	// overlap (for a counted hold: one that found the name's permits all
+	// in use, this hold's included). The lock did its part; the holder did
+	// not stop in time.
 	KindOutlived = "outlived-loss"
+	// KindOverCapacity: a counted hold began while as many holds of its
+	// name as the name has permits were in progress, none of them told of
+	// its loss: an over-grant.
+	KindOverCapacity = "over-capacity"
 )
 
 // Recorder records holds. The zero value is not usable: call New. A
@@ -40,6 +47,7 @@ type Recorder struct {
 	holds      []*Hold // in Begin order
 	violations []Violation
 	reported   map[[2]int]bool // overlapping pairs already reported, by Seq
+	overGrants map[int]bool    // counted holds already reported over capacity, by Seq
 }
 
 // nameState is what the Recorder knows about one lock name.
@@ -47,6 +55,9 @@ type nameState struct {
 	open  map[*Hold]struct{} // holds begun and not yet ended
 	holds []*Hold            // in Begin order
 	last  *Hold              // the last hold of the name with a token; a shared hold always has one
+	// capacity is the number of permits of a counted name (BeginCounted),
+	// 0 for a lock's.
+	capacity int
 }
 
 // HoldInfo describes one hold.
@@ -61,6 +72,9 @@ type HoldInfo struct {
 	// Shared: the hold was begun with BeginShared, and may overlap other
 	// shared holds of its name.
 	Shared bool
+	// Capacity is, for a counted hold (BeginCounted), the number of
+	// permits of its name; 0 for a hold of a lock.
+	Capacity int
 
 	Signalled bool          // the hold's loss was signalled (Signal, or Lost)
 	SignalAt  time.Duration // when the loss was first signalled, if Signalled
@@ -77,11 +91,13 @@ func (h HoldInfo) String() string {
 			end += " (lost)"
 		}
 	}
-	kind := ""
-	if h.Shared {
-		kind = " shared"
+	switch {
+	case h.Capacity > 0:
+		return fmt.Sprintf("#%d %s one of %d permits [%v, %s]", h.Seq, h.Who, h.Capacity, h.Begin, end)
+	case h.Shared:
+		return fmt.Sprintf("#%d %s shared token %d [%v, %s]", h.Seq, h.Who, h.Token, h.Begin, end)
 	}
-	return fmt.Sprintf("#%d %s%s token %d [%v, %s]", h.Seq, h.Who, kind, h.Token, h.Begin, end)
+	return fmt.Sprintf("#%d %s token %d [%v, %s]", h.Seq, h.Who, h.Token, h.Begin, end)
 }
 
 // Hold is one recorded hold. Its methods are safe for concurrent use.
@@ -90,12 +106,16 @@ type Hold struct {
 	info HoldInfo // guarded by r.mu
 }
 
-// Violation is one breach of mutual exclusion found by Check.
+// Violation is one breach of mutual exclusion, or of a semaphore's
+// capacity, found by Check.
 type Violation struct {
-	Kind   string   // KindOverlap, KindTokenBackwards or KindOutlived
-	Name   string   // the lock's name
-	A, B   HoldInfo // the two holds involved, A the one that began first
-	Detail string   // a human-readable account
+	Kind string   // KindOverlap, KindTokenBackwards, KindOutlived or KindOverCapacity
+	Name string   // the lock's or semaphore's name
+	A, B HoldInfo // the two holds involved, A the one that began first
+	// With is, for KindOverCapacity, the holds in progress when B began
+	// (its capacity of them, or more) in Begin order, A the first.
+	With   []HoldInfo
+	Detail string // a human-readable account
 }
 
 func (v Violation) String() string {
@@ -105,9 +125,10 @@ func (v Violation) String() string {
 // New returns an empty Recorder whose clock starts now.
 func New() *Recorder {
 	return &Recorder{
-		start:    time.Now(),
-		names:    make(map[string]*nameState),
-		reported: make(map[[2]int]bool),
+		start:      time.Now(),
+		names:      make(map[string]*nameState),
+		reported:   make(map[[2]int]bool),
+		overGrants: make(map[int]bool),
 	}
 }
 
@@ -117,9 +138,10 @@ func (r *Recorder) now() time.Duration { return time.Since(r.start) }
 // Begin records that who starts holding the lock name exclusively, with
 // the fencing token token (0 for none). Call it after the lock was
 // acquired and before the protected work; a hold that begins while
-// another hold of name is open is recorded as an overlap at once.
+// another hold of name is open is recorded as an overlap at once. It
+// panics on a name of counted holds (BeginCounted).
 func (r *Recorder) Begin(who, name string, token uint64) *Hold {
-	return r.begin(who, name, token, false)
+	return r.begin(who, name, token, false, 0)
 }
 
 // BeginShared records that who starts holding the lock name shared, as a
@@ -127,35 +149,47 @@ func (r *Recorder) Begin(who, name string, token uint64) *Hold {
 // never an exclusive one. token is the fencing counter as the hold found
 // it, which a reader does not advance: it may equal the token of the
 // hold of name that began before it, never fall below it. It is always
-// checked, 0 included (no exclusive hold had taken a token yet).
+// checked, 0 included (no exclusive hold had taken a token yet). It
+// panics on a name of counted holds (BeginCounted).
 func (r *Recorder) BeginShared(who, name string, token uint64) *Hold {
-	return r.begin(who, name, token, true)
+	return r.begin(who, name, token, true, 0)
 }
 
-func (r *Recorder) begin(who, name string, token uint64, shared bool) *Hold {
+// begin records a hold: exclusive, shared, or counted when capacity > 0.
+func (r *Recorder) begin(who, name string, token uint64, shared bool, capacity int) *Hold {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h := &Hold{r: r, info: HoldInfo{
-		Who:    who,
-		Name:   name,
-		Token:  token,
-		Seq:    len(r.holds) + 1,
-		Begin:  r.now(),
-		End:    -1,
-		Shared: shared,
+		Who:      who,
+		Name:     name,
+		Token:    token,
+		Seq:      len(r.holds) + 1,
+		Begin:    r.now(),
+		End:      -1,
+		Shared:   shared,
+		Capacity: capacity,
 	}}
 	st := r.names[name]
 	if st == nil {
-		st = &nameState{open: make(map[*Hold]struct{})}
+		st = &nameState{open: make(map[*Hold]struct{}), capacity: capacity}
 		r.names[name] = st
 	}
-	for o := range st.open {
-		if !conflict(o.info, h.info) {
-			continue
-		}
-		r.overlap(o.info, h.info, "began while the other was still held")
+	if st.capacity != capacity {
+		panic(fmt.Sprintf("history: a hold of %q with %d permits, which has %d (0: a lock)", name, capacity, st.capacity))
 	}
-	if token != 0 || shared {
+	if capacity > 0 {
+		others := make([]HoldInfo, 0, len(st.open))
+		for o := range st.open {
+			others = append(others, o.info)
+		}
+		r.crowd(h.info, others, "began while the others were still held")
+	}
+	for o := range st.open {
+		if capacity == 0 && conflict(o.info, h.info) {
+			r.overlap(o.info, h.info, "began while the other was still held")
+		}
+	}
+	if capacity == 0 && (token != 0 || shared) {
 		if st.last != nil && backwards(token, st.last.info.Token, shared) {
 			p := st.last.info
 			r.violations = append(r.violations, Violation{
@@ -249,11 +283,11 @@ func (r *Recorder) Holds() int {
 }
 
 // Check returns every violation found so far, in the order found: holds of
-// one name that overlapped (but for shared holds with each other), and
-// fencing tokens that did not grow in Begin order: strictly for exclusive
-// holds, not below for shared ones. Exclusive holds without a token (0)
-// are not checked for tokens. Holds still open count as lasting until
-// now.
+// one name that overlapped (but for shared holds with each other), counted
+// holds that began over their name's capacity, and fencing tokens that did
+// not grow in Begin order: strictly for exclusive holds, not below for
+// shared ones. Exclusive holds without a token (0), and counted holds, are
+// not checked for tokens. Holds still open count as lasting until now.
 func (r *Recorder) Check() []Violation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -265,19 +299,42 @@ func (r *Recorder) Check() []Violation {
 
 // sweep compares the intervals of a name's holds. r.mu is held.
 func (r *Recorder) sweep(st *nameState) {
-	hs := append([]*Hold(nil), st.holds...)
-	sort.SliceStable(hs, func(i, j int) bool { return hs[i].info.Begin < hs[j].info.Begin })
+	hs := byBegin(st.holds)
 	var active []*Hold // holds whose interval may still contain the next Begin
 	for _, h := range hs {
-		kept := active[:0]
-		for _, a := range active {
-			if a.info.Open() || a.info.End > h.info.Begin {
+		active = inProgress(active, h.info.Begin)
+		if st.capacity > 0 {
+			others := make([]HoldInfo, len(active))
+			for i, a := range active {
+				others[i] = a.info
+			}
+			r.crowd(h.info, others, "began before enough of the others ended")
+		} else {
+			for _, a := range active {
 				if conflict(a.info, h.info) {
 					r.overlap(a.info, h.info, "began before the other ended")
 				}
-				kept = append(kept, a)
 			}
 		}
-		active = append(kept, h)
+		active = append(active, h)
 	}
+}
+
+// byBegin returns a copy of hs sorted by Begin, ties in Begin order.
+func byBegin(hs []*Hold) []*Hold {
+	hs = append([]*Hold(nil), hs...)
+	sort.SliceStable(hs, func(i, j int) bool { return hs[i].info.Begin < hs[j].info.Begin })
+	return hs
+}
+
+// inProgress keeps, of active, the holds still in progress at t, in place:
+// open, or ended after t.
+func inProgress(active []*Hold, t time.Duration) []*Hold {
+	kept := active[:0]
+	for _, a := range active {
+		if a.info.Open() || a.info.End > t {
+			kept = append(kept, a)
+		}
+	}
+	return kept
 }

@@ -22,7 +22,7 @@ func TestCleanHistoryPasses(t *testing.T) {
 		t.Errorf("Holds() = %d, want 200", got)
 	}
 	s := r.Summary()
-	if s.Holds != 200 || s.Open != 0 || s.Lost != 0 || len(s.Names) != 2 {
+	if s.Holds != 200 || s.Open != 0 || s.Lost != 0 || len(s.Names) != 2 || s.Peak != 1 {
 		t.Fatalf("Summary() = %+v", s)
 	}
 	for _, ns := range s.Names {

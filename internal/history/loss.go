@@ -31,9 +31,17 @@ func outlived(a, b HoldInfo) Violation {
 		Name: a.Name,
 		A:    a,
 		B:    b,
-		Detail: fmt.Sprintf("hold #%d (%s, token %d) was told of its loss at %v but %s, after hold #%d (%s, token %d) began at %v",
-			a.Seq, a.Who, a.Token, a.SignalAt, end, b.Seq, b.Who, b.Token, b.Begin),
+		Detail: fmt.Sprintf("hold #%d (%s) was told of its loss at %v but %s, after hold #%d (%s) began at %v",
+			a.Seq, whoOf(a), a.SignalAt, end, b.Seq, whoOf(b), b.Begin),
 	}
+}
+
+// whoOf names the holder of h, with its token unless h is counted.
+func whoOf(h HoldInfo) string {
+	if h.Capacity > 0 {
+		return h.Who
+	}
+	return fmt.Sprintf("%s, token %d", h.Who, h.Token)
 }
 
 // Count returns how many of vs are of the given kind.

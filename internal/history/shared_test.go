@@ -20,8 +20,8 @@ func TestSharedHoldsMayOverlap(t *testing.T) {
 		t.Fatalf("Check() = %v, want none: shared holds overlap each other only", v)
 	}
 	s := r.Summary()
-	if s.Holds != 5 || s.Shared != 4 || len(s.Names) != 1 || s.Names[0].Shared != 4 {
-		t.Fatalf("Summary() = %+v, want 5 holds, 4 shared", s)
+	if s.Holds != 5 || s.Shared != 4 || len(s.Names) != 1 || s.Names[0].Shared != 4 || s.Peak != 2 {
+		t.Fatalf("Summary() = %+v, want 5 holds, 4 shared, two at once at most", s)
 	}
 	if !c.Info().Shared || r.holds[2].Info().Shared {
 		t.Errorf("Shared: %v for a shared hold, %v for an exclusive one", c.Info().Shared, r.holds[2].Info().Shared)

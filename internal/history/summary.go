@@ -10,6 +10,8 @@ import (
 type Summary struct {
 	Holds    int           // holds begun
 	Shared   int           // of them, shared holds (BeginShared)
+	Counted  int           // of them, counted holds (BeginCounted)
+	Peak     int           // the most holds of one name in progress at once
 	Open     int           // holds not yet ended
 	Lost     int           // holds ended by a loss signal
 	Handoffs int           // gaps measured between consecutive holds of a name
@@ -18,9 +20,11 @@ type Summary struct {
 
 	// Of the holds whose loss was signalled and that another hold of the
 	// same name followed, which it may not overlap (a shared hold is
-	// followed by the next exclusive one): how many were told before that
-	// next hold began, and how many after (the lock was granted again
-	// before its holder knew).
+	// followed by the next exclusive one, a counted hold by the first that
+	// needed its permit: that began while capacity-1 others were in
+	// progress): how many were told before that next hold began, and how
+	// many after (the lock or permit was granted again before its holder
+	// knew).
 	LossBeforeNext, LossAfterNext int
 }
 
@@ -29,6 +33,8 @@ type NameSummary struct {
 	Name      string
 	Holds     int
 	Shared    int
+	Capacity  int // the permits of a counted name; 0 for a lock
+	Peak      int // the most holds in progress at once
 	Open      int
 	Lost      int
 	LastToken uint64 // the token of the last hold begun with one
@@ -44,19 +50,27 @@ type NameSummary struct {
 // lock took to pass from one holder to the next; without them it also
 // includes idle time, so it approximates handoffs well under contention
 // only. Pairs of holds that overlapped, or whose first is open, give no
-// gap.
+// gap; nor do the holds of a counted name, which do not say which hold a
+// permit passed to.
 func (r *Recorder) Summary() Summary {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var s Summary
 	var all []time.Duration
 	for name, st := range r.names {
-		ns := NameSummary{Name: name, Holds: len(st.holds)}
+		ns := NameSummary{Name: name, Holds: len(st.holds), Capacity: st.capacity}
 		if st.last != nil {
 			ns.LastToken = st.last.info.Token
 		}
-		hs := append([]*Hold(nil), st.holds...)
-		sort.SliceStable(hs, func(i, j int) bool { return hs[i].info.Begin < hs[j].info.Begin })
+		hs := byBegin(st.holds)
+		crowd := crowds(hs)
+		for _, n := range crowd {
+			ns.Peak = max(ns.Peak, n+1)
+		}
+		next := func(i int) *Hold { return nextConflicting(hs, i) }
+		if st.capacity > 0 {
+			next = func(i int) *Hold { return nextNeeding(hs, crowd, i, st.capacity) }
+		}
 		var gaps []time.Duration
 		for i, h := range hs {
 			switch {
@@ -68,14 +82,14 @@ func (r *Recorder) Summary() Summary {
 			if h.info.Shared {
 				ns.Shared++
 			}
-			if next := nextConflicting(hs, i); h.info.Signalled && next != nil {
-				if h.info.SignalAt <= next.info.Begin {
+			if h.info.Signalled {
+				if next := next(i); next != nil && h.info.SignalAt <= next.info.Begin {
 					ns.LossBeforeNext++
-				} else {
+				} else if next != nil {
 					ns.LossAfterNext++
 				}
 			}
-			if i == 0 {
+			if i == 0 || st.capacity > 0 {
 				continue
 			}
 			if p := hs[i-1].info; !p.Open() && p.End <= h.info.Begin {
@@ -87,6 +101,10 @@ func (r *Recorder) Summary() Summary {
 		all = append(all, gaps...)
 		s.Holds += ns.Holds
 		s.Shared += ns.Shared
+		if st.capacity > 0 {
+			s.Counted += ns.Holds
+		}
+		s.Peak = max(s.Peak, ns.Peak)
 		s.Open += ns.Open
 		s.Lost += ns.Lost
 		s.LossBeforeNext += ns.LossBeforeNext
