@@ -260,10 +260,13 @@ func (w *workload) end(hd *held) {
 	hd.h.End()
 }
 
-// unlock releases l, retrying while the server is unreachable; a lease
-// already lost gets one attempt.
+// unlock releases l, retrying while the server is unreachable (a
+// failover may take seconds, and a hold left behind would be renewed for
+// good and keep its lock from everyone else); a lease already lost gets
+// one attempt.
 func (w *workload) unlock(who string, l grant) {
-	for attempt := 0; attempt < 5; attempt++ {
+	giveUp := time.Now().Add(30 * time.Second)
+	for time.Now().Before(giveUp) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := l.Unlock(ctx)
 		cancel()
@@ -277,6 +280,7 @@ func (w *workload) unlock(who string, l grant) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	w.note("%s: Unlock(%s) gave up after 30s: the hold stays until its Client closes", who, l.Name())
 }
 
 func (w *workload) note(format string, args ...any) {
@@ -291,16 +295,25 @@ func (w *workload) note(format string, args ...any) {
 // locks work again. It fails the test after bound.
 func (w *workload) progressed(names []string, since time.Time, bound time.Duration) {
 	w.t.Helper()
-	eventually(w.t, bound, "every lock to be granted again", func() bool {
+	deadline := time.Now().Add(bound)
+	for {
 		w.mu.Lock()
-		defer w.mu.Unlock()
+		var behind []string
 		for _, n := range names {
 			if !w.last[n].After(since) {
-				return false
+				behind = append(behind, n)
 			}
 		}
-		return true
-	})
+		notes := w.notes
+		w.mu.Unlock()
+		if len(behind) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("timed out after %v waiting for every lock to be granted again: not granted %v; notes %q", bound, behind, notes)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // stop ends the workers: waits and holds in progress end, holds are
