@@ -8,6 +8,16 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
+// benchSyncModes are the replica sync settings the benchmarks compare:
+// off, and on waiting for every replica.
+var benchSyncModes = []struct {
+	name string
+	opt  relock.Option
+}{
+	{"off", relock.WithoutReplicaSync()},
+	{"on", relock.WithReplicaSync(relock.ReplicaSync{})},
+}
+
 // BenchmarkReplicaSync measures a serial lock+unlock cycle on a master with
 // two replicas, with replica sync off and on (WAIT for both replicas).
 // Compare the two ns/op figures of one run: their ratio is what replica
@@ -15,13 +25,7 @@ import (
 func BenchmarkReplicaSync(b *testing.B) {
 	r := redistest.NewReplicated(b, 2)
 	rsWaitOnline(b, r.Master, 2)
-	for _, bc := range []struct {
-		name string
-		opt  relock.Option
-	}{
-		{"off", relock.WithoutReplicaSync()},
-		{"on", relock.WithReplicaSync(relock.ReplicaSync{})},
-	} {
+	for _, bc := range benchSyncModes {
 		b.Run(bc.name, func(b *testing.B) {
 			c := newClient(b, closeLater(b, r.Master.Client()), bc.opt)
 			m := c.Mutex(lockName(b))
@@ -49,13 +53,7 @@ func BenchmarkReplicaSync(b *testing.B) {
 func BenchmarkReplicaSyncSynchronizers(b *testing.B) {
 	r := redistest.NewReplicated(b, 2)
 	rsWaitOnline(b, r.Master, 2)
-	for _, bc := range []struct {
-		name string
-		opt  relock.Option
-	}{
-		{"off", relock.WithoutReplicaSync()},
-		{"on", relock.WithReplicaSync(relock.ReplicaSync{})},
-	} {
+	for _, bc := range benchSyncModes {
 		b.Run("semaphore/"+bc.name, func(b *testing.B) {
 			c := newClient(b, closeLater(b, r.Master.Client()), bc.opt)
 			s := c.Semaphore(lockName(b))
