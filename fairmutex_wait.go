@@ -2,7 +2,6 @@ package relock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -113,7 +112,7 @@ func (m *FairMutex) fairDepart(w *fairWaiter) bool {
 	select {
 	case l := <-w.handed:
 		if l != nil {
-			m.releaseUnwanted(l)
+			m.c.releaseUnwanted(l)
 		}
 	default:
 	}
@@ -225,23 +224,13 @@ func (m *FairMutex) handOff(ctx context.Context, keys []string, args []any, ws [
 	m.c.stats.acquired.Add(1)
 	m.c.stats.handoffs.Add(1)
 	if !m.c.fair.settle(ws, int(i-1), next, false) {
-		m.releaseUnwanted(next)
+		m.c.releaseUnwanted(next)
 	} else {
 		// w returns with next at once and leaves its subscription to us:
 		// the unsubscribe is off the path of the lock's next handover.
 		w.sub.Close()
 	}
 	return -1, nil
-}
-
-// releaseUnwanted releases a lock handed to a call that has gone.
-func (m *FairMutex) releaseUnwanted(l *Lease) {
-	ctx, cancel := context.WithTimeout(m.c.ctx, m.c.cfg.cleanup)
-	defer cancel()
-	if err := l.Unlock(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
-		m.c.cfg.logger.Warn("relock: cannot release a lock handed to a waiter that left; it expires with its lease",
-			"name", m.name, "err", err)
-	}
 }
 
 // nextTry is how long a waiter sleeps at most after an attempt that

@@ -2,6 +2,7 @@ package relock
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/relock-go/relock/internal/scripts"
@@ -53,12 +54,7 @@ func (c *Client) leave(name string, w *localWaiter) {
 	select {
 	case l := <-w.handed:
 		if l != nil {
-			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
-			defer cancel()
-			if err := l.Unlock(ctx); err != nil {
-				c.cfg.logger.Warn("relock: cannot release a lock handed to a waiter that left; it expires with its lease",
-					"name", name, "err", err)
-			}
+			c.releaseUnwanted(l)
 		}
 	default:
 	}
@@ -165,18 +161,30 @@ func (m *Mutex) handOff(ctx context.Context, l *Lease, w *localWaiter, marker st
 		m.c.deliver(w, nil)
 		return r, err
 	}
-	next := &Lease{c: m.c, rel: m, name: m.name, owner: w.owner, token: uint64(-r), done: make(chan struct{})}
+	m.pass(w, uint64(-r), sent)
+	return r, nil
+}
+
+// pass makes the Lease of a lock handed to w with the given token by a
+// script sent at sent, and gives it to w, or frees it if w gave up
+// meanwhile.
+func (m *Mutex) pass(w *localWaiter, token uint64, sent int64) {
+	next := &Lease{c: m.c, rel: m, name: m.name, owner: w.owner, token: token, done: make(chan struct{})}
 	m.c.watch(next, m.group, w.lease, w.fixed, sent)
 	m.c.stats.acquired.Add(1)
 	m.c.stats.handoffs.Add(1)
 	if !m.c.deliver(w, next) {
-		// The waiter gave up meanwhile: free the lock it was given.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
-		defer cancel()
-		if err := next.Unlock(ctx); err != nil {
-			m.c.cfg.logger.Warn("relock: cannot release a lock handed to a waiter that left; it expires with its lease",
-				"name", m.name, "err", err)
-		}
+		m.c.releaseUnwanted(next)
 	}
-	return r, nil
+}
+
+// releaseUnwanted releases a lock handed to a call that has gone, within
+// the cleanup timeout.
+func (c *Client) releaseUnwanted(l *Lease) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
+	defer cancel()
+	if err := l.Unlock(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
+		c.cfg.logger.Warn("relock: cannot release a lock handed to a waiter that left; it expires with its lease",
+			"name", l.name, "err", err)
+	}
 }

@@ -147,18 +147,7 @@ func (m *Mutex) handOffSynced(ctx context.Context, l *Lease, w *localWaiter, key
 		m.c.deliver(w, nil)
 		return 2, nil
 	}
-	next := &Lease{c: m.c, rel: m, name: m.name, owner: w.owner, token: uint64(-r), done: make(chan struct{})}
-	m.c.watch(next, m.group, w.lease, w.fixed, sent)
-	m.c.stats.acquired.Add(1)
-	m.c.stats.handoffs.Add(1)
-	if !m.c.deliver(w, next) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
-		defer cancel()
-		if err := next.Unlock(ctx); err != nil {
-			m.c.cfg.logger.Warn("relock: cannot release a lock handed to a waiter that left; it expires with its lease",
-				"name", m.name, "err", err)
-		}
-	}
+	m.pass(w, uint64(-r), sent)
 	return r, nil
 }
 

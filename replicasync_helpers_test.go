@@ -300,3 +300,17 @@ func (d *rsDropPiped) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		return err
 	}
 }
+
+// clusterWithLog returns a Client on the shared cluster, once every master
+// has its replica online, its go-redis client, and a log of the commands
+// that client's node clients send.
+func clusterWithLog(t *testing.T) (*relock.Client, *redis.ClusterClient, *rsLog) {
+	t.Helper()
+	for _, m := range cluster.Masters {
+		rsWaitOnline(t, m, 1)
+	}
+	log := new(rsLog)
+	cc := closeLater(t, cluster.Client())
+	log.onNodes(cc)
+	return newClient(t, cc), cc, log
+}

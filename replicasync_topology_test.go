@@ -58,13 +58,7 @@ func TestReplicaSyncStandaloneOff(t *testing.T) {
 // key's slot in the same pipeline, and locks across slots work.
 func TestReplicaSyncCluster(t *testing.T) {
 	t.Parallel()
-	for _, m := range cluster.Masters {
-		rsWaitOnline(t, m, 1)
-	}
-	var log rsLog
-	cc := closeLater(t, cluster.Client())
-	log.onNodes(cc)
-	c := newClient(t, cc)
+	c, cc, log := clusterWithLog(t)
 	ctx := ctxTimeout(t, 20*time.Second)
 	var locks []relock.Locker
 	masters := map[string]bool{}
@@ -85,7 +79,7 @@ func TestReplicaSyncCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		masters[master.Addr] = true
-		trips := lockTrips(&log)
+		trips := lockTrips(log)
 		if len(trips) == 0 {
 			t.Fatal("no round trip carried lock.lua")
 		}

@@ -171,13 +171,7 @@ func synchronizerCalls(t *testing.T, ctx context.Context, c *relock.Client) int 
 // slot.
 func TestReplicaSyncSynchronizersCluster(t *testing.T) {
 	t.Parallel()
-	for _, m := range cluster.Masters {
-		rsWaitOnline(t, m, 1)
-	}
-	var log rsLog
-	cc := closeLater(t, cluster.Client())
-	log.onNodes(cc)
-	c := newClient(t, cc)
+	c, cc, log := clusterWithLog(t)
 	ctx := ctxTimeout(t, 20*time.Second)
 	s := c.Semaphore(lockName(t))
 	l := c.CountDownLatch(lockName(t))
@@ -212,7 +206,7 @@ func TestReplicaSyncSynchronizersCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		trips := rsScriptTrips(&log, x.script)
+		trips := rsScriptTrips(log, x.script)
 		if len(trips) == 0 {
 			t.Errorf("%s: not sent", x.script.Name())
 		}
