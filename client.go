@@ -34,6 +34,7 @@ type Client struct {
 
 	// script arguments boxed once
 	argPublish, argLease, argMarkerTTL any
+	argFencing                         any    // fencing mode of fence.lua
 	id                                 string // the "<uuid>" of owner ids "<uuid>:<n>"
 	cfg                                config
 
@@ -104,6 +105,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		c.numsub = "shardnumsub"
 	}
 	c.argPublish, c.argLease, c.argMarkerTTL = c.publish, cfg.watchdog.Milliseconds(), c.markerTTL().Milliseconds()
+	c.argFencing = namedTokenTTL.Milliseconds()
+	if cfg.perNameTokens {
+		c.argFencing = argZero
+	}
 	var err error
 	if c.rsync, err = newSyncer(c); err != nil {
 		c.cancel()
@@ -130,6 +135,12 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// tokenKeys returns the fencing keys of the lock name: the counter of its
+// slot and its own token key (see fence.lua).
+func (c *Client) tokenKeys(name string) (counter, named string) {
+	return fencingKey(name, c.cluster), companion(tokenPrefix, name)
 }
 
 // clusterPublish picks sharded pub/sub when the cluster runs Redis 7 or

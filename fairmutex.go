@@ -34,12 +34,11 @@ import (
 // A FairMutex is a cheap handle, safe for concurrent use; its zero value
 // is not usable: make it with Client.FairMutex.
 type FairMutex struct {
-	c        *Client
-	name     string
-	channel  string // waiter <owner> listens on channel + ":" + owner
-	tokenKey string
-	group    int
-	err      error // an invalid name or option, returned by every call
+	c       *Client
+	name    string
+	channel string // waiter <owner> listens on channel + ":" + owner
+	group   int
+	err     error // an invalid name or option, returned by every call
 
 	waiterTimeout time.Duration
 	argWaiter     any // waiterTimeout in ms, boxed
@@ -96,10 +95,10 @@ func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
 	m.waiterTimeout = cfg.waiterTimeout
 	m.argWaiter = cfg.waiterTimeout.Milliseconds()
 	m.channel = companion(lockChannelPrefix, name)
-	m.tokenKey = companion(tokenPrefix, name)
+	counter, named := c.tokenKeys(name)
 	m.group = slot(name)
 	base := []string{name, companion(fairQueuePrefix, name), companion(fairTimeoutPrefix, name), m.channel}
-	m.lockKeys = append(base[:4:4], m.tokenKey, name)
+	m.lockKeys = append(base[:4:4], counter, named, name)
 	m.unlockKeys = m.lockKeys
 	m.leaveKeys = append(base[:4:4], name)
 	return m
@@ -227,9 +226,9 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	if a.reentrant {
 		flag = argOne
 		marker := suffixed(requestPrefix, m.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
-		a.keys = append(m.lockKeys[:5:5], marker)
+		a.keys = append(m.lockKeys[:6:6], marker)
 	}
-	a.args = []any{lease, a.owner, flag, m.c.argMarkerTTL, waiter, argMsgUnlock, m.c.argPublish}
+	a.args = []any{lease, a.owner, flag, m.c.argMarkerTTL, waiter, argMsgUnlock, m.c.argPublish, m.c.argFencing}
 
 	l, ttl, err := m.attempt(ctx, a)
 	if l != nil || err != nil {
@@ -275,7 +274,7 @@ func (m *FairMutex) newLease(owner string, reentrant bool, token uint64) *Lease 
 func (m *FairMutex) leave(ctx context.Context, a *fairAcquire, mode any) {
 	keys := m.leaveKeys
 	if a.reentrant {
-		keys = append(m.leaveKeys[:4:4], a.keys[5])
+		keys = append(m.leaveKeys[:4:4], a.keys[6])
 	}
 	err := scripts.FairLeave.Run(ctx, m.c.rdb, keys, a.owner, msgUnlock, m.c.publish, mode).Err()
 	if err != nil {
@@ -290,9 +289,9 @@ func (m *FairMutex) leave(ctx context.Context, a *fairAcquire, mode any) {
 func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	keys, flag := m.unlockKeys, argZero
 	if l.reentrant {
-		keys, flag = append(m.unlockKeys[:5:5], suffixed(unlockLatchPrefix, m.name, l.request)), argOne
+		keys, flag = append(m.unlockKeys[:6:6], suffixed(unlockLatchPrefix, m.name, l.request)), argOne
 	}
-	args := []any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL}
+	args := []any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing}
 	// A lock handed over in the release script would skip the waiter's
 	// WAIT: with replica sync, the queue's head acquires for itself.
 	if !m.c.rsync.mayWait() {

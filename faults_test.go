@@ -18,6 +18,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/scripts"
 )
 
 const helperEnv = "RELOCK_TEST_HOLDER"
@@ -440,12 +441,15 @@ func (d *dropReply) matches(cmd redis.Cmder) bool {
 // holdCount returns the sum of the hold counts in a lock hash.
 func holdCount(t testing.TB, rdb redis.UniversalClient, name string) int {
 	t.Helper()
-	vals, err := rdb.HVals(context.Background(), name).Result()
+	fields, err := rdb.HGetAll(context.Background(), name).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
-	for _, v := range vals {
+	for f, v := range fields {
+		if f == "relock_token" { // the holder's fencing token
+			continue
+		}
 		i, _ := strconv.Atoi(v)
 		n += i
 	}
@@ -489,4 +493,13 @@ func killPubSub(t testing.TB, top topology) {
 	if err != nil || n == 0 {
 		t.Fatalf("killed %d pub/sub connections: %v", n, err)
 	}
+}
+
+// scriptSHA returns the SHA1 of one of relock's scripts, by file name.
+func scriptSHA(file string) string {
+	s := scripts.Named(strings.TrimSuffix(file, ".lua"))
+	if s == nil {
+		panic("no script " + file)
+	}
+	return s.SHA()
 }

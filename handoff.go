@@ -152,9 +152,8 @@ func (c *Client) deliver(w *localWaiter, l *Lease) bool {
 // returns what unlock.lua would (a negative value when the lock passed on).
 func (m *Mutex) handOff(ctx context.Context, l *Lease, w *localWaiter, marker string, flag any) (int64, error) {
 	sent := m.c.wd.Now()
-	r, err := scripts.Handoff.Run(ctx, m.c.rdb, []string{m.name, m.channel, m.tokenKey, marker},
-		l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL,
-		w.owner, w.lease.Milliseconds(), m.c.numsub).Int64()
+	keys, args := m.handOffCall(l, w, marker, flag)
+	r, err := scripts.Handoff.Run(ctx, m.c.rdb, keys, args...).Int64()
 	if err != nil || r >= 0 {
 		// Not passed on (or unknown): the waiter tries itself. A one-shot
 		// owner that finds itself holding the lock takes it as its own.
@@ -163,6 +162,14 @@ func (m *Mutex) handOff(ctx context.Context, l *Lease, w *localWaiter, marker st
 	}
 	m.pass(w, uint64(-r), sent)
 	return r, nil
+}
+
+// handOffCall returns the KEYS and ARGV of handoff.lua releasing l's hold
+// for w, with the release marker and its flag as in unlock.lua.
+func (m *Mutex) handOffCall(l *Lease, w *localWaiter, marker string, flag any) ([]string, []any) {
+	return []string{m.name, m.channel, m.counter, m.named, marker},
+		[]any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL,
+			w.owner, w.lease.Milliseconds(), m.c.numsub, m.c.argFencing}
 }
 
 // pass makes the Lease of a lock handed to w with the given token by a

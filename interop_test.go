@@ -2,10 +2,7 @@ package relock_test
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -143,14 +140,4 @@ func TestRedissonInterop(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-}
-
-// scriptSHA returns the SHA1 of one of relock's embedded scripts.
-func scriptSHA(file string) string {
-	b, err := os.ReadFile("internal/scripts/" + file)
-	if err != nil {
-		panic(err)
-	}
-	sum := sha1.Sum(b)
-	return hex.EncodeToString(sum[:])
 }

@@ -3,6 +3,9 @@ package relock
 import (
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/relock-go/relock/internal/slots"
 )
 
 // MaxNameLen is the longest lock name relock accepts, in bytes.
@@ -11,6 +14,9 @@ const MaxNameLen = 1024
 // Key prefixes, shared with Redisson so that both lock the same names.
 const (
 	lockChannelPrefix = "redisson_lock__channel"
+	// A lock's own fencing token key, as Redisson's RFencedLock and earlier
+	// relock releases keep it: only with WithNamedTokens, or where an
+	// earlier release left it (see fencing).
 	tokenPrefix       = "redisson_lock_token"
 	unlockLatchPrefix = "redisson_unlock_latch"
 	requestPrefix     = "relock_lock_request"
@@ -48,6 +54,26 @@ func latchChannel(name string) string {
 		return latchChannelPrefix + name
 	}
 	return latchChannelPrefix + "{" + name + "}"
+}
+
+// fencingCounter is the key of the fencing counter of a standalone server;
+// a cluster has one per hash slot in use, "relock_fencing:{<tag>}" (see
+// fencingKey).
+const fencingCounter = "relock_fencing"
+
+// namedTokenTTL is the lifetime given to a lock's own token key that a
+// bounded Client finds without one: an earlier release's key, folded into
+// the slot's counter and kept as long as a rolling upgrade may need it.
+const namedTokenTTL = 7 * 24 * time.Hour
+
+// fencingKey returns the fencing counter that serves name: the one counter
+// of a standalone server, or on a cluster the counter of name's slot, in
+// that slot.
+func fencingKey(name string, cluster bool) string {
+	if !cluster {
+		return fencingCounter
+	}
+	return fencingCounter + ":{" + slots.Tag(slot(name)) + "}"
 }
 
 // Release messages published on a lock's channel.
@@ -112,24 +138,5 @@ func checkName(name string) error {
 	return nil
 }
 
-// slot returns the Redis Cluster hash slot of key (CRC16/XMODEM of its hash
-// tag, modulo 16384).
-func slot(key string) int {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
-			key = key[open+1 : open+1+end]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for b := 0; b < 8; b++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) & 16383
-}
+// slot returns the Redis Cluster hash slot of key.
+func slot(key string) int { return slots.Of(key) }

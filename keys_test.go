@@ -63,6 +63,7 @@ func FuzzCheckName(f *testing.F) {
 		for _, k := range []string{
 			companion(lockChannelPrefix, name),
 			companion(tokenPrefix, name),
+			fencingKey(name, true),
 			suffixed(unlockLatchPrefix, name, "0123:1"),
 			suffixed(requestPrefix, name, "x:y"),
 		} {

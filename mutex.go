@@ -16,14 +16,16 @@ import (
 // whether two calls exclude each other depends on their owners (see
 // WithOwner), never on the *Mutex value.
 type Mutex struct {
-	c        *Client
-	name     string
-	channel  string
-	tokenKey string
-	group    int
-	err      error // an invalid name, returned by every call
+	c       *Client
+	name    string
+	channel string
+	group   int
+	err     error // an invalid name, returned by every call
 
-	// KEYS of one-shot owners' calls, whose third key (a request marker
+	// fencing keys: the slot's counter and the lock's own token key
+	counter, named string
+
+	// KEYS of one-shot owners' calls, whose last key (a request marker
 	// for reentrant owners) is unused: shared, never modified.
 	lockKeys, unlockKeys []string
 }
@@ -36,9 +38,9 @@ func (c *Client) Mutex(name string) *Mutex {
 		return m
 	}
 	m.channel = companion(lockChannelPrefix, name)
-	m.tokenKey = companion(tokenPrefix, name)
+	m.counter, m.named = c.tokenKeys(name)
 	m.group = slot(name)
-	m.lockKeys = []string{name, m.tokenKey, name}
+	m.lockKeys = []string{name, m.counter, m.named, name}
 	m.unlockKeys = []string{name, m.channel, name}
 	return m
 }
@@ -161,11 +163,11 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	}
 	if a.reentrant {
 		marker := suffixed(requestPrefix, m.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
-		a.keys = []string{m.name, m.tokenKey, marker}
-		a.args = []any{lease, a.owner, argOne, m.c.argMarkerTTL}
+		a.keys = []string{m.name, m.counter, m.named, marker}
+		a.args = []any{lease, a.owner, argOne, m.c.argMarkerTTL, m.c.argFencing}
 	} else {
 		a.keys = m.lockKeys // one-shot owners need no request marker
-		a.args = []any{lease, a.owner, argZero, m.c.argMarkerTTL}
+		a.args = []any{lease, a.owner, argZero, m.c.argMarkerTTL, m.c.argFencing}
 	}
 
 	l, ttl, err := m.attempt(ctx, a)
@@ -320,7 +322,7 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 	if a.reentrant {
 		flag = argOne
 	}
-	keys := []string{m.name, m.channel, a.keys[2]}
+	keys := []string{m.name, m.channel, a.keys[3]}
 	if err := scripts.Abandon.Run(ctx, m.c.rdb, keys, a.owner, msgUnlock, m.c.publish, flag).Err(); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", m.name, "lease", a.cfg.lease, "err", err)

@@ -25,6 +25,8 @@ type config struct {
 	syncMode syncMode    // default: on where the client sees replicas
 	meter    metric.MeterProvider
 	tracer   trace.Tracer // nil without WithTracerProvider
+
+	perNameTokens bool // WithPerNameTokens
 }
 
 // WithWatchdogTimeout sets the lease of holds taken without WithLease. The
@@ -61,6 +63,25 @@ func WithCleanupTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: cleanup timeout %v", ErrInvalidOption, d)
 		}
 		c.cleanup = d
+		return nil
+	}
+}
+
+// WithPerNameTokens keeps each lock's fencing tokens in a key of its own,
+// "redisson_lock_token:{name}", the layout of Redisson's RFencedLock, so
+// that Java services locking the same names with RFencedLock and this
+// Client draw tokens from one growing sequence per name, and
+// RFencedLock.getToken reads relock's.
+//
+// The cost is one key without TTL for every name ever locked, kept
+// forever. Without this option a Client keeps a bounded number of
+// counters (one on a standalone server, one per hash slot in use on a
+// cluster), and tokens still grow per name; see docs/design.md, "Fencing
+// tokens". Clients with and without the option may lock the same names:
+// tokens grow per name either way.
+func WithPerNameTokens() Option {
+	return func(c *config) error {
+		c.perNameTokens = true
 		return nil
 	}
 }

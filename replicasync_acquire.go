@@ -128,9 +128,8 @@ func (m *Mutex) handOffSynced(ctx context.Context, l *Lease, w *localWaiter, key
 		return unlock()
 	}
 	sent := m.c.wd.Now()
-	cmd, wait := batch.Synced(ctx, scripts.Handoff, []string{m.name, m.channel, m.tokenKey, keys[2]},
-		[]any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL,
-			w.owner, w.lease.Milliseconds(), m.c.numsub}, &t.bs)
+	hkeys, hargs := m.handOffCall(l, w, keys[2], flag)
+	cmd, wait := batch.Synced(ctx, scripts.Handoff, hkeys, hargs, &t.bs)
 	r, err := cmd.Int64()
 	if err != nil && s.cc != nil && isServerError(err) && isRedirect(err) {
 		s.cc.ReloadState(ctx)

@@ -30,13 +30,15 @@ import (
 // each other depends on their owners and modes, never on the *RWMutex
 // value. Its zero value is not usable.
 type RWMutex struct {
-	c        *Client
-	name     string
-	channel  string
-	tokenKey string
-	prefix   any // tagged(name), boxed: the start of reader hold keys
-	group    int
-	err      error // an invalid name, returned by every call
+	c       *Client
+	name    string
+	channel string
+	prefix  any // tagged(name), boxed: the start of reader hold keys
+	group   int
+	err     error // an invalid name, returned by every call
+
+	// fencing keys: the slot's counter and the lock's own token key
+	counter, named string
 
 	r ReadLocker
 	w WriteLocker
@@ -51,7 +53,7 @@ func (c *Client) RWMutex(name string) *RWMutex {
 		return rw
 	}
 	rw.channel = companion(rwChannelPrefix, name)
-	rw.tokenKey = companion(tokenPrefix, name)
+	rw.counter, rw.named = c.tokenKeys(name)
 	rw.prefix = tagged(name)
 	rw.group = slot(name)
 	return rw

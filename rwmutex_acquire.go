@@ -38,7 +38,7 @@ func (a *rwAcquire) Undo(ctx context.Context) {
 		mode = argUndo
 	}
 	script, msg := rwUnlockScript(a.write)
-	keys := []string{rw.name, rw.channel, a.keys[2]}
+	keys := []string{rw.name, rw.channel, a.keys[3]}
 	if err := script.Run(ctx, rw.c.rdb, keys, a.field, msg, rw.c.publish, mode, rw.c.argMarkerTTL, rw.prefix).Err(); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", rw.name, "write", a.write, "lease", a.cfg.lease, "err", err)
@@ -82,10 +82,10 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 		flag = argOne
 		marker = suffixed(requestPrefix, rw.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
 	}
-	a.keys = []string{rw.name, rw.tokenKey, marker}
-	a.args = []any{lease, a.owner, flag, rw.c.argMarkerTTL}
-	if !write {
-		a.args = append(a.args, rw.prefix)
+	a.keys = []string{rw.name, rw.counter, rw.named, marker}
+	a.args = []any{lease, a.owner, flag, rw.c.argMarkerTTL, rw.prefix}
+	if write {
+		a.args[4] = rw.c.argFencing
 	}
 
 	l, ttl, err := rw.attempt(ctx, a)

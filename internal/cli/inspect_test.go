@@ -36,7 +36,7 @@ func TestLsAndShow(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("show: exit %d", r.code)
 	}
-	for _, want := range []string{"state    held", "holder   " + owner + " (holds 1)", "token    1", "redisson_lock_token:{orders:42}", "redisson_lock__channel:{orders:42}"} {
+	for _, want := range []string{"state    held", "holder   " + owner + " (holds 1)", "token    1", "redisson_lock__channel:{orders:42}"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("show lacks %q", want)
 		}

@@ -13,6 +13,10 @@ const (
 	tokenPrefix       = "redisson_lock_token"
 )
 
+// tokenField is the field of a lock hash in which relock records the
+// holder's fencing token.
+const tokenField = "relock_token"
+
 // companion returns the companion key or channel of a lock: "prefix:{name}",
 // or "prefix:name" when the name carries its own hash tag, so that it
 // hashes to the lock's cluster slot.
@@ -29,6 +33,7 @@ type lockInfo struct {
 	kind    string // "lock", or "read"/"write" for a read-write lock
 	holders []holder
 	ttl     time.Duration // as PTTL: -1 for no expiry
+	token   string        // the holder's fencing token; "" when none is recorded
 }
 
 // holder is one owner and its hold count.
@@ -64,6 +69,10 @@ func parseLock(name string, fields map[string]string) (*lockInfo, bool) {
 	}
 	for f, v := range fields {
 		if f == "mode" {
+			continue
+		}
+		if f == tokenField {
+			li.token = v
 			continue
 		}
 		h := holder{owner: f}

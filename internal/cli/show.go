@@ -68,9 +68,10 @@ func runShow(ctx context.Context, e *env, args []string) int {
 	default:
 		fmt.Fprintf(tw, "state\tnot a lock: the key holds a %s\n", s.kind)
 	}
-	if s.token == "" {
-		fmt.Fprintf(tw, "token\tnone yet\t(%s)\n", s.tokenKey)
-	} else {
+	switch {
+	case s.lock != nil && s.lock.token != "":
+		fmt.Fprintf(tw, "token\t%s\t(the holder's fencing token)\n", s.lock.token)
+	case s.token != "":
 		fmt.Fprintf(tw, "token\t%s\t(%s, the last handed out)\n", s.token, s.tokenKey)
 	}
 	fmt.Fprintf(tw, "waiters\t%d\t(subscribers of %s)\n", s.subscribers, s.channel)

@@ -21,7 +21,7 @@ var webCommand = &command{
 
 const webAbout = `
 Serves a page listing the held locks (as ls finds them) with their kind,
-TTL, holders and hold counts, the last fencing token handed out, and how
+TTL, holders and hold counts, the holder's fencing token, and how
 many clients wait on each (subscribers of its release channel). The page
 refreshes itself every --refresh; /locks.json serves the same data as JSON,
 and ?match=PATTERN narrows both to matching names. The view only reads:
@@ -29,7 +29,7 @@ it never takes, renews or deletes a lock. It listens on localhost by
 default; Ctrl-C stops it.`
 
 // webLimit bounds the locks one page shows, and so the calls each refresh
-// makes (two per lock, for its token and its waiters).
+// makes (one per lock, for its waiters).
 const webLimit = 500
 
 func runWeb(ctx context.Context, e *env, args []string) int {
@@ -96,7 +96,7 @@ type webLock struct {
 	Holds   int64       `json:"holds"`
 	Holders []webHolder `json:"holders"`
 	Owners  string      `json:"-"`
-	Token   string      `json:"token,omitempty"` // the last one handed out
+	Token   string      `json:"token,omitempty"` // the holder's, when recorded
 	Waiting int64       `json:"waiting_clients"`
 }
 
@@ -142,12 +142,8 @@ func (v *webView) snapshot(r *http.Request) (*webPage, int) {
 		for _, h := range li.holders {
 			wl.Holders = append(wl.Holders, webHolder{Owner: h.owner, Count: h.count, Write: h.write})
 		}
-		token, err := v.rdb.Get(ctx, companion(tokenPrefix, li.name)).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			p.Err = err.Error()
-			return p, http.StatusBadGateway
-		}
-		wl.Token = token
+		wl.Token = li.token
+		var err error
 		if wl.Waiting, err = subscribers(ctx, v.rdb, companion(lockChannelPrefix, li.name)); err != nil {
 			p.Err = err.Error()
 			return p, http.StatusBadGateway
@@ -194,7 +190,7 @@ code { font-size: 12px; }
 {{if .Err}}<p class="err">cannot read the locks: {{.Err}}</p>{{end}}
 <p>{{len .Locks}} held{{if .Truncated}} (the first of more){{end}}, as of {{.At.Format "15:04:05"}}; reloads every {{.Refresh}}s.</p>
 {{if .Locks}}<table>
-<tr><th>name</th><th>kind</th><th>TTL</th><th>holds</th><th>holders</th><th>last token</th><th>waiting clients</th></tr>
+<tr><th>name</th><th>kind</th><th>TTL</th><th>holds</th><th>holders</th><th>token</th><th>waiting clients</th></tr>
 {{range .Locks}}<tr><td>{{.Name}}</td><td>{{.Kind}}</td><td class="n">{{.TTL}}</td><td class="n">{{.Holds}}</td><td><code>{{.Owners}}</code></td><td class="n">{{.Token}}</td><td class="n">{{.Waiting}}</td></tr>
 {{end}}</table>{{end}}
 </body></html>

@@ -17,8 +17,10 @@ const (
 	// KindOverlap: two holds of one name were open at the same time.
 	KindOverlap = "overlap"
 	// KindTokenBackwards: an exclusive hold's fencing token was not
-	// greater than the token of the hold of the same name that began
-	// before it, or a shared hold's was below it.
+	// greater than the token of every hold of the same name that began
+	// before it, or a shared hold's was below the token of the exclusive
+	// hold that began last before it. Shared holds are not ordered among
+	// themselves.
 	KindTokenBackwards = "token-backwards"
 	// KindOutlived: a hold went on after its loss was signalled (Signal),
 	// and another hold of the same name began in between that it may not
@@ -54,7 +56,8 @@ type Recorder struct {
 type nameState struct {
 	open  map[*Hold]struct{} // holds begun and not yet ended
 	holds []*Hold            // in Begin order
-	last  *Hold              // the last hold of the name with a token; a shared hold always has one
+	last  *Hold              // the last exclusive hold of the name with a token
+	top   *Hold              // the hold of the name with the greatest token so far; a shared hold always has one
 	// capacity is the number of permits of a counted name (BeginCounted),
 	// 0 for a lock's.
 	capacity int
@@ -146,11 +149,13 @@ func (r *Recorder) Begin(who, name string, token uint64) *Hold {
 
 // BeginShared records that who starts holding the lock name shared, as a
 // reader of a read-write lock: it may overlap other shared holds of name,
-// never an exclusive one. token is the fencing counter as the hold found
-// it, which a reader does not advance: it may equal the token of the
-// hold of name that began before it, never fall below it. It is always
-// checked, 0 included (no exclusive hold had taken a token yet). It
-// panics on a name of counted holds (BeginCounted).
+// never an exclusive one. token is the latest fencing token as the hold
+// found it, which a reader does not advance: it may equal the token of
+// the exclusive hold of name that began last before it, never fall below
+// it, and the next exclusive hold's must be above it. Readers are not
+// ordered among themselves. It is always checked, 0 included (no
+// exclusive hold had taken a token yet). It panics on a name of counted
+// holds (BeginCounted).
 func (r *Recorder) BeginShared(who, name string, token uint64) *Hold {
 	return r.begin(who, name, token, true, 0)
 }
@@ -190,8 +195,12 @@ func (r *Recorder) begin(who, name string, token uint64, shared bool, capacity i
 		}
 	}
 	if capacity == 0 && (token != 0 || shared) {
-		if st.last != nil && backwards(token, st.last.info.Token, shared) {
-			p := st.last.info
+		prev := st.top // an exclusive hold must be above every earlier one
+		if shared {
+			prev = st.last // a shared one at least at the last exclusive one
+		}
+		if prev != nil && backwards(token, prev.info.Token, shared) {
+			p := prev.info
 			r.violations = append(r.violations, Violation{
 				Kind: KindTokenBackwards,
 				Name: name,
@@ -201,7 +210,12 @@ func (r *Recorder) begin(who, name string, token uint64, shared bool, capacity i
 					h.info.Seq, who, token, p.Seq, p.Who, p.Token),
 			})
 		}
-		st.last = h
+		if !shared {
+			st.last = h
+		}
+		if st.top == nil || token > st.top.info.Token {
+			st.top = h
+		}
 	}
 	st.open[h] = struct{}{}
 	st.holds = append(st.holds, h)

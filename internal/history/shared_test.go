@@ -105,7 +105,9 @@ func TestSharedTokens(t *testing.T) {
 		{"reader finds no counter after a writer", []hold{w(3), rd(0)}, 1},
 		{"writer not above a reader", []hold{rd(5), w(5)}, 1},
 		{"writer below a reader", []hold{w(5), rd(5), w(4)}, 1},
-		{"reader below a reader", []hold{w(5), rd(5), rd(4)}, 1},
+		{"readers not ordered among themselves", []hold{w(5), rd(7), rd(5), rd(6)}, 0},
+		{"writer above readers that saw other names' tokens", []hold{w(3), rd(7), rd(5), w(8)}, 0},
+		{"writer not above an earlier reader", []hold{w(3), rd(7), w(6)}, 1},
 		{"unfenced writer skipped", []hold{w(2), w(0), rd(2)}, 0},
 	}
 	for _, tt := range tests {

@@ -37,7 +37,7 @@ type NameSummary struct {
 	Peak      int // the most holds in progress at once
 	Open      int
 	Lost      int
-	LastToken uint64 // the token of the last hold begun with one
+	LastToken uint64 // the token of the last exclusive hold begun with one
 	Handoffs  int
 	P50, P99  time.Duration
 

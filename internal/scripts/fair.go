@@ -4,8 +4,8 @@ package scripts
 // of fair_queue.lua put between its header and its body, so that its
 // source still begins with its header.
 var (
-	FairLock        = loadFair("fair_lock")
-	FairUnlock      = loadFair("fair_unlock")
+	FairLock        = loadWith("fair_lock", "fair_queue", "fence")
+	FairUnlock      = loadWith("fair_unlock", "fair_queue", "fence")
 	FairLeave       = loadFair("fair_leave")
 	FairForceUnlock = loadFair("fair_forceunlock")
 )

@@ -3,8 +3,9 @@
 -- when it is free and the queue is empty or starts with the caller.
 --
 -- KEYS[1..4]  as in fair_queue.lua
--- KEYS[5]  fencing counter (string, no TTL)
--- KEYS[6]  request marker, written only for reentrant owners so that a
+-- KEYS[5]  fencing counter of the lock's slot (see fence.lua)
+-- KEYS[6]  the lock's own token key (see fence.lua)
+-- KEYS[7]  request marker, written only for reentrant owners so that a
 --          retried request is applied once
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<uuid>:<n>"
@@ -15,6 +16,7 @@
 --          now + ARGV[5]; "0" for a single attempt that never queues
 -- ARGV[6]  message telling a waiter the lock is free
 -- ARGV[7]  "publish" or "spublish"
+-- ARGV[8]  fencing mode (see fence.lua)
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
@@ -43,10 +45,10 @@ if ttl ~= -2 then
         enqueue()
         return -1 - ttl
     end
-    local token = tonumber(redis.call('get', KEYS[5]) or '1')
+    local token = held(KEYS[1], KEYS[5], KEYS[6])
     -- A one-shot owner is never seen twice: this is a retry of a request
     -- that was applied, or the owner was handed the lock by a release.
-    if ARGV[3] == '0' or redis.call('exists', KEYS[6]) == 1 then
+    if ARGV[3] == '0' or redis.call('exists', KEYS[7]) == 1 then
         return token
     end
     redis.call('hincrby', KEYS[1], owner, 1)
@@ -59,7 +61,7 @@ if ttl ~= -2 then
     if ttl < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    redis.call('set', KEYS[6], 1, 'px', ARGV[4])
+    redis.call('set', KEYS[7], 1, 'px', ARGV[4])
     return token
 end
 
@@ -71,9 +73,9 @@ if not head or head == owner then
     end
     redis.call('hset', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    local token = redis.call('incr', KEYS[5])
+    local token = fence(KEYS[1], KEYS[5], KEYS[6], ARGV[8])
     if ARGV[3] == '1' then
-        redis.call('set', KEYS[6], 1, 'px', ARGV[4])
+        redis.call('set', KEYS[7], 1, 'px', ARGV[4])
     end
     return token
 end

@@ -12,7 +12,7 @@ import (
 
 // fairLock is one fair lock's keys, for calling the fair scripts.
 type fairLock struct {
-	name, queue, timeouts, channel, token string
+	name, queue, timeouts, channel, counter, token string
 }
 
 func newFairLock(name string) fairLock {
@@ -21,6 +21,7 @@ func newFairLock(name string) fairLock {
 		queue:    "redisson_lock_queue:{" + name + "}",
 		timeouts: "redisson_lock_timeout:{" + name + "}",
 		channel:  "redisson_lock__channel:{" + name + "}",
+		counter:  "relock_fencing:{" + name + "}",
 		token:    "redisson_lock_token:{" + name + "}",
 	}
 }
@@ -33,13 +34,13 @@ func (f fairLock) keys(extra ...string) []string {
 // the waiter timeout in ms (0: do not queue).
 func (f fairLock) lock(t *testing.T, owner string, waiter int) int64 {
 	t.Helper()
-	return run(t, FairLock, f.keys(f.token, f.name), 10000, owner, "0", 60000, waiter, "0", "publish").(int64)
+	return run(t, FairLock, f.keys(f.counter, f.token, f.name), 10000, owner, "0", 60000, waiter, "0", "publish", fenceTTL).(int64)
 }
 
 func (f fairLock) unlock(t *testing.T, owner string, candidates ...any) any {
 	t.Helper()
-	args := append([]any{owner, "0", "publish", "0", 60000}, candidates...)
-	return run(t, FairUnlock, f.keys(f.token, f.name), args...)
+	args := append([]any{owner, "0", "publish", "0", 60000, fenceTTL}, candidates...)
+	return run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...)
 }
 
 func (f fairLock) leave(t *testing.T, owner, mode string) int64 {
@@ -336,7 +337,7 @@ func TestFairLeave(t *testing.T) {
 	// A reentrant owner's hold is undone only if the marker shows the lost
 	// call was applied.
 	marker := "relock_lock_request:{" + f.name + "}:r:1"
-	if v := run(t, FairLock, f.keys(f.token, marker), 10000, "r", "1", 60000, 5000, "0", "publish"); v.(int64) <= 0 {
+	if v := run(t, FairLock, f.keys(f.counter, f.token, marker), 10000, "r", "1", 60000, 5000, "0", "publish", fenceTTL); v.(int64) <= 0 {
 		t.Fatal("reentrant lock failed")
 	}
 	if v := run(t, FairLeave, f.keys("relock_lock_request:{"+f.name+"}:r:2"), "r", "0", "publish", "2"); v != int64(0) {
@@ -391,10 +392,10 @@ func TestFairReentrant(t *testing.T) {
 	ctx := context.Background()
 	f := newFairLock("s:fair:reentrant")
 	lock := func(req string) int64 {
-		return run(t, FairLock, f.keys(f.token, "relock_lock_request:{"+f.name+"}:"+req), 10000, "r", "1", 60000, 5000, "0", "publish").(int64)
+		return run(t, FairLock, f.keys(f.counter, f.token, "relock_lock_request:{"+f.name+"}:"+req), 10000, "r", "1", 60000, 5000, "0", "publish", fenceTTL).(int64)
 	}
 	unlock := func(req string) any {
-		return run(t, FairUnlock, f.keys(f.token, "redisson_unlock_latch:{"+f.name+"}:"+req), "r", "0", "publish", "1", 60000)
+		return run(t, FairUnlock, f.keys(f.counter, f.token, "redisson_unlock_latch:{"+f.name+"}:"+req), "r", "0", "publish", "1", 60000, fenceTTL)
 	}
 	a := lock("1")
 	f.lock(t, "b", 5000)
@@ -427,7 +428,7 @@ func TestFairForceUnlock(t *testing.T) {
 	if err := FairForceUnlock.Run(ctx, rdb, f.keys(), "0", "publish").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("force unlock of a string: %v", err)
 	}
-	if err := FairLock.Run(ctx, rdb, f.keys(f.token, f.name), 10000, "a", "0", 60000, 5000, "0", "publish").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := FairLock.Run(ctx, rdb, f.keys(f.counter, f.token, f.name), 10000, "a", "0", 60000, 5000, "0", "publish", fenceTTL).Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("lock of a string: %v", err)
 	}
 	rdb.Del(ctx, f.name)

@@ -4,8 +4,9 @@
 -- passes to it directly without ever being free.
 --
 -- KEYS[1..4]  as in fair_queue.lua
--- KEYS[5]  fencing counter
--- KEYS[6]  release marker for this request, read and written only when
+-- KEYS[5]  fencing counter of the lock's slot (see fence.lua)
+-- KEYS[6]  the lock's own token key (see fence.lua)
+-- KEYS[7]  release marker for this request, read and written only when
 --          ARGV[4] is "1", so that a retried release of a reentrant hold
 --          is applied once
 -- ARGV[1]  owner id releasing
@@ -13,7 +14,8 @@
 -- ARGV[3]  "publish" or "spublish"
 -- ARGV[4]  "1" to use the release marker, "0" not to
 -- ARGV[5]  release marker lifetime in milliseconds
--- ARGV[6], ARGV[7], ...  candidates: pairs of a waiter's owner id and its
+-- ARGV[6]  fencing mode (see fence.lua)
+-- ARGV[7], ARGV[8], ...  candidates: pairs of a waiter's owner id and its
 --          lease in milliseconds (none for a plain release)
 --
 -- Returns  0: the owner holds no hold here (expired, deleted or never held)
@@ -23,14 +25,14 @@
 --             candidate i (1-based), whose fencing token is t
 
 if ARGV[4] == '1' then
-    local done = redis.call('get', KEYS[6])
+    local done = redis.call('get', KEYS[7])
     if done then
         return tonumber(done)
     end
 end
 -- find returns the index in ARGV of candidate owner, or nil.
 local function find(owner)
-    for i = 6, #ARGV - 1, 2 do
+    for i = 7, #ARGV - 1, 2 do
         if ARGV[i] == owner then
             return i
         end
@@ -61,13 +63,13 @@ else
         redis.call('zrem', KEYS[3], head)
         redis.call('hset', KEYS[1], head, 1)
         redis.call('pexpire', KEYS[1], ARGV[candidate + 1])
-        result = {redis.call('incr', KEYS[5]), (candidate - 4) / 2}
+        result = {fence(KEYS[1], KEYS[5], KEYS[6], ARGV[6]), (candidate - 5) / 2}
     elseif head then
         wake(head, ARGV[3], ARGV[2])
     end
 end
 if ARGV[4] == '1' then
     -- A retry of a release that passed the lock on learns it was released.
-    redis.call('set', KEYS[6], count > 1 and 1 or 2, 'px', ARGV[5])
+    redis.call('set', KEYS[7], count > 1 and 1 or 2, 'px', ARGV[5])
 end
 return result

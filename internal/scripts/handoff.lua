@@ -4,8 +4,9 @@
 --
 -- KEYS[1]  lock hash: field <owner> -> hold count
 -- KEYS[2]  release channel
--- KEYS[3]  fencing counter
--- KEYS[4]  release marker of this request (see unlock.lua)
+-- KEYS[3]  fencing counter of the lock's slot (see fence.lua)
+-- KEYS[4]  the lock's own token key (see fence.lua)
+-- KEYS[5]  release marker of this request (see unlock.lua)
 -- ARGV[1]  owner id releasing
 -- ARGV[2]  release message published when the lock becomes free
 -- ARGV[3]  "publish" or "spublish"
@@ -14,6 +15,7 @@
 -- ARGV[6]  owner id of the waiter that takes the lock over
 -- ARGV[7]  the waiter's lease in milliseconds
 -- ARGV[8]  "numsub" or "shardnumsub", to count the channel's subscribers
+-- ARGV[9]  fencing mode (see fence.lua)
 --
 -- Returns  0: the owner holds no hold here
 --          1: one hold released, the owner still holds the lock
@@ -23,7 +25,7 @@
 --             fencing token is t
 
 if ARGV[4] == '1' then
-    local done = redis.call('get', KEYS[4])
+    local done = redis.call('get', KEYS[5])
     if done then
         return tonumber(done)
     end
@@ -44,9 +46,9 @@ else
     redis.call('hdel', KEYS[1], ARGV[1])
     redis.call('hset', KEYS[1], ARGV[6], 1)
     redis.call('pexpire', KEYS[1], ARGV[7])
-    result = -redis.call('incr', KEYS[3])
+    result = -fence(KEYS[1], KEYS[3], KEYS[4], ARGV[9])
 end
 if ARGV[4] == '1' then
-    redis.call('set', KEYS[4], result, 'px', ARGV[5])
+    redis.call('set', KEYS[5], result, 'px', ARGV[5])
 end
 return result

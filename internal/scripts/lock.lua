@@ -1,13 +1,16 @@
 -- lock.lua: acquire or re-enter a reentrant lock (Redisson hash layout).
 --
--- KEYS[1]  lock hash: field <owner> -> hold count
--- KEYS[2]  fencing counter (string, no TTL)
--- KEYS[3]  request marker, written only for reentrant owners so that a
+-- KEYS[1]  lock hash: field <owner> -> hold count, and field relock_token
+--          -> the holder's fencing token
+-- KEYS[2]  fencing counter of the lock's slot (see fence.lua)
+-- KEYS[3]  the lock's own token key (see fence.lua)
+-- KEYS[4]  request marker, written only for reentrant owners so that a
 --          retried request is applied once
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<uuid>:<n>"
 -- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
 -- ARGV[4]  request marker lifetime in milliseconds
+-- ARGV[5]  fencing mode (see fence.lua)
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
@@ -17,9 +20,9 @@
 if redis.call('exists', KEYS[1]) == 0 then
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    local token = redis.call('incr', KEYS[2])
+    local token = fence(KEYS[1], KEYS[2], KEYS[3], ARGV[5])
     if ARGV[3] == '1' then
-        redis.call('set', KEYS[3], 1, 'px', ARGV[4])
+        redis.call('set', KEYS[4], 1, 'px', ARGV[4])
     end
     return token
 end
@@ -27,10 +30,10 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return -1 - redis.call('pttl', KEYS[1])
 end
 
-local token = tonumber(redis.call('get', KEYS[2]) or '1')
+local token = held(KEYS[1], KEYS[2], KEYS[3])
 -- A one-shot owner is never seen twice: this is a retry of a request that
 -- was already applied.
-if ARGV[3] == '0' or redis.call('exists', KEYS[3]) == 1 then
+if ARGV[3] == '0' or redis.call('exists', KEYS[4]) == 1 then
     return token
 end
 redis.call('hincrby', KEYS[1], ARGV[2], 1)
@@ -38,5 +41,5 @@ redis.call('hincrby', KEYS[1], ARGV[2], 1)
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
-redis.call('set', KEYS[3], 1, 'px', ARGV[4])
+redis.call('set', KEYS[4], 1, 'px', ARGV[4])
 return token

@@ -3,8 +3,8 @@ package scripts
 // The read-write lock's scripts (Redisson's RReadWriteLock layout). Each
 // file's header names its KEYS, ARGV and return values.
 var (
-	RWReadLock    = load("rw_read_lock")
-	RWWriteLock   = load("rw_write_lock")
+	RWReadLock    = loadWith("rw_read_lock", "fence")
+	RWWriteLock   = loadWith("rw_write_lock", "fence")
 	RWReadUnlock  = load("rw_read_unlock")
 	RWWriteUnlock = load("rw_write_unlock")
 	RWRenew       = load("rw_renew")

@@ -20,7 +20,7 @@ end
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
     local n = tonumber(fields[i + 1])
-    if n ~= nil and fields[i] ~= 'mode' and string.sub(fields[i], -6) ~= ':write' then
+    if n ~= nil and fields[i] ~= 'mode' and fields[i] ~= 'relock_token' and string.sub(fields[i], -6) ~= ':write' then
         for j = 1, n do
             redis.call('del', ARGV[3] .. ':' .. fields[i] .. ':rwlock_timeout:' .. j)
         end

@@ -3,8 +3,9 @@
 --
 -- KEYS[1]  lock hash: field "mode" = "read" or "write"; reader field
 --          <owner> -> hold count; writer field <owner>:write -> hold count
--- KEYS[2]  fencing counter (string, no TTL); read, never incremented
--- KEYS[3]  request marker, written only for reentrant owners so that a
+-- KEYS[2]  fencing counter of the lock's slot (see fence.lua); read only
+-- KEYS[3]  the lock's own token key (see fence.lua); read only
+-- KEYS[4]  request marker, written only for reentrant owners so that a
 --          retried request is applied once
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<uuid>:<n>"
@@ -15,13 +16,14 @@
 --          <prefix>:<o>:rwlock_timeout:<i>, with the hold's own TTL
 --
 -- Returns  a non-negative integer: acquired (or re-entered); the value is
---          the fencing counter's current value (0 if no writer ever held).
+--          the write hold's token when the owner also holds the write lock,
+--          otherwise the latest fencing token (see fence.lua; 0 before any).
 --          a negative integer r: held by a writer (or by a lock of another
 --          kind); -r-2 is the holder's remaining TTL in milliseconds (-1
 --          when it has none).
 
 local mode = redis.call('hget', KEYS[1], 'mode')
-local token = tonumber(redis.call('get', KEYS[2]) or '0')
+local token = held(KEYS[1], KEYS[2], KEYS[3])
 local holds = ARGV[5] .. ':' .. ARGV[2] .. ':rwlock_timeout:'
 if mode == false then
     if redis.call('exists', KEYS[1]) == 1 then
@@ -31,7 +33,7 @@ if mode == false then
     redis.call('set', holds .. '1', 1, 'px', ARGV[1])
     redis.call('pexpire', KEYS[1], ARGV[1])
     if ARGV[3] == '1' then
-        redis.call('set', KEYS[3], 1, 'px', ARGV[4])
+        redis.call('set', KEYS[4], 1, 'px', ARGV[4])
     end
     return token
 end
@@ -42,7 +44,7 @@ end
 -- A one-shot owner is never seen twice: a field of its own is a retry of
 -- this very request, already applied.
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 and
-        (ARGV[3] == '0' or redis.call('exists', KEYS[3]) == 1) then
+        (ARGV[3] == '0' or redis.call('exists', KEYS[4]) == 1) then
     return token
 end
 local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)
@@ -52,6 +54,6 @@ if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 if ARGV[3] == '1' then
-    redis.call('set', KEYS[3], 1, 'px', ARGV[4])
+    redis.call('set', KEYS[4], 1, 'px', ARGV[4])
 end
 return token

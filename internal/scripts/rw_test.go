@@ -10,11 +10,11 @@ import (
 
 // rwKeys are the keys and arguments of one read-write lock name in tests.
 type rwKeys struct {
-	name, token, channel, prefix string
+	name, counter, token, channel, prefix string
 }
 
 func newRW(name string) rwKeys {
-	return rwKeys{name, "redisson_lock_token:{" + name + "}", "redisson_rwlock:{" + name + "}", "{" + name + "}"}
+	return rwKeys{name, "relock_fencing:{" + name + "}", "redisson_lock_token:{" + name + "}", "redisson_rwlock:{" + name + "}", "{" + name + "}"}
 }
 
 func (k rwKeys) hold(owner string, i int) string {
@@ -27,7 +27,7 @@ func (k rwKeys) rlock(t *testing.T, owner string, lease int, marker string) int6
 	if marker != "" {
 		flag, m = "1", "relock_lock_request:{"+k.name+"}:"+marker
 	}
-	return run(t, RWReadLock, []string{k.name, k.token, m}, lease, owner, flag, 60000, k.prefix).(int64)
+	return run(t, RWReadLock, []string{k.name, k.counter, k.token, m}, lease, owner, flag, 60000, k.prefix).(int64)
 }
 
 func (k rwKeys) lock(t *testing.T, owner string, lease int, marker string) int64 {
@@ -36,7 +36,7 @@ func (k rwKeys) lock(t *testing.T, owner string, lease int, marker string) int64
 	if marker != "" {
 		flag, m = "1", "relock_lock_request:{"+k.name+"}:"+marker
 	}
-	return run(t, RWWriteLock, []string{k.name, k.token, m}, lease, owner, flag, 60000).(int64)
+	return run(t, RWWriteLock, []string{k.name, k.counter, k.token, m}, lease, owner, flag, 60000, fenceTTL).(int64)
 }
 
 // unlock runs the unlock script of one side; mode is "0", "1" or "2" with
@@ -199,7 +199,7 @@ func TestRWWriter(t *testing.T) {
 	if v := k.rlock(t, "u:1", 10000, "c"); v != 1 {
 		t.Fatalf("downgrade read = %d", v)
 	}
-	if got := rdb.HGetAll(ctx, k.name).Val(); fmt.Sprint(got) != "map[mode:write u:1:1 u:1:write:2]" {
+	if got := rdb.HGetAll(ctx, k.name).Val(); fmt.Sprint(got) != "map[mode:write relock_token:1 u:1:1 u:1:write:2]" {
 		t.Fatalf("hash %v", got)
 	}
 	// The writer's own read release leaves the write lock as it is.

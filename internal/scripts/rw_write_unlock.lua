@@ -42,7 +42,7 @@ local result = 1
 if count > 1 then
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
 else
-    redis.call('hdel', KEYS[1], ARGV[1])
+    redis.call('hdel', KEYS[1], ARGV[1], 'relock_token')
     -- Read holds left (the writer's own) keep the lock in read mode, for
     -- as long as the longest of them.
     local longest = 0

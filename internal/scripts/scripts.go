@@ -23,38 +23,52 @@ type Script struct {
 	sha  string
 }
 
+// byName holds every script loaded, by name.
+var byName = make(map[string]*Script)
+
 func load(name string) *Script {
 	b, err := files.ReadFile(name + ".lua")
 	if err != nil {
 		panic("scripts: missing embedded file " + name + ".lua")
 	}
 	sum := sha1.Sum(b)
-	return &Script{name: name, src: string(b), sha: hex.EncodeToString(sum[:])}
+	s := &Script{name: name, src: string(b), sha: hex.EncodeToString(sum[:])}
+	byName[name] = s
+	return s
 }
+
+// Named returns the script loaded from the file name + ".lua", or nil.
+func Named(name string) *Script { return byName[name] }
 
 // The scripts. Each file's header names its KEYS, ARGV and return values.
 var (
-	Lock        = load("lock")
+	Lock        = loadWith("lock", "fence")
 	Unlock      = load("unlock")
-	Handoff     = load("handoff")
+	Handoff     = loadWith("handoff", "fence")
 	Abandon     = load("abandon")
 	Renew       = load("renew")
 	ForceUnlock = load("forceunlock")
 )
 
-// loadWith loads a script with the functions of the library file lib
-// inserted after its header, so that its source still begins with it.
-func loadWith(name, lib string) *Script {
-	code, err := files.ReadFile(lib + ".lua")
-	if err != nil {
-		panic("scripts: missing embedded file " + lib + ".lua")
-	}
+// loadWith loads a script with the functions of the library files libs
+// inserted after its header, in order, so that its source still begins
+// with it.
+func loadWith(name string, libs ...string) *Script {
 	s := load(name)
 	header, body, ok := strings.Cut(s.src, "\n\n")
 	if !ok {
 		panic("scripts: " + name + ".lua has no header")
 	}
-	s.src = header + "\n\n" + string(code) + "\n" + body
+	var code strings.Builder
+	for _, lib := range libs {
+		b, err := files.ReadFile(lib + ".lua")
+		if err != nil {
+			panic("scripts: missing embedded file " + lib + ".lua")
+		}
+		code.Write(b)
+		code.WriteString("\n")
+	}
+	s.src = header + "\n\n" + code.String() + body
 	sum := sha1.Sum([]byte(s.src))
 	s.sha = hex.EncodeToString(sum[:])
 	return s

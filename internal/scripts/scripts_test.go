@@ -31,6 +31,17 @@ func run(t *testing.T, s *Script, keys []string, args ...any) any {
 	return v
 }
 
+// fenceTTL is the fencing mode of a bounded Client: the lifetime, in ms,
+// of a lock's own token key found without one.
+const fenceTTL = "604800000"
+
+// lockKeys returns the KEYS of lock.lua for the lock name with the given
+// request marker. Each test name gets a fencing counter of its own, so that
+// its tokens start at 1 whatever other tests ran.
+func lockKeys(name, marker string) []string {
+	return []string{name, "relock_fencing:{" + name + "}", "redisson_lock_token:{" + name + "}", marker}
+}
+
 func TestHeaders(t *testing.T) {
 	for _, s := range []*Script{Lock, Unlock, Handoff, Abandon, Renew, ForceUnlock} {
 		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
@@ -44,17 +55,17 @@ func TestHeaders(t *testing.T) {
 
 func TestLockUnlock(t *testing.T) {
 	ctx := context.Background()
-	keys := []string{"s:lock", "redisson_lock_token:{s:lock}", "s:lock"}
-	if v := run(t, Lock, keys, 10000, "u:1", "0", 60000); v != int64(1) {
+	keys := lockKeys("s:lock", "s:lock")
+	if v := run(t, Lock, keys, 10000, "u:1", "0", 60000, fenceTTL); v != int64(1) {
 		t.Fatalf("first acquisition = %v, want token 1", v)
 	}
-	if v := run(t, Lock, keys, 10000, "u:1", "0", 60000); v != int64(1) {
+	if v := run(t, Lock, keys, 10000, "u:1", "0", 60000, fenceTTL); v != int64(1) {
 		t.Fatalf("a one-shot owner's repeated request = %v, want the same token", v)
 	}
 	if n := rdb.HGet(ctx, "s:lock", "u:1").Val(); n != "1" {
 		t.Fatalf("count %q after a repeated one-shot request, want 1", n)
 	}
-	v := run(t, Lock, keys, 10000, "u:2", "0", 60000).(int64)
+	v := run(t, Lock, keys, 10000, "u:2", "0", 60000, fenceTTL).(int64)
 	if ttl := -v - 1; v > 0 || ttl <= 9000 || ttl > 10000 {
 		t.Fatalf("other owner = %v, want -(ttl+1) with ttl near 10000", v)
 	}
@@ -73,7 +84,7 @@ func TestLockUnlock(t *testing.T) {
 func TestReentrantMarkers(t *testing.T) {
 	ctx := context.Background()
 	lock := func(req string) int64 {
-		return run(t, Lock, []string{"s:re", "redisson_lock_token:{s:re}", "relock_lock_request:{s:re}:" + req}, 10000, "u:1", "1", 60000).(int64)
+		return run(t, Lock, lockKeys("s:re", "relock_lock_request:{s:re}:"+req), 10000, "u:1", "1", 60000, fenceTTL).(int64)
 	}
 	a := lock("a")
 	if b := lock("b"); b != a {
@@ -174,14 +185,14 @@ func TestNoScriptFallback(t *testing.T) {
 
 func TestHandoff(t *testing.T) {
 	ctx := context.Background()
-	keys := []string{"s:h", "redisson_lock_token:{s:h}", "s:h"}
-	run(t, Lock, keys, 10000, "u:1", "0", 60000)
-	hand := []string{"s:h", "redisson_lock__channel:{s:h}", "redisson_lock_token:{s:h}", "s:h"}
+	keys := lockKeys("s:h", "s:h")
+	run(t, Lock, keys, 10000, "u:1", "0", 60000, fenceTTL)
+	hand := []string{"s:h", "redisson_lock__channel:{s:h}", keys[1], keys[2], "s:h"}
 	// Nobody else subscribed: the lock passes to u:2 with the next token.
-	if v := run(t, Handoff, hand, "u:1", "0", "publish", "0", 60000, "u:2", 5000, "numsub"); v != int64(-2) {
+	if v := run(t, Handoff, hand, "u:1", "0", "publish", "0", 60000, "u:2", 5000, "numsub", fenceTTL); v != int64(-2) {
 		t.Fatalf("handoff = %v, want -2", v)
 	}
-	if got := rdb.HGetAll(ctx, "s:h").Val(); len(got) != 1 || got["u:2"] != "1" {
+	if got := rdb.HGetAll(ctx, "s:h").Val(); len(got) != 2 || got["u:2"] != "1" || got["relock_token"] != "2" {
 		t.Fatalf("hash after handoff: %v", got)
 	}
 	if ttl := rdb.PTTL(ctx, "s:h").Val(); ttl > 5*time.Second || ttl < 4*time.Second {
@@ -196,7 +207,7 @@ func TestHandoff(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if v := run(t, Handoff, hand, "u:2", "0", "publish", "0", 60000, "u:3", 5000, "numsub"); v != int64(2) {
+	if v := run(t, Handoff, hand, "u:2", "0", "publish", "0", 60000, "u:3", 5000, "numsub", fenceTTL); v != int64(2) {
 		t.Fatalf("handoff with a foreign subscriber = %v, want 2", v)
 	}
 	if rdb.Exists(ctx, "s:h").Val() != 0 {

@@ -1,0 +1,148 @@
+package relock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+)
+
+// namedTokenKey is a lock's own token key, as Redisson's RFencedLock and
+// earlier relock releases keep it.
+func namedTokenKey(name string) string { return "redisson_lock_token:{" + name + "}" }
+
+// TestFencingUpgrade: a name whose own token key an earlier release left
+// behind continues above it with every lock kind; the key is given a
+// lifetime and kept above every token, so that a client of the earlier
+// release (or Redisson's RFencedLock) incrementing it meanwhile still
+// draws a greater token, and the next token is above that again.
+func TestFencingUpgrade(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		rdb := top.rdb(t)
+		c := top.newClient(t)
+		ctx := ctxTimeout(t, 20*time.Second)
+		for _, k := range keyspaceKinds() {
+			name := lockName(t) + ":" + k.name
+			key := namedTokenKey(name)
+			if err := rdb.Set(ctx, key, 1000, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			t1, err := k.lock(ctx, c, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if t1 <= 1000 {
+				t.Fatalf("%s: token %d, want above the earlier release's 1000", k.name, t1)
+			}
+			if got, _ := rdb.Get(ctx, key).Uint64(); got != t1 {
+				t.Fatalf("%s: own token key %d after token %d", k.name, got, t1)
+			}
+			if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > 7*24*time.Hour {
+				t.Fatalf("%s: own token key TTL %v, want a lifetime of at most 7 days", k.name, ttl)
+			}
+			old := rdb.Incr(ctx, key).Val() // a client of the earlier release locks
+			t2, err := k.lock(ctx, c, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if t2 <= uint64(old) {
+				t.Fatalf("%s: token %d after the earlier release's %d", k.name, t2, old)
+			}
+		}
+	})
+}
+
+// TestPerNameTokens: with WithPerNameTokens a Client keeps each name's
+// own token key without TTL, as Redisson's RFencedLock does, so that
+// RFencedLock's increments and relock's tokens form one growing sequence;
+// a Client without the option on the same name keeps tokens growing too.
+func TestPerNameTokens(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		rdb := top.rdb(t)
+		named := top.newClient(t, relock.WithPerNameTokens())
+		bounded := top.newClient(t)
+		ctx := ctxTimeout(t, 20*time.Second)
+		name := lockName(t)
+		key := namedTokenKey(name)
+		var last uint64
+		step := func(who string, c *relock.Client) {
+			t.Helper()
+			l, err := c.Mutex(name).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Token() <= last {
+				t.Fatalf("%s: token %d after %d", who, l.Token(), last)
+			}
+			last = l.Token()
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		step("per-name client", named)
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl != -1 {
+			t.Fatalf("own token key TTL %v with WithPerNameTokens, want none", ttl)
+		}
+		if got, _ := rdb.Get(ctx, key).Uint64(); got != last {
+			t.Fatalf("own token key %d, want the last token %d", got, last)
+		}
+		step("bounded client", bounded)
+		last = uint64(rdb.Incr(ctx, key).Val()) // Redisson's RFencedLock locks
+		step("per-name client after RFencedLock", named)
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl != -1 {
+			t.Fatalf("own token key TTL %v after the per-name client, want none", ttl)
+		}
+		step("bounded client after RFencedLock", bounded)
+	})
+}
+
+// TestTokenOnReentryAfterOtherNames: the fencing counter is shared by the
+// names of a slot, so it moves while a hold lasts; a re-entry still gets
+// the token of the hold it re-enters, and the next fresh hold a greater
+// one.
+func TestTokenOnReentryAfterOtherNames(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		ctx := relock.WithOwner(ctxTimeout(t, 10*time.Second))
+		tag := "{" + lockName(t) + "}"
+		a, b := c.Mutex(tag+":a"), c.Mutex(tag+":b")
+		outer, err := a.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var other uint64
+		for i := 0; i < 3; i++ {
+			l, err := b.Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other = l.Token()
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if other <= outer.Token() {
+			t.Fatalf("names of one slot: token %d after %d, want the shared counter to grow", other, outer.Token())
+		}
+		inner, err := a.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inner.Token() != outer.Token() {
+			t.Fatalf("re-entry token %d, want the hold's %d", inner.Token(), outer.Token())
+		}
+		for _, l := range []*relock.Lease{inner, outer} {
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		next, err := a.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer next.Unlock(ctx)
+		if next.Token() <= other {
+			t.Fatalf("next hold's token %d, want above %d", next.Token(), other)
+		}
+	})
+}

@@ -1,0 +1,59 @@
+-- fence.lua: the fencing functions of the scripts that grant locks. It is
+-- not a script of its own: loading puts it between a script's header and
+-- its body. Each script passes two keys of its own, both in the lock's
+-- hash slot:
+--
+-- counter  the fencing counter the lock shares with every lock of its
+--          slot: "relock_fencing", or "relock_fencing:{<tag>}" per slot on
+--          a cluster. No TTL; never more than one per slot.
+-- named    the lock's own token key "redisson_lock_token:{name}", the
+--          layout of Redisson's RFencedLock and of earlier relock releases.
+--          Kept only where it exists or when mode (below) is "0".
+--
+-- and one argument, mode: "0" keeps the named key without TTL (the
+-- opt-in layout shared with Redisson's RFencedLock); otherwise mode is a
+-- lifetime in milliseconds given to a named key found without one.
+--
+-- The invariant: the counter is at least every token ever handed for a
+-- lock of its slot, and the named key, while it exists, at least every
+-- token handed for its lock. A new token is one above both, so tokens
+-- only grow per name whichever layout each client speaks.
+
+-- The field of a lock hash that holds the current holder's token.
+local token_field = 'relock_token'
+
+-- fence returns a new token for the lock hash lock, which the caller has
+-- just granted, and records it as the holder's token in lock.
+local function fence(lock, counter, named, mode)
+    local t = tonumber(redis.call('get', counter) or '0')
+    local n = tonumber(redis.call('get', named) or '0')
+    if n > t then
+        t = n
+    end
+    t = t + 1
+    redis.call('set', counter, t)
+    if mode == '0' then
+        redis.call('set', named, t)
+    elseif n > 0 then
+        redis.call('set', named, t, 'keepttl')
+        if redis.call('pttl', named) == -1 then
+            redis.call('pexpire', named, mode)
+        end
+    end
+    redis.call('hset', lock, token_field, t)
+    return t
+end
+
+-- latest returns the newest token handed for a lock of counter's slot or
+-- for named's lock (0 before any): what a reader is given, since no
+-- exclusive hold of the lock that began before the read began has a
+-- greater token, and any that begins after it gets a greater one.
+local function latest(counter, named)
+    return math.max(tonumber(redis.call('get', counter) or '0'), tonumber(redis.call('get', named) or '0'))
+end
+
+-- held returns the token of the current hold of lock, or, for a hold
+-- that has none recorded, the latest token.
+local function held(lock, counter, named)
+    return tonumber(redis.call('hget', lock, token_field)) or latest(counter, named)
+end
