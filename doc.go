@@ -40,7 +40,9 @@
 //     the time its acquisition or last confirmed renewal was sent, plus the
 //     lease, minus lease/100 + 2ms.
 //   - Fencing tokens only grow per name, so a resource that checks them
-//     refuses a holder that lost its lock to a newer one.
+//     refuses a holder that lost its lock to a newer one. They come from
+//     counters shared by the names of a server (or of a cluster hash
+//     slot), so locking any number of names leaves no key per name.
 //   - With replica sync (on by default where the master has replicas; see
 //     [WithReplicaSync]) no lock or permit is handed out before the
 //     replicas acknowledged it with WAIT; one too few acknowledged is

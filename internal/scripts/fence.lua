@@ -25,19 +25,23 @@ local token_field = 'relock_token'
 -- fence returns a new token for the lock hash lock, which the caller has
 -- just granted, and records it as the holder's token in lock.
 local function fence(lock, counter, named, mode)
-    local t = tonumber(redis.call('get', counter) or '0')
-    local n = tonumber(redis.call('get', named) or '0')
-    if n > t then
-        t = n
-    end
-    t = t + 1
-    redis.call('set', counter, t)
-    if mode == '0' then
-        redis.call('set', named, t)
-    elseif n > 0 then
-        redis.call('set', named, t, 'keepttl')
-        if redis.call('pttl', named) == -1 then
-            redis.call('pexpire', named, mode)
+    local t
+    local n = tonumber(redis.call('get', named))
+    if not n then
+        t = redis.call('incr', counter)
+        if mode == '0' then
+            redis.call('set', named, t)
+        end
+    else
+        t = math.max(tonumber(redis.call('get', counter) or '0'), n) + 1
+        redis.call('set', counter, t)
+        if mode == '0' then
+            redis.call('set', named, t)
+        else
+            redis.call('set', named, t, 'keepttl')
+            if redis.call('pttl', named) == -1 then
+                redis.call('pexpire', named, mode)
+            end
         end
     end
     redis.call('hset', lock, token_field, t)
