@@ -71,9 +71,9 @@ if not head or head == owner then
         redis.call('lpop', KEYS[2])
         redis.call('zrem', KEYS[3], owner)
     end
-    redis.call('hset', KEYS[1], owner, 1)
+    local token = fence(KEYS[5], KEYS[6], ARGV[8])
+    redis.call('hset', KEYS[1], owner, 1, token_field, token)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    local token = fence(KEYS[1], KEYS[5], KEYS[6], ARGV[8])
     if ARGV[3] == '1' then
         redis.call('set', KEYS[7], 1, 'px', ARGV[4])
     end

@@ -61,9 +61,10 @@ else
     if candidate then
         redis.call('lpop', KEYS[2])
         redis.call('zrem', KEYS[3], head)
-        redis.call('hset', KEYS[1], head, 1)
+        local token = fence(KEYS[5], KEYS[6], ARGV[6])
+        redis.call('hset', KEYS[1], head, 1, token_field, token)
         redis.call('pexpire', KEYS[1], ARGV[candidate + 1])
-        result = {fence(KEYS[1], KEYS[5], KEYS[6], ARGV[6]), (candidate - 5) / 2}
+        result = {token, (candidate - 5) / 2}
     elseif head then
         wake(head, ARGV[3], ARGV[2])
     end

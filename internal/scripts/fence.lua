@@ -19,12 +19,12 @@
 -- token handed for its lock. A new token is one above both, so tokens
 -- only grow per name whichever layout each client speaks.
 
--- The field of a lock hash that holds the current holder's token.
+-- The field of a lock hash that holds the current holder's token: the
+-- caller of fence writes it with the holder's own field, in one HSET.
 local token_field = 'relock_token'
 
--- fence returns a new token for the lock hash lock, which the caller has
--- just granted, and records it as the holder's token in lock.
-local function fence(lock, counter, named, mode)
+-- fence returns a new token for a lock the caller is granting.
+local function fence(counter, named, mode)
     local t
     local n = tonumber(redis.call('get', named))
     if not n then
@@ -44,7 +44,6 @@ local function fence(lock, counter, named, mode)
             end
         end
     end
-    redis.call('hset', lock, token_field, t)
     return t
 end
 

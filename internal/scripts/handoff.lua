@@ -44,9 +44,10 @@ elseif redis.call('pubsub', ARGV[8], KEYS[2])[2] > 1 then
     result = 2
 else
     redis.call('hdel', KEYS[1], ARGV[1])
-    redis.call('hset', KEYS[1], ARGV[6], 1)
+    local token = fence(KEYS[3], KEYS[4], ARGV[9])
+    redis.call('hset', KEYS[1], ARGV[6], 1, token_field, token)
     redis.call('pexpire', KEYS[1], ARGV[7])
-    result = -fence(KEYS[1], KEYS[3], KEYS[4], ARGV[9])
+    result = -token
 end
 if ARGV[4] == '1' then
     redis.call('set', KEYS[5], result, 'px', ARGV[5])

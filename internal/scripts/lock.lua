@@ -18,9 +18,9 @@
 --          holder's remaining TTL in milliseconds (-1 when it has none).
 
 if redis.call('exists', KEYS[1]) == 0 then
-    redis.call('hset', KEYS[1], ARGV[2], 1)
+    local token = fence(KEYS[2], KEYS[3], ARGV[5])
+    redis.call('hset', KEYS[1], ARGV[2], 1, token_field, token)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    local token = fence(KEYS[1], KEYS[2], KEYS[3], ARGV[5])
     if ARGV[3] == '1' then
         redis.call('set', KEYS[4], 1, 'px', ARGV[4])
     end

@@ -27,9 +27,9 @@ if mode == false then
     if redis.call('exists', KEYS[1]) == 1 then
         return -2 - redis.call('pttl', KEYS[1])
     end
-    redis.call('hset', KEYS[1], 'mode', 'write', writer, 1)
+    local token = fence(KEYS[2], KEYS[3], ARGV[5])
+    redis.call('hset', KEYS[1], 'mode', 'write', writer, 1, token_field, token)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    local token = fence(KEYS[1], KEYS[2], KEYS[3], ARGV[5])
     if ARGV[3] == '1' then
         redis.call('set', KEYS[4], 1, 'px', ARGV[4])
     end
