@@ -2,6 +2,7 @@ package relock_test
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
@@ -35,16 +36,41 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
 end
 return redis.call('pttl', KEYS[1])`
 
+// javaUnlock is Redisson's release: an unlock latch
+// "redisson_unlock_latch:{name}:<request id>" (a random 32-digit hex id per
+// call) answers a retried request; it is set to 0 (still held) or 1
+// (freed) with the retry window as PX, and deleted by the client once
+// answered.
 const javaUnlock = `
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+local done = redis.call('get', KEYS[3])
+if done then
+    return tonumber(done)
+end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
 end
-if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[5])
     return 0
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[2], KEYS[2], '0')
+redis.call(ARGV[4], KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], 1, 'px', ARGV[5])
 return 1`
+
+// javaRequestID returns a fresh request id as Redisson makes them: 16
+// random bytes in hex.
+func javaRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// javaUnlockLatch returns Redisson's unlock latch key of a request.
+func javaUnlockLatch(name, request string) string {
+	return "redisson_unlock_latch:{" + name + "}:" + request
+}
 
 func newJavaLock(rdb redis.UniversalClient, name string, sharded bool) *javaLock {
 	return &javaLock{rdb: rdb, name: name, field: "7f1c9a52-9f1e-4a3e-9c1d-2b7e4c1d0a11:1",
@@ -63,12 +89,24 @@ func (j *javaLock) tryLock(ctx context.Context, lease time.Duration) (time.Durat
 	return time.Duration(v.(int64)) * time.Millisecond, nil
 }
 
-func (j *javaLock) unlock(ctx context.Context) error {
-	publish := "publish"
+func (j *javaLock) publish() string {
 	if j.sharded {
-		publish = "spublish"
+		return "spublish"
 	}
-	return j.rdb.Eval(ctx, javaUnlock, []string{j.name, j.channel}, j.field, publish).Err()
+	return "publish"
+}
+
+func (j *javaLock) unlock(ctx context.Context) error {
+	request := javaRequestID()
+	latch := javaUnlockLatch(j.name, request)
+	err := j.rdb.Eval(ctx, javaUnlock, []string{j.name, j.channel, latch}, "0", 30000, j.field, j.publish(), 10000).Err()
+	if errors.Is(err, redis.Nil) {
+		return errors.New("java unlock: not held")
+	}
+	if err != nil {
+		return err
+	}
+	return j.rdb.Del(ctx, latch).Err()
 }
 
 func (j *javaLock) subscribe(ctx context.Context) *redis.PubSub {

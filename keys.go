@@ -17,7 +17,8 @@ const (
 	// The fair lock's queue of waiting owners, and their deadlines.
 	fairQueuePrefix   = "redisson_lock_queue"
 	fairTimeoutPrefix = "redisson_lock_timeout"
-	rwChannelPrefix   = "redisson_rwlock" // read-write lock's release channel
+	fairAlivePrefix   = "relock_fair_alive" // relock's own: liveness of its fair waiters
+	rwChannelPrefix   = "redisson_rwlock"   // read-write lock's release channel
 )
 
 // Keys and channels of the synchronizers (Semaphore, PermitSemaphore,
