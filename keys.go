@@ -40,12 +40,16 @@ func permitTimeoutKey(name string) string {
 	return "{" + name + "}:timeout"
 }
 
-// latchChannel returns a countdown latch's channel:
-// "redisson_countdownlatch__channel__{name}" as Redisson names it, or the
-// prefix followed by the bare name when it has its own hash tag, so that
-// the channel always hashes to name's cluster slot.
-func latchChannel(name string) string {
-	if strings.IndexByte(name, '{') >= 0 {
+// latchChannel returns a countdown latch's channel. Redisson always names
+// it "redisson_countdownlatch__channel__{" + name + "}", and so does relock
+// on a standalone server or Sentinel. On a cluster (cluster true) a name
+// with its own hash tag, such as "{batch}:done", would give a channel of
+// another slot ("{{batch}" is its tag), which a script of the name's slot
+// cannot publish on (CROSSSLOT: Redisson cannot count such a latch down on
+// a cluster either); relock then uses the prefix followed by the bare name,
+// which hashes to the name's slot.
+func latchChannel(name string, cluster bool) string {
+	if cluster && strings.IndexByte(name, '{') >= 0 {
 		return latchChannelPrefix + name
 	}
 	return latchChannelPrefix + "{" + name + "}"
