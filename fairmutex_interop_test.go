@@ -301,6 +301,18 @@ func TestFairMutexRedissonMixedQueue(t *testing.T) {
 		if l == nil {
 			t.FailNow()
 		}
+		if c.Stats().Wakeups == 0 {
+			t.Fatal("relock was not woken by R1's release")
+		}
+		// R1's release told relock, not R3: the first message R3 hears is
+		// one published after relock was granted the lock.
+		channel := r3.java.channel + ":" + r3.java.field
+		if err := rdb.Do(ctx, r3.java.publish(), channel, "mark").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "mark" {
+			t.Fatalf("R3 heard %+v, %v before relock's release", msg, err)
+		}
 		if w, err := r3.tryLock(ctx, 30*time.Second); err != nil || w == 0 {
 			t.Fatalf("R3 tryLock over relock's hold: %v %v", w, err)
 		}

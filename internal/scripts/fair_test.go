@@ -456,3 +456,53 @@ func TestFairForceUnlock(t *testing.T) {
 	f.leave(t, "b", "0")
 	f.gone(t)
 }
+
+// TestFairRedissonScores: scores in the shared timeout set follow
+// Redisson's arithmetic. A grant lowers every remaining score by 5
+// minutes, a waiter that leaves lowers the scores behind it by 5 minutes,
+// and a relock waiter keeps at least 5 minutes per waiter ahead of it
+// plus its waiter timeout.
+func TestFairRedissonScores(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:scores")
+	score := func(o string) int64 {
+		t.Helper()
+		return int64(rdb.ZScore(ctx, f.timeouts, o).Val()) - rdb.Time(ctx).Val().UnixMilli()
+	}
+	f.lock(t, "a", 5000)
+	for _, o := range []string{"b", "c", "d"} {
+		f.lock(t, o, 5000)
+	}
+	// A Redisson waiter joins behind d: d's score plus its wait time.
+	javaScore := rdb.ZScore(ctx, f.timeouts, "d").Val() + 300000
+	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: javaScore, Member: "java"})
+	rdb.RPush(ctx, f.queue, "java")
+	if v := f.leave(t, "c", "0"); v != 1 {
+		t.Fatalf("leave = %d", v)
+	}
+	if d := score("b"); d < 309000 || d > 310000 {
+		t.Fatalf("b, ahead of the one who left, moved: %d", d)
+	}
+	if got := rdb.ZScore(ctx, f.timeouts, "java").Val(); got != javaScore-300000 {
+		t.Fatalf("java's score %v after c left, want %v", got, javaScore-300000)
+	}
+	f.unlock(t, "a")
+	if v := f.lock(t, "b", 5000); v <= 0 {
+		t.Fatalf("b = %d, want the lock", v)
+	}
+	if got := rdb.ZScore(ctx, f.timeouts, "java").Val(); got != javaScore-600000 {
+		t.Fatalf("java's score %v after b's grant, want %v", got, javaScore-600000)
+	}
+	// d refreshes: first now, it keeps at least its waiter timeout.
+	f.lock(t, "d", 5000)
+	if d := score("d"); d < 4000 {
+		t.Fatalf("d's score %dms from now after its refresh", d)
+	}
+	f.leave(t, "java", "0")
+	f.leave(t, "d", "0")
+	f.unlock(t, "b")
+	f.gone(t)
+	if rdb.Exists(ctx, f.alive).Val() != 0 {
+		t.Fatal("liveness hash left")
+	}
+}
