@@ -93,30 +93,71 @@ func TestSemaphoreRedissonInterop(t *testing.T) {
 }
 
 // javaPermits acts on a permit semaphore the way Redisson's
-// RPermitExpirableSemaphore does: permit ids are 16 raw bytes in the zset
-// {name}:timeout, scored by an expiry computed on the client's clock; a
-// release publishes the free count on redisson_sc:{name}. Written for this
-// test from that layout.
+// RPermitExpirableSemaphore does, written for this test from its source:
+// permit ids are 16 random bytes (32 hex digits in Java's API), stored raw
+// in the zset {name}:timeout and scored by an expiry on the client's clock
+// (922337203685477 for a permit without a lease). Every acquisition first
+// gives expired permits back and publishes the new free count on
+// redisson_sc:{name}; it gives the zset the permits key's TTL, if any. A
+// release publishes the new free count.
 type javaPermits struct {
 	rdb     redis.UniversalClient
 	keys    []string
 	publish string
 }
 
+// javaNoLease is Redisson's expiry of a permit without a lease.
+const javaNoLease = 922337203685477
+
+// acquire takes one permit with the given lease (negative: none); it
+// returns 1 if taken, else 0.
 func (j *javaPermits) acquire(ctx context.Context, id []byte, lease time.Duration) (int64, error) {
-	return j.rdb.Eval(ctx, `local v = redis.call('get', KEYS[1])
-if v ~= false and tonumber(v) >= 1 then
-    redis.call('decrby', KEYS[1], 1); redis.call('zadd', KEYS[2], ARGV[2], ARGV[1]); return 1 end
-return 0`, j.keys, id, time.Now().Add(lease).UnixMilli()).Int64()
+	expiry := int64(javaNoLease)
+	if lease >= 0 {
+		expiry = time.Now().Add(lease).UnixMilli()
+	}
+	v, err := j.rdb.Eval(ctx, `local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1])
+if #expired > 0 then
+    redis.call('zrem', KEYS[2], unpack(expired))
+    local value = redis.call('incrby', KEYS[1], #expired)
+    if tonumber(value) > 0 then redis.call(ARGV[5], KEYS[3], value) end
+end
+local value = redis.call('get', KEYS[1])
+if value ~= false and tonumber(value) >= tonumber(ARGV[1]) then
+    redis.call('decrby', KEYS[1], ARGV[1])
+    for i = 6, #ARGV do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]) end
+    local ttl = redis.call('pttl', KEYS[1])
+    if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end
+    return 'OK'
+end
+local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+if first[1] ~= nil and first[2] ~= ARGV[4] then return ':' .. tostring(first[2]) end
+return nil`, j.keys, 1, expiry, time.Now().UnixMilli(), javaNoLease, j.publish, id).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if v == "OK" {
+		return 1, nil
+	}
+	return 0, nil
 }
 
+// release gives back the permit of a hex id: 1 if it was held and had not
+// expired, else 0.
 func (j *javaPermits) release(ctx context.Context, hexID string) (int64, error) {
 	id, err := hex.DecodeString(hexID)
 	if err != nil {
 		return 0, err
 	}
-	return j.rdb.Eval(ctx, `if redis.call('zrem', KEYS[2], ARGV[1]) == 0 then return 0 end
-local v = redis.call('incrby', KEYS[1], 1); redis.call(ARGV[2], KEYS[3], v); return 1`, j.keys, id, j.publish).Int64()
+	return j.rdb.Eval(ctx, `local expiry = redis.call('zscore', KEYS[2], ARGV[1])
+if redis.call('zrem', KEYS[2], ARGV[1]) ~= 1 then return 0 end
+local value = redis.call('incrby', KEYS[1], 1)
+redis.call(ARGV[3], KEYS[3], value)
+if tonumber(expiry) <= tonumber(ARGV[2]) then return 0 end
+return 1`, j.keys, id, time.Now().UnixMilli(), j.publish).Int64()
 }
 
 func TestPermitSemaphoreRedissonInterop(t *testing.T) {
@@ -154,6 +195,33 @@ func TestPermitSemaphoreRedissonInterop(t *testing.T) {
 		}
 		if c.Stats().Wakeups == 0 {
 			t.Fatal("relock was not woken by Java's release message")
+		}
+		// A Java permit without a lease: relock waits for the release
+		// message alone, and is woken by it.
+		javaID2 := []byte("fedcba9876543210")
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := java.acquire(ctx, javaID2, -1); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		go func() {
+			p, err := ps.Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- p
+		}()
+		eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
+		wakes := c.Stats().Wakeups
+		if v, err := java.release(ctx, hex.EncodeToString(javaID2)); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		if p = <-got; p == nil {
+			t.FailNow()
+		}
+		if c.Stats().Wakeups == wakes {
+			t.Fatal("relock was not woken by Java's release of a permit without a lease")
 		}
 		// Java releases relock's permit by its id; the Permit learns of it.
 		if v, err := java.release(ctx, p.ID()); v != 1 || err != nil {
