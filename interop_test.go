@@ -192,3 +192,97 @@ func scriptSHA(file string) string {
 	sum := sha1.Sum(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// javaFencedLock is Redisson's RFencedLock acquisition, written for this
+// test from its source: the RLock hash and, on every acquisition
+// (re-entries included), INCR of redisson_lock_token:{name}; KEYS lock,
+// token; ARGV lease ms, lock name. It replies {-1, token} when acquired,
+// else {PTTL, -1}. Its release is RLock's.
+const javaFencedLock = `
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    local token = redis.call('incr', KEYS[2])
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {-1, token}
+end
+return {redis.call('pttl', KEYS[1]), -1}`
+
+// fencedLock runs javaFencedLock: the token when acquired, else 0 and the
+// holder's TTL.
+func (j *javaLock) fencedLock(ctx context.Context, lease time.Duration) (int64, time.Duration, error) {
+	v, err := j.rdb.Eval(ctx, javaFencedLock, []string{j.name, "redisson_lock_token:{" + j.name + "}"}, lease.Milliseconds(), j.field).Int64Slice()
+	if err != nil {
+		return 0, 0, err
+	}
+	if v[0] == -1 {
+		return v[1], 0, nil
+	}
+	return 0, time.Duration(v[0]) * time.Millisecond, nil
+}
+
+// TestRedissonFencedLockInterop: a Redisson RFencedLock holder excludes a
+// relock Mutex and its release wakes relock's waiter; a relock holder
+// excludes RFencedLock, whose waiter hears relock's release.
+func TestRedissonFencedLockInterop(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		rdb := top.rdb(t)
+		c := top.newClient(t)
+		name := lockName(t)
+		m := c.Mutex(name)
+		java := newJavaLock(rdb, name, top.name == "cluster")
+		ctx := ctxTimeout(t, 10*time.Second)
+
+		first, ttl, err := java.fencedLock(ctx, 30*time.Second)
+		if err != nil || first <= 0 || ttl != 0 {
+			t.Fatalf("java lockAndGetToken: %v %v %v", first, ttl, err)
+		}
+		if again, _, err := java.fencedLock(ctx, 30*time.Second); err != nil || again != first+1 {
+			t.Fatalf("java re-entry token %v after %v, %v: want the next", again, first, err)
+		}
+		if _, err := m.TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
+			t.Fatalf("relock TryLock over a Java hold: %v", err)
+		}
+		got := make(chan *relock.Lease, 1)
+		go func() {
+			l, err := m.Lock(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 && subscribers(t, top, name) == 1 })
+		for range 2 {
+			if err := java.unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := <-got
+		if l == nil {
+			t.FailNow()
+		}
+		if c.Stats().Wakeups == 0 {
+			t.Fatal("relock was not woken by Java's release message")
+		}
+
+		if _, ttl, err := java.fencedLock(ctx, 30*time.Second); err != nil || ttl <= 0 {
+			t.Fatalf("java lockAndGetToken over a relock hold: ttl %v, %v", ttl, err)
+		}
+		ps := java.subscribe(ctx)
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "0" || msg.Channel != java.channel {
+			t.Fatalf("java heard %+v, %v", msg, err)
+		}
+		if tok, _, err := java.fencedLock(ctx, 30*time.Second); err != nil || tok <= first+1 {
+			t.Fatalf("java lockAndGetToken after relock's release: %v, %v", tok, err)
+		}
+		if err := java.unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
