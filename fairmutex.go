@@ -19,17 +19,16 @@ import (
 //
 // A waiter keeps its place by refreshing its queue entry every third of
 // the waiter timeout (see WithWaiterTimeout). A waiter whose process died
-// stops refreshing; once its entry's deadline passes, the next call on the
-// lock removes it and the waiter after it moves up. Deadlines are the
+// stops refreshing; once its liveness deadline passes, the next call on
+// the lock removes it and the waiter after it moves up. Deadlines are the
 // server's clock. A waiter that gives up leaves the queue before its Lock
-// call returns. The queue keys are deleted when the last waiter leaves,
-// and expire on their own if every waiter dies.
+// call returns. The queue keys are deleted when the last waiter leaves;
+// they never get a TTL, since Redisson's waiters share them.
 //
-// With Redisson clients on the same name: when a Redisson thread takes the
-// lock, Redisson lowers the deadline of every queued waiter by its thread
-// wait time (5 minutes by default), which can put a relock waiter's
-// deadline in the past; that waiter loses its place and queues again at
-// the end at its next refresh. Mutual exclusion is never affected.
+// With Redisson clients on the same name, one queue serves both in
+// arrival order: relock keeps Redisson's scores in the shared timeout set
+// (see docs/design.md), so that Redisson's arithmetic on them never drops
+// a live relock waiter while Redisson's default wait time is in use.
 //
 // A FairMutex is a cheap handle, safe for concurrent use; its zero value
 // is not usable: make it with Client.FairMutex.
@@ -43,9 +42,11 @@ type FairMutex struct {
 	waiterTimeout time.Duration
 	argWaiter     any // waiterTimeout in ms, boxed
 
-	// KEYS shared by the calls of one-shot owners, whose last key (a
-	// request or release marker for reentrant owners) is unused.
+	// KEYS shared by the calls of one-shot owners, whose next to last key
+	// (a request or release marker for reentrant owners) is unused; the
+	// last is aliveKey.
 	lockKeys, unlockKeys, leaveKeys []string
+	aliveKey                        string // liveness of relock's waiters
 }
 
 // DefaultWaiterTimeout is the waiter timeout of a FairMutex made without
@@ -98,9 +99,10 @@ func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
 	counter, named := c.tokenKeys(name)
 	m.group = slot(name)
 	base := []string{name, companion(fairQueuePrefix, name), companion(fairTimeoutPrefix, name), m.channel}
-	m.lockKeys = append(base[:4:4], counter, named, name)
+	m.aliveKey = companion(fairAlivePrefix, name)
+	m.lockKeys = append(base[:4:4], counter, named, name, m.aliveKey)
 	m.unlockKeys = m.lockKeys
-	m.leaveKeys = append(base[:4:4], name)
+	m.leaveKeys = append(base[:4:4], name, m.aliveKey)
 	return m
 }
 
@@ -161,7 +163,7 @@ func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.FairForceUnlock.Run(ctx, m.c.rdb, m.leaveKeys[:4], msgUnlock, m.c.publish).Int64()
+	n, err := scripts.FairForceUnlock.Run(ctx, m.c.rdb, append(m.leaveKeys[:4:4], m.aliveKey), msgUnlock, m.c.publish).Int64()
 	if err != nil {
 		return false, opError("force unlock", m.name, err)
 	}
@@ -226,7 +228,7 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	if a.reentrant {
 		flag = argOne
 		marker := suffixed(requestPrefix, m.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
-		a.keys = append(m.lockKeys[:6:6], marker)
+		a.keys = append(m.lockKeys[:6:6], marker, m.aliveKey)
 	}
 	a.args = []any{lease, a.owner, flag, m.c.argMarkerTTL, waiter, argMsgUnlock, m.c.argPublish, m.c.argFencing}
 
@@ -274,7 +276,7 @@ func (m *FairMutex) newLease(owner string, reentrant bool, token uint64) *Lease 
 func (m *FairMutex) leave(ctx context.Context, a *fairAcquire, mode any) {
 	keys := m.leaveKeys
 	if a.reentrant {
-		keys = append(m.leaveKeys[:4:4], a.keys[6])
+		keys = append(m.leaveKeys[:4:4], a.keys[6], m.aliveKey)
 	}
 	err := scripts.FairLeave.Run(ctx, m.c.rdb, keys, a.owner, msgUnlock, m.c.publish, mode).Err()
 	if err != nil {
@@ -289,7 +291,7 @@ func (m *FairMutex) leave(ctx context.Context, a *fairAcquire, mode any) {
 func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	keys, flag := m.unlockKeys, argZero
 	if l.reentrant {
-		keys, flag = append(m.unlockKeys[:6:6], suffixed(unlockLatchPrefix, m.name, l.request)), argOne
+		keys, flag = append(m.unlockKeys[:6:6], suffixed(unlockLatchPrefix, m.name, l.request), m.aliveKey), argOne
 	}
 	args := []any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing}
 	// A lock handed over in the release script would skip the waiter's

@@ -2,6 +2,8 @@ package relock_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
@@ -32,16 +34,41 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
 end
 return redis.call('pttl', KEYS[1])`
 
+// javaUnlock is Redisson's release: an unlock latch
+// "redisson_unlock_latch:{name}:<request id>" (a random 32-digit hex id per
+// call) answers a retried request; it is set to 0 (still held) or 1
+// (freed) with the retry window as PX, and deleted by the client once
+// answered.
 const javaUnlock = `
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+local done = redis.call('get', KEYS[3])
+if done then
+    return tonumber(done)
+end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
 end
-if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[5])
     return 0
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[2], KEYS[2], '0')
+redis.call(ARGV[4], KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], 1, 'px', ARGV[5])
 return 1`
+
+// javaRequestID returns a fresh request id as Redisson makes them: 16
+// random bytes in hex.
+func javaRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// javaUnlockLatch returns Redisson's unlock latch key of a request.
+func javaUnlockLatch(name, request string) string {
+	return "redisson_unlock_latch:{" + name + "}:" + request
+}
 
 func newJavaLock(rdb redis.UniversalClient, name string, sharded bool) *javaLock {
 	return &javaLock{rdb: rdb, name: name, field: "7f1c9a52-9f1e-4a3e-9c1d-2b7e4c1d0a11:1",
@@ -60,12 +87,24 @@ func (j *javaLock) tryLock(ctx context.Context, lease time.Duration) (time.Durat
 	return time.Duration(v.(int64)) * time.Millisecond, nil
 }
 
-func (j *javaLock) unlock(ctx context.Context) error {
-	publish := "publish"
+func (j *javaLock) publish() string {
 	if j.sharded {
-		publish = "spublish"
+		return "spublish"
 	}
-	return j.rdb.Eval(ctx, javaUnlock, []string{j.name, j.channel}, j.field, publish).Err()
+	return "publish"
+}
+
+func (j *javaLock) unlock(ctx context.Context) error {
+	request := javaRequestID()
+	latch := javaUnlockLatch(j.name, request)
+	err := j.rdb.Eval(ctx, javaUnlock, []string{j.name, j.channel, latch}, "0", 30000, j.field, j.publish(), 10000).Err()
+	if errors.Is(err, redis.Nil) {
+		return errors.New("java unlock: not held")
+	}
+	if err != nil {
+		return err
+	}
+	return j.rdb.Del(ctx, latch).Err()
 }
 
 func (j *javaLock) subscribe(ctx context.Context) *redis.PubSub {
@@ -135,6 +174,100 @@ func TestRedissonInterop(t *testing.T) {
 		}
 		if locked, _ := m.IsLocked(ctx); !locked {
 			t.Fatal("Java's hold not seen")
+		}
+		if err := java.unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// javaFencedLock is Redisson's RFencedLock acquisition, written for this
+// test from its source: the RLock hash and, on every acquisition
+// (re-entries included), INCR of redisson_lock_token:{name}; KEYS lock,
+// token; ARGV lease ms, lock name. It replies {-1, token} when acquired,
+// else {PTTL, -1}. Its release is RLock's.
+const javaFencedLock = `
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    local token = redis.call('incr', KEYS[2])
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {-1, token}
+end
+return {redis.call('pttl', KEYS[1]), -1}`
+
+// fencedLock runs javaFencedLock: the token when acquired, else 0 and the
+// holder's TTL.
+func (j *javaLock) fencedLock(ctx context.Context, lease time.Duration) (int64, time.Duration, error) {
+	v, err := j.rdb.Eval(ctx, javaFencedLock, []string{j.name, "redisson_lock_token:{" + j.name + "}"}, lease.Milliseconds(), j.field).Int64Slice()
+	if err != nil {
+		return 0, 0, err
+	}
+	if v[0] == -1 {
+		return v[1], 0, nil
+	}
+	return 0, time.Duration(v[0]) * time.Millisecond, nil
+}
+
+// TestRedissonFencedLockInterop: a Redisson RFencedLock holder excludes a
+// relock Mutex and its release wakes relock's waiter; a relock holder
+// excludes RFencedLock, whose waiter hears relock's release.
+func TestRedissonFencedLockInterop(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		rdb := top.rdb(t)
+		c := top.newClient(t)
+		name := lockName(t)
+		m := c.Mutex(name)
+		java := newJavaLock(rdb, name, top.name == "cluster")
+		ctx := ctxTimeout(t, 10*time.Second)
+
+		first, ttl, err := java.fencedLock(ctx, 30*time.Second)
+		if err != nil || first <= 0 || ttl != 0 {
+			t.Fatalf("java lockAndGetToken: %v %v %v", first, ttl, err)
+		}
+		if again, _, err := java.fencedLock(ctx, 30*time.Second); err != nil || again != first+1 {
+			t.Fatalf("java re-entry token %v after %v, %v: want the next", again, first, err)
+		}
+		if _, err := m.TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
+			t.Fatalf("relock TryLock over a Java hold: %v", err)
+		}
+		got := make(chan *relock.Lease, 1)
+		go func() {
+			l, err := m.Lock(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 && subscribers(t, top, name) == 1 })
+		for range 2 {
+			if err := java.unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := <-got
+		if l == nil {
+			t.FailNow()
+		}
+		if c.Stats().Wakeups == 0 {
+			t.Fatal("relock was not woken by Java's release message")
+		}
+
+		if _, ttl, err := java.fencedLock(ctx, 30*time.Second); err != nil || ttl <= 0 {
+			t.Fatalf("java lockAndGetToken over a relock hold: ttl %v, %v", ttl, err)
+		}
+		ps := java.subscribe(ctx)
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "0" || msg.Channel != java.channel {
+			t.Fatalf("java heard %+v, %v", msg, err)
+		}
+		if tok, _, err := java.fencedLock(ctx, 30*time.Second); err != nil || tok <= first+1 {
+			t.Fatalf("java lockAndGetToken after relock's release: %v, %v", tok, err)
 		}
 		if err := java.unlock(ctx); err != nil {
 			t.Fatal(err)

@@ -23,7 +23,8 @@ const (
 	// The fair lock's queue of waiting owners, and their deadlines.
 	fairQueuePrefix   = "redisson_lock_queue"
 	fairTimeoutPrefix = "redisson_lock_timeout"
-	rwChannelPrefix   = "redisson_rwlock" // read-write lock's release channel
+	fairAlivePrefix   = "relock_fair_alive" // relock's own: liveness of its fair waiters
+	rwChannelPrefix   = "redisson_rwlock"   // read-write lock's release channel
 )
 
 // Keys and channels of the synchronizers (Semaphore, PermitSemaphore,
@@ -45,12 +46,16 @@ func permitTimeoutKey(name string) string {
 	return "{" + name + "}:timeout"
 }
 
-// latchChannel returns a countdown latch's channel:
-// "redisson_countdownlatch__channel__{name}" as Redisson names it, or the
-// prefix followed by the bare name when it has its own hash tag, so that
-// the channel always hashes to name's cluster slot.
-func latchChannel(name string) string {
-	if strings.IndexByte(name, '{') >= 0 {
+// latchChannel returns a countdown latch's channel. Redisson always names
+// it "redisson_countdownlatch__channel__{" + name + "}", and so does relock
+// on a standalone server or Sentinel. On a cluster (cluster true) a name
+// with its own hash tag, such as "{batch}:done", would give a channel of
+// another slot ("{{batch}" is its tag), which a script of the name's slot
+// cannot publish on (CROSSSLOT: Redisson cannot count such a latch down on
+// a cluster either); relock then uses the prefix followed by the bare name,
+// which hashes to the name's slot.
+func latchChannel(name string, cluster bool) string {
+	if cluster && strings.IndexByte(name, '{') >= 0 {
 		return latchChannelPrefix + name
 	}
 	return latchChannelPrefix + "{" + name + "}"

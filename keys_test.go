@@ -73,3 +73,27 @@ func FuzzCheckName(f *testing.F) {
 		}
 	})
 }
+
+// TestLatchChannel: Redisson's channel, braces around the whole name,
+// except for a name with its own hash tag on a cluster, where only a
+// channel of the name's slot can be published by a script.
+func TestLatchChannel(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		cluster bool
+		want    string
+	}{
+		{"job", false, "redisson_countdownlatch__channel__{job}"},
+		{"job", true, "redisson_countdownlatch__channel__{job}"},
+		{"{batch}:done", false, "redisson_countdownlatch__channel__{{batch}:done}"},
+		{"{batch}:done", true, "redisson_countdownlatch__channel__{batch}:done"},
+	} {
+		got := latchChannel(c.name, c.cluster)
+		if got != c.want {
+			t.Errorf("latchChannel(%q, %v) = %q, want %q", c.name, c.cluster, got, c.want)
+		}
+		if c.cluster && slot(got) != slot(c.name) {
+			t.Errorf("cluster channel %q is not in %q's slot", got, c.name)
+		}
+	}
+}

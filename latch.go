@@ -21,7 +21,10 @@ const msgLatchZero = "0"
 // when the count reaches zero, and the channel
 // "redisson_countdownlatch__channel__{name}", which carries "0" when the
 // count reaches zero and "1" when a count is set. Java services using
-// Redisson share it with Go services.
+// Redisson share it with Go services. On a cluster, a name with its own
+// hash tag ("{batch}:done") uses the channel
+// "redisson_countdownlatch__channel__{batch}:done" instead, the only one a
+// script of the name's slot can publish on (see docs/design.md).
 //
 // Await returns once the count is zero; every awaiter of every process is
 // released by the message published when it gets there. Once at zero, the
@@ -47,7 +50,7 @@ func (c *Client) CountDownLatch(name string) *CountDownLatch {
 	if l.err = checkName(name); l.err != nil {
 		return l
 	}
-	l.channel = latchChannel(name)
+	l.channel = latchChannel(name, c.cluster)
 	l.req = newRequests(c, latchRequestPrefix, name)
 	return l
 }

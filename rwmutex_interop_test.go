@@ -43,9 +43,21 @@ if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]
 end
 return redis.call('pttl', KEYS[1])`
 
+// javaReadUnlock: KEYS lock, channel, the thread's hold key prefix, the
+// hold key base "{name}", unlock latch; ARGV message, thread's lock name,
+// publish command, latch PX.
 const javaReadUnlock = `
+local done = redis.call('get', KEYS[5])
+if done then
+    return tonumber(done)
+end
 local mode = redis.call('hget', KEYS[1], 'mode')
-if mode == false or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+if mode == false then
+    redis.call(ARGV[3], KEYS[2], ARGV[1])
+    redis.call('set', KEYS[5], 1, 'px', ARGV[4])
+    return nil
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return nil
 end
 local c = redis.call('hincrby', KEYS[1], ARGV[2], -1)
@@ -65,15 +77,39 @@ if redis.call('hlen', KEYS[1]) > 1 then
     end
     if remain > 0 then
         redis.call('pexpire', KEYS[1], remain)
+        redis.call('set', KEYS[5], 0, 'px', ARGV[4])
         return 0
     end
     if mode == 'write' then
+        redis.call('set', KEYS[5], 0, 'px', ARGV[4])
         return 0
     end
 end
 redis.call('del', KEYS[1])
 redis.call(ARGV[3], KEYS[2], ARGV[1])
+redis.call('set', KEYS[5], 1, 'px', ARGV[4])
 return 1`
+
+// javaReadRenew is a Redisson reader's watchdog for one name: KEYS lock,
+// hold key base "{name}"; ARGV lease ms, then the lock names of this
+// client's reading threads. It extends those threads' hold keys only, and
+// the hash.
+const javaReadRenew = `
+local alive = false
+for k = 2, #ARGV do
+    local n = redis.call('hget', KEYS[1], ARGV[k])
+    if n then
+        alive = true
+        for i = tonumber(n), 1, -1 do
+            redis.call('pexpire', KEYS[2] .. ':' .. ARGV[k] .. ':rwlock_timeout:' .. i, ARGV[1])
+        end
+    end
+end
+if alive then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return 1
+end
+return 0`
 
 const javaWriteLock = `
 local mode = redis.call('hget', KEYS[1], 'mode')
@@ -90,12 +126,25 @@ if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
 end
 return redis.call('pttl', KEYS[1])`
 
+// javaWriteUnlock: KEYS lock, channel, unlock latch; ARGV message, lease
+// ms, the writer's lock name, publish command, latch PX.
 const javaWriteUnlock = `
-if redis.call('hget', KEYS[1], 'mode') ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+local done = redis.call('get', KEYS[3])
+if done then
+    return tonumber(done)
+end
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+    redis.call(ARGV[4], KEYS[2], ARGV[1])
+    redis.call('set', KEYS[3], 1, 'px', ARGV[5])
+    return nil
+end
+if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
 end
 if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[5])
     return 0
 end
 redis.call('hdel', KEYS[1], ARGV[3])
@@ -105,6 +154,7 @@ if redis.call('hlen', KEYS[1]) == 1 then
 else
     redis.call('hset', KEYS[1], 'mode', 'read')
 end
+redis.call('set', KEYS[3], 1, 'px', ARGV[5])
 return 1`
 
 func newJavaRW(rdb redis.UniversalClient, name string, sharded bool) *javaRW {
@@ -136,8 +186,18 @@ func (j *javaRW) readLock(ctx context.Context, lease time.Duration) (time.Durati
 }
 
 func (j *javaRW) readUnlock(ctx context.Context) error {
-	return j.rdb.Eval(ctx, javaReadUnlock, []string{j.name, j.channel, "{" + j.name + "}:" + j.field + ":rwlock_timeout", "{" + j.name + "}"},
-		"0", j.field, j.publish()).Err()
+	latch := javaUnlockLatch(j.name, javaRequestID())
+	err := j.rdb.Eval(ctx, javaReadUnlock, []string{j.name, j.channel, "{" + j.name + "}:" + j.field + ":rwlock_timeout", "{" + j.name + "}", latch},
+		"0", j.field, j.publish(), 10000).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	return j.rdb.Del(ctx, latch).Err()
+}
+
+// renewReader runs the Java reader's watchdog once.
+func (j *javaRW) renewReader(ctx context.Context, lease time.Duration) (int64, error) {
+	return j.rdb.Eval(ctx, javaReadRenew, []string{j.name, "{" + j.name + "}"}, lease.Milliseconds(), j.field).Int64()
 }
 
 func (j *javaRW) writeLock(ctx context.Context, lease time.Duration) (time.Duration, error) {
@@ -145,7 +205,12 @@ func (j *javaRW) writeLock(ctx context.Context, lease time.Duration) (time.Durat
 }
 
 func (j *javaRW) writeUnlock(ctx context.Context) error {
-	return j.rdb.Eval(ctx, javaWriteUnlock, []string{j.name, j.channel}, "1", 30000, j.field+":write", j.publish()).Err()
+	latch := javaUnlockLatch(j.name, javaRequestID())
+	err := j.rdb.Eval(ctx, javaWriteUnlock, []string{j.name, j.channel, latch}, "1", 30000, j.field+":write", j.publish(), 10000).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	return j.rdb.Del(ctx, latch).Err()
 }
 
 func (j *javaRW) subscribe(ctx context.Context) *redis.PubSub {
@@ -190,6 +255,16 @@ func TestRWMutexRedissonInterop(t *testing.T) {
 		}
 		if _, err := rw.TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
 			t.Fatalf("relock TryLock over a Java reader: %v", err)
+		}
+		// Java's reader watchdog extends its own hold keys only.
+		if n, err := java.renewReader(ctx, 2*relock.DefaultWatchdogTimeout); n != 1 || err != nil {
+			t.Fatalf("java renew: %v %v", n, err)
+		}
+		for _, f := range fields {
+			ttl := rdb.PTTL(ctx, rwHoldKey(name, f, 1)).Val()
+			if mine := f == java.field; mine != (ttl > relock.DefaultWatchdogTimeout) {
+				t.Fatalf("hold key of %s after Java's renewal: TTL %v", f, ttl)
+			}
 		}
 		// relock's read release keeps the lock for the Java reader.
 		rwUnlockAll(t, ctx, rl)

@@ -30,6 +30,27 @@ func TestSentinel(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A latch name with its own hash tag uses Redisson's channel, braces
+	// around the whole name, where Redisson runs: a Redisson awaiter hears
+	// relock's messages.
+	latch := "{" + name + "}:done"
+	ps := closeLater(t, s.FailoverClient()).Subscribe(ctx, "redisson_countdownlatch__channel__{"+latch+"}")
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c.CountDownLatch(latch).TrySetCount(ctx, 1); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if err := other.CountDownLatch(latch).CountDown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1", "0"} {
+		if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != want {
+			t.Fatalf("Redisson's channel carried %v, %v; want %q", msg, err, want)
+		}
+	}
+
 	old, err := s.CurrentMaster(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,30 +93,71 @@ func TestSemaphoreRedissonInterop(t *testing.T) {
 }
 
 // javaPermits acts on a permit semaphore the way Redisson's
-// RPermitExpirableSemaphore does: permit ids are 16 raw bytes in the zset
-// {name}:timeout, scored by an expiry computed on the client's clock; a
-// release publishes the free count on redisson_sc:{name}. Written for this
-// test from that layout.
+// RPermitExpirableSemaphore does, written for this test from its source:
+// permit ids are 16 random bytes (32 hex digits in Java's API), stored raw
+// in the zset {name}:timeout and scored by an expiry on the client's clock
+// (922337203685477 for a permit without a lease). Every acquisition first
+// gives expired permits back and publishes the new free count on
+// redisson_sc:{name}; it gives the zset the permits key's TTL, if any. A
+// release publishes the new free count.
 type javaPermits struct {
 	rdb     redis.UniversalClient
 	keys    []string
 	publish string
 }
 
+// javaNoLease is Redisson's expiry of a permit without a lease.
+const javaNoLease = 922337203685477
+
+// acquire takes one permit with the given lease (negative: none); it
+// returns 1 if taken, else 0.
 func (j *javaPermits) acquire(ctx context.Context, id []byte, lease time.Duration) (int64, error) {
-	return j.rdb.Eval(ctx, `local v = redis.call('get', KEYS[1])
-if v ~= false and tonumber(v) >= 1 then
-    redis.call('decrby', KEYS[1], 1); redis.call('zadd', KEYS[2], ARGV[2], ARGV[1]); return 1 end
-return 0`, j.keys, id, time.Now().Add(lease).UnixMilli()).Int64()
+	expiry := int64(javaNoLease)
+	if lease >= 0 {
+		expiry = time.Now().Add(lease).UnixMilli()
+	}
+	v, err := j.rdb.Eval(ctx, `local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1])
+if #expired > 0 then
+    redis.call('zrem', KEYS[2], unpack(expired))
+    local value = redis.call('incrby', KEYS[1], #expired)
+    if tonumber(value) > 0 then redis.call(ARGV[5], KEYS[3], value) end
+end
+local value = redis.call('get', KEYS[1])
+if value ~= false and tonumber(value) >= tonumber(ARGV[1]) then
+    redis.call('decrby', KEYS[1], ARGV[1])
+    for i = 6, #ARGV do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]) end
+    local ttl = redis.call('pttl', KEYS[1])
+    if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end
+    return 'OK'
+end
+local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+if first[1] ~= nil and first[2] ~= ARGV[4] then return ':' .. tostring(first[2]) end
+return nil`, j.keys, 1, expiry, time.Now().UnixMilli(), javaNoLease, j.publish, id).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if v == "OK" {
+		return 1, nil
+	}
+	return 0, nil
 }
 
+// release gives back the permit of a hex id: 1 if it was held and had not
+// expired, else 0.
 func (j *javaPermits) release(ctx context.Context, hexID string) (int64, error) {
 	id, err := hex.DecodeString(hexID)
 	if err != nil {
 		return 0, err
 	}
-	return j.rdb.Eval(ctx, `if redis.call('zrem', KEYS[2], ARGV[1]) == 0 then return 0 end
-local v = redis.call('incrby', KEYS[1], 1); redis.call(ARGV[2], KEYS[3], v); return 1`, j.keys, id, j.publish).Int64()
+	return j.rdb.Eval(ctx, `local expiry = redis.call('zscore', KEYS[2], ARGV[1])
+if redis.call('zrem', KEYS[2], ARGV[1]) ~= 1 then return 0 end
+local value = redis.call('incrby', KEYS[1], 1)
+redis.call(ARGV[3], KEYS[3], value)
+if tonumber(expiry) <= tonumber(ARGV[2]) then return 0 end
+return 1`, j.keys, id, time.Now().UnixMilli(), j.publish).Int64()
 }
 
 func TestPermitSemaphoreRedissonInterop(t *testing.T) {
@@ -154,6 +196,33 @@ func TestPermitSemaphoreRedissonInterop(t *testing.T) {
 		if c.Stats().Wakeups == 0 {
 			t.Fatal("relock was not woken by Java's release message")
 		}
+		// A Java permit without a lease: relock waits for the release
+		// message alone, and is woken by it.
+		javaID2 := []byte("fedcba9876543210")
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := java.acquire(ctx, javaID2, -1); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		go func() {
+			p, err := ps.Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- p
+		}()
+		eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
+		wakes := c.Stats().Wakeups
+		if v, err := java.release(ctx, hex.EncodeToString(javaID2)); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		if p = <-got; p == nil {
+			t.FailNow()
+		}
+		if c.Stats().Wakeups == wakes {
+			t.Fatal("relock was not woken by Java's release of a permit without a lease")
+		}
 		// Java releases relock's permit by its id; the Permit learns of it.
 		if v, err := java.release(ctx, p.ID()); v != 1 || err != nil {
 			t.Fatalf("Java release of relock's permit %s: %v %v", p.ID(), v, err)
@@ -183,66 +252,98 @@ func TestPermitSemaphoreRedissonInterop(t *testing.T) {
 
 // TestLatchRedissonInterop acts as Redisson's RCountDownLatch does: the
 // count in a string, deleted at zero, "0" published on
-// redisson_countdownlatch__channel__{name} at zero and "1" for a new count.
+// "redisson_countdownlatch__channel__{" + name + "}" at zero and "1" for a
+// new count, also for a name with its own hash tag ("{batch}:done", whose
+// channel is "redisson_countdownlatch__channel__{{batch}:done}"). On a
+// cluster Redisson cannot use such a name: its script's channel key hashes
+// to another slot (CROSSSLOT).
 func TestLatchRedissonInterop(t *testing.T) {
 	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		c := top.newClient(t)
-		name := lockName(t)
-		keys := []string{name, "redisson_countdownlatch__channel__{" + name + "}"}
-		publish := javaPublish(top)
-		ctx := ctxTimeout(t, 10*time.Second)
-		javaTrySet := func(n int) int64 {
-			v, err := rdb.Eval(ctx, `if redis.call('exists', KEYS[1]) == 0 then
-    redis.call('set', KEYS[1], ARGV[2]); redis.call(ARGV[3], KEYS[2], ARGV[1]); return 1 end
-return 0`, keys, "1", n, publish).Int64()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v
+		base := lockName(t)
+		for _, name := range []string{base, "{" + base + "}:done"} {
+			t.Run(strings.ReplaceAll(name, "{", "("), func(t *testing.T) { latchRedissonInterop(t, top, name) })
 		}
-		javaCountDown := func() {
-			err := rdb.Eval(ctx, `local v = redis.call('decr', KEYS[1])
-if v <= 0 then redis.call('del', KEYS[1]) end
-if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end
-return v`, keys, "0", publish).Err()
-			if err != nil {
-				t.Fatal(err)
-			}
+	})
+}
+
+func latchRedissonInterop(t *testing.T, top topology, name string) {
+	rdb := top.rdb(t)
+	c := top.newClient(t)
+	keys := []string{name, "redisson_countdownlatch__channel__{" + name + "}"}
+	publish := javaPublish(top)
+	ctx := ctxTimeout(t, 10*time.Second)
+	if top.name == "cluster" && strings.HasPrefix(name, "{") {
+		err := rdb.Eval(ctx, "return redis.call('exists', KEYS[1])", keys).Err()
+		if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+			t.Fatalf("Redisson's latch keys of %q on a cluster: %v, want CROSSSLOT", name, err)
 		}
-		// Java sets and opens the latch; relock's awaiter hears it.
-		if javaTrySet(1) != 1 {
-			t.Fatal("java trySetCount failed")
-		}
+		// relock's own latch of that name works there, on a channel of
+		// the name's slot.
 		l := c.CountDownLatch(name)
-		if n, err := l.Count(ctx); n != 1 || err != nil {
-			t.Fatalf("Count of Java's latch = %d, %v", n, err)
+		if ok, err := l.TrySetCount(ctx, 1); !ok || err != nil {
+			t.Fatal(ok, err)
 		}
 		done := make(chan error, 1)
 		go func() { done <- l.Await(ctx) }()
 		eventually(t, 5*time.Second, "relock to await", func() bool { return c.Stats().Asleep == 1 })
-		javaCountDown()
-		if err := <-done; err != nil {
+		if err := top.newClient(t).CountDownLatch(name).CountDown(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if c.Stats().Wakeups == 0 {
-			t.Fatal("relock was not woken by Java's zero message")
+		if err := <-done; err != nil || c.Stats().Wakeups == 0 {
+			t.Fatalf("await: %v, woken %d times", err, c.Stats().Wakeups)
 		}
-		// relock sets and opens it; Java hears "1", then "0".
-		ps := subscribe(ctx, t, top, rdb, keys[1])
-		if ok, err := l.TrySetCount(ctx, 1); !ok || err != nil {
-			t.Fatal(ok, err)
-		}
-		if javaTrySet(7) != 0 {
-			t.Fatal("java trySetCount over relock's count succeeded")
-		}
-		if err := l.CountDown(ctx); err != nil {
+		return
+	}
+	javaTrySet := func(n int) int64 {
+		v, err := rdb.Eval(ctx, `if redis.call('exists', KEYS[1]) == 0 then
+    redis.call('set', KEYS[1], ARGV[2]); redis.call(ARGV[3], KEYS[2], ARGV[1]); return 1 end
+return 0`, keys, "1", n, publish).Int64()
+		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"1", "0"} {
-			if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != want {
-				t.Fatalf("Java heard %v, %v; want %q", msg, err, want)
-			}
+		return v
+	}
+	javaCountDown := func() {
+		err := rdb.Eval(ctx, `local v = redis.call('decr', KEYS[1])
+if v <= 0 then redis.call('del', KEYS[1]) end
+if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end
+return v`, keys, "0", publish).Err()
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+	}
+	// Java sets and opens the latch; relock's awaiter hears it.
+	if javaTrySet(1) != 1 {
+		t.Fatal("java trySetCount failed")
+	}
+	l := c.CountDownLatch(name)
+	if n, err := l.Count(ctx); n != 1 || err != nil {
+		t.Fatalf("Count of Java's latch = %d, %v", n, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Await(ctx) }()
+	eventually(t, 5*time.Second, "relock to await", func() bool { return c.Stats().Asleep == 1 })
+	javaCountDown()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if c.Stats().Wakeups == 0 {
+		t.Fatal("relock was not woken by Java's zero message")
+	}
+	// relock sets and opens it; Java hears "1", then "0".
+	ps := subscribe(ctx, t, top, rdb, keys[1])
+	if ok, err := l.TrySetCount(ctx, 1); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if javaTrySet(7) != 0 {
+		t.Fatal("java trySetCount over relock's count succeeded")
+	}
+	if err := l.CountDown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1", "0"} {
+		if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != want {
+			t.Fatalf("Java heard %v, %v; want %q", msg, err, want)
+		}
+	}
 }

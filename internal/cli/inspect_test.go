@@ -89,6 +89,15 @@ func TestParseLock(t *testing.T) {
 	}
 }
 
+// TestParseLockFairLiveness: a fair lock's liveness hash maps owner ids
+// to deadlines, and is not a lock.
+func TestParseLockFairLiveness(t *testing.T) {
+	fields := map[string]string{"3d80591e-b910-4177-9960-909de4858747:1": "1795000000000"}
+	if _, ok := parseLock("relock_fair_alive:{orders:42}", fields); ok {
+		t.Fatal("the liveness hash was read as a lock")
+	}
+}
+
 func TestCompanion(t *testing.T) {
 	tests := []struct{ name, want string }{
 		{"orders:42", "redisson_lock_token:{orders:42}"},

@@ -11,6 +11,9 @@ import (
 const (
 	lockChannelPrefix = "redisson_lock__channel"
 	tokenPrefix       = "redisson_lock_token"
+	// The liveness hash of a fair lock's relock waiters: owner ids mapped
+	// to deadlines, which must not be read as a lock.
+	fairAlivePrefix = "relock_fair_alive:"
 )
 
 // tokenField is the field of a lock hash in which relock records the
@@ -55,9 +58,10 @@ func (li *lockInfo) holds() int64 {
 // parseLock reads the fields of a hash as a lock: a reentrant lock maps
 // owner ids "<uuid>:<n>" to positive hold counts; a read-write lock has a
 // "mode" field of "read" or "write" and owner fields, "<owner>:write" for
-// the writer. It reports false for any other hash.
+// the writer. It reports false for any other hash, and for a fair lock's
+// liveness hash, whose fields look like a lock's.
 func parseLock(name string, fields map[string]string) (*lockInfo, bool) {
-	if len(fields) == 0 {
+	if len(fields) == 0 || strings.HasPrefix(name, fairAlivePrefix) {
 		return nil, false
 	}
 	li := &lockInfo{name: name, kind: "lock"}

@@ -2,6 +2,7 @@
 -- the head of its queue.
 --
 -- KEYS[1..4]  as in fair_queue.lua
+-- KEYS[5]  liveness of relock's waiters, as in fair_queue.lua
 -- ARGV[1]  message telling a waiter the lock is free
 -- ARGV[2]  "publish" or "spublish"
 --

@@ -5,6 +5,7 @@
 --
 -- KEYS[1..4]  as in fair_queue.lua
 -- KEYS[5]  request marker of the lost acquisition (reentrant owners)
+-- KEYS[6]  liveness of relock's waiters, as in fair_queue.lua
 -- ARGV[1]  owner id
 -- ARGV[2]  message telling a waiter the lock is free
 -- ARGV[3]  "publish" or "spublish"
@@ -30,10 +31,7 @@ if undo and redis.call('hexists', KEYS[1], owner) == 1 then
     removed = 1
 end
 
-if redis.call('zrem', KEYS[3], owner) == 1 then
-    removed = 1
-end
-if redis.call('lrem', KEYS[2], 0, owner) > 0 then
+if leave(owner) then
     removed = 1
     if head == owner then
         head = redis.call('lindex', KEYS[2], 0)

@@ -7,13 +7,15 @@
 -- KEYS[6]  the lock's own token key (see fence.lua)
 -- KEYS[7]  request marker, written only for reentrant owners so that a
 --          retried request is applied once
+-- KEYS[8]  liveness of relock's waiters, as in fair_queue.lua
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<uuid>:<n>"
 -- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
 -- ARGV[4]  request marker lifetime in milliseconds
 -- ARGV[5]  waiter timeout in milliseconds: a caller that is not granted
---          the lock joins the queue, or stays in it, with the deadline
---          now + ARGV[5]; "0" for a single attempt that never queues
+--          the lock joins the queue, or stays in it, with the liveness
+--          deadline now + ARGV[5] (see join); "0" for a single attempt
+--          that never queues
 -- ARGV[6]  message telling a waiter the lock is free
 -- ARGV[7]  "publish" or "spublish"
 -- ARGV[8]  fencing mode (see fence.lua)
@@ -31,11 +33,7 @@ local timeout = tonumber(ARGV[5])
 -- join the queue, or refresh the caller's place in it
 local function enqueue()
     if timeout > 0 then
-        local deadline = clock() + timeout
-        if redis.call('zadd', KEYS[3], deadline, owner) == 1 then
-            redis.call('rpush', KEYS[2], owner)
-        end
-        keep(timeout)
+        join(owner, timeout)
     end
 end
 
@@ -54,9 +52,7 @@ if ttl ~= -2 then
     redis.call('hincrby', KEYS[1], owner, 1)
     -- Another call of the owner may have queued before the owner took
     -- the lock: the owner waits no more.
-    if redis.call('zrem', KEYS[3], owner) == 1 then
-        redis.call('lrem', KEYS[2], 0, owner)
-    end
+    leave(owner)
     -- Never shorten the life of a hold the owner already has.
     if ttl < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
@@ -68,8 +64,7 @@ end
 local head, changed, deadline = purge()
 if not head or head == owner then
     if head then
-        redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], owner)
+        take(owner)
     end
     local token = fence(KEYS[5], KEYS[6], ARGV[8])
     redis.call('hset', KEYS[1], owner, 1, token_field, token)

@@ -1,17 +1,35 @@
 -- fair_queue.lua: the queue functions every fair_*.lua script uses. It is
 -- not a script of its own: loading puts it between a script's header and
--- its body. Every fair script passes the same first four KEYS:
+-- its body. Every fair script passes the same first four KEYS, and the
+-- same last one:
 --
 -- KEYS[1]  lock hash: field <owner> -> hold count
 -- KEYS[2]  queue: list of waiting owners, oldest first
--- KEYS[3]  deadlines: zset owner -> server time in ms after which a waiter
---          that has not refreshed its entry counts as dead
+-- KEYS[3]  waiting budgets: zset owner -> time in ms (Redisson's timeout
+--          set, see below)
 -- KEYS[4]  channel prefix: waiter <owner> listens on KEYS[4] .. ':' .. <owner>
+-- KEYS[#KEYS]  relock's liveness of its own waiters: hash owner -> server
+--          time in ms after which a relock waiter that has not refreshed
+--          its entry counts as dead; relock's key alone, with a TTL
 --
--- The queue and the zset hold the same owners, and are changed together,
--- so that both are deleted by Redis when the last waiter goes. Otherwise
--- they expire some time after the last deadline (see keep), so that
--- waiters that all die leave nothing behind.
+-- The queue and the zset are shared with Redisson and hold the same
+-- owners. They are changed together and never given a TTL: Redis deletes
+-- them when the last waiter goes, and an entry leaves only when its owner
+-- is granted the lock or gives up, or when it is dead at the head.
+--
+-- Redisson's arithmetic on the zset: a new entry gets the score of the
+-- entry before it (or now + the lock's PTTL) plus the thread's wait time,
+-- every grant to a queued waiter lowers every score by that waiter's wait
+-- time, and a waiter that gives up lowers the scores behind it by its own.
+-- relock does the same with QUEUE_WAIT (Redisson's default wait time), and
+-- keeps its entries at least QUEUE_WAIT per waiter ahead of them, plus the
+-- waiter timeout, in the future, so that they outlive every lowering the
+-- waiters ahead of them will make.
+
+-- QUEUE_WAIT is what one waiter adds to the scores behind it, in ms:
+-- Redisson's default fair lock wait time (fairLockWaitTimeout).
+local QUEUE_WAIT = 300000
+local ALIVE = KEYS[#KEYS]
 
 local now
 -- clock returns the server's time in milliseconds, read once per call.
@@ -23,43 +41,102 @@ local function clock()
     return now
 end
 
--- purge removes dead waiters from the head of the queue: those whose
--- deadline has passed, and those with no deadline at all (relock never
--- writes one; it would be a foreign client's leftover). Dead waiters
--- further back are removed when they reach the head. Returns the head
--- after the purge (false if none), whether the head changed, and the
--- head's deadline.
+-- deadline returns when waiter owner counts as dead: for a relock waiter
+-- its liveness deadline, for any other its score (Redisson's rule); nil
+-- for an entry without a score.
+local function deadline(owner)
+    local alive = redis.call('hget', ALIVE, owner)
+    if alive then
+        return tonumber(alive)
+    end
+    return tonumber(redis.call('zscore', KEYS[3], owner))
+end
+
+-- drop removes owner's score and liveness, once it is out of the list;
+-- with the list gone, relock's liveness hash goes too. Returns whether
+-- owner had a score or a liveness.
+local function drop(owner)
+    local n = redis.call('zrem', KEYS[3], owner) + redis.call('hdel', ALIVE, owner)
+    if redis.call('exists', KEYS[2]) == 0 then
+        redis.call('del', ALIVE)
+    end
+    return n > 0
+end
+
+-- purge removes dead waiters from the head of the queue, as Redisson
+-- does, without changing any other score; an entry without a score is
+-- popped too. Dead waiters further back are removed when they reach the
+-- head. Returns the head after the purge (false if none), whether the
+-- head changed, and the head's deadline.
 local function purge()
     local head = redis.call('lindex', KEYS[2], 0)
     local changed = false
     while head do
-        local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-        if deadline and deadline > clock() then
-            return head, changed, deadline
+        local d = deadline(head)
+        if d and d > clock() then
+            return head, changed, d
         end
         redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], head)
+        drop(head)
         head = redis.call('lindex', KEYS[2], 0)
         changed = true
     end
     return false, changed
 end
 
--- keep makes the queue keys live past every deadline in the zset (a
--- foreign client's may be later than the one just written): to the last
--- deadline + slack, so that most refreshes need no write.
-local function keep(slack)
-    local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
-    if not last[2] then
-        return
+-- take removes owner, the head, from the queue as it is granted the lock,
+-- and lowers every remaining score by QUEUE_WAIT, as a Redisson grant
+-- does.
+local function take(owner)
+    redis.call('lpop', KEYS[2])
+    drop(owner)
+    local rest = redis.call('zrange', KEYS[3], 0, -1)
+    for i = 1, #rest do
+        redis.call('zincrby', KEYS[3], -QUEUE_WAIT, rest[i])
     end
-    local deadline = math.floor(tonumber(last[2])) + 1
-    local ttl = redis.call('pttl', KEYS[2])
-    if ttl >= 0 and clock() + ttl > deadline then
-        return
+end
+
+-- leave removes owner from anywhere in the queue and lowers the scores of
+-- the waiters behind it by QUEUE_WAIT, as a Redisson waiter that gives up
+-- does. Returns whether owner was queued.
+local function leave(owner)
+    local at = redis.call('lpos', KEYS[2], owner)
+    if not at then
+        return drop(owner)
     end
-    redis.call('pexpireat', KEYS[2], deadline + slack)
-    redis.call('pexpireat', KEYS[3], deadline + slack)
+    local behind = redis.call('lrange', KEYS[2], at + 1, -1)
+    for i = 1, #behind do
+        redis.call('zincrby', KEYS[3], -QUEUE_WAIT, behind[i])
+    end
+    redis.call('lrem', KEYS[2], 0, owner)
+    drop(owner)
+    return true
+end
+
+-- join puts owner at the end of the queue, or refreshes its entry: its
+-- liveness deadline becomes now + timeout, and its score at least now +
+-- timeout + QUEUE_WAIT for each waiter ahead of it (a new entry also gets
+-- at least Redisson's score for it). Scores are never lowered here.
+local function join(owner, timeout)
+    local at = redis.call('lpos', KEYS[2], owner)
+    local score = tonumber(redis.call('zscore', KEYS[3], owner))
+    if not at then
+        at = redis.call('llen', KEYS[2])
+        local last = redis.call('lindex', KEYS[2], -1)
+        local base = last and tonumber(redis.call('zscore', KEYS[3], last))
+        if not base then
+            base = clock() + math.max(redis.call('pttl', KEYS[1]), 0)
+        end
+        score = math.max(score or 0, base + QUEUE_WAIT)
+        redis.call('rpush', KEYS[2], owner)
+    end
+    local alive = clock() + timeout
+    score = math.max(score or 0, alive + at * QUEUE_WAIT)
+    redis.call('zadd', KEYS[3], score, owner)
+    redis.call('hset', ALIVE, owner, alive)
+    if redis.call('pttl', ALIVE) < 2 * timeout then
+        redis.call('pexpire', ALIVE, 3 * timeout)
+    end
 end
 
 -- wake tells waiter owner, on its own channel, that the lock is free.

@@ -12,7 +12,7 @@ import (
 
 // fairLock is one fair lock's keys, for calling the fair scripts.
 type fairLock struct {
-	name, queue, timeouts, channel, counter, token string
+	name, queue, timeouts, channel, counter, token, alive string
 }
 
 func newFairLock(name string) fairLock {
@@ -23,11 +23,23 @@ func newFairLock(name string) fairLock {
 		channel:  "redisson_lock__channel:{" + name + "}",
 		counter:  "relock_fencing:{" + name + "}",
 		token:    "redisson_lock_token:{" + name + "}",
+		alive:    "relock_fair_alive:{" + name + "}",
 	}
 }
 
 func (f fairLock) keys(extra ...string) []string {
-	return append([]string{f.name, f.queue, f.timeouts, f.channel}, extra...)
+	keys := append([]string{f.name, f.queue, f.timeouts, f.channel}, extra...)
+	return append(keys, f.alive)
+}
+
+// kill makes relock waiters dead: their liveness deadlines pass.
+func (f fairLock) kill(t *testing.T, owners ...string) {
+	t.Helper()
+	for i, o := range owners {
+		if err := rdb.HSet(context.Background(), f.alive, o, i+1).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // lock runs fair_lock.lua for a one-shot owner with a 10s lease; waiter is
@@ -148,27 +160,27 @@ func TestFairQueueOrder(t *testing.T) {
 	if q := f.queued(t); q != "b c" {
 		t.Fatalf("queue %q, want \"b c\"", q)
 	}
-	// Deadlines are the server's clock plus the waiter timeout.
+	// Liveness deadlines are the server's clock plus the waiter timeout;
+	// scores follow Redisson's arithmetic: b has the lock's TTL plus 5
+	// minutes, c 5 minutes more.
 	tm := rdb.Time(ctx).Val().UnixMilli()
-	if d := int64(rdb.ZScore(ctx, f.timeouts, "c").Val()) - tm; d < 4000 || d > 5000 {
-		t.Fatalf("deadline %dms from the server's now, want about 5000", d)
+	if d, _ := rdb.HGet(ctx, f.alive, "c").Int64(); d-tm < 4000 || d-tm > 5000 {
+		t.Fatalf("liveness deadline %dms from the server's now, want about 5000", d-tm)
 	}
-	// Queue keys expire a waiter timeout after the last deadline.
-	for _, key := range []string{f.queue, f.timeouts} {
-		if ttl := rdb.PTTL(ctx, key).Val(); ttl < 9*time.Second || ttl > 10*time.Second+10*time.Millisecond {
-			t.Fatalf("%s TTL %v, want about 10s", key, ttl)
+	for o, want := range map[string]int64{"b": 310000, "c": 610000} {
+		if d := int64(rdb.ZScore(ctx, f.timeouts, o).Val()) - tm; d < want-1000 || d > want {
+			t.Fatalf("%s's score %dms from now, want about %d", o, d, want)
 		}
 	}
-	// A later deadline of a foreign client keeps the keys longer.
-	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: float64(tm + 60000), Member: "java"})
-	rdb.RPush(ctx, f.queue, "java")
-	f.lock(t, "c", 5000)
+	// The shared queue keys never get a TTL.
 	for _, key := range []string{f.queue, f.timeouts} {
-		if ttl := rdb.PTTL(ctx, key).Val(); ttl < 64*time.Second || ttl > 65*time.Second+10*time.Millisecond {
-			t.Fatalf("%s TTL %v, want about 65s", key, ttl)
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl != -1 {
+			t.Fatalf("%s TTL %v, want none", key, ttl)
 		}
 	}
-	f.leave(t, "java", "0")
+	if ttl := rdb.PTTL(ctx, f.alive).Val(); ttl < 14*time.Second || ttl > 15*time.Second {
+		t.Fatalf("liveness TTL %v, want about 15s", ttl)
+	}
 	// Asking again keeps one's place.
 	f.lock(t, "b", 5000)
 	if q := f.queued(t); q != "b c" {
@@ -241,7 +253,7 @@ func TestFairDeadWaitersPurged(t *testing.T) {
 	}
 	// b and c die: their deadlines pass. A queue entry without a deadline
 	// (a foreign leftover) must not break the scripts either.
-	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: 1, Member: "b"}, redis.Z{Score: 2, Member: "c"})
+	f.kill(t, "b", "c")
 	rdb.LPush(ctx, f.queue, "ghost")
 	f.unlock(t, "a")
 	if h := hear.heard(t); h != "d" {
@@ -251,7 +263,7 @@ func TestFairDeadWaitersPurged(t *testing.T) {
 		t.Fatalf("queue %q, want \"d\"", q)
 	}
 	// d dies too while the lock is free: the next caller purges it.
-	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: 3, Member: "d"})
+	f.kill(t, "d")
 	if v := f.lock(t, "e", 0); v <= 0 {
 		t.Fatalf("try after every waiter died = %d", v)
 	}
@@ -260,7 +272,6 @@ func TestFairDeadWaitersPurged(t *testing.T) {
 }
 
 func TestFairPurgeWakesNewHead(t *testing.T) {
-	ctx := context.Background()
 	f := newFairLock("s:fair:purgewake")
 	hear := f.listen(t, "b", "c", "d")
 	f.lock(t, "a", 5000)
@@ -273,7 +284,7 @@ func TestFairPurgeWakesNewHead(t *testing.T) {
 	}
 	// b dies before taking the lock; d's next request purges it and tells
 	// the new head c.
-	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: 1, Member: "b"})
+	f.kill(t, "b")
 	if v := f.lock(t, "d", 5000); v > 0 {
 		t.Fatal("d went past c")
 	}
@@ -445,4 +456,54 @@ func TestFairForceUnlock(t *testing.T) {
 	}
 	f.leave(t, "b", "0")
 	f.gone(t)
+}
+
+// TestFairRedissonScores: scores in the shared timeout set follow
+// Redisson's arithmetic. A grant lowers every remaining score by 5
+// minutes, a waiter that leaves lowers the scores behind it by 5 minutes,
+// and a relock waiter keeps at least 5 minutes per waiter ahead of it
+// plus its waiter timeout.
+func TestFairRedissonScores(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:scores")
+	score := func(o string) int64 {
+		t.Helper()
+		return int64(rdb.ZScore(ctx, f.timeouts, o).Val()) - rdb.Time(ctx).Val().UnixMilli()
+	}
+	f.lock(t, "a", 5000)
+	for _, o := range []string{"b", "c", "d"} {
+		f.lock(t, o, 5000)
+	}
+	// A Redisson waiter joins behind d: d's score plus its wait time.
+	javaScore := rdb.ZScore(ctx, f.timeouts, "d").Val() + 300000
+	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: javaScore, Member: "java"})
+	rdb.RPush(ctx, f.queue, "java")
+	if v := f.leave(t, "c", "0"); v != 1 {
+		t.Fatalf("leave = %d", v)
+	}
+	if d := score("b"); d < 309000 || d > 310000 {
+		t.Fatalf("b, ahead of the one who left, moved: %d", d)
+	}
+	if got := rdb.ZScore(ctx, f.timeouts, "java").Val(); got != javaScore-300000 {
+		t.Fatalf("java's score %v after c left, want %v", got, javaScore-300000)
+	}
+	f.unlock(t, "a")
+	if v := f.lock(t, "b", 5000); v <= 0 {
+		t.Fatalf("b = %d, want the lock", v)
+	}
+	if got := rdb.ZScore(ctx, f.timeouts, "java").Val(); got != javaScore-600000 {
+		t.Fatalf("java's score %v after b's grant, want %v", got, javaScore-600000)
+	}
+	// d refreshes: first now, it keeps at least its waiter timeout.
+	f.lock(t, "d", 5000)
+	if d := score("d"); d < 4000 {
+		t.Fatalf("d's score %dms from now after its refresh", d)
+	}
+	f.leave(t, "java", "0")
+	f.leave(t, "d", "0")
+	f.unlock(t, "b")
+	f.gone(t)
+	if rdb.Exists(ctx, f.alive).Val() != 0 {
+		t.Fatal("liveness hash left")
+	}
 }

@@ -9,6 +9,7 @@
 -- KEYS[7]  release marker for this request, read and written only when
 --          ARGV[4] is "1", so that a retried release of a reentrant hold
 --          is applied once
+-- KEYS[8]  liveness of relock's waiters, as in fair_queue.lua
 -- ARGV[1]  owner id releasing
 -- ARGV[2]  message telling a waiter the lock is free
 -- ARGV[3]  "publish" or "spublish"
@@ -59,8 +60,7 @@ else
         candidate = head and find(head)
     end
     if candidate then
-        redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], head)
+        take(head)
         local token = fence(KEYS[5], KEYS[6], ARGV[6])
         redis.call('hset', KEYS[1], head, 1, token_field, token)
         redis.call('pexpire', KEYS[1], ARGV[candidate + 1])
