@@ -70,12 +70,12 @@ func runFloor(ctx context.Context, out io.Writer, s *server, rounds int, d, warm
 	}
 	var rtts []float64
 	for round := range rounds {
-		rtt, err := measureRTT(ctx, s.addr)
-		if err != nil {
-			return failed, fmt.Errorf("round trip: %w", err)
-		}
-		rtts = append(rtts, micros(rtt))
 		for _, i := range rotated(indexes(len(floorModes)), round) {
+			rtt, err := measureRTT(ctx, s.addr)
+			if err != nil {
+				return failed, fmt.Errorf("round trip: %w", err)
+			}
+			rtts = append(rtts, micros(rtt))
 			m := floorModes[i]
 			fmt.Fprintf(os.Stderr, "round %d: floor / %s ...\n", round, m.name)
 			r := floorTurn(ctx, rdb, m, d, warmup)

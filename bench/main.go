@@ -49,7 +49,7 @@ type Report struct {
 	Redis string `json:"redis"`
 	// Versions maps each library module to its version.
 	Versions map[string]string `json:"versions"`
-	// Duration is the measured window per library per round.
+	// Duration is the measured window of a turn: one library, one round.
 	Duration string `json:"duration"`
 	// Rounds is the number of rounds per workload.
 	Rounds int `json:"rounds"`
@@ -75,7 +75,8 @@ func main() {
 }
 
 // orderNote says how the libraries take turns in a round.
-const orderNote = "libraries take turns in -libs order rotated left by one per round (round r starts with the (r mod n)-th)"
+const orderNote = "in every round each library (or experiment mode) takes a turn, in -libs order " +
+	"rotated left by one per round (round r starts with the (r mod n)-th)"
 
 func run() int {
 	d := flag.Duration("d", 2*time.Second, "measured time per library per round")
@@ -136,7 +137,7 @@ func run() int {
 	out := os.Stdout
 	fmt.Fprintf(out, "%s, GOMAXPROCS=%d, Redis %s at %s\n", rep.Go, rep.GOMAXPROCS, rep.Redis, srv.addr)
 	fmt.Fprintln(out, versionLine(rep.Versions))
-	fmt.Fprintf(out, "%d rounds of %s per library (after %s warm-up); %s\n", rep.Rounds, rep.Duration, *warmup, orderNote)
+	fmt.Fprintf(out, "%d rounds, %s per turn (after %s warm-up); %s\n", rep.Rounds, rep.Duration, *warmup, orderNote)
 	fmt.Fprintf(out, "pool size %d for every client: go-redis PoolSize; rueidis BlockingPoolSize "+
 		"(rueidis pipelines other commands over its own 4 connections)\n\n", poolSize)
 
@@ -182,15 +183,15 @@ func runWorkloads(ctx context.Context, out io.Writer, srv *server, rep *Report, 
 		}
 		var rtts []float64
 		for round := range rep.Rounds {
-			rtt, err := measureRTT(ctx, srv.addr)
-			if err != nil {
-				return failed, fmt.Errorf("round trip: %w", err)
-			}
-			rtts = append(rtts, micros(rtt))
 			for _, name := range rotated(names, round) {
 				if ctx.Err() != nil {
 					return failed, errors.New("interrupted")
 				}
+				rtt, err := measureRTT(ctx, srv.addr)
+				if err != nil {
+					return failed, fmt.Errorf("round trip: %w", err)
+				}
+				rtts = append(rtts, micros(rtt))
 				fmt.Fprintf(os.Stderr, "round %d: %s / %s ...\n", round, w.name, name)
 				open, _ := libraryNamed(name)
 				r := measure(ctx, srv, turn{lib: name, open: open, w: w, d: d, warmup: warmup,

@@ -22,8 +22,8 @@ func rotated[T any](v []T, round int) []T {
 	return append(slices.Clone(v[k:]), v[:k]...)
 }
 
-// inRoundTrips records the round and its round trip in r, and r's
-// latencies in round trips.
+// inRoundTrips records the round and the round trip measured just before
+// the turn in r, and r's latencies in that many round trips.
 func (r *Result) inRoundTrips(round int, rtt time.Duration) {
 	r.Round, r.RTTus = round, micros(rtt)
 	if r.RTTus <= 0 {

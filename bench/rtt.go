@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
+	"slices"
 	"time"
 )
 
@@ -32,12 +32,13 @@ func measureRTT(ctx context.Context, addr string) (time.Duration, error) {
 	return percentile(lat, 0.50), nil
 }
 
-// rttLine says how many rounds there were and the round trip of each; rtts
-// are in µs.
+// rttLine says what the round trips of the turns were: their median and
+// range; rtts are in µs.
 func rttLine(rtts []float64) string {
-	parts := make([]string, len(rtts))
-	for i, v := range rtts {
-		parts[i] = fmt.Sprintf("%.0f", v)
+	v := slices.Sorted(slices.Values(rtts))
+	if len(v) == 0 {
+		return "no round trip measured"
 	}
-	return fmt.Sprintf("%d rounds; round trip (PING p50) per round: %sµs", len(rtts), strings.Join(parts, ", "))
+	return fmt.Sprintf("round trip (PING p50) before each of %d turns: median %.0fµs (%.0f–%.0fµs)",
+		len(v), medianSorted(v), v[0], v[len(v)-1])
 }

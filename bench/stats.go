@@ -17,8 +17,9 @@ type Result struct {
 	// Round is the round the figures are from, counted from 0; in a
 	// summary, the number of rounds that have figures.
 	Round int `json:"round"`
-	// RTTus is the loopback round trip of the round in microseconds (the
-	// p50 of PINGs, rtt.go); in a summary, its median over the rounds.
+	// RTTus is the loopback round trip measured just before the turn, in
+	// microseconds (the p50 of PINGs, rtt.go); in a summary, its median
+	// over the rounds.
 	RTTus float64 `json:"rtt_us"`
 	// Cycles is the number of completed lock+unlock cycles (sections).
 	Cycles int64 `json:"cycles"`
@@ -48,7 +49,7 @@ type Result struct {
 	HandoffP50us   float64 `json:"handoff_p50_us,omitempty"`
 	HandoffP99us   float64 `json:"handoff_p99_us,omitempty"`
 	// CycleP50RTT, WaitP50RTT and HandoffP50RTT are CycleP50us, WaitP50us
-	// and HandoffP50us in round trips of the round (RTTus).
+	// and HandoffP50us in round trips of the turn (RTTus).
 	CycleP50RTT   float64 `json:"cycle_p50_rtt"`
 	WaitP50RTT    float64 `json:"wait_p50_rtt,omitempty"`
 	HandoffP50RTT float64 `json:"handoff_p50_rtt,omitempty"`
