@@ -54,10 +54,11 @@ var floorModes = []floorMode{
 	}},
 }
 
-// runFloor runs the experiment for the given rounds, each mode for d per
-// round after warmup, and prints its table. It reports whether a mode
+// runFloor runs the experiment for rep.Rounds rounds, each mode for d per
+// round after warmup, prints its table and adds its results to rep (a
+// mode in place of a library, workload "floor"). It reports whether a mode
 // failed; the error is for a run that could not go on.
-func runFloor(ctx context.Context, out io.Writer, s *server, rounds int, d, warmup time.Duration) (failed bool, err error) {
+func runFloor(ctx context.Context, out io.Writer, s *server, rep *Report, d, warmup time.Duration) (failed bool, err error) {
 	rdb := newGoRedis(s.addr, nil)
 	defer rdb.Close()
 	if err := rdb.Set(ctx, floorKey, "x", 0).Err(); err != nil {
@@ -68,23 +69,31 @@ func runFloor(ctx context.Context, out io.Writer, s *server, rounds int, d, warm
 	for i, m := range floorModes {
 		names[i] = m.name
 	}
-	var rtts []float64
-	for round := range rounds {
+	for round := range rep.Rounds {
 		for _, i := range rotated(indexes(len(floorModes)), round) {
-			rtt, err := measureRTT(ctx, s.addr)
+			before, err := measureRTT(ctx, s.addr)
 			if err != nil {
 				return failed, fmt.Errorf("round trip: %w", err)
 			}
-			rtts = append(rtts, micros(rtt))
 			m := floorModes[i]
 			fmt.Fprintf(os.Stderr, "round %d: floor / %s ...\n", round, m.name)
 			r := floorTurn(ctx, rdb, m, d, warmup)
-			r.inRoundTrips(round, rtt)
+			after, err := measureRTT(ctx, s.addr)
+			if err != nil {
+				return failed, fmt.Errorf("round trip: %w", err)
+			}
+			r.inRoundTrips(round, before, after)
 			failed = failed || r.Error != ""
 			rs.add(r)
+			rep.Results = append(rep.Results, r)
 		}
 	}
-	printFloor(out, rs, names, rtts)
+	printFloor(out, rs, names)
+	for _, name := range names {
+		if r, ok := rs.summary("floor", name); ok {
+			rep.Summaries = append(rep.Summaries, r)
+		}
+	}
 	return failed, nil
 }
 
@@ -105,17 +114,22 @@ func floorTurn(ctx context.Context, rdb *redis.Client, m floorMode, d, warmup ti
 			return r
 		}
 	}
-	var lat []time.Duration
+	var (
+		lat []time.Duration
+		err error
+	)
 	start := time.Now()
-	for end := start.Add(d); time.Now().Before(end); {
+	for end := start.Add(d); time.Now().Before(end) && err == nil; {
 		t := time.Now()
-		if err := cycle(); err != nil {
-			r.Error = err.Error()
-			return r
+		if err = cycle(); err == nil {
+			lat = append(lat, time.Since(t))
 		}
-		lat = append(lat, time.Since(t))
 	}
 	r.Seconds = time.Since(start).Seconds()
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
 	r.Cycles = int64(len(lat))
 	r.PerSecond = float64(r.Cycles) / r.Seconds
 	r.CycleP50us = micros(percentile(lat, 0.50))
@@ -125,7 +139,7 @@ func floorTurn(ctx context.Context, rdb *redis.Client, m floorMode, d, warmup ti
 
 // printFloor writes the experiment's table: medians over the rounds, and
 // each mode's per-round ratios to issuing directly.
-func printFloor(out io.Writer, rs runResults, names []string, rtts []float64) {
+func printFloor(out io.Writer, rs runResults, names []string) {
 	fmt.Fprintln(out, "### serial floor: a cycle of two go-redis GETs, one after the other")
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "| issued by | cycles/s | this ÷ direct | cycle p50 | cycle p99 | p50: direct ÷ this |")
@@ -148,7 +162,7 @@ func printFloor(out io.Writer, rs runResults, names []string, rtts []float64) {
 			fmtRTT(r.CycleP50us, r.CycleP50RTT), fmtMicros(r.CycleP99us), lat)
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "%s; ratios are medians of per-round ratios (min–max)\n\n", rttLine(rtts))
+	fmt.Fprintf(out, "%s\nratios are medians of per-round ratios (min–max)\n\n", rs.rttNotes("floor"))
 }
 
 // indexes returns 0, 1, ..., n-1.

@@ -143,7 +143,7 @@ func run() int {
 
 	var failed bool
 	if *experiment == "floor" {
-		failed, err = runFloor(ctx, out, srv, *rounds, *d, *warmup)
+		failed, err = runFloor(ctx, out, srv, &rep, *d, *warmup)
 	} else {
 		failed, err = runWorkloads(ctx, out, srv, &rep, libs, wls, *d, *warmup)
 	}
@@ -175,28 +175,30 @@ func runWorkloads(ctx context.Context, out io.Writer, srv *server, rep *Report, 
 			continue
 		}
 		var names []string
-		for _, lib := range libraries {
+		for _, name := range libs {
 			// relock's Semaphore is measured once, as relock.
-			if slices.Contains(libs, lib.name) && (w.permits == 0 || !lib.own || lib.name == "relock") {
-				names = append(names, lib.name)
+			if w.permits == 0 || isPeer(name) || name == "relock" {
+				names = append(names, name)
 			}
 		}
-		var rtts []float64
 		for round := range rep.Rounds {
 			for _, name := range rotated(names, round) {
 				if ctx.Err() != nil {
 					return failed, errors.New("interrupted")
 				}
-				rtt, err := measureRTT(ctx, srv.addr)
+				before, err := measureRTT(ctx, srv.addr)
 				if err != nil {
 					return failed, fmt.Errorf("round trip: %w", err)
 				}
-				rtts = append(rtts, micros(rtt))
 				fmt.Fprintf(os.Stderr, "round %d: %s / %s ...\n", round, w.name, name)
 				open, _ := libraryNamed(name)
 				r := measure(ctx, srv, turn{lib: name, open: open, w: w, d: d, warmup: warmup,
 					base: fmt.Sprintf("bench:%s:%s:%s", runID, name, w.name)})
-				r.inRoundTrips(round, rtt)
+				after, err := measureRTT(ctx, srv.addr)
+				if err != nil {
+					return failed, fmt.Errorf("round trip: %w", err)
+				}
+				r.inRoundTrips(round, before, after)
 				if r.Error != "" {
 					failed = true
 					fmt.Fprintf(os.Stderr, "  %s / %s failed: %s\n", w.name, name, r.Error)
@@ -205,7 +207,7 @@ func runWorkloads(ctx context.Context, out io.Writer, srv *server, rep *Report, 
 				rep.Results = append(rep.Results, r)
 			}
 		}
-		printTable(out, rs, w, names, rtts)
+		printTable(out, rs, w, names)
 		for _, name := range names {
 			if s, ok := rs.summary(w.name, name); ok {
 				rep.Summaries = append(rep.Summaries, s)

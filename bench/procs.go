@@ -16,7 +16,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"time"
 )
 
@@ -125,7 +124,7 @@ func measureProcs(ctx context.Context, s *server, t turn) Result {
 	if err != nil {
 		return t.failed("INFO", err)
 	}
-	w.cmds = cmds1 - cmds0 - 1 // the first INFO is counted in the second
+	w.cmds = cmds1 - cmds0
 	w.tl = mergeHolds(parts)
 	w.st.overlaps = w.tl.overlaps()
 	return t.figures(w, runErr)
@@ -224,19 +223,16 @@ func workInProc(in *json.Decoder, out *json.Encoder) (procResult, error) {
 	if _, err := worker(ctx, w, spec.Worker, lk, start, nil, nil); err != nil {
 		return procResult{}, fmt.Errorf("warm-up: %w", err)
 	}
-	calls0 := lib.calls()
-	var m0, m1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m0)
 	tl := newTimeline(start, int(end.Sub(start).Seconds()*5000)+256)
+	m := startMeter(lib)
 	st, err := worker(ctx, w, spec.Worker, lk, end, tl, nil)
 	elapsed := time.Since(start)
-	runtime.ReadMemStats(&m1)
+	calls, mallocs := m.stop()
 	if err != nil {
 		return procResult{}, err
 	}
 	r := procResult{Cycles: st.cycles, Think: int64(st.think), Elapsed: int64(elapsed),
-		Calls: lib.calls() - calls0, Mallocs: m1.Mallocs - m0.Mallocs, Holds: tl.Holds}
+		Calls: calls, Mallocs: mallocs, Holds: tl.Holds}
 	r.Lat = make([]int64, len(st.lat))
 	for i, d := range st.lat {
 		r.Lat[i] = int64(d)

@@ -19,9 +19,8 @@ type Target struct {
 }
 
 // printTable writes one workload's side-by-side table, in markdown, from
-// the medians over its rounds, and the notes below it. rtts holds the
-// round trip of every round in µs.
-func printTable(out io.Writer, rs runResults, w workload, libs []string, rtts []float64) {
+// the medians over its rounds, and the notes below it.
+func printTable(out io.Writer, rs runResults, w workload, libs []string) {
 	ref := w.reference()
 	fmt.Fprintf(out, "### %s\n\n", w.title)
 	head := "| library | cycles/s | " + ref + " ÷ this | cycle p50 | allocs/cycle | calls/cycle | server cmds/cycle |"
@@ -70,16 +69,16 @@ func printTable(out io.Writer, rs runResults, w workload, libs []string, rtts []
 		fmt.Fprintln(out)
 	}
 	fmt.Fprintln(out)
-	printNotes(out, rs, w, libs, rtts)
+	printNotes(out, rs, w, libs)
 	fmt.Fprintln(out)
 }
 
 // printNotes writes the lines below a workload's table: the round trips,
 // the ratio to the best peer, relock's locks against each other, the
 // think actually slept, the most holders inside, and what went wrong.
-func printNotes(out io.Writer, rs runResults, w workload, libs []string, rtts []float64) {
+func printNotes(out io.Writer, rs runResults, w workload, libs []string) {
 	ref := w.reference()
-	fmt.Fprintln(out, rttLine(rtts))
+	fmt.Fprintln(out, rs.rttNotes(w.name))
 	if best, ok := rs.bestPeer(w.name, libs); ok {
 		if q, ok := rs.ratio(w.name, ref, best.Library, "cycles/s", throughput); ok {
 			fmt.Fprintf(out, "%s ÷ best peer (%s, median %.0f/s), median of per-round ratios (min–max): %s\n",

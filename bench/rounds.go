@@ -22,10 +22,12 @@ func rotated[T any](v []T, round int) []T {
 	return append(slices.Clone(v[k:]), v[:k]...)
 }
 
-// inRoundTrips records the round and the round trip measured just before
-// the turn in r, and r's latencies in that many round trips.
-func (r *Result) inRoundTrips(round int, rtt time.Duration) {
-	r.Round, r.RTTus = round, micros(rtt)
+// inRoundTrips records in r the round and the round trips measured just
+// before and just after the turn, and r's latencies in round trips of the
+// turn (the mean of the two).
+func (r *Result) inRoundTrips(round int, before, after time.Duration) {
+	r.Round, r.RTTBeforeUs, r.RTTAfterUs = round, micros(before), micros(after)
+	r.RTTus = (r.RTTBeforeUs + r.RTTAfterUs) / 2
 	if r.RTTus <= 0 {
 		return
 	}
@@ -43,6 +45,31 @@ func (rs runResults) add(r Result) {
 		rs[r.Workload] = make(map[string][]Result)
 	}
 	rs[r.Workload][r.Library] = append(rs[r.Workload][r.Library], r)
+}
+
+// unsteadyRatio is how much the round trips before and after a turn may
+// differ before the turn's figures in round trips are called uncertain.
+const unsteadyRatio = 2
+
+// rttNotes says what the round trips of a workload's turns were, and how
+// many turns had the round trip change more than unsteadyRatio times from
+// just before to just after: the machine changed state during them.
+func (rs runResults) rttNotes(workload string) string {
+	var v []float64
+	unsteady := 0
+	for _, lib := range rs[workload] {
+		for _, r := range lib {
+			if r.RTTBeforeUs <= 0 || r.RTTAfterUs <= 0 {
+				continue
+			}
+			v = append(v, r.RTTBeforeUs, r.RTTAfterUs)
+			if max(r.RTTBeforeUs, r.RTTAfterUs) > unsteadyRatio*min(r.RTTBeforeUs, r.RTTAfterUs) {
+				unsteady++
+			}
+		}
+	}
+	return fmt.Sprintf("%s; %d of %d turns had it change over %d× from before to after (their figures in RTT are uncertain)",
+		rttLine(v), unsteady, len(v)/2, unsteadyRatio)
 }
 
 // ok reports whether r has figures.
@@ -76,6 +103,8 @@ func (rs runResults) summary(workload, lib string) (Result, bool) {
 	m := func(f func(Result) float64) float64 { return median(ok, f) }
 	s := Result{Library: lib, Workload: workload, Round: len(ok),
 		RTTus:              m(func(r Result) float64 { return r.RTTus }),
+		RTTBeforeUs:        m(func(r Result) float64 { return r.RTTBeforeUs }),
+		RTTAfterUs:         m(func(r Result) float64 { return r.RTTAfterUs }),
 		PerSecond:          m(func(r Result) float64 { return r.PerSecond }),
 		AllocsPerCycle:     m(func(r Result) float64 { return r.AllocsPerCycle }),
 		CallsPerCycle:      m(func(r Result) float64 { return r.CallsPerCycle }),

@@ -32,13 +32,13 @@ func measureRTT(ctx context.Context, addr string) (time.Duration, error) {
 	return percentile(lat, 0.50), nil
 }
 
-// rttLine says what the round trips of the turns were: their median and
-// range; rtts are in µs.
+// rttLine says what the round trips measured around the turns were:
+// their median and range; rtts are in µs.
 func rttLine(rtts []float64) string {
 	v := slices.Sorted(slices.Values(rtts))
 	if len(v) == 0 {
 		return "no round trip measured"
 	}
-	return fmt.Sprintf("round trip (PING p50) before each of %d turns: median %.0fµs (%.0f–%.0fµs)",
-		len(v), medianSorted(v), v[0], v[len(v)-1])
+	return fmt.Sprintf("round trip (PING p50) just before and after each turn: median %.0fµs (%.0f–%.0fµs)",
+		medianSorted(v), v[0], v[len(v)-1])
 }

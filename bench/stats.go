@@ -17,10 +17,13 @@ type Result struct {
 	// Round is the round the figures are from, counted from 0; in a
 	// summary, the number of rounds that have figures.
 	Round int `json:"round"`
-	// RTTus is the loopback round trip measured just before the turn, in
-	// microseconds (the p50 of PINGs, rtt.go); in a summary, its median
-	// over the rounds.
-	RTTus float64 `json:"rtt_us"`
+	// RTTBeforeUs and RTTAfterUs are the loopback round trip measured just
+	// before and just after the turn, in microseconds (the p50 of PINGs,
+	// rtt.go), and RTTus their mean, which latencies are divided by. In a
+	// summary, their medians over the rounds.
+	RTTus       float64 `json:"rtt_us"`
+	RTTBeforeUs float64 `json:"rtt_before_us"`
+	RTTAfterUs  float64 `json:"rtt_after_us"`
 	// Cycles is the number of completed lock+unlock cycles (sections).
 	Cycles int64 `json:"cycles"`
 	// Seconds is the length of the measured window.

@@ -100,7 +100,7 @@ type window struct {
 	elapsed time.Duration
 	calls   int64     // commands the library's clients sent
 	mallocs uint64    // heap allocations; 0 if not measured
-	cmds    int64     // commands the server ran (INFO commandstats delta)
+	cmds    int64     // INFO commandstats delta, the first INFO included
 	tl      *timeline // holds of the shared key, or nil
 }
 
@@ -165,22 +165,43 @@ func measureInProcess(ctx context.Context, s *server, t turn) (r Result) {
 	if err != nil {
 		return t.failed("INFO", err)
 	}
-	calls0 := lib.calls()
-	var m0, m1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m0)
+	m := startMeter(lib)
 	start := time.Now()
 	st, runErr := runWorkers(ctx, w, lockers, start.Add(t.d), win.tl)
 	win.elapsed = time.Since(start)
-	runtime.ReadMemStats(&m1)
-	win.st, win.calls, win.mallocs = st, lib.calls()-calls0, m1.Mallocs-m0.Mallocs
+	win.st = st
+	win.calls, win.mallocs = m.stop()
 	cmds1, err := s.commands(ctx)
 	if err != nil {
 		return t.failed("INFO", err)
 	}
-	// The first INFO is counted in the second snapshot.
-	win.cmds = cmds1 - cmds0 - 1
+	win.cmds = cmds1 - cmds0
 	return t.figures(win, runErr)
+}
+
+// meter counts a library's client calls and the process's heap
+// allocations over a window.
+type meter struct {
+	lib   library
+	calls int64
+	mem   runtime.MemStats
+}
+
+// startMeter collects garbage, so that the window starts on a clean heap,
+// and takes the counts at the start of the window.
+func startMeter(lib library) *meter {
+	m := &meter{lib: lib}
+	runtime.GC()
+	runtime.ReadMemStats(&m.mem)
+	m.calls = lib.calls()
+	return m
+}
+
+// stop returns the calls and allocations since startMeter.
+func (m *meter) stop() (calls int64, mallocs uint64) {
+	var end runtime.MemStats
+	runtime.ReadMemStats(&end)
+	return m.lib.calls() - m.calls, end.Mallocs - m.mem.Mallocs
 }
 
 // figures turns a measured window into the turn's result.
@@ -200,7 +221,8 @@ func (t turn) figures(win window, runErr error) Result {
 	r.PerSecond = n / r.Seconds
 	r.AllocsPerCycle = float64(win.mallocs) / n
 	r.CallsPerCycle = float64(win.calls) / n
-	r.ServerCmdsPerCycle = float64(win.cmds) / n
+	// The first INFO is counted in the second snapshot.
+	r.ServerCmdsPerCycle = float64(win.cmds-1) / n
 	r.CycleP50us = micros(percentile(st.lat, 0.50))
 	r.CycleP99us = micros(percentile(st.lat, 0.99))
 	if w.think > 0 {
