@@ -71,18 +71,12 @@ func runFloor(ctx context.Context, out io.Writer, s *server, rep *Report, d, war
 	}
 	for round := range rep.Rounds {
 		for _, i := range rotated(indexes(len(floorModes)), round) {
-			before, err := measureRTT(ctx, s.addr)
-			if err != nil {
-				return failed, fmt.Errorf("round trip: %w", err)
-			}
 			m := floorModes[i]
 			fmt.Fprintf(os.Stderr, "round %d: floor / %s ...\n", round, m.name)
-			r := floorTurn(ctx, rdb, m, d, warmup)
-			after, err := measureRTT(ctx, s.addr)
+			r, err := turnBetweenRTTs(ctx, s.addr, round, func() Result { return floorTurn(ctx, rdb, m, d, warmup) })
 			if err != nil {
-				return failed, fmt.Errorf("round trip: %w", err)
+				return failed, err
 			}
-			r.inRoundTrips(round, before, after)
 			failed = failed || r.Error != ""
 			rs.add(r)
 			rep.Results = append(rep.Results, r)

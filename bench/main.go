@@ -186,19 +186,14 @@ func runWorkloads(ctx context.Context, out io.Writer, srv *server, rep *Report, 
 				if ctx.Err() != nil {
 					return failed, errors.New("interrupted")
 				}
-				before, err := measureRTT(ctx, srv.addr)
-				if err != nil {
-					return failed, fmt.Errorf("round trip: %w", err)
-				}
 				fmt.Fprintf(os.Stderr, "round %d: %s / %s ...\n", round, w.name, name)
 				open, _ := libraryNamed(name)
-				r := measure(ctx, srv, turn{lib: name, open: open, w: w, d: d, warmup: warmup,
-					base: fmt.Sprintf("bench:%s:%s:%s", runID, name, w.name)})
-				after, err := measureRTT(ctx, srv.addr)
+				t := turn{lib: name, open: open, w: w, d: d, warmup: warmup,
+					base: fmt.Sprintf("bench:%s:%s:%s", runID, name, w.name)}
+				r, err := turnBetweenRTTs(ctx, srv.addr, round, func() Result { return measure(ctx, srv, t) })
 				if err != nil {
-					return failed, fmt.Errorf("round trip: %w", err)
+					return failed, err
 				}
-				r.inRoundTrips(round, before, after)
 				if r.Error != "" {
 					failed = true
 					fmt.Fprintf(os.Stderr, "  %s / %s failed: %s\n", w.name, name, r.Error)

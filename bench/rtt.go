@@ -32,6 +32,22 @@ func measureRTT(ctx context.Context, addr string) (time.Duration, error) {
 	return percentile(lat, 0.50), nil
 }
 
+// turnBetweenRTTs runs a turn of the given round between two round-trip
+// measurements and records them in its result (inRoundTrips).
+func turnBetweenRTTs(ctx context.Context, addr string, round int, turn func() Result) (Result, error) {
+	before, err := measureRTT(ctx, addr)
+	if err != nil {
+		return Result{}, fmt.Errorf("round trip: %w", err)
+	}
+	r := turn()
+	after, err := measureRTT(ctx, addr)
+	if err != nil {
+		return Result{}, fmt.Errorf("round trip: %w", err)
+	}
+	r.inRoundTrips(round, before, after)
+	return r, nil
+}
+
 // rttLine says what the round trips measured around the turns were:
 // their median and range; rtts are in µs.
 func rttLine(rtts []float64) string {
