@@ -34,6 +34,7 @@ func (r *Result) inRoundTrips(round int, before, after time.Duration) {
 	r.CycleP50RTT = r.CycleP50us / r.RTTus
 	r.WaitP50RTT = r.WaitP50us / r.RTTus
 	r.HandoffP50RTT = r.HandoffP50us / r.RTTus
+	r.ReleaseHandoffP50RTT = r.ReleaseHandoffP50us / r.RTTus
 }
 
 // runResults holds every round's results, by workload and library, in
@@ -102,24 +103,26 @@ func (rs runResults) summary(workload, lib string) (Result, bool) {
 	}
 	m := func(f func(Result) float64) float64 { return median(ok, f) }
 	s := Result{Library: lib, Workload: workload, Round: len(ok),
-		RTTus:              m(func(r Result) float64 { return r.RTTus }),
-		RTTBeforeUs:        m(func(r Result) float64 { return r.RTTBeforeUs }),
-		RTTAfterUs:         m(func(r Result) float64 { return r.RTTAfterUs }),
-		PerSecond:          m(func(r Result) float64 { return r.PerSecond }),
-		AllocsPerCycle:     m(func(r Result) float64 { return r.AllocsPerCycle }),
-		CallsPerCycle:      m(func(r Result) float64 { return r.CallsPerCycle }),
-		ServerCmdsPerCycle: m(func(r Result) float64 { return r.ServerCmdsPerCycle }),
-		CycleP50us:         m(func(r Result) float64 { return r.CycleP50us }),
-		CycleP99us:         m(func(r Result) float64 { return r.CycleP99us }),
-		WaitP50us:          m(func(r Result) float64 { return r.WaitP50us }),
-		WaitP99us:          m(func(r Result) float64 { return r.WaitP99us }),
-		WriteWaitP99us:     m(func(r Result) float64 { return r.WriteWaitP99us }),
-		HandoffP50us:       m(func(r Result) float64 { return r.HandoffP50us }),
-		HandoffP99us:       m(func(r Result) float64 { return r.HandoffP99us }),
-		CycleP50RTT:        m(func(r Result) float64 { return r.CycleP50RTT }),
-		WaitP50RTT:         m(func(r Result) float64 { return r.WaitP50RTT }),
-		HandoffP50RTT:      m(func(r Result) float64 { return r.HandoffP50RTT }),
-		ThinkMeanUs:        m(func(r Result) float64 { return r.ThinkMeanUs }),
+		RTTus:                m(func(r Result) float64 { return r.RTTus }),
+		RTTBeforeUs:          m(func(r Result) float64 { return r.RTTBeforeUs }),
+		RTTAfterUs:           m(func(r Result) float64 { return r.RTTAfterUs }),
+		PerSecond:            m(func(r Result) float64 { return r.PerSecond }),
+		AllocsPerCycle:       m(func(r Result) float64 { return r.AllocsPerCycle }),
+		CallsPerCycle:        m(func(r Result) float64 { return r.CallsPerCycle }),
+		ServerCmdsPerCycle:   m(func(r Result) float64 { return r.ServerCmdsPerCycle }),
+		CycleP50us:           m(func(r Result) float64 { return r.CycleP50us }),
+		CycleP99us:           m(func(r Result) float64 { return r.CycleP99us }),
+		WaitP50us:            m(func(r Result) float64 { return r.WaitP50us }),
+		WaitP99us:            m(func(r Result) float64 { return r.WaitP99us }),
+		WriteWaitP99us:       m(func(r Result) float64 { return r.WriteWaitP99us }),
+		HandoffP50us:         m(func(r Result) float64 { return r.HandoffP50us }),
+		HandoffP99us:         m(func(r Result) float64 { return r.HandoffP99us }),
+		CycleP50RTT:          m(func(r Result) float64 { return r.CycleP50RTT }),
+		WaitP50RTT:           m(func(r Result) float64 { return r.WaitP50RTT }),
+		HandoffP50RTT:        m(func(r Result) float64 { return r.HandoffP50RTT }),
+		ReleaseHandoffP50us:  m(func(r Result) float64 { return r.ReleaseHandoffP50us }),
+		ReleaseHandoffP50RTT: m(func(r Result) float64 { return r.ReleaseHandoffP50RTT }),
+		ThinkMeanUs:          m(func(r Result) float64 { return r.ThinkMeanUs }),
 	}
 	for _, r := range ok {
 		s.Cycles += r.Cycles

@@ -51,11 +51,15 @@ type Result struct {
 	WriteWaitP99us float64 `json:"write_wait_p99_us,omitempty"`
 	HandoffP50us   float64 `json:"handoff_p50_us,omitempty"`
 	HandoffP99us   float64 `json:"handoff_p99_us,omitempty"`
-	// CycleP50RTT, WaitP50RTT and HandoffP50RTT are CycleP50us, WaitP50us
-	// and HandoffP50us in round trips of the turn (RTTus).
-	CycleP50RTT   float64 `json:"cycle_p50_rtt"`
-	WaitP50RTT    float64 `json:"wait_p50_rtt,omitempty"`
-	HandoffP50RTT float64 `json:"handoff_p50_rtt,omitempty"`
+	// ReleaseHandoffP50us is the handoff p50 counted from the previous
+	// holder's unlock call instead of its return (see README.md).
+	ReleaseHandoffP50us float64 `json:"release_handoff_p50_us,omitempty"`
+	// CycleP50RTT, WaitP50RTT, HandoffP50RTT and ReleaseHandoffP50RTT are
+	// the figures of the same names in round trips of the turn (RTTus).
+	CycleP50RTT          float64 `json:"cycle_p50_rtt"`
+	WaitP50RTT           float64 `json:"wait_p50_rtt,omitempty"`
+	HandoffP50RTT        float64 `json:"handoff_p50_rtt,omitempty"`
+	ReleaseHandoffP50RTT float64 `json:"release_handoff_p50_rtt,omitempty"`
 	// ThinkMeanUs is the mean time a worker actually slept between cycles,
 	// in microseconds: time.Sleep overshoots short sleeps.
 	ThinkMeanUs float64 `json:"think_mean_us,omitempty"`
@@ -176,11 +180,12 @@ func (tl *timeline) overlaps() int64 {
 
 // figures returns the wait, write wait and handoff samples. Wait is lock
 // returned minus lock called, for every hold, and write wait the same for
-// the writes. Handoff, only for exclusive holds, is lock returned minus
-// the previous hold's unlock returned, for the holds whose lock call began
-// before that unlock returned (a waiter was waiting); it is 0 when the new
-// holder's lock returned first.
-func (tl *timeline) figures(exclusive bool) (wait, writeWait, handoff []time.Duration) {
+// the writes. Handoffs are only for exclusive holds whose lock call began
+// before the previous holder left its critical section (a waiter was
+// waiting for it): handoff is lock returned minus the previous hold's
+// unlock returned, 0 when the new holder's lock returned first; release
+// handoff is lock returned minus the previous holder's unlock call.
+func (tl *timeline) figures(exclusive bool) (wait, writeWait, handoff, release []time.Duration) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	for i := range tl.Acquired {
@@ -188,12 +193,13 @@ func (tl *timeline) figures(exclusive bool) (wait, writeWait, handoff []time.Dur
 		if tl.Write[i] {
 			writeWait = append(writeWait, wait[i])
 		}
-		if !exclusive || i == 0 || tl.Released[i-1] < 0 || tl.Called[i] >= tl.Released[i-1] {
+		if !exclusive || i == 0 || tl.Left[i-1] < 0 || tl.Called[i] >= tl.Left[i-1] {
 			continue
 		}
 		handoff = append(handoff, time.Duration(max(0, tl.Acquired[i]-tl.Released[i-1])))
+		release = append(release, time.Duration(max(0, tl.Acquired[i]-tl.Left[i-1])))
 	}
-	return wait, writeWait, handoff
+	return wait, writeWait, handoff, release
 }
 
 // writerUnit is one exclusive holder in a guard's state; shared holders

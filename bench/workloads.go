@@ -229,7 +229,7 @@ func (t turn) figures(win window, runErr error) Result {
 		r.ThinkMeanUs = micros(st.think) / n
 	}
 	if tl := win.tl; tl != nil {
-		wait, writeWait, handoff := tl.figures(w.exclusive())
+		wait, writeWait, handoff, release := tl.figures(w.exclusive())
 		r.WaitP50us = micros(percentile(wait, 0.50))
 		r.WaitP99us = micros(percentile(wait, 0.99))
 		if w.reads > 0 {
@@ -239,6 +239,7 @@ func (t turn) figures(win window, runErr error) Result {
 			r.Handoffs = len(handoff)
 			r.HandoffP50us = micros(percentile(handoff, 0.50))
 			r.HandoffP99us = micros(percentile(handoff, 0.99))
+			r.ReleaseHandoffP50us = micros(percentile(release, 0.50))
 		}
 	}
 	return r
