@@ -87,6 +87,16 @@ var libraries = []struct {
 	{"rueidislock", openRueidislock, false},
 }
 
+// libraryNamed returns the opener of the library called name.
+func libraryNamed(name string) (opener, bool) {
+	for _, l := range libraries {
+		if l.name == name {
+			return l.open, true
+		}
+	}
+	return nil, false
+}
+
 // isPeer reports whether name is another library than relock.
 func isPeer(name string) bool {
 	for _, l := range libraries {
@@ -97,11 +107,17 @@ func isPeer(name string) bool {
 	return false
 }
 
-// newGoRedis returns a go-redis client with default options whose
-// commands are counted by n.
+// poolSize is the connection pool size of every client of the run: the
+// go-redis pools, and rueidis's pool for blocking commands (-pool).
+var poolSize = 128
+
+// newGoRedis returns a go-redis client with default options but a pool of
+// poolSize connections, whose commands are counted by n if it is not nil.
 func newGoRedis(addr string, n *callCounter) *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	rdb.AddHook(n)
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
+	if n != nil {
+		rdb.AddHook(n)
+	}
 	return rdb
 }
 
@@ -224,7 +240,7 @@ func openRueidislock(ctx context.Context, s *server, w workload) (library, error
 	}
 	l := &rueidisLib{}
 	lk, err := rueidislock.NewLocker(rueidislock.LockerOption{
-		ClientOption:   rueidis.ClientOption{InitAddress: []string{s.addr}},
+		ClientOption:   rueidis.ClientOption{InitAddress: []string{s.addr}, BlockingPoolSize: poolSize},
 		KeyMajority:    1,
 		KeyValidity:    leaseTTL,
 		TryNextAfter:   tryNextAfter,

@@ -5,9 +5,15 @@
 // read-heavy workload compares a read lock with exclusive locks, and a
 // semaphore workload measures relock's Semaphore.
 //
+// Every workload runs in rounds: in each round every library takes its
+// turn, and figures are medians over the rounds, ratios medians of the
+// ratios within a round. The cross-process workload starts the binary
+// again as worker processes (procs.go).
+//
 // Usage:
 //
-//	go run . [-d 5s] [-redis host:port] [-libs relock,redsync] [-workloads serial,onekey] [-json out.json]
+//	go run . [-d 2s] [-rounds 5] [-pool 128] [-redis host:port] [-libs relock,redsync] [-workloads serial,onekey] [-json out.json]
+//	go run . -experiment floor [-d 2s] [-rounds 5]
 //
 // Without -redis it starts its own redis-server on a free loopback port.
 // README.md explains each column.
@@ -21,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -42,28 +49,57 @@ type Report struct {
 	Redis string `json:"redis"`
 	// Versions maps each library module to its version.
 	Versions map[string]string `json:"versions"`
-	// Duration is the measured window per library per workload.
+	// Duration is the measured window of a turn: one library, one round.
 	Duration string `json:"duration"`
-	// Results holds one entry per library per workload.
+	// Rounds is the number of rounds per workload.
+	Rounds int `json:"rounds"`
+	// Pool is the connection pool size of every client.
+	Pool int `json:"pool"`
+	// Results holds one entry per library per workload per round.
 	Results []Result `json:"results"`
+	// Summaries holds one entry per library per workload: the medians
+	// over the rounds, with Round the number of rounds that have figures.
+	Summaries []Result `json:"summaries"`
+	// Ratios holds relock's per-round throughput ratio to every other
+	// library, per workload (relock-rw's on readheavy).
+	Ratios []Ratio `json:"ratios"`
 	// Targets is relock's standing against DESIGN.md section 7.
-	Targets []Target `json:"targets"`
+	Targets []Target `json:"targets,omitempty"`
 }
 
-func main() { os.Exit(run()) }
+func main() {
+	if os.Getenv(workerEnv) != "" {
+		os.Exit(runWorkerProc())
+	}
+	os.Exit(run())
+}
+
+// orderNote says how the libraries take turns in a round.
+const orderNote = "in every round each library (or experiment mode) takes a turn, in -libs order " +
+	"rotated left by one per round (round r starts with the (r mod n)-th)"
 
 func run() int {
-	d := flag.Duration("d", 5*time.Second, "measured time per workload per library")
-	warmup := flag.Duration("warmup", 500*time.Millisecond, "unmeasured warm-up before each measurement")
+	d := flag.Duration("d", 2*time.Second, "measured time per library per round")
+	warmup := flag.Duration("warmup", 300*time.Millisecond, "unmeasured warm-up before each measurement")
+	rounds := flag.Int("rounds", 5, "rounds per workload; every library takes a turn in each")
+	flag.IntVar(&poolSize, "pool", poolSize, "connection pool size of every client")
 	addr := flag.String("redis", "", "use the Redis server at `host:port` instead of starting one")
 	libFlag := flag.String("libs", names(len(libraries), func(i int) string { return libraries[i].name }), "comma-separated `libraries` to run")
 	wlFlag := flag.String("workloads", names(len(workloads), func(i int) string { return workloads[i].name }), "comma-separated `workloads` to run")
+	experiment := flag.String("experiment", "", "run an experiment instead of the workloads: `floor` (the serial floor, floor.go)")
 	jsonOut := flag.String("json", "", "also write the results as JSON to `file`")
 	flag.Parse()
 
 	libs, err := subset(*libFlag, len(libraries), func(i int) string { return libraries[i].name })
+	var wls []string
 	if err == nil {
-		_, err = subset(*wlFlag, len(workloads), func(i int) string { return workloads[i].name })
+		wls, err = subset(*wlFlag, len(workloads), func(i int) string { return workloads[i].name })
+	}
+	if err == nil && (*rounds < 1 || poolSize < 1) {
+		err = errors.New("-rounds and -pool must be at least 1")
+	}
+	if err == nil && *experiment != "" && *experiment != "floor" {
+		err = fmt.Errorf("unknown experiment %q; the one there is: floor", *experiment)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -95,48 +131,26 @@ func run() int {
 		Redis:      version,
 		Versions:   moduleVersions(),
 		Duration:   d.String(),
+		Rounds:     *rounds,
+		Pool:       poolSize,
 	}
 	out := os.Stdout
-	fmt.Fprintf(out, "%s, GOMAXPROCS=%d, Redis %s at %s, %s per library per workload\n",
-		rep.Go, rep.GOMAXPROCS, rep.Redis, srv.addr, rep.Duration)
+	fmt.Fprintf(out, "%s, GOMAXPROCS=%d, Redis %s at %s\n", rep.Go, rep.GOMAXPROCS, rep.Redis, srv.addr)
 	fmt.Fprintln(out, versionLine(rep.Versions))
-	fmt.Fprintln(out)
+	fmt.Fprintf(out, "%d rounds, %s per turn (after %s warm-up); %s\n", rep.Rounds, rep.Duration, *warmup, orderNote)
+	fmt.Fprintf(out, "pool size %d for every client: go-redis PoolSize; rueidis BlockingPoolSize "+
+		"(rueidis pipelines other commands over its own 4 connections)\n\n", poolSize)
 
-	runID := randomID()
-	rs := results{}
-	failed := false
-	for _, w := range workloads {
-		if !slices.Contains(strings.Split(*wlFlag, ","), w.name) {
-			continue
-		}
-		for _, lib := range libraries {
-			if !slices.Contains(libs, lib.name) {
-				continue
-			}
-			if w.permits > 0 && lib.own && lib.name != "relock" {
-				continue // relock's Semaphore is measured once, as relock
-			}
-			if ctx.Err() != nil {
-				fmt.Fprintln(os.Stderr, "bench: interrupted")
-				return 1
-			}
-			fmt.Fprintf(os.Stderr, "running %s / %s ...\n", w.name, lib.name)
-			r := measure(ctx, srv, lib.name, lib.open, w, runID, *d, *warmup)
-			if r.Unsupported != "" {
-				fmt.Fprintf(os.Stderr, "  n/a: %s\n", r.Unsupported)
-			}
-			if r.Error != "" {
-				failed = true
-				fmt.Fprintf(os.Stderr, "  %s / %s failed: %s\n", w.name, lib.name, r.Error)
-			}
-			rs.add(r)
-			rep.Results = append(rep.Results, r)
-		}
-		printTable(out, rs, w, libs)
+	var failed bool
+	if *experiment == "floor" {
+		failed, err = runFloor(ctx, out, srv, &rep, *d, *warmup)
+	} else {
+		failed, err = runWorkloads(ctx, out, srv, &rep, libs, wls, *d, *warmup)
 	}
-	rep.Targets = judge(rs, libs)
-	printTargets(out, rep.Targets)
-
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
@@ -148,6 +162,59 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// runWorkloads runs the rounds of every selected workload, prints a table
+// per workload and the targets, and fills rep. It reports whether a
+// measurement failed; the error is for a run that could not go on.
+func runWorkloads(ctx context.Context, out io.Writer, srv *server, rep *Report, libs, wls []string, d, warmup time.Duration) (failed bool, err error) {
+	runID := randomID()
+	rs := runResults{}
+	for _, w := range workloads {
+		if !slices.Contains(wls, w.name) {
+			continue
+		}
+		var names []string
+		for _, name := range libs {
+			// relock's Semaphore is measured once, as relock.
+			if w.permits == 0 || isPeer(name) || name == "relock" {
+				names = append(names, name)
+			}
+		}
+		for round := range rep.Rounds {
+			for _, name := range rotated(names, round) {
+				if ctx.Err() != nil {
+					return failed, errors.New("interrupted")
+				}
+				fmt.Fprintf(os.Stderr, "round %d: %s / %s ...\n", round, w.name, name)
+				open, _ := libraryNamed(name)
+				t := turn{lib: name, open: open, w: w, d: d, warmup: warmup,
+					base: fmt.Sprintf("bench:%s:%s:%s", runID, name, w.name)}
+				r, err := turnBetweenRTTs(ctx, srv.addr, round, func() Result { return measure(ctx, srv, t) })
+				if err != nil {
+					return failed, err
+				}
+				if r.Error != "" {
+					failed = true
+					fmt.Fprintf(os.Stderr, "  %s / %s failed: %s\n", w.name, name, r.Error)
+				}
+				rs.add(r)
+				rep.Results = append(rep.Results, r)
+			}
+		}
+		printTable(out, rs, w, names)
+		for _, name := range names {
+			if s, ok := rs.summary(w.name, name); ok {
+				rep.Summaries = append(rep.Summaries, s)
+			}
+			if q, ok := rs.ratio(w.name, w.reference(), name, "cycles/s", throughput); ok && name != w.reference() {
+				rep.Ratios = append(rep.Ratios, q)
+			}
+		}
+	}
+	rep.Targets = judge(rs, libs)
+	printTargets(out, rep.Targets)
+	return failed, nil
 }
 
 // names joins n names with commas.

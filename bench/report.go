@@ -18,40 +18,13 @@ type Target struct {
 	Result string `json:"result"`
 }
 
-// results indexes a run's results by workload and library.
-type results map[string]map[string]Result
-
-func (rs results) add(r Result) {
-	if rs[r.Workload] == nil {
-		rs[r.Workload] = make(map[string]Result)
-	}
-	rs[r.Workload][r.Library] = r
-}
-
-// get returns a result that has figures.
-func (rs results) get(workload, lib string) (Result, bool) {
-	r, ok := rs[workload][lib]
-	return r, ok && r.Error == "" && r.Cycles > 0
-}
-
-// bestPeer returns the fastest library other than relock's on a workload.
-func (rs results) bestPeer(workload string, libs []string) (Result, bool) {
-	var best Result
-	found := false
-	for _, name := range libs {
-		if r, ok := rs.get(workload, name); ok && isPeer(name) && (!found || r.PerSecond > best.PerSecond) {
-			best, found = r, true
-		}
-	}
-	return best, found
-}
-
-// printTable writes one workload's side-by-side table, in markdown.
-func printTable(out io.Writer, rs results, w workload, libs []string) {
+// printTable writes one workload's side-by-side table, in markdown, from
+// the medians over its rounds, and the notes below it.
+func printTable(out io.Writer, rs runResults, w workload, libs []string) {
 	ref := w.reference()
 	fmt.Fprintf(out, "### %s\n\n", w.title)
-	head := "| library | cycles/s | " + ref + " ÷ this | allocs/cycle | calls/cycle | server cmds/cycle |"
-	rule := "| --- | ---: | ---: | ---: | ---: | ---: |"
+	head := "| library | cycles/s | " + ref + " ÷ this | cycle p50 | allocs/cycle | calls/cycle | server cmds/cycle |"
+	rule := "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 	if w.shared {
 		head += " wait p50 | wait p99 |"
 		rule += " ---: | ---: |"
@@ -61,64 +34,74 @@ func printTable(out io.Writer, rs results, w workload, libs []string) {
 		rule += " ---: |"
 	}
 	if w.exclusive() {
-		head += " handoff p50 | handoff p99 |"
-		rule += " ---: | ---: |"
+		head += " handoff p50 | handoff p99 | from unlock call p50 |"
+		rule += " ---: | ---: | ---: |"
 	}
 	fmt.Fprintln(out, head)
 	fmt.Fprintln(out, rule)
-	mine, haveMine := rs.get(w.name, ref)
 	for _, name := range libs {
-		r, ok := rs[w.name][name]
-		if !ok {
-			continue
-		}
-		if r.Unsupported != "" {
+		r, ok := rs.summary(w.name, name)
+		switch {
+		case !ok && r.Unsupported != "":
 			fmt.Fprintf(out, "| %s | n/a: %s |\n", name, r.Unsupported)
 			continue
-		}
-		if r.Error != "" {
+		case !ok && r.Error != "":
 			fmt.Fprintf(out, "| %s | error: %s |\n", name, strings.ReplaceAll(r.Error, "|", "/"))
+			continue
+		case !ok:
 			continue
 		}
 		ratio := "—"
-		if haveMine && r.PerSecond > 0 {
-			ratio = fmt.Sprintf("%.2f×", mine.PerSecond/r.PerSecond)
+		if q, ok := rs.ratio(w.name, ref, name, "cycles/s", throughput); ok && name != ref {
+			ratio = q.String()
 		}
-		fmt.Fprintf(out, "| %s | %.0f | %s | %.1f | %.2f | %.2f |", name, r.PerSecond, ratio,
-			r.AllocsPerCycle, r.CallsPerCycle, r.ServerCmdsPerCycle)
+		fmt.Fprintf(out, "| %s | %.0f | %s | %s | %.1f | %.2f | %.2f |", name, r.PerSecond, ratio,
+			fmtRTT(r.CycleP50us, r.CycleP50RTT), r.AllocsPerCycle, r.CallsPerCycle, r.ServerCmdsPerCycle)
 		if w.shared {
-			fmt.Fprintf(out, " %s | %s |", fmtMicros(r.WaitP50us), fmtMicros(r.WaitP99us))
+			fmt.Fprintf(out, " %s | %s |", fmtRTT(r.WaitP50us, r.WaitP50RTT), fmtMicros(r.WaitP99us))
 		}
 		if w.reads > 0 {
 			fmt.Fprintf(out, " %s |", fmtMicros(r.WriteWaitP99us))
 		}
 		if w.exclusive() {
-			fmt.Fprintf(out, " %s | %s |", fmtMicros(r.HandoffP50us), fmtMicros(r.HandoffP99us))
+			fmt.Fprintf(out, " %s | %s | %s |", fmtRTT(r.HandoffP50us, r.HandoffP50RTT), fmtMicros(r.HandoffP99us),
+				fmtRTT(r.ReleaseHandoffP50us, r.ReleaseHandoffP50RTT))
 		}
 		fmt.Fprintln(out)
 	}
 	fmt.Fprintln(out)
-	if best, ok := rs.bestPeer(w.name, libs); ok && haveMine {
-		fmt.Fprintf(out, "%s vs best peer (%s, %.0f/s): %.2f×\n", ref, best.Library, best.PerSecond, mine.PerSecond/best.PerSecond)
-	}
-	if fair, ok := rs.get(w.name, "relock-fair"); ok && w.exclusive() {
-		if mutex, ok := rs.get(w.name, "relock"); ok {
-			fmt.Fprintf(out, "relock-fair ÷ relock (FairMutex ÷ Mutex): %.2f× (target ≥ %.1f×)\n", fair.PerSecond/mutex.PerSecond, fairTarget)
+	printNotes(out, rs, w, libs)
+	fmt.Fprintln(out)
+}
+
+// printNotes writes the lines below a workload's table: the round trips,
+// the ratio to the best peer, relock's locks against each other, the
+// think actually slept, the most holders inside, and what went wrong.
+func printNotes(out io.Writer, rs runResults, w workload, libs []string) {
+	ref := w.reference()
+	fmt.Fprintln(out, rs.rttNotes(w.name))
+	if best, ok := rs.bestPeer(w.name, libs); ok {
+		if q, ok := rs.ratio(w.name, ref, best.Library, "cycles/s", throughput); ok {
+			fmt.Fprintf(out, "%s ÷ best peer (%s, median %.0f/s), median of per-round ratios (min–max): %s\n",
+				ref, best.Library, best.PerSecond, q)
 		}
+	}
+	if q, ok := rs.ratio(w.name, "relock-fair", "relock", "cycles/s", throughput); ok && w.exclusive() {
+		fmt.Fprintf(out, "relock-fair ÷ relock (FairMutex ÷ Mutex): %s (target ≥ %.1f×)\n", q, fairTarget)
 	}
 	if w.think > 0 {
 		var parts []string
 		for _, name := range libs {
-			if r, ok := rs.get(w.name, name); ok {
+			if r, ok := rs.summary(w.name, name); ok {
 				parts = append(parts, fmt.Sprintf("%s %s", name, fmtMicros(r.ThinkMeanUs)))
 			}
 		}
-		fmt.Fprintf(out, "think asked %s, slept on average: %s\n", w.think, strings.Join(parts, ", "))
+		fmt.Fprintf(out, "think asked %s, slept on average (median): %s\n", w.think, strings.Join(parts, ", "))
 	}
 	if w.shared && !w.exclusive() {
 		var parts []string
 		for _, name := range libs {
-			if r, ok := rs.get(w.name, name); ok {
+			if r, ok := rs.summary(w.name, name); ok {
 				parts = append(parts, fmt.Sprintf("%s %d", name, r.MaxInside))
 			}
 		}
@@ -129,84 +112,90 @@ func printTable(out io.Writer, rs results, w workload, libs []string) {
 		fmt.Fprintf(out, "most holders inside at once (%s): %s\n", allowed, strings.Join(parts, ", "))
 	}
 	for _, name := range libs {
-		if r := rs[w.name][name]; r.Overlaps > 0 {
+		if r, _ := rs.summary(w.name, name); r.Overlaps > 0 {
 			fmt.Fprintf(out, "WARNING: %s: %d holds began while holds they exclude were inside\n", name, r.Overlaps)
 		}
+		for _, r := range rs[w.name][name] {
+			if r.Error != "" {
+				fmt.Fprintf(out, "round %d: %s failed: %s\n", r.Round, name, r.Error)
+			}
+		}
 	}
-	fmt.Fprintln(out)
 }
 
 // fairTarget is the least share of the Mutex's one-key throughput the
 // FairMutex, which hands the lock over in FIFO order, should keep.
 const fairTarget = 0.8
 
-// judge checks relock against the targets of DESIGN.md section 7.
-func judge(rs results, libs []string) []Target {
+// allocTarget is the most allocations an uncontended Mutex cycle should
+// make (issue 10, item 3).
+const allocTarget = 25
+
+// judge checks relock against the targets of DESIGN.md section 7, on the
+// medians of per-round ratios and the medians of figures over the rounds.
+func judge(rs runResults, libs []string) []Target {
 	var ts []Target
-	ratioTarget := func(name, workload string, want float64, peer Result, havePeer bool) {
-		t := Target{Name: name, Result: "n/a", Measured: "—"}
-		if mine, ok := rs.get(workload, "relock"); ok && havePeer {
-			got := mine.PerSecond / peer.PerSecond
-			t.Measured = fmt.Sprintf("%.2f× %s (%.0f vs %.0f/s)", got, peer.Library, mine.PerSecond, peer.PerSecond)
-			t.Result = verdict(got >= want)
+	add := func(name string, measured string, ok, have bool) {
+		t := Target{Name: name, Measured: "—", Result: "n/a"}
+		if have {
+			t.Measured, t.Result = measured, verdict(ok)
 		}
 		ts = append(ts, t)
 	}
-	best, ok := rs.bestPeer("serial", libs)
-	ratioTarget("serial: relock ≥ 0.95 × best peer", "serial", 0.95, best, ok)
-	best, ok = rs.bestPeer("parallel", libs)
-	ratioTarget("64 goroutines: relock ≥ 1.25 × best peer", "parallel", 1.25, best, ok)
-	rueidis, ok := rs.get("onekey", "rueidislock")
-	ratioTarget("one key: relock ≥ 1.2 × rueidislock", "onekey", 1.2, rueidis, ok)
+	speed := func(workload string, want float64) {
+		name := fmt.Sprintf("%s: relock ≥ %.1f × best peer", workload, want)
+		best, ok := rs.bestPeer(workload, libs)
+		q, have := rs.ratio(workload, "relock", best.Library, "cycles/s", throughput)
+		add(name, fmt.Sprintf("%s %s", q, best.Library), q.Median >= want, ok && have)
+	}
+	mine := func(workload string) (Result, bool) { return rs.summary(workload, "relock") }
 
-	latency := func(name string, limitUs float64, pick func(Result) float64) {
-		t := Target{Name: name, Result: "n/a", Measured: "—"}
-		if mine, ok := rs.get("onekey", "relock"); ok {
-			t.Measured = fmtMicros(pick(mine))
-			t.Result = verdict(pick(mine) <= limitUs)
+	speed("serial", 1.1)
+	slowest, have := Ratio{}, false
+	for _, name := range libs {
+		q, ok := rs.ratio("serial", "relock", name, "cycle p50", func(r Result) float64 { return r.CycleP50us })
+		if ok && isPeer(name) && (!have || q.Median > slowest.Median) {
+			slowest, have = q, true
 		}
-		ts = append(ts, t)
 	}
-	latency("one key: relock handoff p50 ≤ 100µs", 100, func(r Result) float64 { return r.HandoffP50us })
-	latency("one key: relock wait p99 ≤ 5ms", 5000, func(r Result) float64 { return r.WaitP99us })
-
-	t := Target{Name: fmt.Sprintf("one key: relock-fair (FIFO) ≥ %.1f × relock Mutex", fairTarget), Result: "n/a", Measured: "—"}
-	fair, okFair := rs.get("onekey", "relock-fair")
-	mutex, okMutex := rs.get("onekey", "relock")
-	if okFair && okMutex {
-		got := fair.PerSecond / mutex.PerSecond
-		t.Measured = fmt.Sprintf("%.2f× (%.0f vs %.0f/s)", got, fair.PerSecond, mutex.PerSecond)
-		t.Result = verdict(got >= fairTarget)
-	}
-	ts = append(ts, t)
-
-	w := semaphoreWorkload
-	t = Target{Name: fmt.Sprintf("semaphore: relock never has more than %d holders inside", w.permits), Result: "n/a", Measured: "—"}
-	if r, ok := rs.get(w.name, "relock"); ok {
-		t.Measured = fmt.Sprintf("at most %d at once, %d holds against the rule", r.MaxInside, r.Overlaps)
-		t.Result = verdict(r.MaxInside <= int64(w.permits) && r.Overlaps == 0)
-	}
-	ts = append(ts, t)
-
-	t = Target{Name: "uncontended relock cycle: exactly 2 Redis calls", Result: "n/a", Measured: "—"}
+	add("serial: relock cycle p50 ≤ every peer's", fmt.Sprintf("%s of %s's", slowest, slowest.To), slowest.Median <= 1, have)
+	r, ok := mine("serial")
+	add(fmt.Sprintf("serial: relock ≤ %d allocations per cycle", allocTarget), fmt.Sprintf("%.1f", r.AllocsPerCycle),
+		r.AllocsPerCycle <= allocTarget, ok)
 	var seen []string
 	pass := true
 	for _, wl := range []string{"serial", "parallel"} {
-		if mine, ok := rs.get(wl, "relock"); ok {
-			seen = append(seen, fmt.Sprintf("%s %.3f", wl, mine.CallsPerCycle))
-			pass = pass && math.Abs(mine.CallsPerCycle-2) < 0.005
+		if r, ok := mine(wl); ok {
+			seen = append(seen, fmt.Sprintf("%s %.3f", wl, r.CallsPerCycle))
+			pass = pass && math.Abs(r.CallsPerCycle-2) < 0.005
 		}
 	}
-	if len(seen) > 0 {
-		t.Measured = strings.Join(seen, ", ") + " calls/cycle"
-		t.Result = verdict(pass)
-	}
-	return append(ts, t)
+	add("uncontended relock cycle: exactly 2 Redis calls", strings.Join(seen, ", ")+" calls/cycle", pass, len(seen) > 0)
+
+	speed("parallel", 1.5)
+	speed("onekey", 1.3)
+	r, ok = mine("onekey")
+	add("onekey: relock wait p99 ≤ 5ms", fmtMicros(r.WaitP99us), r.WaitP99us <= 5000, ok)
+	speed("onekey-procs", 1.5)
+	r, ok = mine("onekey-procs")
+	add("onekey-procs: relock handoff p50 ≤ 1.5 round trips",
+		fmt.Sprintf("%s; from the unlock call %s", fmtRTT(r.HandoffP50us, r.HandoffP50RTT), fmtRTT(r.ReleaseHandoffP50us, r.ReleaseHandoffP50RTT)),
+		r.HandoffP50RTT <= 1.5, ok)
+	add("onekey-procs: relock holds never overlap across processes", fmt.Sprintf("%d overlapping holds", r.Overlaps), r.Overlaps == 0, ok)
+
+	q, ok := rs.ratio("onekey", "relock-fair", "relock", "cycles/s", throughput)
+	add(fmt.Sprintf("onekey: relock-fair (FIFO) ≥ %.1f × relock Mutex", fairTarget), q.String(), q.Median >= fairTarget, ok)
+	w := semaphoreWorkload
+	r, ok = mine(w.name)
+	add(fmt.Sprintf("semaphore: relock never has more than %d holders inside", w.permits),
+		fmt.Sprintf("at most %d at once, %d holds against the rule", r.MaxInside, r.Overlaps),
+		r.MaxInside <= int64(w.permits) && r.Overlaps == 0, ok)
+	return ts
 }
 
 // printTargets writes the targets as a markdown table.
 func printTargets(out io.Writer, ts []Target) {
-	fmt.Fprintln(out, "### Targets (DESIGN.md §7)")
+	fmt.Fprintln(out, "### Targets (DESIGN.md §7), on medians over the rounds")
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "| target | measured | result |")
 	fmt.Fprintln(out, "| --- | --- | --- |")
@@ -229,4 +218,9 @@ func fmtMicros(us float64) string {
 		return fmt.Sprintf("%.0fµs", us)
 	}
 	return fmt.Sprintf("%.2fms", us/1000)
+}
+
+// fmtRTT renders a latency and the same in round trips: "143µs (2.4 RTT)".
+func fmtRTT(us, rtts float64) string {
+	return fmt.Sprintf("%s (%.1f RTT)", fmtMicros(us), rtts)
 }

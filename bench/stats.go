@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sync"
@@ -13,6 +14,16 @@ type Result struct {
 	// Library and Workload name what was measured.
 	Library  string `json:"library"`
 	Workload string `json:"workload"`
+	// Round is the round the figures are from, counted from 0; in a
+	// summary, the number of rounds that have figures.
+	Round int `json:"round"`
+	// RTTBeforeUs and RTTAfterUs are the loopback round trip measured just
+	// before and just after the turn, in microseconds (the p50 of PINGs,
+	// rtt.go), and RTTus their mean, which latencies are divided by. In a
+	// summary, their medians over the rounds.
+	RTTus       float64 `json:"rtt_us"`
+	RTTBeforeUs float64 `json:"rtt_before_us"`
+	RTTAfterUs  float64 `json:"rtt_after_us"`
 	// Cycles is the number of completed lock+unlock cycles (sections).
 	Cycles int64 `json:"cycles"`
 	// Seconds is the length of the measured window.
@@ -27,6 +38,10 @@ type Result struct {
 	// ServerCmdsPerCycle is the INFO commandstats delta per cycle: every
 	// command the server ran, those run by Lua scripts included.
 	ServerCmdsPerCycle float64 `json:"server_cmds_per_cycle"`
+	// Cycle percentiles in microseconds: lock call to unlock return, every
+	// cycle, the hold included.
+	CycleP50us float64 `json:"cycle_p50_us"`
+	CycleP99us float64 `json:"cycle_p99_us"`
 	// Wait percentiles in microseconds, for the workloads on one key or
 	// semaphore; WriteWaitP99us counts the writes of a read-heavy
 	// workload only. Handoff percentiles, for the one-key workload only
@@ -36,6 +51,15 @@ type Result struct {
 	WriteWaitP99us float64 `json:"write_wait_p99_us,omitempty"`
 	HandoffP50us   float64 `json:"handoff_p50_us,omitempty"`
 	HandoffP99us   float64 `json:"handoff_p99_us,omitempty"`
+	// ReleaseHandoffP50us is the handoff p50 counted from the previous
+	// holder's unlock call instead of its return (see README.md).
+	ReleaseHandoffP50us float64 `json:"release_handoff_p50_us,omitempty"`
+	// CycleP50RTT, WaitP50RTT, HandoffP50RTT and ReleaseHandoffP50RTT are
+	// the figures of the same names in round trips of the turn (RTTus).
+	CycleP50RTT          float64 `json:"cycle_p50_rtt"`
+	WaitP50RTT           float64 `json:"wait_p50_rtt,omitempty"`
+	HandoffP50RTT        float64 `json:"handoff_p50_rtt,omitempty"`
+	ReleaseHandoffP50RTT float64 `json:"release_handoff_p50_rtt,omitempty"`
 	// ThinkMeanUs is the mean time a worker actually slept between cycles,
 	// in microseconds: time.Sleep overshoots short sleeps.
 	ThinkMeanUs float64 `json:"think_mean_us,omitempty"`
@@ -53,25 +77,65 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 }
 
+// Holds records the holds of one shared key, each in ns since a base
+// time: when the lock was called and returned, when the holder left its
+// critical section (before calling unlock) and when the unlock returned;
+// and whether the hold was a write. A worker process sends its Holds to the
+// parent, relative to the start of the window, which all processes share.
+type Holds struct {
+	Called   []int64 `json:"called"`
+	Acquired []int64 `json:"acquired"`
+	Left     []int64 `json:"left"`
+	Released []int64 `json:"released"`
+	Write    []bool  `json:"write"`
+}
+
 // timeline records the holds of one shared key in the order they were
 // acquired, for the wait and handoff figures.
 type timeline struct {
 	base time.Time
 	mu   sync.Mutex
-	// Per hold, in ns since base: lock called, lock returned, unlock
-	// returned; and whether it was a write.
-	called, acquired, released []int64
-	write                      []bool
+	Holds
 }
 
-func newTimeline(capacity int) *timeline {
-	return &timeline{
-		base:     time.Now(),
-		called:   make([]int64, 0, capacity),
-		acquired: make([]int64, 0, capacity),
-		released: make([]int64, 0, capacity),
-		write:    make([]bool, 0, capacity),
+// newTimeline returns a timeline whose times count from base. A base
+// without a monotonic reading (time.Unix) makes them wall-clock times,
+// which processes on one machine share.
+func newTimeline(base time.Time, capacity int) *timeline {
+	return &timeline{base: base, Holds: Holds{
+		Called:   make([]int64, 0, capacity),
+		Acquired: make([]int64, 0, capacity),
+		Left:     make([]int64, 0, capacity),
+		Released: make([]int64, 0, capacity),
+		Write:    make([]bool, 0, capacity),
+	}}
+}
+
+// mergeHolds returns a timeline of the holds of every part, in the order
+// they were acquired.
+func mergeHolds(parts []Holds) *timeline {
+	var all Holds
+	for _, p := range parts {
+		all.Called = append(all.Called, p.Called...)
+		all.Acquired = append(all.Acquired, p.Acquired...)
+		all.Left = append(all.Left, p.Left...)
+		all.Released = append(all.Released, p.Released...)
+		all.Write = append(all.Write, p.Write...)
 	}
+	order := make([]int, len(all.Acquired))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(all.Acquired[a], all.Acquired[b]) })
+	tl := newTimeline(time.Time{}, len(order))
+	for _, i := range order {
+		tl.Called = append(tl.Called, all.Called[i])
+		tl.Acquired = append(tl.Acquired, all.Acquired[i])
+		tl.Left = append(tl.Left, all.Left[i])
+		tl.Released = append(tl.Released, all.Released[i])
+		tl.Write = append(tl.Write, all.Write[i])
+	}
+	return tl
 }
 
 // since returns t as ns since the timeline's base.
@@ -83,40 +147,59 @@ func (tl *timeline) since(t time.Time) int64 { return int64(t.Sub(tl.base)) }
 func (tl *timeline) acquire(called, acquired time.Time, write bool) int {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	tl.called = append(tl.called, tl.since(called))
-	tl.acquired = append(tl.acquired, tl.since(acquired))
-	tl.write = append(tl.write, write)
-	tl.released = append(tl.released, -1)
-	return len(tl.acquired) - 1
+	tl.Called = append(tl.Called, tl.since(called))
+	tl.Acquired = append(tl.Acquired, tl.since(acquired))
+	tl.Write = append(tl.Write, write)
+	tl.Left = append(tl.Left, -1)
+	tl.Released = append(tl.Released, -1)
+	return len(tl.Acquired) - 1
 }
 
-// release records when hold i's unlock returned.
-func (tl *timeline) release(i int, released time.Time) {
+// release records when hold i's holder left its critical section and when
+// its unlock returned.
+func (tl *timeline) release(i int, left, released time.Time) {
 	tl.mu.Lock()
-	tl.released[i] = tl.since(released)
+	tl.Left[i] = tl.since(left)
+	tl.Released[i] = tl.since(released)
 	tl.mu.Unlock()
+}
+
+// overlaps counts the exclusive holds that began before an earlier one
+// was left: the check for holds in several processes, where no guard sees
+// them all. Only holds in acquisition order, as from mergeHolds.
+func (tl *timeline) overlaps() int64 {
+	var n, left int64
+	for i := range tl.Acquired {
+		if i > 0 && tl.Acquired[i] < left {
+			n++
+		}
+		left = max(left, tl.Left[i])
+	}
+	return n
 }
 
 // figures returns the wait, write wait and handoff samples. Wait is lock
 // returned minus lock called, for every hold, and write wait the same for
-// the writes. Handoff, only for exclusive holds, is lock returned minus
-// the previous hold's unlock returned, for the holds whose lock call began
-// before that unlock returned (a waiter was waiting); it is 0 when the new
-// holder's lock returned first.
-func (tl *timeline) figures(exclusive bool) (wait, writeWait, handoff []time.Duration) {
+// the writes. Handoffs are only for exclusive holds whose lock call began
+// before the previous holder left its critical section (a waiter was
+// waiting for it): handoff is lock returned minus the previous hold's
+// unlock returned, 0 when the new holder's lock returned first; release
+// handoff is lock returned minus the previous holder's unlock call.
+func (tl *timeline) figures(exclusive bool) (wait, writeWait, handoff, release []time.Duration) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	for i := range tl.acquired {
-		wait = append(wait, time.Duration(tl.acquired[i]-tl.called[i]))
-		if tl.write[i] {
+	for i := range tl.Acquired {
+		wait = append(wait, time.Duration(tl.Acquired[i]-tl.Called[i]))
+		if tl.Write[i] {
 			writeWait = append(writeWait, wait[i])
 		}
-		if !exclusive || i == 0 || tl.released[i-1] < 0 || tl.called[i] >= tl.released[i-1] {
+		if !exclusive || i == 0 || tl.Left[i-1] < 0 || tl.Called[i] >= tl.Left[i-1] {
 			continue
 		}
-		handoff = append(handoff, time.Duration(max(0, tl.acquired[i]-tl.released[i-1])))
+		handoff = append(handoff, time.Duration(max(0, tl.Acquired[i]-tl.Released[i-1])))
+		release = append(release, time.Duration(max(0, tl.Acquired[i]-tl.Left[i-1])))
 	}
-	return wait, writeWait, handoff
+	return wait, writeWait, handoff, release
 }
 
 // writerUnit is one exclusive holder in a guard's state; shared holders
@@ -143,8 +226,11 @@ func newGuard(w workload) *guard {
 	return g
 }
 
-// enter records a hold starting.
+// enter records a hold starting. A nil guard records nothing.
 func (g *guard) enter(exclusive bool) {
+	if g == nil {
+		return
+	}
 	add := int64(1)
 	if exclusive {
 		add = writerUnit
@@ -160,6 +246,9 @@ func (g *guard) enter(exclusive bool) {
 
 // leave records a hold ending.
 func (g *guard) leave(exclusive bool) {
+	if g == nil {
+		return
+	}
 	if exclusive {
 		g.state.Add(-writerUnit)
 	} else {

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -28,16 +27,40 @@ type workload struct {
 	reads   float64       // share of cycles that are reads (readheavy.go)
 	permits int           // > 0: a semaphore of this many permits (semaphore.go)
 	ref     string        // the library the ratio column is of; relock if empty
+	clients bool          // a client (and pool) per worker instead of one in all
+	procs   bool          // a worker process per worker (procs.go); implies clients
 }
+
+// oneKey is the contended workload: 8 workers on one key, each holding
+// for 100µs and thinking for 500µs between holds.
+var oneKey = workload{name: "onekey", title: "8 workers on one key, one client (100µs hold, 500µs think)", workers: 8,
+	shared: true, hold: 100 * time.Microsecond, think: 500 * time.Microsecond}
 
 // workloads lists the scenarios in report order.
 var workloads = []workload{
 	{name: "serial", title: "serial lock+unlock, 1 goroutine", workers: 1},
 	{name: "parallel", title: "64 goroutines, own keys", workers: 64},
-	{name: "onekey", title: "8 workers on one key (100µs hold, 500µs think)", workers: 8,
-		shared: true, hold: 100 * time.Microsecond, think: 500 * time.Microsecond},
+	oneKey,
+	variant(oneKey, "onekey-clients", "8 workers on one key, a client each, one process (100µs hold, 500µs think)", false),
+	variant(oneKey, "onekey-procs", "8 workers on one key, a client each, 8 processes (100µs hold, 500µs think)", true),
 	readHeavy,
 	semaphoreWorkload,
+}
+
+// variant returns w with a client per worker, in worker processes if procs.
+func variant(w workload, name, title string, procs bool) workload {
+	w.name, w.title, w.clients, w.procs = name, title, true, procs
+	return w
+}
+
+// workloadNamed returns the workload called name.
+func workloadNamed(name string) (workload, bool) {
+	for _, w := range workloads {
+		if w.name == name {
+			return w, true
+		}
+	}
+	return workload{}, false
 }
 
 // exclusive reports whether every hold of w excludes every other: the
@@ -52,87 +75,161 @@ func (w workload) reference() string {
 	return "relock"
 }
 
-// measure connects a library, warms it up on w, then measures w for d.
-func measure(ctx context.Context, s *server, name string, open opener, w workload, run string, d, warmup time.Duration) (r Result) {
-	r = Result{Library: name, Workload: w.name}
-	fail := func(what string, err error) Result {
-		r.Error = fmt.Sprintf("%s: %v", what, err)
-		return r
+// key returns the key of worker i of w, in a run whose keys start with base.
+func (w workload) key(base string, i int) string {
+	if w.shared {
+		return base
 	}
-	// A lock call that ignores its context would hang the run: show where.
-	stuck := time.AfterFunc(warmup+d+2*lockGrace, func() {
-		fmt.Fprintf(os.Stderr, "%s/%s made no progress; goroutines:\n", name, w.name)
+	return fmt.Sprintf("%s:%d", base, i)
+}
+
+// turn is one library's turn on one workload in one round.
+type turn struct {
+	lib    string
+	open   opener
+	w      workload
+	base   string // the keys' prefix, the same in every round
+	d      time.Duration
+	warmup time.Duration
+}
+
+// window is what one measured window adds up to, before it is divided
+// into figures per cycle.
+type window struct {
+	st      runStats
+	elapsed time.Duration
+	calls   int64     // commands the library's clients sent
+	mallocs uint64    // heap allocations; 0 if not measured
+	cmds    int64     // INFO commandstats delta, the first INFO included
+	tl      *timeline // holds of the shared key, or nil
+}
+
+// measure runs one turn: it connects the library, warms it up, then
+// measures the workload for t.d.
+func measure(ctx context.Context, s *server, t turn) Result {
+	defer stallGuard(s, t).Stop()
+	if err := s.reset(ctx); err != nil {
+		return t.failed("flush", err)
+	}
+	if t.w.procs {
+		return measureProcs(ctx, s, t)
+	}
+	return measureInProcess(ctx, s, t)
+}
+
+// stallGuard ends the run if a turn outlasts every bound: a lock call that
+// ignores its context would otherwise hang it. It shows where.
+func stallGuard(s *server, t turn) *time.Timer {
+	return time.AfterFunc(t.warmup+t.d+2*lockGrace, func() {
+		fmt.Fprintf(os.Stderr, "%s/%s made no progress; goroutines:\n", t.lib, t.w.name)
 		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
 		s.stop()
 		os.Exit(3)
 	})
-	defer stuck.Stop()
+}
 
-	if err := s.reset(ctx); err != nil {
-		return fail("flush", err)
-	}
-	lib, err := open(ctx, s, w)
+// failed returns the turn's result for a measurement that failed.
+func (t turn) failed(what string, err error) Result {
+	return Result{Library: t.lib, Workload: t.w.name, Error: fmt.Sprintf("%s: %v", what, err)}
+}
+
+// measureInProcess runs a turn's workers as goroutines of this process.
+func measureInProcess(ctx context.Context, s *server, t turn) (r Result) {
+	w := t.w
+	lib, err := openClients(ctx, s, t.open, w)
 	if err != nil {
-		return fail("connect", err)
+		return t.failed("connect", err)
 	}
 	defer func() {
 		if err := lib.close(); err != nil && r.Error == "" {
 			r.Error = fmt.Sprintf("close: %v", err)
 		}
 	}()
-	lockers, err := newLockers(ctx, lib, w, fmt.Sprintf("bench:%s:%s:%s", run, name, w.name))
+	lockers, err := newLockers(ctx, lib, w, t.base)
 	if errors.Is(err, errNoSemaphore) {
-		r.Unsupported = err.Error()
-		return r
+		return Result{Library: t.lib, Workload: w.name, Unsupported: err.Error()}
 	}
 	if err != nil {
-		return fail("set-up", err)
+		return t.failed("set-up", err)
 	}
 	// Warm up: open the pool's connections, load scripts, subscribe.
-	if _, err := runWorkers(ctx, w, lockers, warmup, nil); err != nil {
-		return fail("warm-up", err)
+	if _, err := runWorkers(ctx, w, lockers, time.Now().Add(t.warmup), nil); err != nil {
+		return t.failed("warm-up", err)
 	}
 
-	var tl *timeline
+	var win window
 	if w.shared {
-		tl = newTimeline(int(d.Seconds()*20000) + 1024)
+		win.tl = newTimeline(time.Now(), int(t.d.Seconds()*20000)+1024)
 	}
 	cmds0, err := s.commands(ctx)
 	if err != nil {
-		return fail("INFO", err)
+		return t.failed("INFO", err)
 	}
-	calls0 := lib.calls()
-	var m0, m1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m0)
+	m := startMeter(lib)
 	start := time.Now()
-	st, runErr := runWorkers(ctx, w, lockers, d, tl)
-	elapsed := time.Since(start)
-	runtime.ReadMemStats(&m1)
-	calls1 := lib.calls()
+	st, runErr := runWorkers(ctx, w, lockers, start.Add(t.d), win.tl)
+	win.elapsed = time.Since(start)
+	win.st = st
+	win.calls, win.mallocs = m.stop()
 	cmds1, err := s.commands(ctx)
 	if err != nil {
-		return fail("INFO", err)
+		return t.failed("INFO", err)
 	}
+	win.cmds = cmds1 - cmds0
+	return t.figures(win, runErr)
+}
 
-	r.Cycles, r.Overlaps, r.MaxInside, r.Seconds = st.cycles, st.overlaps, st.maxInside, elapsed.Seconds()
+// meter counts a library's client calls and the process's heap
+// allocations over a window.
+type meter struct {
+	lib   library
+	calls int64
+	mem   runtime.MemStats
+}
+
+// startMeter collects garbage, so that the window starts on a clean heap,
+// and takes the counts at the start of the window.
+func startMeter(lib library) *meter {
+	m := &meter{lib: lib}
+	runtime.GC()
+	runtime.ReadMemStats(&m.mem)
+	m.calls = lib.calls()
+	return m
+}
+
+// stop returns the calls and allocations since startMeter.
+func (m *meter) stop() (calls int64, mallocs uint64) {
+	var end runtime.MemStats
+	runtime.ReadMemStats(&end)
+	return m.lib.calls() - m.calls, end.Mallocs - m.mem.Mallocs
+}
+
+// figures turns a measured window into the turn's result.
+func (t turn) figures(win window, runErr error) Result {
+	w, st := t.w, win.st
+	r := Result{Library: t.lib, Workload: w.name, Cycles: st.cycles, Overlaps: st.overlaps,
+		MaxInside: st.maxInside, Seconds: win.elapsed.Seconds()}
 	if runErr != nil {
-		return fail(fmt.Sprintf("run (after %.1fs)", elapsed.Seconds()), runErr)
+		r.Error = fmt.Sprintf("run (after %.1fs): %v", r.Seconds, runErr)
+		return r
 	}
 	if st.cycles == 0 {
-		return fail("run", fmt.Errorf("no cycle completed"))
+		r.Error = "run: no cycle completed"
+		return r
 	}
 	n := float64(st.cycles)
-	r.PerSecond = n / elapsed.Seconds()
-	r.AllocsPerCycle = float64(m1.Mallocs-m0.Mallocs) / n
-	r.CallsPerCycle = float64(calls1-calls0) / n
+	r.PerSecond = n / r.Seconds
+	r.AllocsPerCycle = float64(win.mallocs) / n
+	r.CallsPerCycle = float64(win.calls) / n
 	// The first INFO is counted in the second snapshot.
-	r.ServerCmdsPerCycle = float64(cmds1-cmds0-1) / n
+	r.ServerCmdsPerCycle = float64(win.cmds-1) / n
+	r.CycleP50us = micros(percentile(st.lat, 0.50))
+	r.CycleP99us = micros(percentile(st.lat, 0.99))
 	if w.think > 0 {
 		r.ThinkMeanUs = micros(st.think) / n
 	}
-	if tl != nil {
-		wait, writeWait, handoff := tl.figures(w.exclusive())
+	if tl := win.tl; tl != nil {
+		wait, writeWait, handoff, release := tl.figures(w.exclusive())
 		r.WaitP50us = micros(percentile(wait, 0.50))
 		r.WaitP99us = micros(percentile(wait, 0.99))
 		if w.reads > 0 {
@@ -142,6 +239,7 @@ func measure(ctx context.Context, s *server, name string, open opener, w workloa
 			r.Handoffs = len(handoff)
 			r.HandoffP50us = micros(percentile(handoff, 0.50))
 			r.HandoffP99us = micros(percentile(handoff, 0.99))
+			r.ReleaseHandoffP50us = micros(percentile(release, 0.50))
 		}
 	}
 	return r
@@ -152,15 +250,12 @@ func measure(ctx context.Context, s *server, name string, open opener, w workloa
 func newLockers(ctx context.Context, lib library, w workload, base string) ([]locker, error) {
 	lockers := make([]locker, w.workers)
 	for i := range lockers {
-		key := fmt.Sprintf("%s:%d", base, i)
-		if w.shared {
-			key = base
-		}
+		key, own := w.key(base, i), forWorker(lib, i)
 		if w.permits == 0 {
-			lockers[i] = lib.locker(key)
+			lockers[i] = own.locker(key)
 			continue
 		}
-		sl, ok := lib.(semaphores)
+		sl, ok := own.(semaphores)
 		if !ok {
 			return nil, errNoSemaphore
 		}
@@ -175,24 +270,23 @@ func newLockers(ctx context.Context, lib library, w workload, base string) ([]lo
 // runStats is what one run of a workload's workers adds up to.
 type runStats struct {
 	cycles    int64
-	overlaps  int64         // holds that broke the workload's exclusion rule
-	maxInside int64         // most holders of the shared key at once
-	think     time.Duration // total time spent thinking
+	overlaps  int64           // holds that broke the workload's exclusion rule
+	maxInside int64           // most holders of the shared key at once
+	think     time.Duration   // total time spent thinking
+	lat       []time.Duration // per cycle, lock call to unlock return
 }
 
-// runWorkers runs w's workers until d has passed, each finishing the
-// cycle it is in, and returns their totals and the first error. Holds of
-// a shared key are recorded in tl if it is not nil.
-func runWorkers(ctx context.Context, w workload, lockers []locker, d time.Duration, tl *timeline) (st runStats, err error) {
-	end := time.Now().Add(d)
+// runWorkers runs w's workers until end, each finishing the cycle it is
+// in, and returns their totals and the first error. Holds of a shared key
+// are recorded in tl if it is not nil.
+func runWorkers(ctx context.Context, w workload, lockers []locker, end time.Time, tl *timeline) (st runStats, err error) {
 	ctx, cancel := context.WithDeadline(ctx, end.Add(lockGrace))
 	defer cancel()
 	var (
-		total   atomic.Int64
-		thought atomic.Int64 // ns spent in think
-		g       *guard
-		once    sync.Once
-		wg      sync.WaitGroup
+		mu   sync.Mutex
+		g    *guard
+		once sync.Once
+		wg   sync.WaitGroup
 	)
 	if w.shared {
 		g = newGuard(w)
@@ -201,58 +295,63 @@ func runWorkers(ctx context.Context, w workload, lockers []locker, d time.Durati
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, e := worker(ctx, w, i, lk, end, tl, g, &thought)
-			total.Add(n)
+			ws, e := worker(ctx, w, i, lk, end, tl, g)
+			mu.Lock()
+			st.cycles += ws.cycles
+			st.think += ws.think
+			st.lat = append(st.lat, ws.lat...)
+			mu.Unlock()
 			if e != nil {
 				once.Do(func() { err = e; cancel() })
 			}
 		}()
 	}
 	wg.Wait()
-	st = runStats{cycles: total.Load(), think: time.Duration(thought.Load())}
 	if g != nil {
 		st.overlaps, st.maxInside = g.overlaps.Load(), g.max.Load()
 	}
 	return st, err
 }
 
-// worker runs lock, hold, unlock, think cycles on one locker until end.
-// Worker i of a read-heavy workload draws its reads from a generator seeded
-// with i, so every library sees the same sequence of reads and writes.
-func worker(ctx context.Context, w workload, i int, lk locker, end time.Time, tl *timeline, g *guard, thought *atomic.Int64) (int64, error) {
-	var n int64
+// worker runs lock, hold, unlock, think cycles on one locker until end,
+// and returns its cycles, think time and cycle latencies. Worker i of a
+// read-heavy workload draws its reads from a generator seeded with i, so
+// every library sees the same sequence of reads and writes.
+func worker(ctx context.Context, w workload, i int, lk locker, end time.Time, tl *timeline, g *guard) (st runStats, err error) {
 	mix := newMix(w, i)
 	for time.Now().Before(end) {
 		read := mix.read()
 		called := time.Now()
 		unlock, exclusive, err := take(ctx, w, lk, read)
 		if err != nil {
-			return n, fmt.Errorf("lock: %w", err)
+			return st, fmt.Errorf("lock: %w", err)
 		}
 		hold := -1
-		if g != nil {
+		if w.shared {
 			acquired := time.Now()
-			g.enter(exclusive)
 			if tl != nil {
 				hold = tl.acquire(called, acquired, !read)
 			}
+			g.enter(exclusive)
 			spin(w.hold)
 			g.leave(exclusive)
 		}
+		left := time.Now()
 		if err := unlock(ctx); err != nil {
-			return n, fmt.Errorf("unlock: %w", err)
+			return st, fmt.Errorf("unlock: %w", err)
 		}
+		released := time.Now()
 		if hold >= 0 {
-			tl.release(hold, time.Now())
+			tl.release(hold, left, released)
 		}
-		n++
+		st.lat = append(st.lat, released.Sub(called))
+		st.cycles++
 		if w.think > 0 {
-			t := time.Now()
 			time.Sleep(w.think)
-			thought.Add(int64(time.Since(t)))
+			st.think += time.Since(released)
 		}
 	}
-	return n, nil
+	return st, nil
 }
 
 // spin keeps the goroutine busy for d, yielding to others. A hold is spun
