@@ -104,6 +104,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		c.numsub = "shardnumsub"
 	}
 	c.argPublish, c.argLease, c.argMarkerTTL = c.publish, cfg.watchdog.Milliseconds(), c.markerTTL().Milliseconds()
+	if err := c.checkScripts(); err != nil {
+		c.cancel()
+		return nil, err
+	}
 	var err error
 	if c.rsync, err = newSyncer(c); err != nil {
 		c.cancel()
