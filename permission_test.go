@@ -69,23 +69,14 @@ func TestNewWithoutScriptPermission(t *testing.T) {
 // script running a command the user may not (the server's script error).
 func TestNoPermissionFromCalls(t *testing.T) {
 	ctx := ctxTimeout(t, 10*time.Second)
-	readOnly := closeLater(t, mustNew(t, aclClient(t, standalone, "%R~*", "&*", "+@all")))
+	readOnly := newClient(t, aclClient(t, standalone, "%R~*", "&*", "+@all"))
 	if _, err := readOnly.Mutex(lockName(t)).TryLock(ctx); !errors.Is(err, relock.ErrNoPermission) {
 		t.Fatalf("TryLock by a read-only user = %v, want ErrNoPermission", err)
 	}
-	noHset := closeLater(t, mustNew(t, aclClient(t, standalone, "~*", "&*", "+@all", "-pexpire")))
-	if _, err := noHset.Mutex(lockName(t)).TryLock(ctx); !errors.Is(err, relock.ErrNoPermission) {
+	noPexpire := newClient(t, aclClient(t, standalone, "~*", "&*", "+@all", "-pexpire"))
+	if _, err := noPexpire.Mutex(lockName(t)).TryLock(ctx); !errors.Is(err, relock.ErrNoPermission) {
 		t.Fatalf("TryLock by a user without PEXPIRE = %v, want ErrNoPermission", err)
 	}
-}
-
-func mustNew(t *testing.T, rdb redis.UniversalClient, opts ...relock.Option) *relock.Client {
-	t.Helper()
-	c, err := relock.New(rdb, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // readmeACL returns the rules of the ACL SETUSER line the README gives,
@@ -120,8 +111,8 @@ func TestReadmeACL(t *testing.T) {
 		}
 	}
 	var sink rsSink
-	a := closeLater(t, mustNew(t, aclClient(t, standalone, rules...), sink.logger()))
-	b := closeLater(t, mustNew(t, aclClient(t, standalone, rules...), sink.logger()))
+	a := newClient(t, aclClient(t, standalone, rules...), sink.logger())
+	b := newClient(t, aclClient(t, standalone, rules...), sink.logger())
 	name := lockName(t)
 
 	// contend takes first with hold, starts wait, releases first and checks

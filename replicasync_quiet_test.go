@@ -25,7 +25,7 @@ func TestReplicaSyncProbeQuiet(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var sink rsSink
-			c := closeLater(t, mustNew(t, aclClient(t, standalone, rules...), append(tc.opts, sink.logger())...))
+			c := newClient(t, aclClient(t, standalone, rules...), append(tc.opts, sink.logger())...)
 			l, err := c.Mutex(lockName(t)).Lock(ctx)
 			if err != nil {
 				t.Fatalf("Lock: %v", err)
