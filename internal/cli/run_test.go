@@ -165,20 +165,45 @@ func TestRunSemaphoreLimitsConcurrency(t *testing.T) {
 		}
 		held = append(held, p)
 	}
-	// Both permits are taken: -n 2 finds none free. An existing semaphore
-	// keeps its count, so -n 3 does not add one either.
-	for _, n := range []string{"2", "3"} {
-		r := relockCmd(t, "run", "--redis", url, "-n", n, "--wait", "0", "jobs", "--", "true")
-		if r.code != exitNotAcquired {
-			t.Fatalf("-n %s with every permit taken: exit %d, want %d", n, r.code, exitNotAcquired)
-		}
+	// Both permits are taken: -n 2 finds none free.
+	r := relockCmd(t, "run", "--redis", url, "-n", "2", "--wait", "0", "jobs", "--", "true")
+	if r.code != exitNotAcquired {
+		t.Fatalf("-n 2 with every permit taken: exit %d, want %d", r.code, exitNotAcquired)
 	}
 	if err := held[0].Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := relockCmd(t, "run", "--redis", url, "-n", "2", "--wait", "0", "jobs", "--", "true")
+	r = relockCmd(t, "run", "--redis", url, "-n", "2", "--wait", "0", "jobs", "--", "true")
 	if r.code != exitOK {
 		t.Fatalf("with a permit free: exit %d, want 0; stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestRunSemaphoreCountMismatch: -n 3 on an existing semaphore of 2
+// permits (one of them held) fails and says so, rather than running under
+// a count other than the one asked for.
+func TestRunSemaphoreCountMismatch(t *testing.T) {
+	mr, url := server(t)
+	ctx := context.Background()
+	ps := lockClient(t, mr).PermitSemaphore("jobs")
+	if _, err := ps.TrySetPermits(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ps.TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(ctx)
+	r := relockCmd(t, "run", "--redis", url, "-n", "3", "jobs", "--", "echo", "ran")
+	if r.code != exitFailure || strings.Contains(r.stdout, "ran") {
+		t.Fatalf("exit %d, stdout %q; want %d and the command not run", r.code, r.stdout, exitFailure)
+	}
+	if !strings.Contains(r.stderr, "exists with 2 permits, not 3") {
+		t.Errorf("stderr %q does not say the semaphore has 2 permits", r.stderr)
+	}
+	r = relockCmd(t, "run", "--redis", url, "-n", "2", "jobs", "--", "echo", "ran")
+	if r.code != exitOK || strings.TrimSpace(r.stdout) != "ran" {
+		t.Fatalf("-n 2: exit %d, stdout %q; want 0 and the command run", r.code, r.stdout)
 	}
 }
 
