@@ -218,3 +218,55 @@ func TestRunSemaphoreStopsCommandWhenPermitLost(t *testing.T) {
 		t.Errorf("stderr %q does not say the permit was lost", r.stderr)
 	}
 }
+
+// TestRunArguments: flags may follow NAME; "--" ends them; without a NAME
+// before "--", relock run says so instead of taking the command for it.
+func TestRunArguments(t *testing.T) {
+	needCommand(t, "sh")
+	_, url := realServer(t)
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"flags after the name", []string{"job", "--wait", "1s", "--lease", "1m", "--", "sh", "-c", `echo "$RELOCK_LOCK"`}, exitOK, "job", ""},
+		{"flags after the name, no dashes", []string{"job", "--wait", "1s", "sh", "-c", `echo "$RELOCK_LOCK"`}, exitOK, "job", ""},
+		{"command flags stay the command's", []string{"job", "--", "sh", "-c", `echo "$1"`, "sh", "--wait"}, exitOK, "--wait", ""},
+		{"no name before dashes", []string{"--", "echo", "hi"}, exitUsage, "", "missing lock NAME"},
+		{"no name", []string{"--wait", "1s"}, exitUsage, "", "missing lock NAME"},
+		{"no command", []string{"job", "--wait", "1s"}, exitUsage, "", "missing the command"},
+		{"bad flag after the name", []string{"job", "--nonsense", "--", "true"}, exitUsage, "", "nonsense"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := relockCmd(t, append([]string{"run", "--redis", url}, tt.args...)...)
+			if r.code != tt.code || strings.TrimSpace(r.stdout) != tt.stdout || !strings.Contains(r.stderr, tt.stderr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q", r.code, r.stdout, r.stderr, tt.code, tt.stdout, tt.stderr)
+			}
+		})
+	}
+}
+
+// TestMessagesSayRelockOnce: an error from the library, whose messages
+// nest "relock: " prefixes, is printed with the subcommand's name alone.
+func TestMessagesSayRelockOnce(t *testing.T) {
+	srv, url := realServer(t)
+	if _, err := srv.Do(context.Background(), "SET", "str", "v"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"run", "--redis", url, "str", "--", "true"},
+		{"run", "--redis", url, "a{b", "--", "true"},
+		{"unlock", "--force", "--redis", url, "str"},
+	} {
+		r := relockCmd(t, args...)
+		if r.code == exitOK {
+			t.Fatalf("relock %v succeeded", args)
+		}
+		if n := strings.Count(r.stderr, "relock"); n != 1+strings.Count(r.stderr, "relock help") {
+			t.Errorf("relock %v: %q says relock %d times", args, r.stderr, n)
+		}
+	}
+}
