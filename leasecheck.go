@@ -17,7 +17,9 @@ import (
 // gone, such as a release message on the lock's channel. If Redis does
 // not answer within ctx, the hold stays as it was and Check returns an
 // error that wraps ctx's error when ctx ended. A MultiLock or RedLock
-// lease checks each of its members.
+// lease checks each of its members. A Check that overlaps the lease's own
+// Unlock may find the hold already released and report it lost: stop
+// checking before unlocking.
 func (l *Lease) Check(ctx context.Context) error {
 	if l.parts != nil {
 		for _, m := range l.parts.members {

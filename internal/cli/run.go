@@ -151,8 +151,8 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	}
 	r := &runner{e: e, fs: fs, hold: h, grace: *grace}
 	if l, ok := h.(heldLease); ok {
-		stop := watchRelease(ctx, rdb, l.Lease)
-		defer stop()
+		r.unwatch = watchRelease(ctx, rdb, l.Lease)
+		defer r.unwatch()
 	}
 	return r.run(ctx, cmd)
 }
@@ -329,6 +329,9 @@ type runner struct {
 	fs    *flag.FlagSet
 	hold  hold
 	grace time.Duration
+	// unwatch stops watchRelease, if it runs: before the release, whose
+	// own message must not be taken for a force-unlock.
+	unwatch func()
 }
 
 func (r *runner) run(ctx context.Context, cmd *exec.Cmd) int {
@@ -417,6 +420,9 @@ func (r *runner) stop(cmd *exec.Cmd, exited <-chan error) {
 // unlock releases the hold, even if the command was interrupted. A hold
 // already gone is reported only if reportGone.
 func (r *runner) unlock(reportGone bool) {
+	if r.unwatch != nil {
+		r.unwatch()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
 	err := r.hold.release(ctx)

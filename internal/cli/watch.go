@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -14,7 +15,8 @@ import (
 // its command, at once rather than at the watchdog's next renewal. It
 // costs relock run one pub/sub connection. The subscription is confirmed
 // before watchRelease returns; a release published before it is caught by
-// one Check after it. stop ends the watch and waits for it.
+// one Check after it. stop ends the watch and waits for it; it may be
+// called more than once.
 func watchRelease(ctx context.Context, rdb redis.UniversalClient, l *relock.Lease) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	ps := subscribe(ctx, rdb, companion(lockChannelPrefix, l.Name()))
@@ -45,12 +47,15 @@ func watchRelease(ctx context.Context, rdb redis.UniversalClient, l *relock.Leas
 			}
 		}
 	}()
+	var once sync.Once
 	return func() {
-		cancel()
-		if ps != nil {
-			ps.Close()
-		}
-		<-done
+		once.Do(func() {
+			cancel()
+			if ps != nil {
+				ps.Close()
+			}
+			<-done
+		})
 	}
 }
 
