@@ -75,16 +75,7 @@ func realServer(t *testing.T) (*redistest.Server, string) {
 // realClient returns a relock Client on srv, closed with the test.
 func realClient(t *testing.T, srv *redistest.Server) *relock.Client {
 	t.Helper()
-	rdb := srv.Client()
-	c, err := relock.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		rdb.Close()
-	})
-	return c
+	return clientOn(t, srv.Addr)
 }
 
 // result is one in-process run of the relock command.
@@ -119,7 +110,14 @@ func server(t *testing.T) (*miniredis.Miniredis, string) {
 // lockClient returns a relock Client on the server, closed with the test.
 func lockClient(t *testing.T, mr *miniredis.Miniredis) *relock.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	return clientOn(t, mr.Addr())
+}
+
+// clientOn returns a relock Client on the server at addr, closed with the
+// test.
+func clientOn(t *testing.T, addr string) *relock.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	c, err := relock.New(rdb)
 	if err != nil {
 		t.Fatal(err)
