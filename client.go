@@ -66,7 +66,10 @@ type Client struct {
 // New returns a Client over rdb, a go-redis v9 *redis.Client (standalone
 // or a Sentinel failover client) or *redis.ClusterClient. A *redis.Ring is
 // refused with ErrUnsupportedClient: client-side sharding without failover
-// is no home for locks. relock never closes rdb.
+// is no home for locks. relock never closes rdb. New asks the server, in
+// one round trip bounded by the cleanup timeout, whether the Redis user
+// may run scripts, and fails with ErrNoPermission if its ACL says no; a
+// server that does not answer is left to the calls that need it.
 func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrUnsupportedClient)
@@ -108,6 +111,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	c.argFencing = namedTokenTTL.Milliseconds()
 	if cfg.perNameTokens {
 		c.argFencing = argZero
+	}
+	if err := c.checkScripts(); err != nil {
+		c.cancel()
+		return nil, err
 	}
 	var err error
 	if c.rsync, err = newSyncer(c); err != nil {

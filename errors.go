@@ -76,13 +76,21 @@ var (
 	// change nothing.
 	ErrReplicaSync = errors.New("relock: too few replicas acknowledged")
 
+	// ErrNoPermission is returned by New when the Redis user may not run
+	// scripts (EVAL, EVALSHA), which every relock primitive needs, and by
+	// any call the server refuses with NOPERM: its ACL denies a command,
+	// key or channel relock uses. The server's error is wrapped. The
+	// README lists the commands relock needs as an ACL SETUSER line.
+	ErrNoPermission = errors.New("relock: no permission")
+
 	// ErrClosed is returned by every operation of a closed Client, and
 	// wrapped with ErrLockLost by the leases a Close cut short.
 	ErrClosed = errors.New("relock: client closed")
 )
 
 // opError wraps err from a Redis call of operation op on lock name, adding
-// ErrWrongType or ErrOutOfMemory where the server's reply means that.
+// ErrWrongType, ErrOutOfMemory or ErrNoPermission where the server's
+// reply means that.
 func opError(op, name string, err error) error {
 	if isServerError(err) {
 		msg := err.Error()
@@ -91,6 +99,8 @@ func opError(op, name string, err error) error {
 			return fmt.Errorf("relock: %s %q: %w (%w)", op, name, ErrWrongType, err)
 		case strings.HasPrefix(msg, "OOM"):
 			return fmt.Errorf("relock: %s %q: %w (%w)", op, name, ErrOutOfMemory, err)
+		case isNoPerm(err):
+			return fmt.Errorf("relock: %s %q: %w (%w)", op, name, ErrNoPermission, err)
 		}
 	}
 	return fmt.Errorf("relock: %s %q: %w", op, name, err)

@@ -112,25 +112,28 @@ func (s *syncer) probe(ctx context.Context, n *syncNode) error {
 		n.mu.Unlock()
 		return fmt.Errorf("relock: replica sync: reading INFO from %s: %w", n.addr, err)
 	}
-	infoRefused := err != nil
-	if infoRefused {
-		s.c.cfg.logger.Warn("relock: the server refuses INFO; replica sync counts the replicas a WAIT reaches instead",
-			"node", n.addr, "err", err)
-	}
+	infoErr := err
 	n.ready.Store(true)
 	n.mu.Unlock()
-	if s.cfg.Replicas > 0 || n.replicas.Load() > 0 || infoRefused {
+	if s.cfg.Replicas > 0 || n.replicas.Load() > 0 || infoErr != nil {
 		acked, err := s.probeWait(ctx, n)
 		if err != nil {
 			n.ready.Store(false)
 			return err
 		}
-		if infoRefused {
+		if infoErr != nil {
 			n.replicas.Store(acked)
 			if acked > 0 {
 				s.saw.Store(true)
 			}
 		}
+	}
+	if infoErr != nil {
+		// Worth a warning only to whom replica sync concerns: a server
+		// that refuses INFO and shows no replica (an embedded or managed
+		// one, say) is no news to a Client that did not ask for sync.
+		s.notice(n, "relock: the server refuses INFO; replica sync counts the replicas a WAIT reaches instead",
+			"node", n.addr, "err", infoErr)
 	}
 	s.recount()
 	return nil
@@ -206,6 +209,22 @@ func (s *syncer) readLocked(ctx context.Context, n *syncNode) error {
 	}
 	n.readAt.Store(max(at, 1))
 	return nil
+}
+
+// concerns reports whether replica sync matters on n: it was asked for
+// (WithReplicaSync), or some master was seen with replicas.
+func (s *syncer) concerns(n *syncNode) bool {
+	return s.c.cfg.syncMode == syncOn || s.saw.Load() || n.replicas.Load() > 0
+}
+
+// notice logs what the server refuses about replica sync: a warning where
+// replica sync concerns n, a debug record otherwise.
+func (s *syncer) notice(n *syncNode, msg string, args ...any) {
+	if s.concerns(n) {
+		s.c.cfg.logger.Warn(msg, args...)
+		return
+	}
+	s.c.cfg.logger.Debug(msg, args...)
 }
 
 // recount updates s.hasReplicas: whether some master has replicas in sync,

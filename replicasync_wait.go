@@ -98,13 +98,19 @@ func isRefusal(err error) bool {
 }
 
 // refuse records that the server refused WAIT: with Fallback, sync is off
-// from now on; otherwise the node's writes that need WAIT fail. Either way
-// a warning is logged once.
+// from now on; otherwise the node's writes that need WAIT fail. A warning
+// is logged once where replica sync concerns n (see concerns).
 func (s *syncer) refuse(n *syncNode, err error) {
 	n.refused.Store(&err)
 	n.checked.Store(true)
 	if s.cfg.Fallback {
 		s.off.Store(true)
+	}
+	if !s.concerns(n) {
+		// The probe's WAIT, on a server without replicas, for a Client
+		// that did not ask for sync: no write will wait, nothing to say.
+		s.c.cfg.logger.Debug("relock: the server refuses "+s.verb, "node", n.addr, "err", err)
+		return
 	}
 	s.warn.Do(func() {
 		if s.cfg.Fallback {

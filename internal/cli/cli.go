@@ -8,23 +8,45 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 )
+
+// go-redis prints its own log lines (a pool that failed to dial, ...) to
+// the process's stderr: into the terminal, and into the stderr relock run
+// shares with its command. relock reports what fails itself, so they go
+// to slog at debug level, which the default handler drops.
+func init() { redis.SetLogger(debugLogger{}) }
+
+// debugLogger is go-redis's logger, routed to slog at debug level.
+type debugLogger struct{}
+
+func (debugLogger) Printf(ctx context.Context, format string, v ...any) {
+	slog.DebugContext(ctx, fmt.Sprintf(format, v...), "from", "go-redis")
+}
 
 // Exit codes shared by the subcommands. relock run otherwise exits with
 // its command's code.
 const (
 	exitOK          = 0
-	exitFailure     = 1 // an error, or a demo that found a violation
-	exitUsage       = 2 // bad flags or arguments
-	exitNotAcquired = 3 // the lock was not acquired within --wait
-	exitLost        = 4 // the lock was lost while the command ran
-	exitInterrupted = 130
+	exitFailure     = 1   // an error, or a demo that found a violation
+	exitUsage       = 2   // bad flags or arguments
+	exitNotAcquired = 3   // the lock was not acquired within --wait
+	exitLost        = 4   // the lock was lost while the command ran
+	exitInterrupted = 130 // 128+SIGINT; other signals give 128+N likewise
 )
+
+// relaySignals are the signals relock catches: they cancel the running
+// subcommand, and relock run passes them on to its command. SIGQUIT is
+// among them so that it does not dump relock's stacks and leave the
+// command behind.
+var relaySignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 // env is what a subcommand may use of the outside world.
 type env struct {
@@ -60,11 +82,12 @@ func lookup(name string) *command {
 }
 
 // Main runs the relock command with the given arguments (without the
-// program name) and returns its exit code. SIGINT and SIGTERM cancel the
-// context the subcommand runs with; the cause is a signalError.
+// program name) and returns its exit code. SIGINT, SIGTERM, SIGHUP and
+// SIGQUIT cancel the context the subcommand runs with; the cause is a
+// signalError.
 func Main(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, relaySignals...)
 	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	watched := make(chan struct{})
@@ -116,6 +139,14 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 type signalError struct{ sig os.Signal }
 
 func (s signalError) Error() string { return "received " + s.sig.String() }
+
+// signalExit returns the exit code of a process ended by sig: 128+N.
+func signalExit(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return exitInterrupted
+}
 
 // signalOf returns the signal that cancelled ctx, if one did.
 func signalOf(ctx context.Context) (os.Signal, bool) {
@@ -176,7 +207,10 @@ Run "relock help <command>" for a command's flags.
 Redis is chosen by --redis URL, else by $` + envRedisURL + `, else ` + defaultRedisURL + `
 (demo alone runs on an embedded in-process Redis when neither is given).
 URLs: redis://[user:password@]host:port[/db], rediss:// for TLS, unix:///path,
-and redis+cluster://host:port,host:port (or --cluster) for Redis Cluster.
+redis+cluster://host:port,host:port (or --cluster) for Redis Cluster, and
+redis+sentinel://[user:password@]host:port,host:port/master[/db] for the
+master that Sentinels at those addresses monitor under the name master
+(?sentinel_password=... if the Sentinels need one; rediss+ for TLS).
 
 Exit codes: 0 success, 1 failure, 2 usage error, 3 lock not acquired,
 4 lock lost; relock run otherwise exits with its command's code.
@@ -219,13 +253,20 @@ func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
 
 // usageError reports a bad invocation of a subcommand.
 func usageError(e *env, fs *flag.FlagSet, format string, args ...any) int {
-	fmt.Fprintf(e.stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	fmt.Fprintf(e.stderr, "%s: %s\n", fs.Name(), unprefixed(fmt.Sprintf(format, args...)))
 	fmt.Fprintf(e.stderr, "Run 'relock help %s' for usage.\n", strings.TrimPrefix(fs.Name(), "relock "))
 	return exitUsage
 }
 
 // fail reports an error of a subcommand and returns exitFailure.
 func fail(e *env, fs *flag.FlagSet, err error) int {
-	fmt.Fprintf(e.stderr, "%s: %v\n", fs.Name(), err)
+	fmt.Fprintf(e.stderr, "%s: %s\n", fs.Name(), plain(err))
 	return exitFailure
 }
+
+// plain returns err's message without the "relock: " prefixes the
+// library's errors carry, one per wrapping: relock's messages name the
+// subcommand once, at the start of the line.
+func plain(err error) string { return unprefixed(err.Error()) }
+
+func unprefixed(msg string) string { return strings.ReplaceAll(msg, "relock: ", "") }

@@ -356,10 +356,10 @@ func (d *demo) report(ctx context.Context, elapsed time.Duration) int {
 		fmt.Fprintf(out, "interrupted after %d acquisitions\n", acquired)
 	}
 	if d.err != nil {
-		fmt.Fprintf(d.e.stderr, "relock demo: %v\n", d.err)
+		fmt.Fprintf(d.e.stderr, "relock demo: %s\n", plain(d.err))
 	} else if !interrupted && d.cfg.acquisitions > 0 && d.cfg.duration == 0 && acquired != int64(d.cfg.acquisitions) {
 		d.fail(fmt.Errorf("made %d acquisitions, want %d", acquired, d.cfg.acquisitions))
-		fmt.Fprintf(d.e.stderr, "relock demo: %v\n", d.err)
+		fmt.Fprintf(d.e.stderr, "relock demo: %s\n", plain(d.err))
 	}
 
 	handoff := fmt.Sprintf("handoff p50 %s p99 %s", fmtDuration(sum.P50), fmtDuration(sum.P99))

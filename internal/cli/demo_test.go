@@ -32,6 +32,22 @@ func TestDemoEmbedded(t *testing.T) {
 	}
 }
 
+// TestDemoFirstRunIsQuiet: the first command a newcomer runs, the demo on
+// the embedded Redis, prints no warning: nothing in it is about their
+// setup.
+func TestDemoFirstRunIsQuiet(t *testing.T) {
+	t.Setenv(envRedisURL, "")
+	r := relockCmd(t, "demo", "--acquisitions", "50", "--workers", "2", "--locks", "1")
+	if r.code != exitOK {
+		t.Fatalf("exit %d, want 0", r.code)
+	}
+	for _, line := range strings.Split(r.stdout+r.stderr, "\n") {
+		if strings.Contains(line, "WARN") || strings.Contains(line, "ERROR") {
+			t.Errorf("the demo printed %q", line)
+		}
+	}
+}
+
 func TestDemoOnServerForDuration(t *testing.T) {
 	_, url := server(t)
 	r := relockCmd(t, "demo", "--redis", url, "--acquisitions", "0", "--duration", "300ms",

@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Key prefixes of the lock layout shared with Redisson.
@@ -13,12 +17,108 @@ const (
 	tokenPrefix       = "redisson_lock_token"
 	// The liveness hash of a fair lock's relock waiters: owner ids mapped
 	// to deadlines, which must not be read as a lock.
-	fairAlivePrefix = "relock_fair_alive:"
+	fairAlivePrefix   = "relock_fair_alive:"
+	fairQueuePrefix   = "redisson_lock_queue"   // a fair lock's queue of waiting owners
+	fairTimeoutPrefix = "redisson_lock_timeout" // and their deadlines
+	rwChannelPrefix   = "redisson_rwlock"       // a read-write lock's release channel
 )
 
 // tokenField is the field of a lock hash in which relock records the
 // holder's fencing token.
 const tokenField = "relock_token"
+
+// Lock kinds, as ls, show and web name them.
+const (
+	kindLock  = "lock"  // Mutex
+	kindFair  = "fair"  // FairMutex with owners queued
+	kindRead  = "read"  // RWMutex in read mode
+	kindWrite = "write" // RWMutex in write mode
+)
+
+// isRW reports whether kind is a read-write lock's.
+func isRW(kind string) bool { return kind == kindRead || kind == kindWrite }
+
+// lockKind returns the kind of the lock name, for acting on it: a hash
+// with a mode field is a read-write lock; a lock whose fair queue exists
+// (or a free name with one) is a fair lock. A fair lock nobody waits for
+// has the layout of a plain lock and is reported as one. It returns ""
+// when name is neither held nor queued for.
+func lockKind(ctx context.Context, rdb redis.UniversalClient, name string) (string, error) {
+	var mode *redis.StringCmd
+	var queued *redis.IntCmd
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		mode = p.HGet(ctx, name, "mode")
+		queued = p.Exists(ctx, companion(fairQueuePrefix, name), companion(fairTimeoutPrefix, name))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) && !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		return "", err
+	}
+	switch {
+	case mode.Val() == kindRead || mode.Val() == kindWrite:
+		return mode.Val(), nil
+	case queued.Val() > 0:
+		return kindFair, nil
+	}
+	n, err := rdb.Exists(ctx, name).Result()
+	if err != nil || n == 0 {
+		return "", err
+	}
+	return kindLock, nil
+}
+
+// markFair sets the kind of the plain locks among locks whose fair queue
+// exists to kindFair, in one pipeline.
+func markFair(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo) error {
+	queued := make(map[*lockInfo]*redis.IntCmd)
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, li := range locks {
+			if li.kind == kindLock {
+				queued[li] = p.Exists(ctx, companion(fairQueuePrefix, li.name), companion(fairTimeoutPrefix, li.name))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for li, cmd := range queued {
+		if cmd.Val() > 0 {
+			li.kind = kindFair
+		}
+	}
+	return nil
+}
+
+// waiters counts who waits for the lock name of the given kind, and says
+// what was counted: the owners queued for a fair lock, else the
+// connections subscribed to the release channel the kind's waiters listen
+// to (one per waiting relock Client or Redisson instance).
+func waiters(ctx context.Context, rdb redis.UniversalClient, name, kind string) (n int64, what string, err error) {
+	switch {
+	case kind == kindFair:
+		key := companion(fairQueuePrefix, name)
+		n, err = rdb.LLen(ctx, key).Result()
+		return n, "owners queued in " + key, err
+	case isRW(kind):
+		ch := companion(rwChannelPrefix, name)
+		n, err = subscribers(ctx, rdb, ch)
+		return n, "subscribers of " + ch, err
+	default:
+		ch := companion(lockChannelPrefix, name)
+		n, err = subscribers(ctx, rdb, ch)
+		return n, "subscribers of " + ch, err
+	}
+}
+
+// permitTimeoutKey returns the zset of a permit semaphore's held permits:
+// "{name}:timeout", or "name:timeout" when name has its own hash tag.
+func permitTimeoutKey(name string) string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return name + ":timeout"
+	}
+	return "{" + name + "}:timeout"
+}
 
 // companion returns the companion key or channel of a lock: "prefix:{name}",
 // or "prefix:name" when the name carries its own hash tag, so that it
@@ -33,7 +133,7 @@ func companion(prefix, name string) string {
 // lockInfo is what a lock hash says.
 type lockInfo struct {
 	name    string
-	kind    string // "lock", or "read"/"write" for a read-write lock
+	kind    string // kindLock, kindFair, kindRead or kindWrite
 	holders []holder
 	ttl     time.Duration // as PTTL: -1 for no expiry
 	token   string        // the holder's fencing token; "" when none is recorded
@@ -64,9 +164,9 @@ func parseLock(name string, fields map[string]string) (*lockInfo, bool) {
 	if len(fields) == 0 || strings.HasPrefix(name, fairAlivePrefix) {
 		return nil, false
 	}
-	li := &lockInfo{name: name, kind: "lock"}
+	li := &lockInfo{name: name, kind: kindLock}
 	if mode, ok := fields["mode"]; ok {
-		if mode != "read" && mode != "write" {
+		if !isRW(mode) {
 			return nil, false
 		}
 		li.kind = mode
@@ -80,7 +180,7 @@ func parseLock(name string, fields map[string]string) (*lockInfo, bool) {
 			continue
 		}
 		h := holder{owner: f}
-		if li.kind != "lock" {
+		if isRW(li.kind) {
 			h.owner, h.write = strings.CutSuffix(f, ":write")
 		}
 		if !isOwner(h.owner) {

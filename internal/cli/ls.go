@@ -21,7 +21,9 @@ var lsCommand = &command{
 const lsAbout = `
 Scans the keyspace (every master of a cluster) for hashes laid out as relock
 or Redisson locks, whose fields are owner ids "<uuid>:<n>" with hold counts,
-and lists them. Read-write locks show their mode as the kind. The scan is
+and lists them. The kind is lock, fair (a fair lock with owners queued;
+one nobody waits for looks like a plain lock), or read or write: a
+read-write lock's mode. The scan is
 incremental (SCAN with COUNT) and pipelined, so it is safe on a busy server,
 but like any SCAN it may miss keys created or deleted while it runs.`
 
@@ -94,6 +96,9 @@ func scanLocks(ctx context.Context, rdb redis.UniversalClient, pattern string) (
 	locks := make([]*lockInfo, 0, len(found))
 	for _, li := range found {
 		locks = append(locks, li)
+	}
+	if err := markFair(ctx, rdb, locks); err != nil {
+		return nil, err
 	}
 	sort.Slice(locks, func(i, j int) bool { return locks[i].name < locks[j].name })
 	return locks, nil

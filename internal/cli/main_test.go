@@ -3,7 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -11,10 +16,66 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	dir, err := os.MkdirTemp("", "relock-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: leaked goroutines:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// binDir holds the relock binary the process tests build.
+var binDir string
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// relockBinary builds the relock command once for the package's tests and
+// returns its path.
+func relockBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		path := filepath.Join(binDir, "relock")
+		out, err := exec.Command("go", "build", "-o", path, "github.com/relock-go/relock/cmd/relock").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+		built.path = path
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
+}
+
+// realServer starts a redis-server for one test and returns it with its
+// URL.
+func realServer(t *testing.T) (*redistest.Server, string) {
+	t.Helper()
+	srv := redistest.Standalone(t)
+	return srv, "redis://" + srv.Addr
+}
+
+// realClient returns a relock Client on srv, closed with the test.
+func realClient(t *testing.T, srv *redistest.Server) *relock.Client {
+	t.Helper()
+	return clientOn(t, srv.Addr)
 }
 
 // result is one in-process run of the relock command.
@@ -49,7 +110,14 @@ func server(t *testing.T) (*miniredis.Miniredis, string) {
 // lockClient returns a relock Client on the server, closed with the test.
 func lockClient(t *testing.T, mr *miniredis.Miniredis) *relock.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	return clientOn(t, mr.Addr())
+}
+
+// clientOn returns a relock Client on the server at addr, closed with the
+// test.
+func clientOn(t *testing.T, addr string) *relock.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	c, err := relock.New(rdb)
 	if err != nil {
 		t.Fatal(err)

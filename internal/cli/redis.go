@@ -17,6 +17,8 @@ const (
 	defaultRedisURL = "redis://127.0.0.1:6379"
 	clusterScheme   = "redis+cluster"
 	clusterTLS      = "rediss+cluster"
+	sentinelScheme  = "redis+sentinel"
+	sentinelTLS     = "rediss+sentinel"
 	connectTimeout  = 5 * time.Second
 )
 
@@ -36,10 +38,11 @@ func addRedisFlags(fs *flag.FlagSet) *redisFlags {
 
 // target is a resolved Redis deployment.
 type target struct {
-	url     string // as given
-	cluster bool
-	single  *redis.Options
-	multi   *redis.ClusterOptions
+	url      string // as given
+	cluster  bool
+	single   *redis.Options
+	multi    *redis.ClusterOptions
+	failover *redis.FailoverOptions // a Sentinel-managed master
 }
 
 // resolve picks the URL from the flag, the environment, or fallback (""
@@ -58,8 +61,8 @@ func (f *redisFlags) resolve(e *env, fallback string) (*target, error) {
 	return parseTarget(u, f.cluster)
 }
 
-// parseTarget parses a redis://, rediss://, unix:// or redis+cluster://
-// URL. cluster forces a Redis Cluster for redis:// and rediss:// URLs,
+// parseTarget parses a redis://, rediss://, unix://, redis+cluster:// or
+// redis+sentinel:// URL. cluster forces a Redis Cluster for redis:// and rediss:// URLs,
 // whose extra seeds then come as ?addr=host:port parameters.
 func parseTarget(raw string, cluster bool) (*target, error) {
 	t := &target{url: raw}
@@ -78,6 +81,19 @@ func parseTarget(raw string, cluster bool) (*target, error) {
 			return nil, fmt.Errorf("invalid Redis URL %q: %w", redact(raw), err)
 		}
 		raw, cluster = u, true
+	case sentinelScheme, sentinelTLS:
+		if cluster {
+			return nil, errors.New("--cluster needs a redis:// or redis+cluster:// URL, not a Sentinel one")
+		}
+		base := "redis"
+		if strings.EqualFold(scheme, sentinelTLS) {
+			base = "rediss"
+		}
+		var err error
+		if t.failover, err = sentinelOptions(base, rest); err != nil {
+			return nil, fmt.Errorf("invalid Redis URL %q: %w", redact(raw), err)
+		}
+		return t, nil
 	case "unix":
 		if cluster {
 			return nil, errors.New("--cluster needs a redis:// or redis+cluster:// URL, not unix://")
@@ -130,6 +146,60 @@ func clusterURL(base, rest string) (string, error) {
 	return u, nil
 }
 
+// sentinelOptions parses the part after "redis+sentinel://":
+// "[user:pass@]h1:p1,h2:p2/master[/db][?query]", the sentinels' addresses
+// and the name they monitor the master under. The user and password are
+// the Redis servers'; sentinel_username and sentinel_password in the
+// query are the sentinels'. Other query parameters are go-redis's
+// (dial_timeout=3s, ...).
+func sentinelOptions(base, rest string) (*redis.FailoverOptions, error) {
+	hostPart, query, _ := strings.Cut(rest, "?")
+	hosts, path, _ := strings.Cut(hostPart, "/")
+	var user *url.Userinfo
+	if at := strings.LastIndexByte(hosts, '@'); at >= 0 {
+		u, err := url.Parse("redis://" + hosts[:at+1] + "h")
+		if err != nil {
+			return nil, err
+		}
+		user, hosts = u.User, hosts[at+1:]
+	}
+	master, db, _ := strings.Cut(path, "/")
+	if master == "" {
+		return nil, errors.New("no master name: want redis+sentinel://host:port,host:port/master")
+	}
+	addrs := strings.Split(hosts, ",")
+	if addrs[0] == "" {
+		return nil, errors.New("no sentinel host")
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, err
+	}
+	sentinelUser, sentinelPass := q.Get("sentinel_username"), q.Get("sentinel_password")
+	q.Del("sentinel_username")
+	q.Del("sentinel_password")
+	for _, a := range addrs[1:] {
+		if a == "" {
+			return nil, errors.New("empty host in the host list")
+		}
+		q.Add("addr", a)
+	}
+	q.Set("master_name", master)
+	if db != "" {
+		q.Set("db", db)
+	}
+	o, err := redis.ParseFailoverURL(base + "://" + addrs[0] + "?" + q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	if user != nil {
+		o.Username = user.Username()
+		o.Password, _ = user.Password()
+	}
+	o.SentinelUsername, o.SentinelPassword = sentinelUser, sentinelPass
+	return o, nil
+}
+
 // redact hides a password in a URL meant for messages.
 func redact(raw string) string {
 	scheme, rest, ok := strings.Cut(raw, "://")
@@ -152,6 +222,9 @@ func (t *target) String() string {
 	if t.cluster {
 		return "Redis Cluster " + strings.Join(t.multi.Addrs, ",")
 	}
+	if t.failover != nil {
+		return fmt.Sprintf("master %q of Sentinels %s", t.failover.MasterName, strings.Join(t.failover.SentinelAddrs, ","))
+	}
 	return redact(t.url)
 }
 
@@ -161,6 +234,10 @@ func (t *target) client() redis.UniversalClient {
 	if t.cluster {
 		o := *t.multi
 		return redis.NewClusterClient(&o)
+	}
+	if t.failover != nil {
+		o := *t.failover
+		return redis.NewFailoverClient(&o)
 	}
 	o := *t.single
 	return redis.NewClient(&o)

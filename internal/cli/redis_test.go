@@ -2,7 +2,11 @@ package cli
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/relock-go/relock/internal/redistest"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -87,5 +91,50 @@ func TestRedact(t *testing.T) {
 				t.Errorf("redact(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseTargetSentinel(t *testing.T) {
+	tg, err := parseTarget("redis+sentinel://u:p@s1:26379,s2:26380/mymaster/3?sentinel_password=sp&dial_timeout=2s", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := tg.failover
+	if o == nil || o.MasterName != "mymaster" || !slices.Equal(o.SentinelAddrs, []string{"s1:26379", "s2:26380"}) ||
+		o.Username != "u" || o.Password != "p" || o.SentinelPassword != "sp" || o.DB != 3 || o.DialTimeout != 2*time.Second {
+		t.Fatalf("options %+v", o)
+	}
+	if tg.String() != `master "mymaster" of Sentinels s1:26379,s2:26380` || strings.Contains(tg.String(), "p@") {
+		t.Errorf("String() = %q", tg.String())
+	}
+	for _, bad := range []string{
+		"redis+sentinel://s1:26379",       // no master name
+		"redis+sentinel://s1:26379,/m",    // empty host
+		"redis+sentinel:///m",             // no host
+		"redis+sentinel://s1:26379/m/x",   // bad db
+		"redis+sentinel://s1:26379/m?x=1", // unknown parameter
+	} {
+		if _, err := parseTarget(bad, false); err == nil {
+			t.Errorf("parseTarget(%q) succeeded", bad)
+		}
+	}
+	if _, err := parseTarget("redis+sentinel://s1:26379/m", true); err == nil {
+		t.Errorf("--cluster with a Sentinel URL was accepted")
+	}
+}
+
+// TestRunOnSentinel: relock run reaches the master through Sentinels given
+// by a redis+sentinel:// URL, and the lock it takes is on that master.
+func TestRunOnSentinel(t *testing.T) {
+	needCommand(t, "sh")
+	s := redistest.NewSentinel(t)
+	url := "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/" + s.MasterName
+	r := relockCmd(t, "run", "--redis", url, "job", "--", "sh", "-c", `echo "$RELOCK_LOCK"`)
+	if r.code != exitOK || strings.TrimSpace(r.stdout) != "job" {
+		t.Fatalf("exit %d, stdout %q; want 0 and job", r.code, r.stdout)
+	}
+	held := relockCmd(t, "show", "--redis", url, "job")
+	if held.code != exitOK || !strings.Contains(held.stdout, "free") {
+		t.Fatalf("show: exit %d, stdout %q; want the lock free after the run", held.code, held.stdout)
 	}
 }

@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
 )
@@ -39,9 +42,20 @@ The command sees RELOCK_LOCK (the name) and RELOCK_TOKEN (the hold's
 fencing token), or with -n RELOCK_PERMIT (the permit's id), in its
 environment. relock exits with the command's exit code, 128+N if a signal
 N ended it, 3 if the lock or a permit was not acquired within --wait, 127
-if the command cannot be started. SIGTERM and SIGHUP sent to relock are
-passed on to the command; SIGINT from a terminal already reaches it
-directly.`
+if the command cannot be started.
+
+Flags may also follow NAME; "--" ends them, and what follows is the
+command. SIGTERM, SIGHUP, SIGINT and SIGQUIT sent to relock end a wait for
+the lock (exit 128+N) and are passed on to a running command, which relock
+then waits for: SIGINT and SIGQUIT typed at a terminal, which reach the
+command directly, are not passed on a second time. On Linux the command is
+killed (SIGKILL) if relock dies, even by SIGKILL, so that it never runs on
+without the lock; the commands it started itself are not. On other systems
+a relock killed by SIGKILL leaves its command running until it ends.
+
+A lock that is force-unlocked (relock unlock --force) is noticed at once:
+relock listens to the lock's release messages and asks Redis whether its
+hold is still there.`
 
 // optDuration is a duration flag that knows whether it was given.
 type optDuration struct {
@@ -77,22 +91,12 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
 	watchdog := fs.Duration("watchdog", relock.DefaultWatchdogTimeout, "watchdog timeout: how long the lock outlives relock if it dies")
 	permits := fs.Int("n", 0, "hold one of `N` permits of the semaphore NAME instead of the lock")
-	if code, done := parse(fs, args); done {
+	name, argv, code, done := parseRun(e, fs, args)
+	if done {
 		return code
 	}
 	if *permits < 0 {
 		return usageError(e, fs, "-n must be positive")
-	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		return usageError(e, fs, "missing lock NAME")
-	}
-	name, argv := rest[0], rest[1:]
-	if len(argv) > 0 && argv[0] == "--" {
-		argv = argv[1:]
-	}
-	if len(argv) == 0 {
-		return usageError(e, fs, "missing the command to run")
 	}
 	if lease.set && lease.d <= 0 {
 		return usageError(e, fs, "--lease must be positive")
@@ -121,11 +125,23 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	var src source = lockSource{c.Mutex(name)}
 	if *permits > 0 {
 		ps := c.PermitSemaphore(name)
-		if _, err := ps.TrySetPermits(ctx, *permits); err != nil {
+		set, err := ps.TrySetPermits(ctx, *permits)
+		if err != nil {
 			if errors.Is(err, relock.ErrInvalidName) {
 				return usageError(e, fs, "%v", err)
 			}
 			return fail(e, fs, err)
+		}
+		if !set {
+			total, err := permitTotal(ctx, rdb, name)
+			if err != nil {
+				return fail(e, fs, err)
+			}
+			if total != int64(*permits) {
+				fmt.Fprintf(e.stderr, "%s: semaphore %q exists with %d permits, not %d: -n does not change an existing semaphore's count\n",
+					fs.Name(), name, total, *permits)
+				return exitFailure
+			}
 		}
 		src = permitSource{ps}
 	}
@@ -134,7 +150,57 @@ func runRun(ctx context.Context, e *env, args []string) int {
 		return code
 	}
 	r := &runner{e: e, fs: fs, hold: h, grace: *grace}
+	if l, ok := h.(heldLease); ok {
+		r.unwatch = watchRelease(ctx, rdb, l.Lease)
+		defer r.unwatch()
+	}
 	return r.run(ctx, cmd)
+}
+
+// parseRun parses relock run's arguments: flags, NAME, more flags, an
+// optional "--", and the command. It returns done=true with the exit code
+// when the caller should return at once.
+func parseRun(e *env, fs *flag.FlagSet, args []string) (name string, argv []string, code int, done bool) {
+	if code, done := parse(fs, args); done {
+		return "", nil, code, true
+	}
+	rest := fs.Args()
+	if endedByDashes(args, rest) || len(rest) == 0 {
+		// "relock run -- echo hi": what follows "--" is the command.
+		return "", nil, usageError(e, fs, "missing lock NAME before the command (relock run [flags] NAME [--] command)"), true
+	}
+	name = rest[0]
+	if code, done := parse(fs, rest[1:]); done {
+		return "", nil, code, true
+	}
+	if argv = fs.Args(); len(argv) == 0 {
+		return "", nil, usageError(e, fs, "missing the command to run"), true
+	}
+	return name, argv, exitOK, false
+}
+
+// endedByDashes reports whether flag parsing of args, which left rest,
+// stopped at a "--" (which the flag package drops).
+func endedByDashes(args, rest []string) bool {
+	i := len(args) - len(rest) - 1
+	return i >= 0 && args[i] == "--"
+}
+
+// permitTotal returns how many permits the semaphore name has in all:
+// free plus held, read in one transaction.
+func permitTotal(ctx context.Context, rdb redis.UniversalClient, name string) (int64, error) {
+	var free *redis.StringCmd
+	var held *redis.IntCmd
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		free = p.Get(ctx, name)
+		held = p.ZCard(ctx, permitTimeoutKey(name))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, err
+	}
+	n, _ := strconv.ParseInt(free.Val(), 10, 64)
+	return n + held.Val(), nil
 }
 
 // hold is what a command runs under: a lock's Lease or a semaphore's
@@ -242,10 +308,13 @@ func acquire(ctx context.Context, e *env, fs *flag.FlagSet, src source, name str
 	case err == nil:
 		return h, exitOK
 	case errors.Is(err, relock.ErrNotAcquired):
-		fmt.Fprintf(e.stderr, "%s: %s %q is not free: %v\n", fs.Name(), src.what(), name, err)
+		fmt.Fprintf(e.stderr, "%s: %s %q is not free: %s\n", fs.Name(), src.what(), name, plain(err))
 		return nil, exitNotAcquired
 	case ctx.Err() != nil:
 		fmt.Fprintf(e.stderr, "%s: gave up waiting for %s %q: %v\n", fs.Name(), src.what(), name, context.Cause(ctx))
+		if s, ok := signalOf(ctx); ok {
+			return nil, signalExit(s)
+		}
 		return nil, exitInterrupted
 	case errors.Is(err, relock.ErrInvalidName):
 		return nil, usageError(e, fs, "%v", err)
@@ -260,6 +329,9 @@ type runner struct {
 	fs    *flag.FlagSet
 	hold  hold
 	grace time.Duration
+	// unwatch stops watchRelease, if it runs: before the release, whose
+	// own message must not be taken for a force-unlock.
+	unwatch func()
 }
 
 func (r *runner) run(ctx context.Context, cmd *exec.Cmd) int {
@@ -267,37 +339,67 @@ func (r *runner) run(ctx context.Context, cmd *exec.Cmd) int {
 	cmd.Stdout = r.e.stdout
 	cmd.Stderr = r.e.stderr
 	cmd.Env = append(os.Environ(), r.hold.env()...)
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = childAttr()
+	exited, err := start(cmd)
+	if err != nil {
 		r.unlock(true)
 		fmt.Fprintf(r.e.stderr, "%s: %v\n", r.fs.Name(), err)
 		return 127
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 
 	signals := ctx.Done()
 	for {
 		select {
 		case err := <-exited:
 			if lerr := r.hold.Err(); errors.Is(lerr, relock.ErrLockLost) {
-				fmt.Fprintf(r.e.stderr, "%s: %v was lost as the command ended: %v\n", r.fs.Name(), r.hold, lerr)
+				fmt.Fprintf(r.e.stderr, "%s: %v was lost as the command ended: %s\n", r.fs.Name(), r.hold, plain(lerr))
 				r.unlock(false)
 				return exitLost
 			}
 			r.unlock(true)
 			return exitCode(err)
 		case <-r.hold.Done():
-			fmt.Fprintf(r.e.stderr, "%s: %v was lost: %v; stopping the command\n", r.fs.Name(), r.hold, r.hold.Err())
+			fmt.Fprintf(r.e.stderr, "%s: %v was lost: %s; stopping the command\n", r.fs.Name(), r.hold, plain(r.hold.Err()))
 			r.stop(cmd, exited)
 			r.unlock(false) // frees a hold that outlived its local deadline; owner-checked
 			return exitLost
 		case <-signals:
 			signals = nil
-			if s, ok := signalOf(ctx); ok && s != os.Interrupt {
+			if s, ok := signalOf(ctx); ok && !(fromTerminal(s) && terminalReachesChild()) {
 				_ = cmd.Process.Signal(s)
 			}
 		}
 	}
+}
+
+// start starts cmd and returns the channel its Wait's result comes on.
+// The goroutine that starts the command keeps its OS thread until the
+// command ends: on Linux the parent-death signal (see childAttr) follows
+// the thread that forked, not the process, and Go may end a thread that a
+// goroutine left locked.
+func start(cmd *exec.Cmd) (<-chan error, error) {
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return exited, nil
+}
+
+// fromTerminal reports whether a terminal's keys send sig to its
+// foreground process group: SIGINT (^C) and SIGQUIT (^\).
+func fromTerminal(sig os.Signal) bool {
+	return sig == os.Interrupt || sig == syscall.SIGQUIT
 }
 
 // stop ends the command: SIGTERM, then SIGKILL after the grace period.
@@ -318,11 +420,14 @@ func (r *runner) stop(cmd *exec.Cmd, exited <-chan error) {
 // unlock releases the hold, even if the command was interrupted. A hold
 // already gone is reported only if reportGone.
 func (r *runner) unlock(reportGone bool) {
+	if r.unwatch != nil {
+		r.unwatch()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
 	err := r.hold.release(ctx)
 	if err != nil && (reportGone || !errors.Is(err, relock.ErrNotHeld)) {
-		fmt.Fprintf(r.e.stderr, "%s: release %v: %v\n", r.fs.Name(), r.hold, err)
+		fmt.Fprintf(r.e.stderr, "%s: release %v: %s\n", r.fs.Name(), r.hold, plain(err))
 	}
 }
 

@@ -165,20 +165,45 @@ func TestRunSemaphoreLimitsConcurrency(t *testing.T) {
 		}
 		held = append(held, p)
 	}
-	// Both permits are taken: -n 2 finds none free. An existing semaphore
-	// keeps its count, so -n 3 does not add one either.
-	for _, n := range []string{"2", "3"} {
-		r := relockCmd(t, "run", "--redis", url, "-n", n, "--wait", "0", "jobs", "--", "true")
-		if r.code != exitNotAcquired {
-			t.Fatalf("-n %s with every permit taken: exit %d, want %d", n, r.code, exitNotAcquired)
-		}
+	// Both permits are taken: -n 2 finds none free.
+	r := relockCmd(t, "run", "--redis", url, "-n", "2", "--wait", "0", "jobs", "--", "true")
+	if r.code != exitNotAcquired {
+		t.Fatalf("-n 2 with every permit taken: exit %d, want %d", r.code, exitNotAcquired)
 	}
 	if err := held[0].Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := relockCmd(t, "run", "--redis", url, "-n", "2", "--wait", "0", "jobs", "--", "true")
+	r = relockCmd(t, "run", "--redis", url, "-n", "2", "--wait", "0", "jobs", "--", "true")
 	if r.code != exitOK {
 		t.Fatalf("with a permit free: exit %d, want 0; stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestRunSemaphoreCountMismatch: -n 3 on an existing semaphore of 2
+// permits (one of them held) fails and says so, rather than running under
+// a count other than the one asked for.
+func TestRunSemaphoreCountMismatch(t *testing.T) {
+	mr, url := server(t)
+	ctx := context.Background()
+	ps := lockClient(t, mr).PermitSemaphore("jobs")
+	if _, err := ps.TrySetPermits(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ps.TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(ctx)
+	r := relockCmd(t, "run", "--redis", url, "-n", "3", "jobs", "--", "echo", "ran")
+	if r.code != exitFailure || strings.Contains(r.stdout, "ran") {
+		t.Fatalf("exit %d, stdout %q; want %d and the command not run", r.code, r.stdout, exitFailure)
+	}
+	if !strings.Contains(r.stderr, "exists with 2 permits, not 3") {
+		t.Errorf("stderr %q does not say the semaphore has 2 permits", r.stderr)
+	}
+	r = relockCmd(t, "run", "--redis", url, "-n", "2", "jobs", "--", "echo", "ran")
+	if r.code != exitOK || strings.TrimSpace(r.stdout) != "ran" {
+		t.Fatalf("-n 2: exit %d, stdout %q; want 0 and the command run", r.code, r.stdout)
 	}
 }
 
@@ -191,5 +216,57 @@ func TestRunSemaphoreStopsCommandWhenPermitLost(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "permit") || !strings.Contains(r.stderr, "lost") {
 		t.Errorf("stderr %q does not say the permit was lost", r.stderr)
+	}
+}
+
+// TestRunArguments: flags may follow NAME; "--" ends them; without a NAME
+// before "--", relock run says so instead of taking the command for it.
+func TestRunArguments(t *testing.T) {
+	needCommand(t, "sh")
+	_, url := realServer(t)
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"flags after the name", []string{"job", "--wait", "1s", "--lease", "1m", "--", "sh", "-c", `echo "$RELOCK_LOCK"`}, exitOK, "job", ""},
+		{"flags after the name, no dashes", []string{"job", "--wait", "1s", "sh", "-c", `echo "$RELOCK_LOCK"`}, exitOK, "job", ""},
+		{"command flags stay the command's", []string{"job", "--", "sh", "-c", `echo "$1"`, "sh", "--wait"}, exitOK, "--wait", ""},
+		{"no name before dashes", []string{"--", "echo", "hi"}, exitUsage, "", "missing lock NAME"},
+		{"no name", []string{"--wait", "1s"}, exitUsage, "", "missing lock NAME"},
+		{"no command", []string{"job", "--wait", "1s"}, exitUsage, "", "missing the command"},
+		{"bad flag after the name", []string{"job", "--nonsense", "--", "true"}, exitUsage, "", "nonsense"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := relockCmd(t, append([]string{"run", "--redis", url}, tt.args...)...)
+			if r.code != tt.code || strings.TrimSpace(r.stdout) != tt.stdout || !strings.Contains(r.stderr, tt.stderr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q", r.code, r.stdout, r.stderr, tt.code, tt.stdout, tt.stderr)
+			}
+		})
+	}
+}
+
+// TestMessagesSayRelockOnce: an error from the library, whose messages
+// nest "relock: " prefixes, is printed with the subcommand's name alone.
+func TestMessagesSayRelockOnce(t *testing.T) {
+	srv, url := realServer(t)
+	if _, err := srv.Do(context.Background(), "SET", "str", "v"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"run", "--redis", url, "str", "--", "true"},
+		{"run", "--redis", url, "a{b", "--", "true"},
+		{"unlock", "--force", "--redis", url, "str"},
+	} {
+		r := relockCmd(t, args...)
+		if r.code == exitOK {
+			t.Fatalf("relock %v succeeded", args)
+		}
+		if n := strings.Count(r.stderr, "relock"); n != 1+strings.Count(r.stderr, "relock help") {
+			t.Errorf("relock %v: %q says relock %d times", args, r.stderr, n)
+		}
 	}
 }

@@ -17,11 +17,15 @@ var showCommand = &command{
 }
 
 const showAbout = `
-Shows the lock NAME: its holders and their hold counts, its TTL, the last
-fencing token handed out for it, and how many connections are subscribed
-to its release channel. Each relock client and each Redisson instance
-waits on one shared subscription, so the count is of waiting processes,
-not of waiting goroutines or threads.`
+Shows the lock NAME: its kind, its holders and their hold counts, its TTL,
+the holder's fencing token (or the last one of the name's own token key,
+where one is kept), and who waits for it. A fair
+lock's waiters are the owners in its queue (a fair lock nobody waits for
+looks like a plain one, and is shown as one). The waiters of other locks
+are counted as the connections subscribed to the release channel they
+listen to: each relock client and each Redisson instance waits on one
+shared subscription, so the count is of waiting processes, not of
+waiting goroutines or threads.`
 
 func runShow(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "show", "[flags] NAME", showAbout)
@@ -51,8 +55,11 @@ func runShow(ctx context.Context, e *env, args []string) int {
 	switch {
 	case s.lock != nil:
 		state := "held"
-		if s.lock.kind != "lock" {
-			state += " (" + s.lock.kind + " mode)"
+		switch {
+		case isRW(s.lock.kind):
+			state += " (read-write lock, " + s.lock.kind + " mode)"
+		case s.lock.kind == kindFair:
+			state += " (fair lock)"
 		}
 		fmt.Fprintf(tw, "state\t%s\n", state)
 		fmt.Fprintf(tw, "ttl\t%s\n", fmtTTL(s.lock.ttl))
@@ -63,6 +70,8 @@ func runShow(ctx context.Context, e *env, args []string) int {
 			}
 			fmt.Fprintf(tw, "holder\t%s (holds %d%s)\n", h.owner, h.count, side)
 		}
+	case s.kind == "none" && s.fair:
+		fmt.Fprintf(tw, "state\tfree (fair lock with owners queued)\n")
 	case s.kind == "none":
 		fmt.Fprintf(tw, "state\tfree\n")
 	default:
@@ -74,7 +83,7 @@ func runShow(ctx context.Context, e *env, args []string) int {
 	case s.token != "":
 		fmt.Fprintf(tw, "token\t%s\t(%s, the last handed out)\n", s.token, s.tokenKey)
 	}
-	fmt.Fprintf(tw, "waiters\t%d\t(subscribers of %s)\n", s.subscribers, s.channel)
+	fmt.Fprintf(tw, "waiters\t%d\t(%s)\n", s.waiters, s.waitersWhat)
 	tw.Flush()
 	if s.lock == nil && s.kind != "none" {
 		return exitFailure
@@ -88,12 +97,13 @@ type lockState struct {
 	lock        *lockInfo // nil when free or not a lock
 	tokenKey    string
 	token       string // "" when no token was handed out
-	channel     string
-	subscribers int64
+	fair        bool   // a fair lock's queue exists
+	waiters     int64
+	waitersWhat string // what waiters counts
 }
 
 func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*lockState, error) {
-	s := &lockState{tokenKey: companion(tokenPrefix, name), channel: companion(lockChannelPrefix, name)}
+	s := &lockState{tokenKey: companion(tokenPrefix, name)}
 	var err error
 	if s.kind, err = rdb.Type(ctx, name).Result(); err != nil {
 		return nil, err
@@ -125,7 +135,15 @@ func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*
 	if err != nil {
 		return nil, err
 	}
-	if s.subscribers, err = subscribers(ctx, rdb, s.channel); err != nil {
+	kind, err := lockKind(ctx, rdb, name)
+	if err != nil {
+		return nil, err
+	}
+	s.fair = kind == kindFair
+	if s.lock != nil && s.fair {
+		s.lock.kind = kindFair
+	}
+	if s.waiters, s.waitersWhat, err = waiters(ctx, rdb, name, kind); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -14,9 +14,12 @@ var unlockCommand = &command{
 }
 
 const unlockAbout = `
-Deletes the lock NAME whoever holds it and wakes its waiters. The holder is
-not asked: it finds out at its watchdog's next renewal, and until then may
-still act as if it held the lock. Hence --force.`
+Deletes the lock NAME whoever holds it and wakes its waiters, as its kind
+requires: a lock's next waiter, the first owner queued for a fair lock,
+every waiter of a read-write lock (whose reader hold keys go too). The
+holder is not asked: a relock run holding it stops its command at once, but
+other holders find out at their watchdog's next renewal, and until then
+may still act as if they held the lock. Hence --force.`
 
 func runUnlock(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "unlock", "--force [flags] NAME", unlockAbout)
@@ -42,14 +45,37 @@ func runUnlock(ctx context.Context, e *env, args []string) int {
 		return fail(e, fs, err)
 	}
 	defer c.Close()
-	held, err := c.Mutex(name).ForceUnlock(ctx)
+	kind, err := lockKind(ctx, rdb, name)
+	if err != nil {
+		return fail(e, fs, err)
+	}
+	var held bool
+	switch {
+	case kind == kindFair:
+		held, err = c.FairMutex(name).ForceUnlock(ctx)
+	case isRW(kind):
+		held, err = c.RWMutex(name).ForceUnlock(ctx)
+	default:
+		held, err = c.Mutex(name).ForceUnlock(ctx)
+	}
 	if err != nil {
 		return fail(e, fs, err)
 	}
 	if held {
-		fmt.Fprintf(e.stdout, "%s: force-unlocked\n", name)
+		fmt.Fprintf(e.stdout, "%s: force-unlocked (%s)\n", name, kindName(kind))
 	} else {
 		fmt.Fprintf(e.stdout, "%s: was not locked\n", name)
 	}
 	return exitOK
+}
+
+// kindName describes a lock kind for messages.
+func kindName(kind string) string {
+	switch {
+	case kind == kindFair:
+		return "fair lock"
+	case isRW(kind):
+		return "read-write lock"
+	}
+	return "lock"
 }

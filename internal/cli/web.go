@@ -22,7 +22,8 @@ var webCommand = &command{
 const webAbout = `
 Serves a page listing the held locks (as ls finds them) with their kind,
 TTL, holders and hold counts, the holder's fencing token, and how
-many clients wait on each (subscribers of its release channel). The page
+many wait for each: the owners queued for a fair lock, else the clients
+subscribed to the release channel its waiters listen to. The page
 refreshes itself every --refresh; /locks.json serves the same data as JSON,
 and ?match=PATTERN narrows both to matching names. The view only reads:
 it never takes, renews or deletes a lock. It listens on localhost by
@@ -144,7 +145,7 @@ func (v *webView) snapshot(r *http.Request) (*webPage, int) {
 		}
 		wl.Token = li.token
 		var err error
-		if wl.Waiting, err = subscribers(ctx, v.rdb, companion(lockChannelPrefix, li.name)); err != nil {
+		if wl.Waiting, _, err = waiters(ctx, v.rdb, li.name, li.kind); err != nil {
 			p.Err = err.Error()
 			return p, http.StatusBadGateway
 		}

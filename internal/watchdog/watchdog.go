@@ -291,3 +291,18 @@ func (w *Watchdog) apply(r round) {
 		}
 	}
 }
+
+// Verify renews e at once, outside the periodic rounds, and applies the
+// outcome as a round would: Held extends its deadline, Gone loses it. It
+// returns the outcome; Unknown for an entry no longer watched, or when
+// the renewal was not answered within ctx.
+func (w *Watchdog) Verify(ctx context.Context, e *Entry) Result {
+	if e.state.Load() != 1 {
+		return Unknown
+	}
+	sent := w.Now()
+	batch := []*Entry{e}
+	results := w.cfg.Renew(ctx, batch)
+	w.apply(round{sent: sent, batch: batch, results: results})
+	return results[0]
+}

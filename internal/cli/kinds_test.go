@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// waiter is a lock call blocked in the background for a test.
+type waiter struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startWaiter runs lock in the background until it returns or the test
+// ends; a lease it gets is unlocked.
+func startWaiter(t *testing.T, lock func(ctx context.Context) (*relock.Lease, error)) *waiter {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	w := &waiter{cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		l, err := lock(ctx)
+		if err == nil {
+			err = l.Unlock(context.Background())
+		}
+		w.done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-w.done
+	})
+	return w
+}
+
+// until polls cond (a Redis read) until it holds; the test fails at
+// processDeadline.
+func until(t *testing.T, what string, cond func(ctx context.Context, rdb *redis.Client) bool, srv *redistest.Server) {
+	t.Helper()
+	rdb := srv.Client()
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), processDeadline)
+	defer cancel()
+	for !cond(ctx, rdb) {
+		if ctx.Err() != nil {
+			t.Fatalf("%s: not within %v", what, processDeadline)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func queued(name string, n int64) func(ctx context.Context, rdb *redis.Client) bool {
+	return func(ctx context.Context, rdb *redis.Client) bool {
+		return rdb.LLen(ctx, companion(fairQueuePrefix, name)).Val() == n
+	}
+}
+
+func subscribed(channel string) func(ctx context.Context, rdb *redis.Client) bool {
+	return func(ctx context.Context, rdb *redis.Client) bool {
+		return rdb.PubSubNumSub(ctx, channel).Val()[channel] > 0
+	}
+}
+
+// TestKindsShownAndCounted: ls, show and the web view name a fair lock
+// with owners queued as fair and count its queue, and count the writer
+// waiting for a read-write lock on the channel it listens to.
+func TestKindsShownAndCounted(t *testing.T) {
+	srv, url := realServer(t)
+	ctx := context.Background()
+	holder, c2, c3 := realClient(t, srv), realClient(t, srv), realClient(t, srv)
+
+	if _, err := holder.FairMutex("fair").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	startWaiter(t, func(ctx context.Context) (*relock.Lease, error) { return c2.FairMutex("fair").Lock(ctx) })
+	until(t, "first fair waiter queued", queued("fair", 1), srv)
+	startWaiter(t, func(ctx context.Context) (*relock.Lease, error) { return c3.FairMutex("fair").Lock(ctx) })
+	until(t, "second fair waiter queued", queued("fair", 2), srv)
+
+	if _, err := holder.RWMutex("rw").RLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	startWaiter(t, func(ctx context.Context) (*relock.Lease, error) { return c2.RWMutex("rw").Lock(ctx) })
+	until(t, "writer waiting", subscribed(companion(rwChannelPrefix, "rw")), srv)
+
+	if _, err := holder.Mutex("plain").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	r := relockCmd(t, "ls", "--redis", url)
+	kinds := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n")[1:] {
+		f := strings.Fields(line)
+		kinds[f[0]] = f[1]
+	}
+	if kinds["fair"] != kindFair || kinds["rw"] != kindRead || kinds["plain"] != kindLock {
+		t.Errorf("ls kinds %v, want fair fair, rw read, plain lock", kinds)
+	}
+
+	for _, tc := range []struct{ name, state, waiters string }{
+		{"fair", "held (fair lock)", "waiters 2 (owners queued in redisson_lock_queue:{fair})"},
+		{"rw", "held (read-write lock, read mode)", "waiters 1 (subscribers of redisson_rwlock:{rw})"},
+		{"plain", "held", "waiters 0 (subscribers of redisson_lock__channel:{plain})"},
+	} {
+		r := relockCmd(t, "show", "--redis", url, tc.name)
+		lines := map[string]bool{}
+		for _, line := range strings.Split(r.stdout, "\n") {
+			lines[strings.Join(strings.Fields(line), " ")] = true
+		}
+		if r.code != exitOK || !lines["state "+tc.state] || !lines[tc.waiters] {
+			t.Errorf("show %s: exit %d, stdout:\n%s\nwant state %q and %q", tc.name, r.code, r.stdout, tc.state, tc.waiters)
+		}
+	}
+
+	web := webServer(t, srv.Addr)
+	code, body := get(t, web.URL+"/locks.json")
+	if code != http.StatusOK {
+		t.Fatalf("GET /locks.json: %d %s", code, body)
+	}
+	var p webPage
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]webLock{}
+	for _, l := range p.Locks {
+		got[l.Name] = l
+	}
+	if l := got["fair"]; l.Kind != kindFair || l.Waiting != 2 {
+		t.Errorf("web shows fair as %q with %d waiting, want fair with 2", l.Kind, l.Waiting)
+	}
+	if l := got["rw"]; l.Kind != kindRead || l.Waiting != 1 {
+		t.Errorf("web shows rw as %q with %d waiting, want read with 1", l.Kind, l.Waiting)
+	}
+}
+
+// TestUnlockForceByKind: unlock --force acts by the lock's kind: a
+// read-write lock's waiting writer and a fair lock's first queued owner
+// are woken by the release message their kind listens for (counted in
+// Stats.Wakeups), not left to find out at their next timer, and a
+// read-write lock's reader hold keys go with it.
+func TestUnlockForceByKind(t *testing.T) {
+	srv, url := realServer(t)
+	ctx := context.Background()
+	holder := realClient(t, srv)
+	for _, tc := range []struct {
+		name, kind string
+		hold       func() error
+		wait       func(c *relock.Client) func(ctx context.Context) (*relock.Lease, error)
+		waiting    func(ctx context.Context, rdb *redis.Client) bool
+	}{
+		{"rw", "read-write lock",
+			func() error { _, err := holder.RWMutex("rw").RLock(ctx); return err },
+			func(c *relock.Client) func(ctx context.Context) (*relock.Lease, error) {
+				return func(ctx context.Context) (*relock.Lease, error) { return c.RWMutex("rw").Lock(ctx) }
+			},
+			subscribed(companion(rwChannelPrefix, "rw"))},
+		{"fair", "fair lock",
+			func() error { _, err := holder.FairMutex("fair").Lock(ctx); return err },
+			func(c *relock.Client) func(ctx context.Context) (*relock.Lease, error) {
+				return func(ctx context.Context) (*relock.Lease, error) { return c.FairMutex("fair").Lock(ctx) }
+			},
+			queued("fair", 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.hold(); err != nil {
+				t.Fatal(err)
+			}
+			c := realClient(t, srv)
+			w := startWaiter(t, tc.wait(c))
+			until(t, "waiter waiting", tc.waiting, srv)
+			before := c.Stats().Wakeups
+			r := relockCmd(t, "unlock", "--force", "--redis", url, tc.name)
+			if r.code != exitOK || !strings.Contains(r.stdout, "force-unlocked ("+tc.kind+")") {
+				t.Errorf("exit %d, stdout %q; want force-unlocked (%s)", r.code, r.stdout, tc.kind)
+			}
+			if err := <-w.done; err != nil {
+				t.Fatalf("the waiter did not get the lock: %v", err)
+			}
+			w.done <- nil // for the cleanup
+			if c.Stats().Wakeups == before {
+				t.Errorf("the waiter was not woken by a release message")
+			}
+			rdb := srv.Client()
+			defer rdb.Close()
+			if keys := rdb.Keys(ctx, "*rwlock_timeout*").Val(); len(keys) > 0 {
+				t.Errorf("reader hold keys left: %v", keys)
+			}
+		})
+	}
+}

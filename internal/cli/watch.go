@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+)
+
+// watchRelease listens to the release messages of l's lock while l is
+// held, and at each asks Redis whether the hold is still there
+// (Lease.Check): a force-unlock then ends the hold, and relock run stops
+// its command, at once rather than at the watchdog's next renewal. It
+// costs relock run one pub/sub connection. The subscription is confirmed
+// before watchRelease returns; a release published before it is caught by
+// one Check after it. stop ends the watch and waits for it; it may be
+// called more than once.
+func watchRelease(ctx context.Context, rdb redis.UniversalClient, l *relock.Lease) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ps := subscribe(ctx, rdb, companion(lockChannelPrefix, l.Name()))
+	check := func() {
+		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		_ = l.Check(cctx) // an unanswered check leaves it to the watchdog
+		cancel()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if ps == nil {
+			return // no pub/sub: the watchdog's renewals remain
+		}
+		check()
+		msgs := ps.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.Done():
+				return
+			case _, ok := <-msgs:
+				if !ok {
+					return
+				}
+				check()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if ps != nil {
+				ps.Close()
+			}
+			<-done
+		})
+	}
+}
+
+// subscribe subscribes to channel, by SSUBSCRIBE on a cluster (where
+// relock publishes by SPUBLISH from Redis 7 on) and SUBSCRIBE elsewhere,
+// and waits for the server's confirmation. It returns nil if the server
+// refuses both.
+func subscribe(ctx context.Context, rdb redis.UniversalClient, channel string) *redis.PubSub {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		ps := cc.SSubscribe(ctx, channel)
+		if _, err := ps.Receive(ctx); err == nil {
+			return ps
+		}
+		ps.Close()
+	}
+	ps := rdb.Subscribe(ctx, channel)
+	if _, err := ps.Receive(ctx); err != nil {
+		ps.Close()
+		return nil
+	}
+	return ps
+}

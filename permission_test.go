@@ -1,0 +1,216 @@
+package relock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+var aclUsers atomic.Int64
+
+// aclClient creates a Redis user on srv with the given ACL rules (after
+// "ACL SETUSER <user> on >pw") and returns a go-redis client logged in as
+// it. The user is deleted when the test ends.
+func aclClient(t *testing.T, srv *redistest.Server, rules ...string) *redis.Client {
+	t.Helper()
+	ctx := context.Background()
+	user := "relock-test-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + string(rune('a'+aclUsers.Add(1)%26))
+	args := []any{"ACL", "SETUSER", user, "reset", "on", ">pw"}
+	for _, r := range rules {
+		args = append(args, r)
+	}
+	if _, err := srv.Do(ctx, args...); err != nil {
+		t.Fatalf("ACL SETUSER %s %v: %v", user, rules, err)
+	}
+	t.Cleanup(func() { _, _ = srv.Do(context.Background(), "ACL", "DELUSER", user) })
+	return closeLater(t, redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: "pw"}))
+}
+
+// TestNewWithoutScriptPermission: a Redis user that may not run scripts
+// gets ErrNoPermission from New, naming what it lacks, instead of a
+// Client whose every call fails.
+func TestNewWithoutScriptPermission(t *testing.T) {
+	for _, tc := range []struct {
+		deny, want string
+	}{
+		{"-evalsha", "EVALSHA"},
+		{"-eval", "EVAL"},
+		{"-@scripting", "EVAL or EVALSHA"},
+	} {
+		t.Run(tc.deny, func(t *testing.T) {
+			rdb := aclClient(t, standalone, "~*", "&*", "+@all", tc.deny)
+			c, err := relock.New(rdb)
+			if err == nil {
+				c.Close()
+				t.Fatal("New succeeded for a user that may not run scripts")
+			}
+			if !errors.Is(err, relock.ErrNoPermission) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, want ErrNoPermission naming %s", err, tc.want)
+			}
+			if strings.Count(err.Error(), "relock: ") != 1 {
+				t.Errorf("%q repeats its prefix", err)
+			}
+		})
+	}
+}
+
+// TestNoPermissionFromCalls: a call the server refuses by ACL returns
+// ErrNoPermission: a write to keys the user may only read (NOPERM), and a
+// script running a command the user may not (the server's script error).
+func TestNoPermissionFromCalls(t *testing.T) {
+	ctx := ctxTimeout(t, 10*time.Second)
+	readOnly := newClient(t, aclClient(t, standalone, "%R~*", "&*", "+@all"))
+	if _, err := readOnly.Mutex(lockName(t)).TryLock(ctx); !errors.Is(err, relock.ErrNoPermission) {
+		t.Fatalf("TryLock by a read-only user = %v, want ErrNoPermission", err)
+	}
+	noPexpire := newClient(t, aclClient(t, standalone, "~*", "&*", "+@all", "-pexpire"))
+	if _, err := noPexpire.Mutex(lockName(t)).TryLock(ctx); !errors.Is(err, relock.ErrNoPermission) {
+		t.Fatalf("TryLock by a user without PEXPIRE = %v, want ErrNoPermission", err)
+	}
+}
+
+// readmeACL returns the rules of the ACL SETUSER line the README gives,
+// after the user name.
+func readmeACL(t *testing.T) []string {
+	t.Helper()
+	f, err := os.Open("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 3 && fields[0] == "ACL" && fields[1] == "SETUSER" {
+			return fields[3:]
+		}
+	}
+	t.Fatal("README.md has no ACL SETUSER line")
+	return nil
+}
+
+// TestReadmeACL: a user made with the README's ACL line runs every
+// primitive, waiting included (pub/sub), with nothing refused: no error
+// and no NOPERM in the Client's log.
+func TestReadmeACL(t *testing.T) {
+	ctx := ctxTimeout(t, 30*time.Second)
+	rules := readmeACL(t)
+	for i, r := range rules {
+		if strings.HasPrefix(r, ">") {
+			rules[i] = ">pw"
+		}
+	}
+	var sink rsSink
+	a := newClient(t, aclClient(t, standalone, rules...), sink.logger())
+	b := newClient(t, aclClient(t, standalone, rules...), sink.logger())
+	name := lockName(t)
+
+	// contend takes first with hold, starts wait, releases first and checks
+	// that wait then succeeds: the waiter is woken by a release message.
+	contend := func(what string, hold func() (func() error, error), wait func() (func() error, error)) {
+		t.Helper()
+		release, err := hold()
+		if err != nil {
+			t.Fatalf("%s: first acquisition: %v", what, err)
+		}
+		got := make(chan error, 1)
+		var second func() error
+		waits := b.Stats().Waits
+		go func() {
+			var err error
+			second, err = wait()
+			got <- err
+		}()
+		// Release only once the second call waits: it must be woken.
+		for b.Stats().Waits == waits {
+			select {
+			case err := <-got:
+				t.Fatalf("%s: the second acquisition did not wait: %v", what, err)
+			case <-time.After(time.Millisecond):
+			}
+		}
+		if err := release(); err != nil {
+			t.Fatalf("%s: release: %v", what, err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("%s: waiting acquisition: %v", what, err)
+		}
+		if err := second(); err != nil {
+			t.Fatalf("%s: second release: %v", what, err)
+		}
+	}
+	leaseOf := func(l *relock.Lease, err error) (func() error, error) {
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return l.Unlock(ctx) }, nil
+	}
+
+	contend("Mutex",
+		func() (func() error, error) { return leaseOf(a.Mutex(name + ":m").Lock(ctx)) },
+		func() (func() error, error) { return leaseOf(b.Mutex(name + ":m").Lock(ctx)) })
+	contend("FairMutex",
+		func() (func() error, error) { return leaseOf(a.FairMutex(name + ":f").Lock(ctx)) },
+		func() (func() error, error) { return leaseOf(b.FairMutex(name + ":f").Lock(ctx)) })
+	contend("RWMutex",
+		func() (func() error, error) { return leaseOf(a.RWMutex(name + ":rw").RLock(ctx)) },
+		func() (func() error, error) { return leaseOf(b.RWMutex(name + ":rw").Lock(ctx)) })
+
+	sem := name + ":sem"
+	if _, err := a.Semaphore(sem).TrySetPermits(ctx, 1); err != nil {
+		t.Fatalf("Semaphore.TrySetPermits: %v", err)
+	}
+	contend("Semaphore",
+		func() (func() error, error) {
+			return func() error { return a.Semaphore(sem).Release(ctx, 1) }, a.Semaphore(sem).Acquire(ctx, 1)
+		},
+		func() (func() error, error) {
+			return func() error { return b.Semaphore(sem).Release(ctx, 1) }, b.Semaphore(sem).Acquire(ctx, 1)
+		})
+
+	psem := name + ":psem"
+	if _, err := a.PermitSemaphore(psem).TrySetPermits(ctx, 1); err != nil {
+		t.Fatalf("PermitSemaphore.TrySetPermits: %v", err)
+	}
+	permit := func(c *relock.Client) (func() error, error) {
+		p, err := c.PermitSemaphore(psem).Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return p.Release(ctx) }, nil
+	}
+	contend("PermitSemaphore",
+		func() (func() error, error) { return permit(a) },
+		func() (func() error, error) { return permit(b) })
+
+	latch := name + ":latch"
+	if _, err := a.CountDownLatch(latch).TrySetCount(ctx, 1); err != nil {
+		t.Fatalf("CountDownLatch.TrySetCount: %v", err)
+	}
+	contend("CountDownLatch",
+		func() (func() error, error) {
+			return func() error { return a.CountDownLatch(latch).CountDown(ctx) }, nil
+		},
+		func() (func() error, error) {
+			return func() error { return nil }, b.CountDownLatch(latch).Await(ctx)
+		})
+
+	for _, line := range strings.Split(sink.String(), "\n") {
+		if strings.Contains(line, "maxmemory-policy") {
+			continue // CONFIG GET is optional, as the README says
+		}
+		if strings.Contains(line, "NOPERM") || strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			t.Errorf("the Client logged: %s", line)
+		}
+	}
+}
