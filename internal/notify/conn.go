@@ -145,8 +145,8 @@ func (c *conn) resend(ch *chanState, gen uint64) {
 func (c *conn) later(ch *chanState, d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped || c.chans[ch.name] != ch {
-		return
+	if c.stopped || c.chans[ch.name] != ch || len(ch.waiters) < 2 {
+		return // the caller, about to leave, is the only waiter
 	}
 	at := time.Now().Add(d)
 	if ch.due != nil {

@@ -162,7 +162,8 @@ func (w *Waiter) Ready() <-chan struct{} { return w.ch.ready }
 func (w *Waiter) Wake() <-chan struct{} { return w.wake }
 
 // WakeAnotherAfter makes sure that one waiter of the channel wakes d from
-// now at the latest, unless the channel has no waiter left by then. A
+// now at the latest, unless the channel has no waiter left by then (or
+// none but this one now: a waiter that comes later tries for itself). A
 // waiter calls it before it closes when it knows something its fellow
 // waiters may not: that the thing they wait for may be free by then (it
 // took it for a lease of d), or that it was itself the one to re-check
