@@ -221,3 +221,45 @@ func TestPermitSiblingToldOfShorterLease(t *testing.T) {
 		}
 	})
 }
+
+// TestFairMutexHeadToldOfShorterHold: the head of a fair lock's queue
+// takes the lock from an hour-long holder for a one-second lease and lets
+// it expire. The next waiter, told the hour at its last attempt and with a
+// heartbeat of a minute, must get the lock when that second is up.
+func TestFairMutexHeadToldOfShorterHold(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		holder, a, b := top.newClient(t), top.newClient(t), top.newClient(t)
+		name := lockName(t)
+		ctx := ctxTimeout(t, staleBound+10*time.Second)
+		fair := func(c *relock.Client) *relock.FairMutex {
+			return c.FairMutex(name, relock.WithWaiterTimeout(3*time.Minute))
+		}
+		held, err := fair(holder).Lock(ctx, relock.WithLease(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := waitInBackground(t, ctx, func(ctx context.Context) (*relock.Lease, error) {
+			return fair(a).Lock(ctx, relock.WithLease(time.Second)) // left to expire
+		})
+		eventually(t, 5*time.Second, "the first waiter to sleep", func() bool { return a.Stats().Asleep == 1 })
+		got := waitInBackground(t, ctx, func(ctx context.Context) (*relock.Lease, error) {
+			return fair(b).Lock(ctx)
+		})
+		eventually(t, 5*time.Second, "the second waiter to sleep", func() bool { return b.Stats().Asleep == 1 })
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f := <-first
+		if f.err != nil {
+			t.Fatal(f.err)
+		}
+		r := <-got
+		if r.err != nil {
+			t.Fatalf("next waiter, told the holder's hour, did not get the lock when the one-second hold before it expired: %v", r.err)
+		}
+		t.Logf("next waiter acquired %v after the first", r.at.Sub(f.at).Round(time.Millisecond))
+		if err := r.v.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -8,6 +8,7 @@ var (
 	FairUnlock      = loadFair("fair_unlock")
 	FairLeave       = loadFair("fair_leave")
 	FairForceUnlock = loadFair("fair_forceunlock")
+	FairTell        = loadFair("fair_tell")
 )
 
 func loadFair(name string) *Script { return loadWith(name, "fair_queue") }
