@@ -233,6 +233,20 @@ func (m *FairMutex) handOff(ctx context.Context, keys []string, args []any, ws [
 	return -1, nil
 }
 
+// tellHead tells the head of the queue to check again, once this call
+// took the lock from the queue for a fixed lease: the head was told the
+// previous holder's TTL, and the new hold may end sooner, without a
+// message, when its lease runs out. A hold under the watchdog ends with a
+// release, which tells the head, or is lost, and the head's heartbeat
+// bounds its wait then. On failure the heartbeat bounds it too.
+func (m *FairMutex) tellHead(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
+	defer cancel()
+	if err := scripts.FairTell.Run(ctx, m.c.rdb, append(m.leaveKeys[:4:4], m.aliveKey), msgUnlock, m.c.publish).Err(); err != nil {
+		m.c.cfg.logger.Debug("relock: cannot tell the next fair waiter of a fixed lease", "name", m.name, "err", err)
+	}
+}
+
 // nextTry is how long a waiter sleeps at most after an attempt that
 // returned ttl (negative: unknown): until the heartbeat is due, or sooner
 // if the holder's TTL (or the first waiter's deadline) runs out first.
@@ -264,6 +278,9 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 			sub.Close()
 		}
 		if l != nil {
+			if a.cfg.fixed {
+				m.tellHead(ctx)
+			}
 			return
 		}
 		mode := fairLeaveOnly

@@ -184,13 +184,15 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 }
 
 // wait sleeps on the release channel between attempts.
-func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (*Lease, error) {
+func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lease, err error) {
 	m.c.stats.waits.Add(1)
 	w, err := m.c.hub.Subscribe(m.channel, lockPolicy)
 	if err != nil {
 		return nil, ErrClosed
 	}
 	defer w.Close()
+	var due time.Time // when this call would try again
+	defer func() { passOn(w, l != nil, a.cfg.lease, due) }()
 	var lw *localWaiter
 	if !a.reentrant {
 		lw = &localWaiter{owner: a.owner, lease: a.cfg.lease, fixed: a.cfg.fixed, handed: make(chan *Lease, 1)}
@@ -207,6 +209,7 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (*Lease
 		if ready != nil && d > unconfirmed {
 			d, unconfirmed = unconfirmed, min(2*unconfirmed, time.Second)
 		}
+		due = time.Now().Add(d)
 		return d
 	}
 	timer := time.NewTimer(sleepFor(ttl))

@@ -266,7 +266,7 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 	if !wait {
 		return nil, ErrNotAcquired
 	}
-	err = ps.c.waitPermits(ctx, "acquire", ps.name, ps.channel, 1, retry, func() (bool, time.Duration, error) {
+	err = ps.c.waitPermits(ctx, "acquire", ps.name, ps.channel, 1, retry, cfg.lease, func() (bool, time.Duration, error) {
 		p, retry, err = ps.attempt(ctx, a)
 		return p != nil, retry, err
 	})

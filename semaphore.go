@@ -125,7 +125,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	if ok || err != nil {
 		return err
 	}
-	return s.c.waitPermits(ctx, "acquire", s.name, s.channel, n, fallbackRecheck, func() (bool, time.Duration, error) {
+	return s.c.waitPermits(ctx, "acquire", s.name, s.channel, n, fallbackRecheck, 0, func() (bool, time.Duration, error) {
 		ok, err := s.attempt(ctx, n)
 		return ok, fallbackRecheck, err
 	})

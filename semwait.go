@@ -23,8 +23,11 @@ import (
 // the registry below, which knows how many permits each asks for: oldest
 // first, every waiter whose request still fits in the number published
 // (a request too large is skipped, not allowed to hold up smaller ones
-// behind it: other clients compete for the permits anyway). It tells the
-// hub to wake nobody. A reconnect still wakes every waiter through the hub.
+// behind it: other clients compete for the permits anyway). A count of 0
+// wakes every waiter: nothing was freed, but a permit's lease was cut below
+// the earliest expiry the waiters were told (psem_updatelease.lua), and
+// each must learn the new one. The policy tells the hub to wake nobody. A
+// reconnect still wakes every waiter through the hub.
 
 // fallbackRecheck bounds the sleep of a waiter that has no better time to
 // try again: a missed message costs it at most this long.
@@ -81,8 +84,8 @@ func (r *permitRegistry) remove(k string, w *permitWaiter) {
 }
 
 // wake wakes the waiters of k that the number of permits in
-// payload can satisfy, oldest first. A payload that is not a number wakes
-// the oldest waiter.
+// payload can satisfy, oldest first; a payload of 0 wakes every waiter to
+// check again. A payload that is not a number wakes the oldest waiter.
 func (r *permitRegistry) wake(k string, payload string) {
 	free, err := strconv.Atoi(payload)
 	r.Lock()
@@ -94,8 +97,9 @@ func (r *permitRegistry) wake(k string, payload string) {
 		}
 		return
 	}
+	recheck := free == 0
 	for _, w := range ws {
-		if w.n <= free {
+		if recheck || w.n <= free {
 			free -= w.n
 			notifyWaiter(w.wake) // one with a wake pending re-checks anyway
 		}
@@ -116,7 +120,11 @@ func notifyWaiter(wake chan struct{}) bool {
 // waitPermits waits on a semaphore's channel for n permits: it sleeps
 // between attempts until attempt reports success or an error. attempt
 // returns whether it is done and, if not, how long to sleep at most.
-func (c *Client) waitPermits(ctx context.Context, op, name, channel string, n int, retry time.Duration, attempt func() (bool, time.Duration, error)) error {
+//
+// hold is the lease of what a successful attempt takes (0: no lease): the
+// Client's other waiters on the channel are woken to re-check when it may
+// run out (see passOn).
+func (c *Client) waitPermits(ctx context.Context, op, name, channel string, n int, retry, hold time.Duration, attempt func() (bool, time.Duration, error)) error {
 	k := channel
 	w := &permitWaiter{n: n, wake: make(chan struct{}, 1)}
 	c.permits.add(k, w)
@@ -129,16 +137,22 @@ func (c *Client) waitPermits(ctx context.Context, op, name, channel string, n in
 		return ErrClosed
 	}
 	defer hw.Close()
-	return c.sleepOn(ctx, op, name, hw, w.wake, retry, attempt)
+	err = c.sleepOn(ctx, op, name, hw, w.wake, retry, attempt)
+	if err == nil && hold > 0 {
+		hw.WakeAnotherAfter(hold)
+	}
+	return err
 }
 
 // sleepOn runs attempt each time the waiter is woken (by its hub waiter,
 // by own, when the subscription is confirmed, or when retry has passed)
-// until attempt is done or fails, ctx ends, or the Client closes.
+// until attempt is done or fails, ctx ends, or the Client closes. A call
+// that gives up passes its retry time on (see passOn).
 func (c *Client) sleepOn(ctx context.Context, op, name string, hw *notify.Waiter, own <-chan struct{}, retry time.Duration, attempt func() (bool, time.Duration, error)) error {
 	c.stats.waits.Add(1)
 	timer := time.NewTimer(retry)
 	defer timer.Stop()
+	due := time.Now().Add(retry)
 	ready := hw.Ready()
 	for {
 		// Once subscribed, only a message, a reconnect, the retry time or
@@ -165,6 +179,7 @@ func (c *Client) sleepOn(ctx context.Context, op, name string, hw *notify.Waiter
 			c.stats.asleep.Add(-1)
 		}
 		if err != nil {
+			passOn(hw, false, 0, due)
 			return err
 		}
 		done, next, err := attempt()
@@ -172,5 +187,6 @@ func (c *Client) sleepOn(ctx context.Context, op, name string, hw *notify.Waiter
 			return err
 		}
 		timer.Reset(next)
+		due = time.Now().Add(next)
 	}
 }

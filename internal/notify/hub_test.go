@@ -277,3 +277,29 @@ func TestOutageWakesReadyWaiters(t *testing.T) {
 		t.Fatal("the waiter was not woken after the server came back")
 	}
 }
+
+// TestWakeAnotherAfter: a waiter that leaves owes its fellows a wake at
+// the time it names; of two such times the earlier counts, and a channel
+// left by all its waiters keeps no timer (the hub closes at once, and
+// TestMain's leak check would see a goroutine waiting on it).
+func TestWakeAnotherAfter(t *testing.T) {
+	h, _ := newHub(t)
+	a := subscribe(t, h, "later", WakeOne)
+	b := subscribe(t, h, "later", WakeOne)
+	c := subscribe(t, h, "later", WakeOne)
+	a.WakeAnotherAfter(time.Hour)
+	a.WakeAnotherAfter(20 * time.Millisecond) // the earlier counts
+	a.WakeAnotherAfter(time.Hour)
+	a.Close()
+	select {
+	case <-b.Wake(): // the oldest left
+	case <-time.After(5 * time.Second):
+		t.Fatal("no waiter woken at the time owed")
+	}
+	if n := woken(c); n != 0 {
+		t.Fatalf("%d more waiters woken, want none", n)
+	}
+	b.WakeAnotherAfter(time.Hour)
+	b.Close()
+	c.Close()
+}

@@ -8,6 +8,7 @@ var (
 	FairUnlock      = loadWith("fair_unlock", "fair_queue", "fence")
 	FairLeave       = loadFair("fair_leave")
 	FairForceUnlock = loadFair("fair_forceunlock")
+	FairTell        = loadFair("fair_tell")
 )
 
 func loadFair(name string) *Script { return loadWith(name, "fair_queue") }

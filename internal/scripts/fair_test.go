@@ -131,7 +131,7 @@ func (l *listener) heard(t *testing.T) string {
 }
 
 func TestFairHeaders(t *testing.T) {
-	for _, s := range []*Script{FairLock, FairUnlock, FairLeave, FairForceUnlock} {
+	for _, s := range []*Script{FairLock, FairUnlock, FairLeave, FairForceUnlock, FairTell} {
 		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
 		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
 			if !strings.Contains(header, want) {
@@ -506,4 +506,30 @@ func TestFairRedissonScores(t *testing.T) {
 	if rdb.Exists(ctx, f.alive).Val() != 0 {
 		t.Fatal("liveness hash left")
 	}
+}
+
+// TestFairTell: the head of the queue, and only it, is told to check
+// again; an empty queue tells nobody.
+func TestFairTell(t *testing.T) {
+	f := newFairLock("s:fair:tell")
+	hear := f.listen(t, "b", "c")
+	f.lock(t, "a", 0)
+	f.lock(t, "b", 5000)
+	f.lock(t, "c", 5000)
+	if v := run(t, FairTell, f.keys(), "0", "publish"); v != int64(1) {
+		t.Fatalf("tell = %v", v)
+	}
+	if h := hear.heard(t); h != "b" {
+		t.Fatalf("told %q, want the head b", h)
+	}
+	f.leave(t, "b", "0")
+	f.leave(t, "c", "0")
+	if v := run(t, FairTell, f.keys(), "0", "publish"); v != int64(0) {
+		t.Fatalf("tell over an empty queue = %v", v)
+	}
+	if h := hear.heard(t); h != "" {
+		t.Fatalf("told %q over an empty queue", h)
+	}
+	f.unlock(t, "a")
+	f.gone(t)
 }

@@ -8,6 +8,11 @@
 -- ARGV[2]  new lease in milliseconds
 -- ARGV[3]  "publish" or "spublish"
 --
+-- A lease cut below the earliest expiry held so far publishes the number
+-- of free permits, 0: waiters sleeping until that earlier expiry check
+-- again and learn the new one (Redisson's waiters take a 0 as no permit
+-- freed).
+--
 -- Returns  1: updated; 0: no permit of that id is held (released,
 --          expired, or never acquired)
 
@@ -22,5 +27,10 @@ end
 if not redis.call('zscore', KEYS[2], ARGV[1]) then
     return 0
 end
-redis.call('zadd', KEYS[2], 'xx', now + tonumber(ARGV[2]), ARGV[1])
+local expiry = now + tonumber(ARGV[2])
+local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+redis.call('zadd', KEYS[2], 'xx', expiry, ARGV[1])
+if expiry < tonumber(first[2]) and tonumber(redis.call('get', KEYS[1]) or '0') <= 0 then
+    redis.call(ARGV[3], KEYS[3], '0')
+end
 return 1

@@ -24,7 +24,10 @@
 -- The owner's highest-numbered hold key goes with the hold. In read mode
 -- the hash then lives exactly as long as the longest reader hold left;
 -- readers whose hold keys have all expired (dead readers) are removed, and
--- when none is left the lock is freed.
+-- when none is left the lock is freed. When that makes the hash's life
+-- shorter, "1" (Redisson's read-unlock message: every waiter checks again)
+-- is published, so that a waiting writer told the longer TTL learns the
+-- new one instead of sleeping past the lock's silent expiry.
 
 if ARGV[4] == '1' then
     local done = redis.call('get', KEYS[3])
@@ -65,7 +68,11 @@ if mode == 'read' then
         end
     end
     if longest > 0 then
+        local before = redis.call('pttl', KEYS[1])
         redis.call('pexpire', KEYS[1], longest)
+        if longest < before then
+            redis.call(ARGV[3], KEYS[2], '1')
+        end
     else
         redis.call('del', KEYS[1])
         redis.call(ARGV[3], KEYS[2], ARGV[2])

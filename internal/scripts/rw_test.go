@@ -131,9 +131,13 @@ func TestRWReaders(t *testing.T) {
 	if v := k.unlock(t, false, "u:2", "0", ""); v != 1 {
 		t.Fatalf("unlock = %d", v)
 	}
-	// Only u:1's 10s hold is left: the hash's TTL follows it down.
+	// Only u:1's 10s hold is left: the hash's TTL follows it down, and
+	// waiters are told to check again.
 	if d := pttl(t, k.name); d > 10*time.Second {
 		t.Fatalf("hash TTL %v after the longest reader left, want at most 10s", d)
+	}
+	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
+		t.Fatalf("shortened-TTL message %v, %v", msg, err)
 	}
 	if v := k.unlock(t, false, "u:9", "0", ""); v != 0 {
 		t.Fatalf("unlock by a non-holder = %d", v)
