@@ -68,6 +68,18 @@ func subscribed(channel string) func(ctx context.Context, rdb *redis.Client) boo
 	}
 }
 
+// subscribedLike reports whether a channel matching pattern has a
+// subscriber: a fair waiter listens on a channel named after its owner.
+func subscribedLike(pattern string) func(ctx context.Context, rdb *redis.Client) bool {
+	return func(ctx context.Context, rdb *redis.Client) bool {
+		return len(rdb.PubSubChannels(ctx, pattern).Val()) > 0
+	}
+}
+
+func both(a, b func(ctx context.Context, rdb *redis.Client) bool) func(ctx context.Context, rdb *redis.Client) bool {
+	return func(ctx context.Context, rdb *redis.Client) bool { return a(ctx, rdb) && b(ctx, rdb) }
+}
+
 // TestKindsShownAndCounted: ls, show and the web view name a fair lock
 // with owners queued as fair and count its queue, and count the writer
 // waiting for a read-write lock on the channel it listens to.
@@ -166,7 +178,7 @@ func TestUnlockForceByKind(t *testing.T) {
 			func(c *relock.Client) func(ctx context.Context) (*relock.Lease, error) {
 				return func(ctx context.Context) (*relock.Lease, error) { return c.FairMutex("fair").Lock(ctx) }
 			},
-			queued("fair", 1)},
+			both(queued("fair", 1), subscribedLike(companion(lockChannelPrefix, "fair")+":*"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.hold(); err != nil {
