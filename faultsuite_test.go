@@ -82,8 +82,9 @@ type workload struct {
 
 // held is one hold in progress.
 type held struct {
-	l grant
-	h *history.Hold
+	l  grant
+	h  *history.Hold
+	at time.Time // when the hold began
 }
 
 // newWorkload returns a workload of Mutex workers.
@@ -186,12 +187,15 @@ func (w *workload) loop(who string, lock lockerOf, c *relock.Client, names []str
 // the lock was acquired. The hold is recorded as m's kind of hold.
 func (w *workload) once(who string, m acquirer, hold time.Duration, opts ...relock.LockOption) bool {
 	ctx, cancel := context.WithTimeout(w.ctx, w.bound)
+	waitFrom := time.Now()
 	l, err := m.acquire(ctx, opts...)
 	cancel()
 	if err != nil {
 		switch {
 		case w.ctx.Err() != nil: // stopping
 			return false
+		case errors.Is(err, context.DeadlineExceeded) && w.blocked(m, waitFrom):
+			return false // a hold older than the wait is still in progress: try again
 		case errors.Is(err, context.DeadlineExceeded):
 			w.stranded.Add(1)
 			w.note("%s: Lock(%s) still waiting after %v: %v", who, m.Name(), w.bound, err)
@@ -237,13 +241,40 @@ func (w *workload) begin(who string, m acquirer, l grant) *held {
 			o.h.Signal()
 		}
 	}
-	hd := &held{l: l, h: m.record(w.rec, who, l)}
+	hd := &held{l: l, h: m.record(w.rec, who, l), at: time.Now()}
 	if w.open[name] == nil {
 		w.open[name] = make(map[*held]struct{})
 	}
 	w.open[name][hd] = struct{}{}
 	w.last[name] = time.Now()
 	return hd
+}
+
+// blocked reports whether a call for m that has waited since from could
+// not have been granted all along: holds of its name that began before
+// the wait are still in progress with their leases alive, and shut m out
+// (an exclusive hold; a shared hold when m is exclusive; every permit).
+// Such a call waits on a holder, as a poacher of a held lock does; it is
+// not stranded.
+func (w *workload) blocked(m acquirer, from time.Time) bool {
+	_, shared := m.(reading)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	permits := 0
+	for hd := range w.open[m.Name()] {
+		if !hd.at.Before(from) || hd.l.Err() != nil {
+			continue
+		}
+		switch info := hd.h.Info(); {
+		case info.Capacity > 0:
+			if permits++; permits >= info.Capacity {
+				return true
+			}
+		case !info.Shared || !shared:
+			return true
+		}
+	}
+	return false
 }
 
 // end records the end of a hold, before it is unlocked: lost if its lease
