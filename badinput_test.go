@@ -170,7 +170,7 @@ func TestClosedClient(t *testing.T) {
 			_, err := w.Mutex(name).Lock(ctx)
 			blocked <- err
 		}()
-		eventually(t, 5*time.Second, "the waiter to wait", func() bool { return w.Stats().Channels == 1 })
+		eventually(t, 5*time.Second, "the waiter to wait", func() bool { return w.Stats().Asleep == 1 })
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}

@@ -47,7 +47,8 @@ type Client struct {
 	holds   map[holdKey]*hold // reentrant watchdog holds, shared by their leases
 
 	localMu sync.Mutex
-	local   map[string][]*localWaiter // lock calls asleep per name, oldest first
+	local   map[string][]*localWaiter // Mutex calls waiting per name, oldest first
+	byOwner map[string]*localWaiter   // the same, by owner id
 	nLocal  atomic.Int64
 	fair    fairRegistry   // FairMutex calls asleep per name
 	turns   turnRegistry   // RWMutex writers' turns per name
@@ -96,6 +97,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		cfg:     cfg,
 		holds:   make(map[holdKey]*hold),
 		local:   make(map[string][]*localWaiter),
+		byOwner: make(map[string]*localWaiter),
 		closing: make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())

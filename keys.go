@@ -25,6 +25,10 @@ const (
 	fairTimeoutPrefix = "redisson_lock_timeout"
 	fairAlivePrefix   = "relock_fair_alive" // relock's own: liveness of its fair waiters
 	rwChannelPrefix   = "redisson_rwlock"   // read-write lock's release channel
+	// relock's own: a Mutex's queue of waiting calls, and each Client's
+	// channel for the grants made to its waiters (see grant.go).
+	lockQueuePrefix    = "relock_lock_queue"
+	grantChannelPrefix = "relock_grant"
 )
 
 // Keys and channels of the synchronizers (Semaphore, PermitSemaphore,

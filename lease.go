@@ -228,7 +228,11 @@ type hold struct {
 // watch starts watching a new lease: on its own entry, or, for a reentrant
 // watchdog lease, on the owner's shared hold.
 func (c *Client) watch(l *Lease, group int, lease time.Duration, fixed bool, sent int64) {
-	deadline := watchdog.DeadlineFor(sent, lease)
+	c.watchUntil(l, group, lease, fixed, watchdog.DeadlineFor(sent, lease))
+}
+
+// watchUntil is watch with the hold's local deadline given.
+func (c *Client) watchUntil(l *Lease, group int, lease time.Duration, fixed bool, deadline int64) {
 	if fixed || !l.reentrant {
 		renew := lease
 		if fixed {

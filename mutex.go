@@ -25,8 +25,11 @@ type Mutex struct {
 	// fencing keys: the slot's counter and the lock's own token key
 	counter, named string
 
-	// KEYS of one-shot owners' calls, whose last key (a request marker
-	// for reentrant owners) is unused: shared, never modified.
+	queue  string // the queue of waiters (see grant.go)
+	grants string // the Client's grant channel for the lock's slot
+
+	// KEYS of one-shot owners' calls, whose request marker key (used by
+	// reentrant owners only) is a placeholder: shared, never modified.
 	lockKeys, unlockKeys []string
 }
 
@@ -40,8 +43,10 @@ func (c *Client) Mutex(name string) *Mutex {
 	m.channel = companion(lockChannelPrefix, name)
 	m.counter, m.named = c.tokenKeys(name)
 	m.group = slot(name)
-	m.lockKeys = []string{name, m.counter, m.named, name}
-	m.unlockKeys = []string{name, m.channel, name}
+	m.queue = companion(lockQueuePrefix, name)
+	m.grants = c.grantChannel(name)
+	m.lockKeys = []string{name, m.counter, m.named, name, m.queue}
+	m.unlockKeys = []string{name, m.channel, name, m.counter, m.named, m.queue}
 	return m
 }
 
@@ -139,6 +144,8 @@ type acquire struct {
 	keys      []string
 	args      []any
 	m         *Mutex
+	member    string // its place in the queue of waiters; "" when it will not wait
+	joined    int64  // when the first attempt that may have queued it was sent
 }
 
 // Undo undoes an attempt whose reply was lost (batch.Undo).
@@ -161,16 +168,22 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	if cfg.fixed {
 		lease = cfg.lease.Milliseconds()
 	}
+	if wait && cfg.spin == nil {
+		a.member = m.c.queueMember(cfg.lease, a.reentrant, a.owner)
+	}
+	flag := argZero
+	a.keys = m.lockKeys // one-shot owners need no request marker
 	if a.reentrant {
 		marker := suffixed(requestPrefix, m.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
-		a.keys = []string{m.name, m.counter, m.named, marker}
-		a.args = []any{lease, a.owner, argOne, m.c.argMarkerTTL, m.c.argFencing}
-	} else {
-		a.keys = m.lockKeys // one-shot owners need no request marker
-		a.args = []any{lease, a.owner, argZero, m.c.argMarkerTTL, m.c.argFencing}
+		a.keys = []string{m.name, m.counter, m.named, marker, m.queue}
+		flag = argOne
 	}
+	a.args = []any{lease, a.owner, flag, m.c.argMarkerTTL, m.c.argFencing, a.member, argGrantTTL}
 
 	l, ttl, err := m.attempt(ctx, a)
+	if err != nil && !isServerError(err) {
+		m.leaveQueue(a) // it may have joined the queue
+	}
 	if l != nil || err != nil {
 		return l, err
 	}
@@ -183,30 +196,43 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	return m.wait(ctx, a, ttl)
 }
 
-// wait sleeps on the release channel between attempts.
+// wait sleeps between attempts on the lock's release channel and on the
+// Client's grant channel, in the lock's queue of waiters (see grant.go).
 func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lease, err error) {
 	m.c.stats.waits.Add(1)
+	defer func() {
+		if l == nil {
+			m.leaveQueue(a)
+		}
+	}()
 	w, err := m.c.hub.Subscribe(m.channel, lockPolicy)
 	if err != nil {
 		return nil, ErrClosed
 	}
 	defer w.Close()
+	var grants, gready <-chan struct{} // the grant channel's reconnects and confirmation
+	if a.member != "" {
+		gw, err := m.c.hub.Subscribe(m.grants, m.c.routeGrant)
+		if err != nil {
+			return nil, ErrClosed
+		}
+		defer gw.Close()
+		grants, gready = gw.Wake(), gw.Ready()
+	}
 	var due time.Time // when this call would try again
 	defer func() { passOn(w, l != nil, a.cfg.lease, due) }()
-	var lw *localWaiter
-	if !a.reentrant {
-		lw = &localWaiter{owner: a.owner, lease: a.cfg.lease, fixed: a.cfg.fixed, handed: make(chan *Lease, 1)}
-		m.c.enqueue(m.name, lw)
-		defer m.c.leave(m.name, lw)
-	}
+	lw := &localWaiter{owner: a.owner, lease: a.cfg.lease, fixed: a.cfg.fixed, reentrant: a.reentrant, member: a.member,
+		handed: make(chan *Lease, 1), news: make(chan struct{}, 1)}
+	m.c.enqueue(m.name, lw)
+	defer m.c.leave(m.name, lw)
 	ready := w.Ready()
-	// Until the subscription is confirmed no release message can reach
-	// this call: it re-checks on a short, growing period instead of
-	// trusting the holder's TTL alone.
+	// Until the subscriptions are confirmed no message can reach this
+	// call: it re-checks on a short, growing period instead of trusting
+	// the holder's TTL alone.
 	unconfirmed := 50 * time.Millisecond
 	sleepFor := func(ttl time.Duration) time.Duration {
 		d := retryAfter(ttl)
-		if ready != nil && d > unconfirmed {
+		if (ready != nil || gready != nil) && d > unconfirmed {
 			d, unconfirmed = unconfirmed, min(2*unconfirmed, time.Second)
 		}
 		due = time.Now().Add(d)
@@ -216,27 +242,47 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 	defer timer.Stop()
 	for {
 		// Once subscribed, and a later attempt failed, only a release
-		// message, a handoff, the holder's TTL or the end of ctx wake this
-		// call.
-		asleep := ready == nil
+		// message, a grant, a handoff, the holder's TTL or the end of ctx
+		// wake this call.
+		asleep := ready == nil && gready == nil
 		if asleep {
 			m.c.stats.asleep.Add(1)
-			if lw != nil {
-				m.c.sleep(lw, true)
-			}
+			m.c.sleep(lw, true)
 		}
-		var handed bool
+		try := true // attempt once awake
 		select {
 		case <-ready:
 			ready = nil // subscribed: a release from now on wakes us
+			try = gready == nil
+		case <-gready:
+			gready = nil
+			try = ready == nil
 		case <-w.Wake():
 			m.c.stats.wakeups.Add(1)
-		case l := <-handedChan(lw):
-			if l != nil {
+		case <-grants: // the grant channel was re-subscribed: a grant may be lost
+			m.c.stats.wakeups.Add(1)
+		case h := <-lw.handed:
+			if h != nil && h != stillWaiting {
 				m.c.stats.asleep.Add(-1)
-				return l, nil
+				return h, nil
 			}
-			handed = true
+			try = h == nil
+		case <-lw.news:
+			g, recheck := m.c.takeNews(lw)
+			if g != nil {
+				if l := m.accept(a, g); l != nil {
+					if asleep {
+						m.c.stats.asleep.Add(-1)
+					}
+					return l, nil
+				}
+				break // it may have run out: attempt
+			}
+			try = false
+			if left := time.Until(due); recheck > 0 && recheck < left {
+				timer.Reset(recheck)
+				due = time.Now().Add(recheck)
+			}
 		case <-timer.C:
 		case <-ctx.Done():
 			err = fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
@@ -249,18 +295,23 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 		if err != nil {
 			return nil, err
 		}
-		if lw != nil && asleep && !handed && !m.c.sleep(lw, false) {
-			// A release is handing us the lock: wait for the outcome.
+		if asleep && !m.c.sleep(lw, false) {
+			// A release of this Client is handing us the lock: wait for
+			// the outcome.
 			select {
-			case l := <-lw.handed:
-				if l != nil {
-					return l, nil
+			case h := <-lw.handed:
+				if h != nil && h != stillWaiting {
+					return h, nil
 				}
+				try = try || h == nil
 			case <-ctx.Done():
 				return nil, fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
 			case <-m.c.closing:
 				return nil, ErrClosed
 			}
+		}
+		if !try {
+			continue
 		}
 		l, ttl, err := m.attempt(ctx, a)
 		if l != nil || err != nil {
@@ -268,14 +319,6 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 		}
 		timer.Reset(sleepFor(ttl))
 	}
-}
-
-// handedChan returns the channel a local waiter is handed locks on, or nil.
-func handedChan(w *localWaiter) <-chan *Lease {
-	if w == nil {
-		return nil
-	}
-	return w.handed
 }
 
 // retryAfter is how long a waiter sleeps, at most, when the holder has ttl
@@ -299,6 +342,9 @@ func lockPolicy(payload string) int {
 // and so is one too few replicas acknowledged (see Client.acquire).
 func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration, error) {
 	r, sent, err := m.c.acquire(ctx, m.name, scripts.Lock, a.keys, a.args, a, positive)
+	if a.joined == 0 {
+		a.joined = sent
+	}
 	if err != nil {
 		return nil, 0, opError("lock", m.name, err)
 	}
@@ -332,21 +378,24 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 	}
 }
 
-// release implements releaser. If a call of the same Client sleeps waiting
-// for this lock, the release hands the lock to it directly.
+// release implements releaser. When the hold was the last, the lock is
+// granted to the next waiter in its queue, if any (see grant.go); when that
+// is a call of this Client, it is handed its Lease here.
 func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 	keys, flag := m.unlockKeys, argZero
 	if l.reentrant {
-		keys, flag = []string{m.name, m.channel, suffixed(unlockLatchPrefix, m.name, l.request)}, argOne
+		keys, flag = []string{m.name, m.channel, suffixed(unlockLatchPrefix, m.name, l.request), m.counter, m.named, m.queue}, argOne
 	}
-	if w := m.c.claim(m.name); w != nil {
-		if m.c.rsync.mayWait() {
-			return m.handOffSynced(ctx, l, w, keys, flag)
-		}
-		return m.handOff(ctx, l, w, keys[2], flag)
+	w, listening := m.c.claim(m.name)
+	if w != nil && m.c.rsync.mayWait() {
+		return m.handOffSynced(ctx, l, w, keys, flag)
 	}
-	return m.c.batch.Do(ctx, scripts.Unlock, keys,
-		[]any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL}, nil)
+	sent := m.c.wd.Now()
+	r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.owner, flag, w, listening, ""), nil)
+	if w != nil {
+		m.settle(w, r, err, sent)
+	}
+	return r, err
 }
 
 // markerTTL is how long request markers make retries idempotent: longer

@@ -107,20 +107,23 @@ func (s *syncer) redirected(ctx context.Context, err error, n *int) bool {
 	return s.pause(ctx) == nil
 }
 
-// handOffSynced is handOff with replica sync: handoff.lua and a WAIT go in
-// one pipeline on the master's connection, and the waiter is handed its
-// Lease only if enough replicas acknowledged it. Otherwise the waiter's
-// hold is released again and the waiter tries for itself. keys and flag
-// are those of the plain release, which is what runs when no WAIT is
-// needed after all, or the cluster redirected the call.
+// handOffSynced is a release with replica sync that may grant the lock to
+// w, a waiter of this Client: unlock.lua and a WAIT go in one pipeline on
+// the master's connection, and w is handed its Lease only if enough
+// replicas acknowledged it. Otherwise w's hold is released again and w
+// tries for itself. With replica sync no grant goes to another Client.
 func (m *Mutex) handOffSynced(ctx context.Context, l *Lease, w *localWaiter, keys []string, flag any) (int64, error) {
 	s := m.c.rsync
+	args := m.unlockArgs(l.owner, flag, w, true, "")
 	t, err := s.target(ctx, m.name)
 	if err == nil && t == nil {
-		return m.handOff(ctx, l, w, keys[2], flag)
+		sent := m.c.wd.Now()
+		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, args, nil)
+		m.settle(w, r, err, sent)
+		return r, err
 	}
 	unlock := func() (int64, error) {
-		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, []any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL}, nil)
+		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.owner, flag, nil, true, ""), nil)
 		m.c.deliver(w, nil)
 		return r, err
 	}
@@ -128,15 +131,14 @@ func (m *Mutex) handOffSynced(ctx context.Context, l *Lease, w *localWaiter, key
 		return unlock()
 	}
 	sent := m.c.wd.Now()
-	hkeys, hargs := m.handOffCall(l, w, keys[2], flag)
-	cmd, wait := batch.Synced(ctx, scripts.Handoff, hkeys, hargs, &t.bs)
+	cmd, wait := batch.Synced(ctx, scripts.Unlock, keys, args, &t.bs)
 	r, err := cmd.Int64()
 	if err != nil && s.cc != nil && isServerError(err) && isRedirect(err) {
 		s.cc.ReloadState(ctx)
 		return unlock()
 	}
 	if err != nil || r >= 0 {
-		m.c.deliver(w, nil)
+		m.settle(w, r, err, sent)
 		return r, err
 	}
 	if serr := s.judge(ctx, t, wait); serr != nil {

@@ -1,4 +1,5 @@
--- lock.lua: acquire or re-enter a reentrant lock (Redisson hash layout).
+-- lock.lua: acquire or re-enter a reentrant lock (Redisson hash layout),
+-- and keep the caller's place in the lock's queue of waiters while it waits.
 --
 -- KEYS[1]  lock hash: field <owner> -> hold count, and field relock_token
 --          -> the holder's fencing token
@@ -6,16 +7,21 @@
 -- KEYS[3]  the lock's own token key (see fence.lua)
 -- KEYS[4]  request marker, written only for reentrant owners so that a
 --          retried request is applied once
+-- KEYS[5]  queue of waiters: zset of "<lease ms>|<kind>|<owner>" scored
+--          by the server time (ms) each joined (see unlock.lua)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<uuid>:<n>"
 -- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
 -- ARGV[4]  request marker lifetime in milliseconds
 -- ARGV[5]  fencing mode (see fence.lua)
+-- ARGV[6]  the caller's queue member; "" for a call that will not wait
+-- ARGV[7]  milliseconds the queue outlives the holder's TTL, at least
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
 --          zero or a negative integer r: held by another owner; -r-1 is the
 --          holder's remaining TTL in milliseconds (-1 when it has none).
+--          A caller with a member is then in the queue.
 
 if redis.call('exists', KEYS[1]) == 0 then
     local token = fence(KEYS[2], KEYS[3], ARGV[5])
@@ -24,16 +30,38 @@ if redis.call('exists', KEYS[1]) == 0 then
     if ARGV[3] == '1' then
         redis.call('set', KEYS[4], 1, 'px', ARGV[4])
     end
+    if ARGV[6] ~= '' then
+        redis.call('zrem', KEYS[5], ARGV[6])
+    end
     return token
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-    return -1 - redis.call('pttl', KEYS[1])
+    local ttl = redis.call('pttl', KEYS[1])
+    if ARGV[6] ~= '' then
+        local t = redis.call('time')
+        redis.call('zadd', KEYS[5], 'nx', t[1] * 1000 + math.floor(t[2] / 1000), ARGV[6])
+        local keep = math.max(ttl, 1000) + tonumber(ARGV[7])
+        if redis.call('pttl', KEYS[5]) < keep then
+            redis.call('pexpire', KEYS[5], keep)
+        end
+    end
+    return -1 - ttl
 end
 
 local token = held(KEYS[1], KEYS[2], KEYS[3])
 -- A one-shot owner is never seen twice: this is a retry of a request that
--- was already applied.
-if ARGV[3] == '0' or redis.call('exists', KEYS[4]) == 1 then
+-- was already applied, or the lock was granted to this waiting owner by a
+-- release (unlock.lua), perhaps for a shorter time than its lease.
+if ARGV[3] == '0' then
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
+    if ARGV[6] ~= '' then
+        redis.call('zrem', KEYS[5], ARGV[6])
+    end
+    return token
+end
+if redis.call('exists', KEYS[4]) == 1 then
     return token
 end
 redis.call('hincrby', KEYS[1], ARGV[2], 1)
@@ -42,4 +70,7 @@ if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 redis.call('set', KEYS[4], 1, 'px', ARGV[4])
+if ARGV[6] ~= '' then
+    redis.call('zrem', KEYS[5], ARGV[6])
+end
 return token

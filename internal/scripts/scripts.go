@@ -43,8 +43,7 @@ func Named(name string) *Script { return byName[name] }
 // The scripts. Each file's header names its KEYS, ARGV and return values.
 var (
 	Lock        = loadWith("lock", "fence")
-	Unlock      = load("unlock")
-	Handoff     = loadWith("handoff", "fence")
+	Unlock      = loadWith("unlock", "fence")
 	Abandon     = load("abandon")
 	Renew       = load("renew")
 	ForceUnlock = load("forceunlock")

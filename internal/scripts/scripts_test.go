@@ -39,11 +39,23 @@ const fenceTTL = "604800000"
 // request marker. Each test name gets a fencing counter of its own, so that
 // its tokens start at 1 whatever other tests ran.
 func lockKeys(name, marker string) []string {
-	return []string{name, "relock_fencing:{" + name + "}", "redisson_lock_token:{" + name + "}", marker}
+	return []string{name, "relock_fencing:{" + name + "}", "redisson_lock_token:{" + name + "}", marker, "relock_lock_queue:{" + name + "}"}
+}
+
+// unlockKeys returns the KEYS of unlock.lua for the lock name.
+func unlockKeys(name, marker string) []string {
+	return []string{name, "redisson_lock__channel:{" + name + "}", marker, "relock_fencing:{" + name + "}",
+		"redisson_lock_token:{" + name + "}", "relock_lock_queue:{" + name + "}"}
+}
+
+// unlockArgs returns the ARGV of unlock.lua for a release by owner of
+// client "u" with the release-marker flag, granting to other clients.
+func unlockArgs(owner, flag string) []any {
+	return []any{owner, "0", "publish", flag, 60000, fenceTTL, "numsub", "u", "0", "", "relock_grant:u", 2000, ""}
 }
 
 func TestHeaders(t *testing.T) {
-	for _, s := range []*Script{Lock, Unlock, Handoff, Abandon, Renew, ForceUnlock} {
+	for _, s := range []*Script{Lock, Unlock, Abandon, Renew, ForceUnlock} {
 		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
 		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
 			if !strings.Contains(header, want) {
@@ -56,24 +68,24 @@ func TestHeaders(t *testing.T) {
 func TestLockUnlock(t *testing.T) {
 	ctx := context.Background()
 	keys := lockKeys("s:lock", "s:lock")
-	if v := run(t, Lock, keys, 10000, "u:1", "0", 60000, fenceTTL); v != int64(1) {
+	if v := run(t, Lock, keys, 10000, "u:1", "0", 60000, fenceTTL, "", 2000); v != int64(1) {
 		t.Fatalf("first acquisition = %v, want token 1", v)
 	}
-	if v := run(t, Lock, keys, 10000, "u:1", "0", 60000, fenceTTL); v != int64(1) {
+	if v := run(t, Lock, keys, 10000, "u:1", "0", 60000, fenceTTL, "", 2000); v != int64(1) {
 		t.Fatalf("a one-shot owner's repeated request = %v, want the same token", v)
 	}
 	if n := rdb.HGet(ctx, "s:lock", "u:1").Val(); n != "1" {
 		t.Fatalf("count %q after a repeated one-shot request, want 1", n)
 	}
-	v := run(t, Lock, keys, 10000, "u:2", "0", 60000, fenceTTL).(int64)
+	v := run(t, Lock, keys, 10000, "u:2", "0", 60000, fenceTTL, "", 2000).(int64)
 	if ttl := -v - 1; v > 0 || ttl <= 9000 || ttl > 10000 {
 		t.Fatalf("other owner = %v, want -(ttl+1) with ttl near 10000", v)
 	}
-	release := []string{"s:lock", "redisson_lock__channel:{s:lock}", "s:lock"}
-	if v := run(t, Unlock, release, "u:2", "0", "publish", "0", 60000); v != int64(0) {
+	release := unlockKeys("s:lock", "s:lock")
+	if v := run(t, Unlock, release, unlockArgs("u:2", "0")...); v != int64(0) {
 		t.Fatalf("unlock by a non-owner = %v, want 0", v)
 	}
-	if v := run(t, Unlock, release, "u:1", "0", "publish", "0", 60000); v != int64(2) {
+	if v := run(t, Unlock, release, unlockArgs("u:1", "0")...); v != int64(2) {
 		t.Fatalf("unlock = %v, want 2", v)
 	}
 	if rdb.Exists(ctx, "s:lock").Val() != 0 {
@@ -84,7 +96,7 @@ func TestLockUnlock(t *testing.T) {
 func TestReentrantMarkers(t *testing.T) {
 	ctx := context.Background()
 	lock := func(req string) int64 {
-		return run(t, Lock, lockKeys("s:re", "relock_lock_request:{s:re}:"+req), 10000, "u:1", "1", 60000, fenceTTL).(int64)
+		return run(t, Lock, lockKeys("s:re", "relock_lock_request:{s:re}:"+req), 10000, "u:1", "1", 60000, fenceTTL, "", 2000).(int64)
 	}
 	a := lock("a")
 	if b := lock("b"); b != a {
@@ -95,7 +107,7 @@ func TestReentrantMarkers(t *testing.T) {
 		t.Fatalf("count %q, want 2: a retried request was applied twice", n)
 	}
 	unlock := func(req string) int64 {
-		return run(t, Unlock, []string{"s:re", "redisson_lock__channel:{s:re}", "redisson_unlock_latch:{s:re}:" + req}, "u:1", "0", "publish", "1", 60000).(int64)
+		return run(t, Unlock, unlockKeys("s:re", "redisson_unlock_latch:{s:re}:"+req), unlockArgs("u:1", "1")...).(int64)
 	}
 	if v := unlock("x"); v != 1 {
 		t.Fatalf("unlock = %d, want 1", v)
@@ -183,23 +195,80 @@ func TestNoScriptFallback(t *testing.T) {
 	}
 }
 
-func TestHandoff(t *testing.T) {
+// TestGrant: a release that frees the lock grants it to the first waiter
+// of the queue: in place to the releasing client's own waiter it names,
+// by a message on the grant channel of another client's, for at most the
+// grant time, telling the next client in the queue; and not at all when
+// a listener that does not queue is subscribed, or the first waiter is a
+// reentrant owner.
+func TestGrant(t *testing.T) {
 	ctx := context.Background()
-	keys := lockKeys("s:h", "s:h")
-	run(t, Lock, keys, 10000, "u:1", "0", 60000, fenceTTL)
-	hand := []string{"s:h", "redisson_lock__channel:{s:h}", keys[1], keys[2], "s:h"}
-	// Nobody else subscribed: the lock passes to u:2 with the next token.
-	if v := run(t, Handoff, hand, "u:1", "0", "publish", "0", 60000, "u:2", 5000, "numsub", fenceTTL); v != int64(-2) {
-		t.Fatalf("handoff = %v, want -2", v)
+	keys, rel := lockKeys("s:g", "s:g"), unlockKeys("s:g", "s:g")
+	queue := keys[4]
+	lock := func(owner, member string) int64 {
+		return run(t, Lock, keys, 10000, owner, "0", 60000, fenceTTL, member, 2000).(int64)
 	}
-	if got := rdb.HGetAll(ctx, "s:h").Val(); len(got) != 2 || got["u:2"] != "1" || got["relock_token"] != "2" {
-		t.Fatalf("hash after handoff: %v", got)
+	if v := lock("u:1", ""); v != 1 {
+		t.Fatalf("first lock = %d", v)
 	}
-	if ttl := rdb.PTTL(ctx, "s:h").Val(); ttl > 5*time.Second || ttl < 4*time.Second {
-		t.Fatalf("TTL after handoff %v, want the waiter's lease", ttl)
+	// Waiters queue in the attempt that finds the lock held.
+	for _, m := range []string{"5000|o|u:2", "30000|o|v:7", "30000|o|w:3"} {
+		if v := lock(strings.SplitN(m, "|", 3)[2], m); v > 0 {
+			t.Fatalf("%s acquired a held lock", m)
+		}
 	}
-	// Two subscribers: another client waits, so the lock is freed instead.
-	a, b := rdb.Subscribe(ctx, hand[1]), rdb.Subscribe(ctx, hand[1])
+	if n := rdb.ZCard(ctx, queue).Val(); n != 3 {
+		t.Fatalf("%d queued, want 3", n)
+	}
+	for i, m := range []string{"5000|o|u:2", "30000|o|v:7", "30000|o|w:3"} { // in order, whatever the clock
+		rdb.ZAdd(ctx, queue, redis.Z{Score: float64(i + 1), Member: m})
+	}
+	if ttl := rdb.PTTL(ctx, queue).Val(); ttl < 10*time.Second {
+		t.Fatalf("queue TTL %v, want at least the holder's", ttl)
+	}
+
+	// Client u's own waiter, named by the release: handed in place.
+	args := unlockArgs("u:1", "0")
+	args[8], args[9] = "1", "5000|o|u:2"
+	if v := run(t, Unlock, rel, args...); v != int64(-2) {
+		t.Fatalf("release to an own waiter = %v, want -2", v)
+	}
+	if got := rdb.HGetAll(ctx, "s:g").Val(); len(got) != 2 || got["u:2"] != "1" || got["relock_token"] != "2" {
+		t.Fatalf("hash after the grant: %v", got)
+	}
+	if ttl := rdb.PTTL(ctx, "s:g").Val(); ttl > 5*time.Second || ttl < 4*time.Second {
+		t.Fatalf("TTL after the grant %v, want the waiter's lease", ttl)
+	}
+
+	// Another client's waiter: told on its grant channel, and the next
+	// client told to check again when the grant runs out.
+	v, w := rdb.Subscribe(ctx, "relock_grant:v"), rdb.Subscribe(ctx, "relock_grant:w")
+	defer v.Close()
+	defer w.Close()
+	for _, ps := range []*redis.PubSub{v, w} {
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := run(t, Unlock, rel, unlockArgs("u:2", "0")...); r != int64(3) {
+		t.Fatalf("release to another client's waiter = %v, want 3", r)
+	}
+	if got := rdb.HGet(ctx, "s:g", "v:7").Val(); got != "1" {
+		t.Fatalf("v:7 does not hold the lock: %q", got)
+	}
+	if ttl := rdb.PTTL(ctx, "s:g").Val(); ttl > 2*time.Second {
+		t.Fatalf("TTL of a grant to another client %v, want at most 2s", ttl)
+	}
+	msg, err := v.ReceiveMessage(ctx)
+	if err != nil || !strings.HasPrefix(msg.Payload, "g:3:2000:") || !strings.HasSuffix(msg.Payload, ":v:7") {
+		t.Fatalf("grant message %v, %v", msg, err)
+	}
+	if msg, err := w.ReceiveMessage(ctx); err != nil || msg.Payload != "n:2000:w:3" {
+		t.Fatalf("message to the next client %v, %v", msg, err)
+	}
+
+	// A listener that does not queue: the lock is freed and announced.
+	a, b := rdb.Subscribe(ctx, rel[1]), rdb.Subscribe(ctx, rel[1])
 	defer a.Close()
 	defer b.Close()
 	for _, ps := range []*redis.PubSub{a, b} {
@@ -207,13 +276,33 @@ func TestHandoff(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if v := run(t, Handoff, hand, "u:2", "0", "publish", "0", 60000, "u:3", 5000, "numsub", fenceTTL); v != int64(2) {
-		t.Fatalf("handoff with a foreign subscriber = %v, want 2", v)
-	}
-	if rdb.Exists(ctx, "s:h").Val() != 0 {
-		t.Fatal("lock not freed")
+	if r := run(t, Unlock, rel, unlockArgs("v:7", "0")...); r != int64(2) {
+		t.Fatalf("release with a listener that does not queue = %v, want 2", r)
 	}
 	if msg, err := a.ReceiveMessage(ctx); err != nil || msg.Payload != "0" {
 		t.Fatalf("release message %v, %v", msg, err)
+	}
+	a.Close()
+	b.Close()
+
+	// A reentrant owner first: freed and announced, its place kept.
+	if v := lock("u:9", ""); v <= 0 {
+		t.Fatal("the free lock was not acquired")
+	}
+	rdb.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "30000|r|x:1"})
+	if r := run(t, Unlock, rel, unlockArgs("u:9", "0")...); r != int64(2) {
+		t.Fatalf("release with a reentrant owner first = %v, want 2", r)
+	}
+	if rdb.ZScore(ctx, queue, "30000|r|x:1").Err() != nil {
+		t.Fatal("the reentrant owner lost its place")
+	}
+	// Leaving the queue takes the place, and releases a grant if any.
+	args = unlockArgs("x:1", "0")
+	args[12] = "30000|r|x:1"
+	if r := run(t, Unlock, rel, args...); r != int64(0) {
+		t.Fatalf("leaving without a hold = %v, want 0", r)
+	}
+	if rdb.ZCard(ctx, queue).Val() != 1 {
+		t.Fatalf("queue after leaving: %v", rdb.ZRange(ctx, queue, 0, -1).Val())
 	}
 }

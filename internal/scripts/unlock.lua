@@ -1,20 +1,58 @@
--- unlock.lua: release one hold of a reentrant lock.
+-- unlock.lua: release one hold of a reentrant lock, or leave its queue;
+-- when that frees the lock, grant it to the first waiter of the queue.
 --
 -- KEYS[1]  lock hash: field <owner> -> hold count
 -- KEYS[2]  release channel
 -- KEYS[3]  release marker for this request, read and written only when
 --          ARGV[4] is "1", so that a retried release of a reentrant hold is
 --          applied once
--- ARGV[1]  owner id
+-- KEYS[4]  fencing counter of the lock's slot (see fence.lua)
+-- KEYS[5]  the lock's own token key (see fence.lua)
+-- KEYS[6]  queue of waiters (see lock.lua): members "<lease ms>|<kind>|<owner>",
+--          kind "o" for a one-shot owner, "r" for a reentrant one, "w" for
+--          one whose Client waits for replicas to acknowledge its grants
+-- ARGV[1]  owner id releasing
 -- ARGV[2]  release message published when the lock becomes free
 -- ARGV[3]  "publish" or "spublish"
 -- ARGV[4]  "1" to use the release marker, "0" not to
 -- ARGV[5]  release marker lifetime in milliseconds
+-- ARGV[6]  fencing mode (see fence.lua)
+-- ARGV[7]  "numsub" or "shardnumsub", to count the channel's subscribers
+-- ARGV[8]  the releasing client's "<uuid>"
+-- ARGV[9]  "1" when the releasing client listens on the channel itself
+-- ARGV[10] queue member of a waiter of the releasing client to grant the
+--          lock to in place of the first one when that is the releasing
+--          client's too; "" for none
+-- ARGV[11] grant channel of the releasing client's grants: the channel of
+--          a client is this prefix with the client's "<uuid>" replaced;
+--          "" grants to the releasing client's own waiters only
+-- ARGV[12] the longest, in milliseconds, a grant to another client holds
+--          the lock before its waiter has renewed it
+-- ARGV[13] queue member to remove first (a waiter leaving); "" for none
 --
 -- Returns  0: the owner holds no hold here (expired, deleted or never held)
 --          1: one hold released, the owner still holds the lock
 --          2: the last hold released, the lock is free
+--          3: the last hold released, and the lock granted to a waiter of
+--             another client, told on its grant channel
+--          a negative integer -t: the last hold released, and the lock
+--             granted to the member ARGV[10], whose fencing token is t
+--
+-- A grant goes to the first waiter of the queue unless someone else
+-- listens on the release channel (a Redisson client, an older relock):
+-- then the lock is freed and announced as it always was, so that no other
+-- client is starved. A grant to another client's waiter holds the lock
+-- for at most ARGV[12] until that waiter renews it; the next client in the
+-- queue is told to check again by then, in case the waiter has died. Only
+-- kind "o" is granted by another client: when another kind is first, the
+-- lock is freed and announced, and its waiter tries for itself.
 
+if ARGV[13] ~= '' then
+    redis.call('zrem', KEYS[6], ARGV[13])
+    if redis.call('type', KEYS[1]).ok ~= 'hash' then
+        return 0 -- nothing to release, whatever the key holds
+    end
+end
 if ARGV[4] == '1' then
     local done = redis.call('get', KEYS[3])
     if done then
@@ -25,12 +63,89 @@ local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
 if count == nil then
     return 0
 end
-local result = 2
 if count > 1 then
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
-    result = 1
+    if ARGV[4] == '1' then
+        redis.call('set', KEYS[3], 1, 'px', ARGV[5])
+    end
+    return 1
+end
+
+local function client(member)
+    return string.match(member, '^%d+|%a|(.*):%d+$')
+end
+
+local result = 2
+local grantee
+local queue = redis.call('zrange', KEYS[6], 0, 63, 'withscores')
+if #queue > 0 or ARGV[10] ~= '' then
+    local clients, known = {}, 0
+    if ARGV[9] == '1' then
+        clients[ARGV[8]], known = true, 1
+    end
+    for i = 1, #queue, 2 do
+        local c = client(queue[i])
+        if c and not clients[c] then
+            clients[c], known = true, known + 1
+        end
+    end
+    if redis.call('pubsub', ARGV[7], KEYS[2])[2] <= known then
+        local first = queue[1]
+        if first == nil or (client(first) == ARGV[8] and ARGV[10] ~= '') then
+            grantee = ARGV[10]
+            if first ~= nil and not redis.call('zscore', KEYS[6], grantee) then
+                grantee = first
+            end
+        elseif ARGV[11] ~= '' then
+            grantee = first
+        end
+    end
+end
+if grantee and grantee ~= ARGV[10] and not string.match(grantee, '^%d+|o|') then
+    grantee = nil -- a reentrant owner, or one that must see replicas acknowledge
+end
+
+redis.call('del', KEYS[1])
+if grantee then
+    local lease, owner = string.match(grantee, '^(%d+)|%a|(.*)$')
+    local mine = client(grantee) == ARGV[8]
+    local ttl = tonumber(lease)
+    if not mine then
+        ttl = math.min(ttl, tonumber(ARGV[12]))
+    end
+    redis.call('zrem', KEYS[6], grantee)
+    local token = fence(KEYS[4], KEYS[5], ARGV[6])
+    redis.call('hset', KEYS[1], owner, 1, token_field, token)
+    redis.call('pexpire', KEYS[1], ttl)
+    if mine and grantee == ARGV[10] then
+        result = -token
+    else
+        local t = redis.call('time')
+        local now = t[1] * 1000 + math.floor(t[2] / 1000)
+        local age = 0
+        for i = 1, #queue, 2 do
+            if queue[i] == grantee then
+                age = math.max(now - tonumber(queue[i + 1]), 0)
+            end
+        end
+        local prefix = ARGV[11]
+        local mark = string.find(prefix, ARGV[8], 1, true)
+        local function channel(c)
+            return string.sub(prefix, 1, mark - 1) .. c .. string.sub(prefix, mark + #ARGV[8])
+        end
+        redis.call(ARGV[3], channel(client(grantee)), 'g:' .. token .. ':' .. ttl .. ':' .. age .. ':' .. owner)
+        -- In case the grantee has died: the next client in the queue
+        -- checks again when the grant would run out.
+        for i = 1, #queue, 2 do
+            local c = client(queue[i])
+            if c and c ~= client(grantee) then
+                redis.call(ARGV[3], channel(c), 'n:' .. ttl .. ':' .. string.match(queue[i], '^%d+|%a|(.*)$'))
+                break
+            end
+        end
+        result = 3
+    end
 else
-    redis.call('del', KEYS[1])
     redis.call(ARGV[3], KEYS[2], ARGV[2])
 end
 if ARGV[4] == '1' then

@@ -84,7 +84,8 @@ type Watchdog struct {
 
 	mu      sync.Mutex
 	entries map[*Entry]struct{}
-	armed   int64 // when the loop will next wake on its own
+	armed   int64    // when the loop will next wake on its own
+	pending []*Entry // probes of entries to confirm (see Confirm)
 
 	kick   chan struct{}
 	ctx    context.Context
@@ -202,6 +203,26 @@ type round struct {
 	sent    int64
 	batch   []*Entry
 	results []Result
+	// For a round of confirmations: the watched entry each probe of the
+	// batch stands for.
+	targets []*Entry
+}
+
+// Confirm renews e to lease soon, outside the periodic rounds, without
+// waiting: a hold taken with a short first lease (granted by another
+// client's release) is extended to its own lease at once. Confirmations
+// waiting together go in one round, after any round in flight. Held
+// extends e's deadline by lease from the renewal's sending; otherwise the
+// deadline stands.
+func (w *Watchdog) Confirm(e *Entry, lease time.Duration) {
+	probe := &Entry{Key: e.Key, Owner: e.Owner, Kind: e.Kind, Group: e.Group, Lease: lease, Data: e}
+	w.mu.Lock()
+	w.pending = append(w.pending, probe)
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
 }
 
 func (w *Watchdog) loop() {
@@ -220,6 +241,12 @@ func (w *Watchdog) loop() {
 			if batch := w.snapshot(); len(batch) > 0 {
 				running = true
 				go w.renew(now, batch, finished)
+			}
+		}
+		if !running {
+			if probes, targets := w.confirmations(); len(probes) > 0 {
+				running = true
+				go w.confirm(now, probes, targets, finished)
 			}
 		}
 		next := min(nextRound, earliest)
@@ -279,7 +306,38 @@ func (w *Watchdog) renew(sent int64, batch []*Entry, finished chan<- round) {
 	finished <- round{sent: sent, batch: batch, results: w.cfg.Renew(ctx, batch)}
 }
 
+// confirmations takes the pending probes whose entries are still watched.
+func (w *Watchdog) confirmations() (probes, targets []*Entry) {
+	w.mu.Lock()
+	pending := w.pending
+	w.pending = nil
+	w.mu.Unlock()
+	for _, p := range pending {
+		if e := p.Data.(*Entry); e.state.Load() == 1 {
+			probes, targets = append(probes, p), append(targets, e)
+		}
+	}
+	return probes, targets
+}
+
+func (w *Watchdog) confirm(sent int64, probes, targets []*Entry, finished chan<- round) {
+	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.Interval)
+	defer cancel()
+	finished <- round{sent: sent, batch: probes, results: w.cfg.Renew(ctx, probes), targets: targets}
+}
+
 func (w *Watchdog) apply(r round) {
+	if r.targets != nil {
+		// A confirmation that finds the hold gone leaves its deadline: the
+		// hold may have been released meanwhile, and the entry removed
+		// only after.
+		for i, e := range r.targets {
+			if r.results[i] == Held {
+				e.Extend(DeadlineFor(r.sent, r.batch[i].Lease))
+			}
+		}
+		return
+	}
 	for i, e := range r.batch {
 		switch r.results[i] {
 		case Held:

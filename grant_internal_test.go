@@ -9,13 +9,13 @@ import "testing"
 // of the next release that claims it, which would let the waiter attempt
 // while that release passes it the lock.
 func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
-	c := &Client{local: make(map[string][]*localWaiter)}
+	c := &Client{local: make(map[string][]*localWaiter), byOwner: make(map[string]*localWaiter)}
 	w := &localWaiter{owner: "o:1", handed: make(chan *Lease, 1)}
 	c.enqueue("l", w)
 	defer c.unregister("l", w)
 
 	c.sleep(w, true)
-	if got := c.claim("l"); got != w {
+	if got, _ := c.claim("l"); got != w {
 		t.Fatalf("claim = %p, want the sleeping waiter %p", got, w)
 	}
 	// The waiter has woken (a message, its timer) and is about to mark
@@ -35,7 +35,7 @@ func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
 	// The next release claims it and hands it a lease: the waiter finds
 	// that outcome, and only that one.
 	c.sleep(w, true)
-	if got := c.claim("l"); got != w {
+	if got, _ := c.claim("l"); got != w {
 		t.Fatal("the waiter cannot be claimed again")
 	}
 	next := &Lease{owner: w.owner}

@@ -1,0 +1,390 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/slots"
+	"github.com/relock-go/relock/internal/watchdog"
+)
+
+// Grants. A Mutex's lock calls that wait join the lock's queue in Redis
+// ("relock_lock_queue:{name}", a zset scored by the server time each
+// joined) in the attempt that finds the lock held. A release that frees
+// the lock grants it, in the same script, to the first of the queue
+// (unlock.lua): the lock passes from one owner to the next without ever
+// being free, and the waiter's Lock returns on the grant without a round
+// trip of its own:
+//
+//   - to a waiting call of the releasing Client, the release hands the
+//     Lease over in process (a local waiter it has claimed takes the place
+//     of the first one when that is the Client's own too);
+//   - to another Client's waiter, the release publishes the grant on that
+//     Client's grant channel ("relock_grant:<uuid>", one per slot on a
+//     cluster), and the lock holds for at most grantTTL until the waiter
+//     has confirmed it, so that a waiter that died costs the next one at
+//     most that long; the next Client in the queue is told to check again
+//     by then.
+//
+// A release does not grant when someone else listens on the lock's
+// release channel (a Redisson client, an older relock): it frees the lock
+// and announces it as it always did, so no client that does not queue is
+// starved. Reentrant owners queue but are never granted (a retried request
+// could count a hold twice): when one is first, the lock is freed and
+// announced. A grant whose message is lost (a pub/sub reconnect) is taken
+// by the waiter's next attempt, which finds its owner holding the lock.
+// docs/design.md, "Grants", has the argument.
+
+// grantTTL is the longest a grant to another Client's waiter holds the
+// lock before the waiter has confirmed it.
+const grantTTL = 2 * time.Second
+
+var argGrantTTL any = grantTTL.Milliseconds()
+
+// queueMember is a waiting call's member in the queue of waiters:
+// "<lease ms>|<kind>|<owner>", kind "r" for a reentrant owner, "w" for a
+// one-shot owner of a Client with replica sync (granted by its own
+// Client's releases only), "o" for other one-shot owners.
+func (c *Client) queueMember(lease time.Duration, reentrant bool, owner string) string {
+	kind := "|o|"
+	switch {
+	case reentrant:
+		kind = "|r|"
+	case c.rsync.mayWait():
+		kind = "|w|"
+	}
+	return strconv.FormatInt(lease.Milliseconds(), 10) + kind + owner
+}
+
+// grantChannel returns the channel on which grants to the Client's waiters
+// for locks of name's slot arrive.
+func (c *Client) grantChannel(name string) string {
+	if c.cluster {
+		return grantChannelPrefix + ":{" + slots.Tag(slot(name)) + "}:" + c.id
+	}
+	return grantChannelPrefix + ":" + c.id
+}
+
+// localWaiter is a lock call of this Client waiting for a Mutex.
+type localWaiter struct {
+	owner     string
+	lease     time.Duration
+	fixed     bool
+	reentrant bool   // never handed a lock
+	member    string // its place in the queue of waiters
+
+	// guarded by Client.localMu
+	asleep  bool // past its subscription and asleep: it may be handed the lock
+	claimed bool // a release is handing it the lock; it must not attempt
+	gone    bool // it returned while claimed: what it is handed is released
+	granted *grant        // granted by another Client's release, not yet taken
+	recheck time.Duration // told to check again within this; 0 if not
+
+	handed chan *Lease   // the outcome of a claim: a Lease, nil to attempt, or stillWaiting
+	news   chan struct{} // granted or recheck was set
+}
+
+// stillWaiting is the outcome of a claim whose release granted the lock
+// to another waiter: the claimed call goes back to sleep.
+var stillWaiting = new(Lease)
+
+// grant is a grant made to a waiter by another Client's release.
+type grant struct {
+	token    uint64
+	ttl, age time.Duration // the lock's life from the grant; time since the waiter joined
+}
+
+// enqueue registers w as a waiter for name.
+func (c *Client) enqueue(name string, w *localWaiter) {
+	c.localMu.Lock()
+	c.local[name] = append(c.local[name], w)
+	c.byOwner[w.owner] = w
+	c.localMu.Unlock()
+	c.nLocal.Add(1)
+}
+
+// leave unregisters w when its lock call returns. A claimed waiter is
+// marked gone, and the release that claimed it frees whatever it passes to
+// w; a lock handed to w that w did not take (its call returned for another
+// reason at the same moment) is freed here. A grant from another Client
+// left untaken is not: the call either holds that lock already (its own
+// attempt found it granted) or leaves the queue in Redis (leaveQueue),
+// which releases it.
+func (c *Client) leave(name string, w *localWaiter) {
+	c.unregister(name, w)
+	select {
+	case l := <-w.handed:
+		if l != nil && l != stillWaiting {
+			c.releaseUnwanted(l)
+		}
+	default:
+	}
+}
+
+func (c *Client) unregister(name string, w *localWaiter) {
+	c.localMu.Lock()
+	defer c.localMu.Unlock()
+	if w.claimed {
+		w.gone = true
+	}
+	delete(c.byOwner, w.owner)
+	ws := c.local[name]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(c.local, name)
+	} else {
+		c.local[name] = ws
+	}
+	c.nLocal.Add(-1)
+}
+
+// sleep marks w asleep (eligible for a handoff) or awake. Waking fails,
+// returning false, when a release has claimed w: it must then wait for its
+// handed outcome instead of attempting.
+//
+// Waking also drops a stale outcome. A release may claim w just as w wakes
+// for another reason, fail to pass the lock on and hand w nil before w
+// marks itself awake; w then attempts by itself and the nil stays behind.
+// Left there, it would be read on a later sleep as the outcome of the next
+// release that claims w, and w would attempt while that release passes it
+// the lock: w would take the lock as its own, and the release, finding w
+// gone, would free it under w's feet.
+func (c *Client) sleep(w *localWaiter, asleep bool) bool {
+	c.localMu.Lock()
+	defer c.localMu.Unlock()
+	if w.claimed {
+		return false
+	}
+	w.asleep = asleep
+	if !asleep {
+		// Unclaimed, w can hold nothing but a stale outcome.
+		select {
+		case <-w.handed:
+		default:
+		}
+	}
+	return true
+}
+
+// claim picks the oldest sleeping one-shot waiter of name and claims it.
+// It also reports whether the Client has waiters of name, that is whether
+// it listens on the lock's release channel.
+func (c *Client) claim(name string) (*localWaiter, bool) {
+	if c.nLocal.Load() == 0 {
+		return nil, false
+	}
+	c.localMu.Lock()
+	defer c.localMu.Unlock()
+	ws := c.local[name]
+	for _, w := range ws {
+		if w.asleep && !w.claimed && !w.reentrant {
+			w.claimed, w.asleep = true, false
+			return w, true
+		}
+	}
+	return nil, len(ws) > 0
+}
+
+// listening reports whether the Client has waiters of name, that is
+// whether it listens on the lock's release channel.
+func (c *Client) listening(name string) bool {
+	if c.nLocal.Load() == 0 {
+		return false
+	}
+	c.localMu.Lock()
+	defer c.localMu.Unlock()
+	return len(c.local[name]) > 0
+}
+
+// deliver gives a claimed waiter its outcome. It reports false when the
+// waiter has gone, leaving l (if any) to the caller to release.
+func (c *Client) deliver(w *localWaiter, l *Lease) bool {
+	c.localMu.Lock()
+	defer c.localMu.Unlock()
+	if w.gone {
+		return false
+	}
+	if l == nil || l == stillWaiting {
+		w.claimed = false // it may attempt again
+	}
+	// Handed a lease, w stays claimed: it must take the lease, never
+	// attempt, since an attempt would find its owner holding the lock and
+	// take it as a second lease of the same hold. The channel is empty
+	// here (see sleep); the send never blocks all the same.
+	select {
+	case w.handed <- l:
+		return true
+	default:
+		return false
+	}
+}
+
+// routeGrant is the hub's policy for a grant channel: it passes a grant
+// ("g:<token>:<ttl ms>:<age ms>:<owner>") or a call to check again
+// ("n:<ttl ms>:<owner>") to the waiting call of that owner, if it is
+// still here, and wakes no other.
+func (c *Client) routeGrant(payload string) int {
+	kind, rest, _ := strings.Cut(payload, ":")
+	var g *grant
+	var recheck time.Duration
+	var owner string
+	switch kind {
+	case "g":
+		f := strings.SplitN(rest, ":", 4)
+		if len(f) != 4 {
+			return 0
+		}
+		token, err1 := strconv.ParseUint(f[0], 10, 64)
+		ttl, err2 := strconv.ParseInt(f[1], 10, 64)
+		age, err3 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return 0
+		}
+		g = &grant{token: token, ttl: time.Duration(ttl) * time.Millisecond, age: time.Duration(age) * time.Millisecond}
+		owner = f[3]
+	case "n":
+		ms, o, _ := strings.Cut(rest, ":")
+		n, err := strconv.ParseInt(ms, 10, 64)
+		if err != nil {
+			return 0
+		}
+		recheck, owner = time.Duration(n)*time.Millisecond+time.Millisecond, o
+	default:
+		return 0
+	}
+	c.localMu.Lock()
+	defer c.localMu.Unlock()
+	w := c.byOwner[owner]
+	if w == nil {
+		return 0 // gone: its attempt took the grant, or leaving the queue releases it
+	}
+	if g != nil {
+		w.granted = g
+	} else if w.recheck == 0 || recheck < w.recheck {
+		w.recheck = recheck
+	}
+	select {
+	case w.news <- struct{}{}:
+	default:
+	}
+	return 0
+}
+
+// news returns and clears what w was told by other Clients' releases.
+func (c *Client) takeNews(w *localWaiter) (*grant, time.Duration) {
+	c.localMu.Lock()
+	defer c.localMu.Unlock()
+	g, recheck := w.granted, w.recheck
+	w.granted, w.recheck = nil, 0
+	return g, recheck
+}
+
+// accept makes the Lease of a grant to call a, or returns nil when the
+// grant may have run out already (the call then attempts, and takes the
+// lock if it is still its own). The lock lives at least until
+// ttl after the grant, which came age after a's first attempt that may
+// have queued it, sent at a.joined: the Lease's deadline counts from
+// there. A grant shorter than a's lease is confirmed at once.
+func (m *Mutex) accept(a *acquire, g *grant) *Lease {
+	life := g.age + g.ttl
+	deadline := a.joined + int64(life-watchdog.Drift(life))
+	if deadline-m.c.wd.Now() < int64(g.ttl/4) {
+		return nil
+	}
+	l := &Lease{c: m.c, rel: m, name: m.name, owner: a.owner, token: g.token, done: make(chan struct{})}
+	m.c.watchUntil(l, m.group, a.cfg.lease, a.cfg.fixed, deadline)
+	if g.ttl < a.cfg.lease {
+		m.c.wd.Confirm(l.entry, a.cfg.lease)
+	}
+	m.c.stats.acquired.Add(1)
+	m.c.stats.handoffs.Add(1)
+	return l
+}
+
+// leaveQueue takes call a out of the lock's queue as it returns without
+// the lock, and releases the lock if it was granted to a meanwhile (the
+// next waiter then gets it), within the cleanup timeout.
+func (m *Mutex) leaveQueue(a *acquire) {
+	if a.member == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.c.cfg.cleanup)
+	defer cancel()
+	owner := a.owner
+	if a.reentrant {
+		owner = "" // never granted; its holds, if any, are not this call's
+	}
+	args := m.unlockArgs(owner, argZero, nil, m.c.listening(m.name), a.member)
+	if err := scripts.Unlock.Run(ctx, m.c.rdb, m.unlockKeys, args...).Err(); err != nil {
+		m.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the place expires with the queue",
+			"name", m.name, "err", err)
+	}
+}
+
+// unlockArgs returns the ARGV of unlock.lua releasing a hold of owner,
+// with flag as its release-marker flag, granting to w (may be nil) when
+// the first waiter is the Client's own; leaving is the member of a call
+// leaving the queue, or "".
+func (m *Mutex) unlockArgs(owner string, flag any, w *localWaiter, listening bool, leaving string) []any {
+	preferred, listen, prefix := "", argZero, m.grants
+	if w != nil {
+		preferred = w.member
+	}
+	if listening {
+		listen = argOne
+	}
+	if m.c.rsync.mayWait() {
+		prefix = "" // a grant to another Client would return before replicas acknowledge it
+	}
+	return []any{owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing,
+		m.c.numsub, m.c.id, listen, preferred, prefix, argGrantTTL, leaving}
+}
+
+// settle gives a claimed waiter w the outcome of the release that claimed
+// it, sent at sent: the lock if it was granted to w, or news that it was
+// granted to another waiter, or nil to attempt.
+func (m *Mutex) settle(w *localWaiter, r int64, err error, sent int64) {
+	switch {
+	case err == nil && r < 0:
+		m.pass(w, uint64(-r), sent)
+	case err == nil && r == 3:
+		m.c.deliver(w, stillWaiting)
+	default:
+		// Not passed on (or unknown): the waiter tries itself. A one-shot
+		// owner that finds itself holding the lock takes it as its own.
+		m.c.deliver(w, nil)
+	}
+}
+
+// pass makes the Lease of a lock handed to w with the given token by a
+// script sent at sent, and gives it to w, or frees it if w gave up
+// meanwhile.
+func (m *Mutex) pass(w *localWaiter, token uint64, sent int64) {
+	next := &Lease{c: m.c, rel: m, name: m.name, owner: w.owner, token: token, done: make(chan struct{})}
+	m.c.watch(next, m.group, w.lease, w.fixed, sent)
+	m.c.stats.acquired.Add(1)
+	m.c.stats.handoffs.Add(1)
+	if !m.c.deliver(w, next) {
+		m.c.releaseUnwanted(next)
+	}
+}
+
+// releaseUnwanted releases a lock handed to a call that has gone, within
+// the cleanup timeout.
+func (c *Client) releaseUnwanted(l *Lease) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
+	defer cancel()
+	if err := l.Unlock(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
+		c.cfg.logger.Warn("relock: cannot release a lock handed to a waiter that left; it expires with its lease",
+			"name", l.name, "err", err)
+	}
+}

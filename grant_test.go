@@ -1,0 +1,241 @@
+package relock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+)
+
+// TestGrants: a release grants the lock to the first waiter of the lock's
+// queue, in the order the waiters joined, across Clients; to a waiter of
+// its own Client it hands the Lease in process, to another Client's it
+// pushes the grant, which that waiter confirms to its full lease. A
+// listener on the release channel that does not queue (as a Redisson
+// waiter) turns grants off; a waiter granted the lock that has died costs
+// the next one the short grant, of which it is told; and nothing is left
+// in Redis. With replica sync a Client grants to its own waiters only (a
+// grant pushed to another would return before replicas acknowledged it).
+func TestGrants(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		ctx := ctxTimeout(t, 30*time.Second)
+		rdb := top.rdb(t)
+		newClient := func(t *testing.T) *relock.Client { return top.newClient(t, relock.WithoutReplicaSync()) }
+		lockFor := func(c *relock.Client, name string) <-chan *relock.Lease {
+			got := make(chan *relock.Lease, 1)
+			go func() {
+				l, err := c.Mutex(name).Lock(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			return got
+		}
+		asleep := func(c *relock.Client, n int64) {
+			t.Helper()
+			eventually(t, 5*time.Second, "the waiters to sleep", func() bool { return c.Stats().Asleep == n })
+		}
+		unlock := func(l *relock.Lease) {
+			t.Helper()
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nothingLeft := func(name string) {
+			t.Helper()
+			eventually(t, 5*time.Second, "the lock and its queue to go", func() bool {
+				n, err := rdb.Exists(ctx, name, queueKey(name)).Result()
+				return err == nil && n == 0
+			})
+		}
+
+		t.Run("same-client", func(t *testing.T) {
+			c := newClient(t)
+			name := lockName(t)
+			holder, err := c.Mutex(name).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := lockFor(c, name)
+			asleep(c, 1)
+			unlock(holder)
+			next := <-got
+			if next == nil {
+				t.FailNow()
+			}
+			if s := c.Stats(); s.Handoffs != 1 {
+				t.Fatalf("handoffs = %d, want 1", s.Handoffs)
+			}
+			if next.Token() != holder.Token()+1 {
+				t.Fatalf("handed token %d after %d", next.Token(), holder.Token())
+			}
+			if n := holdCount(t, rdb, name); n != 1 {
+				t.Fatalf("hold count %d", n)
+			}
+			unlock(next)
+			nothingLeft(name)
+		})
+
+		t.Run("other-clients-in-order", func(t *testing.T) {
+			h, a, b := newClient(t), newClient(t), newClient(t)
+			name := lockName(t)
+			holder, err := h.Mutex(name).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotA := lockFor(a, name)
+			asleep(a, 1)
+			gotB := lockFor(b, name)
+			asleep(b, 1)
+			unlock(holder)
+			la := <-gotA
+			if la == nil {
+				t.FailNow()
+			}
+			if s := a.Stats(); s.Handoffs != 1 || s.Wakeups != 0 {
+				t.Errorf("first waiter: %d grants, %d wake-ups; want the grant pushed, no wake-up", s.Handoffs, s.Wakeups)
+			}
+			if la.Token() != holder.Token()+1 {
+				t.Errorf("granted token %d after %d", la.Token(), holder.Token())
+			}
+			// The grant is confirmed to the waiter's full lease.
+			eventually(t, 5*time.Second, "the grant to be confirmed", func() bool {
+				return rdb.PTTL(ctx, name).Val() > 3*time.Second
+			})
+			if s := b.Stats(); s.Asleep != 1 {
+				t.Errorf("the second waiter is not asleep while the first holds: %+v", s)
+			}
+			unlock(la)
+			lb := <-gotB
+			if lb == nil {
+				t.FailNow()
+			}
+			if s := b.Stats(); s.Handoffs != 1 {
+				t.Errorf("second waiter: %d grants, want 1", s.Handoffs)
+			}
+			if lb.Token() != la.Token()+1 {
+				t.Errorf("granted token %d after %d", lb.Token(), la.Token())
+			}
+			unlock(lb)
+			nothingLeft(name)
+		})
+
+		t.Run("foreign-listener", func(t *testing.T) {
+			h, a := newClient(t), newClient(t)
+			name := lockName(t)
+			channel := "redisson_lock__channel:{" + name + "}"
+			var ps *redis.PubSub
+			if cc, ok := rdb.(*redis.ClusterClient); ok {
+				ps = cc.SSubscribe(ctx, channel)
+			} else {
+				ps = rdb.(*redis.Client).Subscribe(ctx, channel)
+			}
+			defer ps.Close()
+			if _, err := ps.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+			holder, err := h.Mutex(name).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := lockFor(a, name)
+			asleep(a, 1)
+			unlock(holder)
+			la := <-got
+			if la == nil {
+				t.FailNow()
+			}
+			if s := a.Stats(); s.Handoffs != 0 || s.Wakeups == 0 {
+				t.Errorf("with a listener that does not queue: %d grants, %d wake-ups; want the lock freed and announced", s.Handoffs, s.Wakeups)
+			}
+			unlock(la)
+			nothingLeft(name)
+		})
+
+		t.Run("dead-grantee", func(t *testing.T) {
+			h, a := newClient(t), newClient(t)
+			name := lockName(t)
+			holder, err := h.Mutex(name).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A waiter of a Client that has died is first in the queue.
+			if err := rdb.ZAdd(ctx, queueKey(name), redis.Z{Score: 1, Member: "30000|o|0dead:1"}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			got := lockFor(a, name)
+			asleep(a, 1)
+			unlock(holder)
+			// The holder's TTL was the 30s watchdog lease: the waiter gets
+			// the lock within the test's bound only if it is told to check
+			// again when the dead waiter's grant runs out.
+			la := <-got
+			if la == nil {
+				t.FailNow()
+			}
+			if la.Token() != holder.Token()+2 {
+				t.Errorf("token %d after %d: want the dead waiter's grant between", la.Token(), holder.Token())
+			}
+			unlock(la)
+			nothingLeft(name)
+		})
+
+		if top.name == "cluster" { // its masters have replicas
+			t.Run("replica-sync", func(t *testing.T) {
+				h, a := top.newClient(t), top.newClient(t)
+				name := lockName(t)
+				holder, err := h.Mutex(name).Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := lockFor(a, name)
+				asleep(a, 1)
+				unlock(holder)
+				la := <-got
+				if la == nil {
+					t.FailNow()
+				}
+				if s := a.Stats(); s.Handoffs != 0 || s.Wakeups == 0 {
+					t.Errorf("with replica sync: %d grants, %d wake-ups; want the lock freed and announced", s.Handoffs, s.Wakeups)
+				}
+				unlock(la)
+				nothingLeft(name)
+			})
+		}
+
+		t.Run("given-up", func(t *testing.T) {
+			h, a := newClient(t), newClient(t)
+			name := lockName(t)
+			holder, err := h.Mutex(name).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() {
+				_, err := a.Mutex(name).Lock(wctx)
+				done <- err
+			}()
+			asleep(a, 1)
+			if n := rdb.ZCard(ctx, queueKey(name)).Val(); n != 1 {
+				t.Fatalf("%d waiters queued, want 1", n)
+			}
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("a cancelled Lock succeeded")
+			}
+			if n := rdb.Exists(ctx, queueKey(name)).Val(); n != 0 {
+				t.Error("a waiter that gave up left its place in the queue")
+			}
+			unlock(holder)
+			nothingLeft(name)
+		})
+	})
+}
+
+// queueKey is the queue of waiters of the Mutex name.
+func queueKey(name string) string { return "relock_lock_queue:{" + name + "}" }
