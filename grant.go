@@ -176,33 +176,19 @@ func (c *Client) sleep(w *localWaiter, asleep bool) bool {
 }
 
 // claim picks the oldest sleeping one-shot waiter of name and claims it.
-// It also reports whether the Client has waiters of name, that is whether
-// it listens on the lock's release channel.
-func (c *Client) claim(name string) (*localWaiter, bool) {
+func (c *Client) claim(name string) *localWaiter {
 	if c.nLocal.Load() == 0 {
-		return nil, false
+		return nil
 	}
 	c.localMu.Lock()
 	defer c.localMu.Unlock()
-	ws := c.local[name]
-	for _, w := range ws {
+	for _, w := range c.local[name] {
 		if w.asleep && !w.claimed && !w.reentrant {
 			w.claimed, w.asleep = true, false
-			return w, true
+			return w
 		}
 	}
-	return nil, len(ws) > 0
-}
-
-// listening reports whether the Client has waiters of name, that is
-// whether it listens on the lock's release channel.
-func (c *Client) listening(name string) bool {
-	if c.nLocal.Load() == 0 {
-		return false
-	}
-	c.localMu.Lock()
-	defer c.localMu.Unlock()
-	return len(c.local[name]) > 0
+	return nil
 }
 
 // deliver gives a claimed waiter its outcome. It reports false when the
@@ -279,6 +265,41 @@ func (c *Client) routeGrant(payload string) int {
 	return 0
 }
 
+// passOn is called as a Mutex call waiting in w returns: got tells
+// whether it acquired, lease is the lease it took, due is when it would
+// have tried again (zero: unknown). Another waiting call of the Client for
+// the same lock may sleep on a time that this one knew better: it is told
+// to check again by then (the lock may be free once this call's lease runs
+// out unannounced, or this call was to be the one to check). See
+// stalewait.go.
+func (c *Client) passOn(name string, w *localWaiter, got bool, lease time.Duration, due time.Time) {
+	var d time.Duration
+	switch {
+	case got:
+		d = lease
+	case !due.IsZero():
+		d = max(time.Until(due), 0)
+	default:
+		return
+	}
+	d += time.Millisecond
+	c.localMu.Lock()
+	defer c.localMu.Unlock()
+	for _, x := range c.local[name] {
+		if x == w {
+			continue
+		}
+		if x.recheck == 0 || d < x.recheck {
+			x.recheck = d
+		}
+		select {
+		case x.news <- struct{}{}:
+		default:
+		}
+		return
+	}
+}
+
 // news returns and clears what w was told by other Clients' releases.
 func (c *Client) takeNews(w *localWaiter) (*grant, time.Duration) {
 	c.localMu.Lock()
@@ -293,7 +314,8 @@ func (c *Client) takeNews(w *localWaiter) (*grant, time.Duration) {
 // lock if it is still its own). The lock lives at least until
 // ttl after the grant, which came age after a's first attempt that may
 // have queued it, sent at a.joined: the Lease's deadline counts from
-// there. A grant shorter than a's lease is confirmed at once.
+// there. A grant shorter than a's lease is confirmed if still held after
+// a quarter of it.
 func (m *Mutex) accept(a *acquire, g *grant) *Lease {
 	life := g.age + g.ttl
 	deadline := a.joined + int64(life-watchdog.Drift(life))
@@ -303,7 +325,8 @@ func (m *Mutex) accept(a *acquire, g *grant) *Lease {
 	l := &Lease{c: m.c, rel: m, name: m.name, owner: a.owner, token: g.token, done: make(chan struct{})}
 	m.c.watchUntil(l, m.group, a.cfg.lease, a.cfg.fixed, deadline)
 	if g.ttl < a.cfg.lease {
-		m.c.wd.Confirm(l.entry, a.cfg.lease)
+		// A hold shorter than a quarter of the grant never needs it.
+		m.c.wd.Confirm(l.entry, a.cfg.lease, g.ttl/4)
 	}
 	m.c.stats.acquired.Add(1)
 	m.c.stats.handoffs.Add(1)
@@ -323,7 +346,7 @@ func (m *Mutex) leaveQueue(a *acquire) {
 	if a.reentrant {
 		owner = "" // never granted; its holds, if any, are not this call's
 	}
-	args := m.unlockArgs(owner, argZero, nil, m.c.listening(m.name), a.member)
+	args := m.unlockArgs(owner, argZero, nil, a.member)
 	if err := scripts.Unlock.Run(ctx, m.c.rdb, m.unlockKeys, args...).Err(); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the place expires with the queue",
 			"name", m.name, "err", err)
@@ -334,19 +357,19 @@ func (m *Mutex) leaveQueue(a *acquire) {
 // with flag as its release-marker flag, granting to w (may be nil) when
 // the first waiter is the Client's own; leaving is the member of a call
 // leaving the queue, or "".
-func (m *Mutex) unlockArgs(owner string, flag any, w *localWaiter, listening bool, leaving string) []any {
-	preferred, listen, prefix := "", argZero, m.grants
+func (m *Mutex) unlockArgs(owner string, flag any, w *localWaiter, leaving string) []any {
+	preferred, listen, remote := "", argZero, argOne
 	if w != nil {
 		preferred = w.member
 	}
-	if listening {
+	if m.c.hub.Listening(m.channel) {
 		listen = argOne
 	}
 	if m.c.rsync.mayWait() {
-		prefix = "" // a grant to another Client would return before replicas acknowledge it
+		remote = argZero // a grant to another Client would return before replicas acknowledge it
 	}
 	return []any{owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing,
-		m.c.numsub, m.c.id, listen, preferred, prefix, argGrantTTL, leaving}
+		m.c.numsub, m.c.id, listen, preferred, m.grants, argGrantTTL, leaving, remote}
 }
 
 // settle gives a claimed waiter w the outcome of the release that claimed

@@ -15,7 +15,7 @@ func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
 	defer c.unregister("l", w)
 
 	c.sleep(w, true)
-	if got, _ := c.claim("l"); got != w {
+	if got := c.claim("l"); got != w {
 		t.Fatalf("claim = %p, want the sleeping waiter %p", got, w)
 	}
 	// The waiter has woken (a message, its timer) and is about to mark
@@ -35,7 +35,7 @@ func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
 	// The next release claims it and hands it a lease: the waiter finds
 	// that outcome, and only that one.
 	c.sleep(w, true)
-	if got, _ := c.claim("l"); got != w {
+	if got := c.claim("l"); got != w {
 		t.Fatal("the waiter cannot be claimed again")
 	}
 	next := &Lease{owner: w.owner}

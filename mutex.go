@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -104,7 +105,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.ForceUnlock.Run(ctx, m.c.rdb, []string{m.name, m.channel}, msgUnlock, m.c.publish).Int64()
+	n, err := scripts.ForceUnlock.Run(ctx, m.c.rdb, []string{m.name, m.channel, m.queue}, msgUnlock, m.c.publish, m.grants, m.c.id).Int64()
 	if err != nil {
 		return false, opError("force unlock", m.name, err)
 	}
@@ -146,6 +147,7 @@ type acquire struct {
 	m         *Mutex
 	member    string // its place in the queue of waiters; "" when it will not wait
 	joined    int64  // when the first attempt that may have queued it was sent
+	other     bool   // the holder its last attempt found is not a relock client
 }
 
 // Undo undoes an attempt whose reply was lost (batch.Undo).
@@ -196,8 +198,9 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	return m.wait(ctx, a, ttl)
 }
 
-// wait sleeps between attempts on the lock's release channel and on the
-// Client's grant channel, in the lock's queue of waiters (see grant.go).
+// wait sleeps between attempts, in the lock's queue of waiters (see
+// grant.go): on the Client's grant channel, and on the lock's release
+// channel while the holder may be a client that only publishes there.
 func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lease, err error) {
 	m.c.stats.waits.Add(1)
 	defer func() {
@@ -205,11 +208,6 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 			m.leaveQueue(a)
 		}
 	}()
-	w, err := m.c.hub.Subscribe(m.channel, lockPolicy)
-	if err != nil {
-		return nil, ErrClosed
-	}
-	defer w.Close()
 	var grants, gready <-chan struct{} // the grant channel's reconnects and confirmation
 	if a.member != "" {
 		gw, err := m.c.hub.Subscribe(m.grants, m.c.routeGrant)
@@ -219,13 +217,32 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 		defer gw.Close()
 		grants, gready = gw.Wake(), gw.Ready()
 	}
-	var due time.Time // when this call would try again
-	defer func() { passOn(w, l != nil, a.cfg.lease, due) }()
+	var w *notify.Waiter            // on the release channel, once listened to
+	var wakes, ready <-chan struct{} // its messages and confirmation
+	listen := func() error {
+		if w != nil || (!a.other && a.member != "") {
+			return nil
+		}
+		if w, err = m.c.hub.Subscribe(m.channel, lockPolicy); err != nil {
+			return ErrClosed
+		}
+		wakes, ready = w.Wake(), w.Ready()
+		return nil
+	}
+	defer func() {
+		if w != nil {
+			w.Close()
+		}
+	}()
+	if err := listen(); err != nil {
+		return nil, err
+	}
 	lw := &localWaiter{owner: a.owner, lease: a.cfg.lease, fixed: a.cfg.fixed, reentrant: a.reentrant, member: a.member,
 		handed: make(chan *Lease, 1), news: make(chan struct{}, 1)}
 	m.c.enqueue(m.name, lw)
 	defer m.c.leave(m.name, lw)
-	ready := w.Ready()
+	var due time.Time // when this call would try again
+	defer func() { m.c.passOn(m.name, lw, l != nil, a.cfg.lease, due) }()
 	// Until the subscriptions are confirmed no message can reach this
 	// call: it re-checks on a short, growing period instead of trusting
 	// the holder's TTL alone.
@@ -241,9 +258,9 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 	timer := time.NewTimer(sleepFor(ttl))
 	defer timer.Stop()
 	for {
-		// Once subscribed, and a later attempt failed, only a release
-		// message, a grant, a handoff, the holder's TTL or the end of ctx
-		// wake this call.
+		// Once subscribed, and a later attempt failed, only a grant, a
+		// message, a handoff, the holder's TTL or the end of ctx wake this
+		// call.
 		asleep := ready == nil && gready == nil
 		if asleep {
 			m.c.stats.asleep.Add(1)
@@ -257,7 +274,7 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 		case <-gready:
 			gready = nil
 			try = ready == nil
-		case <-w.Wake():
+		case <-wakes:
 			m.c.stats.wakeups.Add(1)
 		case <-grants: // the grant channel was re-subscribed: a grant may be lost
 			m.c.stats.wakeups.Add(1)
@@ -279,6 +296,7 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 				break // it may have run out: attempt
 			}
 			try = false
+			m.c.stats.wakeups.Add(1)
 			if left := time.Until(due); recheck > 0 && recheck < left {
 				timer.Reset(recheck)
 				due = time.Now().Add(recheck)
@@ -317,6 +335,9 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 		if l != nil || err != nil {
 			return l, err
 		}
+		if err := listen(); err != nil {
+			return nil, err
+		}
 		timer.Reset(sleepFor(ttl))
 	}
 }
@@ -348,8 +369,10 @@ func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration,
 	if err != nil {
 		return nil, 0, opError("lock", m.name, err)
 	}
-	if r <= 0 {
-		return nil, time.Duration(-r-1) * time.Millisecond, nil
+	if r < 0 {
+		v := -r - 1
+		a.other = v&1 == 1
+		return nil, time.Duration(v>>1-1) * time.Millisecond, nil
 	}
 	l := &Lease{
 		c:         m.c,
@@ -386,12 +409,12 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 	if l.reentrant {
 		keys, flag = []string{m.name, m.channel, suffixed(unlockLatchPrefix, m.name, l.request), m.counter, m.named, m.queue}, argOne
 	}
-	w, listening := m.c.claim(m.name)
+	w := m.c.claim(m.name)
 	if w != nil && m.c.rsync.mayWait() {
 		return m.handOffSynced(ctx, l, w, keys, flag)
 	}
 	sent := m.c.wd.Now()
-	r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.owner, flag, w, listening, ""), nil)
+	r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.owner, flag, w, ""), nil)
 	if w != nil {
 		m.settle(w, r, err, sent)
 	}

@@ -114,7 +114,7 @@ func (s *syncer) redirected(ctx context.Context, err error, n *int) bool {
 // tries for itself. With replica sync no grant goes to another Client.
 func (m *Mutex) handOffSynced(ctx context.Context, l *Lease, w *localWaiter, keys []string, flag any) (int64, error) {
 	s := m.c.rsync
-	args := m.unlockArgs(l.owner, flag, w, true, "")
+	args := m.unlockArgs(l.owner, flag, w, "")
 	t, err := s.target(ctx, m.name)
 	if err == nil && t == nil {
 		sent := m.c.wd.Now()
@@ -123,7 +123,7 @@ func (m *Mutex) handOffSynced(ctx context.Context, l *Lease, w *localWaiter, key
 		return r, err
 	}
 	unlock := func() (int64, error) {
-		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.owner, flag, nil, true, ""), nil)
+		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.owner, flag, nil, ""), nil)
 		m.c.deliver(w, nil)
 		return r, err
 	}

@@ -81,8 +81,9 @@ func both(a, b func(ctx context.Context, rdb *redis.Client) bool) func(ctx conte
 }
 
 // TestKindsShownAndCounted: ls, show and the web view name a fair lock
-// with owners queued as fair and count its queue, and count the writer
-// waiting for a read-write lock on the channel it listens to.
+// with owners queued as fair and count its queue, count the writer
+// waiting for a read-write lock on the channel it listens to, and the call
+// waiting for a lock in the lock's queue.
 func TestKindsShownAndCounted(t *testing.T) {
 	srv, url := realServer(t)
 	ctx := context.Background()
@@ -105,6 +106,10 @@ func TestKindsShownAndCounted(t *testing.T) {
 	if _, err := holder.Mutex("plain").Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	startWaiter(t, func(ctx context.Context) (*relock.Lease, error) { return c3.Mutex("plain").Lock(ctx) })
+	until(t, "lock waiter queued", func(ctx context.Context, rdb *redis.Client) bool {
+		return rdb.ZCard(ctx, companion(lockQueuePrefix, "plain")).Val() == 1
+	}, srv)
 
 	r := relockCmd(t, "ls", "--redis", url)
 	kinds := map[string]string{}
@@ -119,7 +124,7 @@ func TestKindsShownAndCounted(t *testing.T) {
 	for _, tc := range []struct{ name, state, waiters string }{
 		{"fair", "held (fair lock)", "waiters 2 (owners queued in redisson_lock_queue:{fair})"},
 		{"rw", "held (read-write lock, read mode)", "waiters 1 (subscribers of redisson_rwlock:{rw})"},
-		{"plain", "held", "waiters 0 (subscribers of redisson_lock__channel:{plain})"},
+		{"plain", "held", "waiters 1 (calls queued in relock_lock_queue:{plain} and subscribers of redisson_lock__channel:{plain})"},
 	} {
 		r := relockCmd(t, "show", "--redis", url, tc.name)
 		lines := map[string]bool{}

@@ -17,10 +17,12 @@ const (
 	tokenPrefix       = "redisson_lock_token"
 	// The liveness hash of a fair lock's relock waiters: owner ids mapped
 	// to deadlines, which must not be read as a lock.
-	fairAlivePrefix   = "relock_fair_alive:"
-	fairQueuePrefix   = "redisson_lock_queue"   // a fair lock's queue of waiting owners
-	fairTimeoutPrefix = "redisson_lock_timeout" // and their deadlines
-	rwChannelPrefix   = "redisson_rwlock"       // a read-write lock's release channel
+	fairAlivePrefix    = "relock_fair_alive:"
+	fairQueuePrefix    = "redisson_lock_queue"   // a fair lock's queue of waiting owners
+	fairTimeoutPrefix  = "redisson_lock_timeout" // and their deadlines
+	rwChannelPrefix    = "redisson_rwlock"       // a read-write lock's release channel
+	lockQueuePrefix    = "relock_lock_queue"     // a lock's queue of waiting relock calls
+	grantChannelPrefix = "relock_grant"          // a relock Client's channel for its grants
 )
 
 // tokenField is the field of a lock hash in which relock records the
@@ -91,9 +93,12 @@ func markFair(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo)
 }
 
 // waiters counts who waits for the lock name of the given kind, and says
-// what was counted: the owners queued for a fair lock, else the
-// connections subscribed to the release channel the kind's waiters listen
-// to (one per waiting relock Client or Redisson instance).
+// what was counted: the owners queued for a fair lock; the connections
+// subscribed to a read-write lock's release channel (one per waiting
+// relock Client or Redisson instance); for a lock, the relock calls in its
+// queue and the connections subscribed to its release channel (Redisson
+// instances, and relock Clients whose calls wait for a holder that is not
+// relock).
 func waiters(ctx context.Context, rdb redis.UniversalClient, name, kind string) (n int64, what string, err error) {
 	switch {
 	case kind == kindFair:
@@ -105,9 +110,14 @@ func waiters(ctx context.Context, rdb redis.UniversalClient, name, kind string) 
 		n, err = subscribers(ctx, rdb, ch)
 		return n, "subscribers of " + ch, err
 	default:
-		ch := companion(lockChannelPrefix, name)
-		n, err = subscribers(ctx, rdb, ch)
-		return n, "subscribers of " + ch, err
+		// relock's calls wait in the lock's queue; others (Redisson)
+		// listen on the release channel.
+		key, ch := companion(lockQueuePrefix, name), companion(lockChannelPrefix, name)
+		if n, err = rdb.ZCard(ctx, key).Result(); err != nil {
+			return 0, "", err
+		}
+		subs, err := subscribers(ctx, rdb, ch)
+		return n + subs, "calls queued in " + key + " and subscribers of " + ch, err
 	}
 }
 

@@ -188,7 +188,7 @@ func TestRunSignals(t *testing.T) {
 			name := "waiting:" + strconv.Itoa(int(sig))
 			lock(t, realClient(t, srv), name)
 			p := startRelock(t, "run", "--redis", url, name, "--", "echo", "ran")
-			waitForSubscriber(t, srv, companion(lockChannelPrefix, name))
+			waitForQueued(t, srv, name)
 			p.signal(t, sig)
 			if code := p.exitCode(t); code != 128+int(sig) {
 				t.Fatalf("exit %d, want %d", code, 128+int(sig))
@@ -209,20 +209,22 @@ func TestRunSignals(t *testing.T) {
 	}
 }
 
-// waitForSubscriber waits until channel has a subscriber on srv: relock
-// is waiting for the lock.
-func waitForSubscriber(t *testing.T, srv *redistest.Server, channel string) {
+// waitForQueued waits until a call waits for the Mutex name on srv, in
+// the lock's queue and listening on a grant channel: relock is waiting
+// for the lock.
+func waitForQueued(t *testing.T, srv *redistest.Server, name string) {
 	t.Helper()
 	rdb := srv.Client()
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), processDeadline)
 	defer cancel()
+	queue := companion(lockQueuePrefix, name)
 	for {
-		n, err := rdb.PubSubNumSub(ctx, channel).Result()
+		n, err := rdb.ZCard(ctx, queue).Result()
 		if err != nil {
-			t.Fatalf("no subscriber to %s: %v", channel, err)
+			t.Fatalf("nobody queued in %s: %v", queue, err)
 		}
-		if n[channel] > 0 {
+		if n > 0 && len(rdb.PubSubChannels(ctx, grantChannelPrefix+":*").Val()) > 0 {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

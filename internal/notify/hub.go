@@ -96,6 +96,24 @@ func (h *Hub) Subscribe(channel string, policy Policy) (*Waiter, error) {
 	return w, nil
 }
 
+// Listening reports whether the hub has channel subscribed (or being
+// subscribed) for a waiter.
+func (h *Hub) Listening(channel string) bool {
+	key := 0
+	if h.cfg.Sharded {
+		key = h.cfg.Slot(channel)
+	}
+	h.mu.Lock()
+	c := h.conns[key]
+	h.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.chans[channel] != nil
+}
+
 // Channels returns how many channels the hub has subscribed.
 func (h *Hub) Channels() int {
 	h.mu.Lock()

@@ -2,8 +2,11 @@
 --
 -- KEYS[1]  lock hash
 -- KEYS[2]  release channel
+-- KEYS[3]  queue of waiters (see lock.lua)
 -- ARGV[1]  release message
 -- ARGV[2]  "publish" or "spublish"
+-- ARGV[3]  grant channel of the calling client (see unlock.lua)
+-- ARGV[4]  the calling client's "<uuid>"
 --
 -- Returns  1 if the lock was held and is now deleted, 0 if it was not held.
 --          A key of another type is left alone and reported as an error.
@@ -17,4 +20,5 @@ if kind ~= 'hash' then
 end
 redis.call('del', KEYS[1])
 redis.call(ARGV[2], KEYS[2], ARGV[1])
+wake_clients(redis.call('zrange', KEYS[3], 0, 63, 'withscores'), ARGV[2], ARGV[3], ARGV[4])
 return 1

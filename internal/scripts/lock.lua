@@ -19,9 +19,11 @@
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
---          zero or a negative integer r: held by another owner; -r-1 is the
---          holder's remaining TTL in milliseconds (-1 when it has none).
---          A caller with a member is then in the queue.
+--          a negative integer r: held by another owner. With v = -r-1,
+--          v // 2 - 1 is the holder's remaining TTL in milliseconds (-1 when
+--          it has none), and v % 2 is 1 when the holder is not a relock
+--          client (no relock_token field): its release only publishes on
+--          the release channel. A caller with a member is then in the queue.
 
 if redis.call('exists', KEYS[1]) == 0 then
     local token = fence(KEYS[2], KEYS[3], ARGV[5])
@@ -45,7 +47,11 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
             redis.call('pexpire', KEYS[5], keep)
         end
     end
-    return -1 - ttl
+    local other = 0
+    if redis.call('hexists', KEYS[1], token_field) == 0 then
+        other = 1
+    end
+    return -1 - (2 * (ttl + 1) + other)
 end
 
 local token = held(KEYS[1], KEYS[2], KEYS[3])

@@ -43,10 +43,10 @@ func Named(name string) *Script { return byName[name] }
 // The scripts. Each file's header names its KEYS, ARGV and return values.
 var (
 	Lock        = loadWith("lock", "fence")
-	Unlock      = loadWith("unlock", "fence")
+	Unlock      = loadWith("unlock", "fence", "queue")
 	Abandon     = load("abandon")
 	Renew       = load("renew")
-	ForceUnlock = load("forceunlock")
+	ForceUnlock = loadWith("forceunlock", "queue")
 )
 
 // loadWith loads a script with the functions of the library files libs

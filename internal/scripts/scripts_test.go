@@ -51,7 +51,7 @@ func unlockKeys(name, marker string) []string {
 // unlockArgs returns the ARGV of unlock.lua for a release by owner of
 // client "u" with the release-marker flag, granting to other clients.
 func unlockArgs(owner, flag string) []any {
-	return []any{owner, "0", "publish", flag, 60000, fenceTTL, "numsub", "u", "0", "", "relock_grant:u", 2000, ""}
+	return []any{owner, "0", "publish", flag, 60000, fenceTTL, "numsub", "u", "0", "", "relock_grant:u", 2000, "", "1"}
 }
 
 func TestHeaders(t *testing.T) {
@@ -78,8 +78,14 @@ func TestLockUnlock(t *testing.T) {
 		t.Fatalf("count %q after a repeated one-shot request, want 1", n)
 	}
 	v := run(t, Lock, keys, 10000, "u:2", "0", 60000, fenceTTL, "", 2000).(int64)
-	if ttl := -v - 1; v > 0 || ttl <= 9000 || ttl > 10000 {
-		t.Fatalf("other owner = %v, want -(ttl+1) with ttl near 10000", v)
+	if ttl, other := (-v-1)/2-1, (-v-1)%2; v > 0 || ttl <= 9000 || ttl > 10000 || other != 0 {
+		t.Fatalf("other owner = %v, want -(2(ttl+1)+1) with ttl near 10000 and a relock holder", v)
+	}
+	// A holder that is not relock (no token field) is reported as such.
+	rdb.HSet(ctx, "s:foreign", "r:1", 1)
+	rdb.PExpire(ctx, "s:foreign", 10*time.Second)
+	if v := run(t, Lock, lockKeys("s:foreign", "s:foreign"), 10000, "u:2", "0", 60000, fenceTTL, "", 2000).(int64); (-v-1)%2 != 1 {
+		t.Fatalf("a holder that is not relock = %v, want an odd -r-1", v)
 	}
 	release := unlockKeys("s:lock", "s:lock")
 	if v := run(t, Unlock, release, unlockArgs("u:2", "0")...); v != int64(0) {
@@ -157,17 +163,17 @@ func TestRenew(t *testing.T) {
 func TestForceUnlock(t *testing.T) {
 	ctx := context.Background()
 	rdb.Set(ctx, "s:str", "x", 0)
-	if err := ForceUnlock.Run(ctx, rdb, []string{"s:str", "ch"}, "0", "publish").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := ForceUnlock.Run(ctx, rdb, []string{"s:str", "ch", "relock_lock_queue:{s:str}"}, "0", "publish", "relock_grant:u", "u").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("force unlock of a string: %v, want WRONGTYPE", err)
 	}
 	if rdb.Exists(ctx, "s:str").Val() != 1 {
 		t.Fatal("a key of another type was deleted")
 	}
 	rdb.HSet(ctx, "s:fu", "u:1", 1)
-	if v := run(t, ForceUnlock, []string{"s:fu", "ch"}, "0", "publish"); v != int64(1) {
+	if v := run(t, ForceUnlock, []string{"s:fu", "ch", "relock_lock_queue:{s:fu}"}, "0", "publish", "relock_grant:u", "u"); v != int64(1) {
 		t.Fatalf("force unlock = %v", v)
 	}
-	if v := run(t, ForceUnlock, []string{"s:fu", "ch"}, "0", "publish"); v != int64(0) {
+	if v := run(t, ForceUnlock, []string{"s:fu", "ch", "relock_lock_queue:{s:fu}"}, "0", "publish", "relock_grant:u", "u"); v != int64(0) {
 		t.Fatalf("force unlock of a free lock = %v", v)
 	}
 }
@@ -177,7 +183,7 @@ func TestNoScriptFallback(t *testing.T) {
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if v := run(t, ForceUnlock, []string{"s:none", "ch"}, "0", "publish"); v != int64(0) {
+	if v := run(t, ForceUnlock, []string{"s:none", "ch", "relock_lock_queue:{s:none}"}, "0", "publish", "relock_grant:u", "u"); v != int64(0) {
 		t.Fatalf("after SCRIPT FLUSH: %v", v)
 	}
 	if ok := rdb.ScriptExists(ctx, ForceUnlock.SHA()).Val(); !ok[0] {

@@ -23,12 +23,13 @@
 -- ARGV[10] queue member of a waiter of the releasing client to grant the
 --          lock to in place of the first one when that is the releasing
 --          client's too; "" for none
--- ARGV[11] grant channel of the releasing client's grants: the channel of
---          a client is this prefix with the client's "<uuid>" replaced;
---          "" grants to the releasing client's own waiters only
+-- ARGV[11] grant channel of the releasing client: the channel of another
+--          client is this with the client's "<uuid>" replaced
 -- ARGV[12] the longest, in milliseconds, a grant to another client holds
 --          the lock before its waiter has renewed it
 -- ARGV[13] queue member to remove first (a waiter leaving); "" for none
+-- ARGV[14] "1" to grant to other clients' waiters, "0" to the releasing
+--          client's own only
 --
 -- Returns  0: the owner holds no hold here (expired, deleted or never held)
 --          1: one hold released, the owner still holds the lock
@@ -39,13 +40,18 @@
 --             granted to the member ARGV[10], whose fencing token is t
 --
 -- A grant goes to the first waiter of the queue unless someone else
--- listens on the release channel (a Redisson client, an older relock):
--- then the lock is freed and announced as it always was, so that no other
--- client is starved. A grant to another client's waiter holds the lock
+-- listens on the release channel (a Redisson client, an older relock, a
+-- relock call that waited for a holder that was not relock): then the
+-- lock is freed and announced as it always was, so that no client that
+-- does not queue is starved. A grant to another client's waiter holds the lock
 -- for at most ARGV[12] until that waiter renews it; the next client in the
 -- queue is told to check again by then, in case the waiter has died. Only
 -- kind "o" is granted by another client: when another kind is first, the
--- lock is freed and announced, and its waiter tries for itself.
+-- lock is freed and announced, and its waiter tries for itself. Waiters
+-- listen on the release channel only while a holder that is not relock
+-- may publish there; so when the lock is freed, the first waiter of each
+-- client in the queue is also told on its client's grant channel to check
+-- again now ("n:0:<owner>").
 
 if ARGV[13] ~= '' then
     redis.call('zrem', KEYS[6], ARGV[13])
@@ -71,23 +77,13 @@ if count > 1 then
     return 1
 end
 
-local function client(member)
-    return string.match(member, '^%d+|%a|(.*):%d+$')
-end
-
 local result = 2
 local grantee
 local queue = redis.call('zrange', KEYS[6], 0, 63, 'withscores')
 if #queue > 0 or ARGV[10] ~= '' then
-    local clients, known = {}, 0
+    local known = 0
     if ARGV[9] == '1' then
-        clients[ARGV[8]], known = true, 1
-    end
-    for i = 1, #queue, 2 do
-        local c = client(queue[i])
-        if c and not clients[c] then
-            clients[c], known = true, known + 1
-        end
+        known = 1
     end
     if redis.call('pubsub', ARGV[7], KEYS[2])[2] <= known then
         local first = queue[1]
@@ -96,7 +92,7 @@ if #queue > 0 or ARGV[10] ~= '' then
             if first ~= nil and not redis.call('zscore', KEYS[6], grantee) then
                 grantee = first
             end
-        elseif ARGV[11] ~= '' then
+        elseif ARGV[14] == '1' then
             grantee = first
         end
     end
@@ -105,9 +101,14 @@ if grantee and grantee ~= ARGV[10] and not string.match(grantee, '^%d+|o|') then
     grantee = nil -- a reentrant owner, or one that must see replicas acknowledge
 end
 
+local function channel(c)
+    return grant_channel(ARGV[11], ARGV[8], c)
+end
+
 redis.call('del', KEYS[1])
 if grantee then
-    local lease, owner = string.match(grantee, '^(%d+)|%a|(.*)$')
+    local lease = string.match(grantee, '^(%d+)|')
+    local owner = owner_of(grantee)
     local mine = client(grantee) == ARGV[8]
     local ttl = tonumber(lease)
     if not mine then
@@ -128,18 +129,13 @@ if grantee then
                 age = math.max(now - tonumber(queue[i + 1]), 0)
             end
         end
-        local prefix = ARGV[11]
-        local mark = string.find(prefix, ARGV[8], 1, true)
-        local function channel(c)
-            return string.sub(prefix, 1, mark - 1) .. c .. string.sub(prefix, mark + #ARGV[8])
-        end
         redis.call(ARGV[3], channel(client(grantee)), 'g:' .. token .. ':' .. ttl .. ':' .. age .. ':' .. owner)
         -- In case the grantee has died: the next client in the queue
         -- checks again when the grant would run out.
         for i = 1, #queue, 2 do
             local c = client(queue[i])
             if c and c ~= client(grantee) then
-                redis.call(ARGV[3], channel(c), 'n:' .. ttl .. ':' .. string.match(queue[i], '^%d+|%a|(.*)$'))
+                redis.call(ARGV[3], channel(c), 'n:' .. ttl .. ':' .. owner_of(queue[i]))
                 break
             end
         end
@@ -147,6 +143,7 @@ if grantee then
     end
 else
     redis.call(ARGV[3], KEYS[2], ARGV[2])
+    wake_clients(queue, ARGV[3], ARGV[11], ARGV[8])
 end
 if ARGV[4] == '1' then
     redis.call('set', KEYS[3], result, 'px', ARGV[5])

@@ -208,20 +208,26 @@ type round struct {
 	targets []*Entry
 }
 
-// Confirm renews e to lease soon, outside the periodic rounds, without
-// waiting: a hold taken with a short first lease (granted by another
-// client's release) is extended to its own lease at once. Confirmations
-// waiting together go in one round, after any round in flight. Held
+// Confirm renews e to lease after the given time, outside the periodic
+// rounds, without waiting: a hold taken with a short first lease (granted
+// by another client's release) is extended to its own lease if it is
+// still watched by then. Confirmations due together go in one round,
+// after any round in flight. Held
 // extends e's deadline by lease from the renewal's sending; otherwise the
 // deadline stands.
-func (w *Watchdog) Confirm(e *Entry, lease time.Duration) {
+func (w *Watchdog) Confirm(e *Entry, lease, after time.Duration) {
 	probe := &Entry{Key: e.Key, Owner: e.Owner, Kind: e.Kind, Group: e.Group, Lease: lease, Data: e}
+	due := w.Now() + int64(after)
+	probe.deadline.Store(due) // a probe's deadline is when it is due
 	w.mu.Lock()
 	w.pending = append(w.pending, probe)
+	early := due < w.armed
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
+	if early {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -243,13 +249,16 @@ func (w *Watchdog) loop() {
 				go w.renew(now, batch, finished)
 			}
 		}
+		nextConfirm := int64(1<<63 - 1)
 		if !running {
-			if probes, targets := w.confirmations(); len(probes) > 0 {
+			var probes, targets []*Entry
+			probes, targets, nextConfirm = w.confirmations(now)
+			if len(probes) > 0 {
 				running = true
 				go w.confirm(now, probes, targets, finished)
 			}
 		}
-		next := min(nextRound, earliest)
+		next := min(nextRound, earliest, nextConfirm)
 		w.mu.Lock()
 		w.armed = next
 		w.mu.Unlock()
@@ -306,18 +315,28 @@ func (w *Watchdog) renew(sent int64, batch []*Entry, finished chan<- round) {
 	finished <- round{sent: sent, batch: batch, results: w.cfg.Renew(ctx, batch)}
 }
 
-// confirmations takes the pending probes whose entries are still watched.
-func (w *Watchdog) confirmations() (probes, targets []*Entry) {
+// confirmations takes the pending probes due by now whose entries are
+// still watched, drops those no longer watched, and returns when the next
+// one left is due.
+func (w *Watchdog) confirmations(now int64) (probes, targets []*Entry, next int64) {
+	next = 1<<63 - 1
 	w.mu.Lock()
-	pending := w.pending
-	w.pending = nil
-	w.mu.Unlock()
-	for _, p := range pending {
-		if e := p.Data.(*Entry); e.state.Load() == 1 {
+	defer w.mu.Unlock()
+	left := w.pending[:0]
+	for _, p := range w.pending {
+		e := p.Data.(*Entry)
+		switch due := p.Deadline(); {
+		case e.state.Load() != 1:
+		case due <= now:
 			probes, targets = append(probes, p), append(targets, e)
+		default:
+			left = append(left, p)
+			next = min(next, due)
 		}
 	}
-	return probes, targets
+	clear(w.pending[len(left):])
+	w.pending = left
+	return probes, targets, next
 }
 
 func (w *Watchdog) confirm(sent int64, probes, targets []*Entry, finished chan<- round) {
