@@ -78,9 +78,9 @@ type localWaiter struct {
 	member    string // its place in the queue of waiters
 
 	// guarded by Client.localMu
-	asleep  bool // past its subscription and asleep: it may be handed the lock
-	claimed bool // a release is handing it the lock; it must not attempt
-	gone    bool // it returned while claimed: what it is handed is released
+	asleep  bool          // past its subscription and asleep: it may be handed the lock
+	claimed bool          // a release is handing it the lock; it must not attempt
+	gone    bool          // it returned while claimed: what it is handed is released
 	granted *grant        // granted by another Client's release, not yet taken
 	recheck time.Duration // told to check again within this; 0 if not
 

@@ -217,7 +217,7 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 		defer gw.Close()
 		grants, gready = gw.Wake(), gw.Ready()
 	}
-	var w *notify.Waiter            // on the release channel, once listened to
+	var w *notify.Waiter             // on the release channel, once listened to
 	var wakes, ready <-chan struct{} // its messages and confirmation
 	listen := func() error {
 		if w != nil || (!a.other && a.member != "") {
