@@ -127,6 +127,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		Client:  rdb,
 		Sharded: c.publish == "spublish",
 		Slot:    slot,
+		Linger:  grantLinger,
 		Logger:  cfg.logger,
 	})
 	c.wd = watchdog.New(watchdog.Config{
@@ -227,9 +228,12 @@ type Stats struct {
 	Waits    uint64 // lock calls that had to wait
 	Wakeups  uint64 // wake-ups of waiting calls by a release message or a reconnect (a call may be woken several times)
 	Asleep   int64  // lock calls asleep until a release, their TTL or ctx
-	Handoffs uint64 // locks passed by a release straight to a waiter of this Client
+	Handoffs uint64 // locks granted by a release straight to a waiter of this Client
 	Held     int    // holds the watchdog watches now
-	Channels int    // channels subscribed now
+	Channels int    // channels subscribed now for waiting calls
+	// Lingering counts the grant channels still subscribed for a moment
+	// (one second) after their last waiting call returned, for the next.
+	Lingering int
 
 	// SyncShort counts acquisitions released (and failed or retried)
 	// because too few replicas acknowledged them, and the synchronizers'
@@ -252,15 +256,16 @@ type stats struct {
 // Stats returns the Client's counters.
 func (c *Client) Stats() Stats {
 	return Stats{
-		Acquired: c.stats.acquired.Load(),
-		Released: c.stats.released.Load(),
-		Lost:     c.stats.lost.Load(),
-		Waits:    c.stats.waits.Load(),
-		Wakeups:  c.stats.wakeups.Load(),
-		Asleep:   c.stats.asleep.Load(),
-		Handoffs: c.stats.handoffs.Load(),
-		Held:     c.wd.Len(),
-		Channels: c.hub.Channels(),
+		Acquired:  c.stats.acquired.Load(),
+		Released:  c.stats.released.Load(),
+		Lost:      c.stats.lost.Load(),
+		Waits:     c.stats.waits.Load(),
+		Wakeups:   c.stats.wakeups.Load(),
+		Asleep:    c.stats.asleep.Load(),
+		Handoffs:  c.stats.handoffs.Load(),
+		Held:      c.wd.Len(),
+		Channels:  c.hub.Channels(),
+		Lingering: c.hub.Lingering(),
 
 		SyncShort:      c.stats.syncShort.Load(),
 		RenewSyncShort: c.stats.renewSyncShort.Load(),

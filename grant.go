@@ -45,6 +45,17 @@ const grantTTL = 2 * time.Second
 
 var argGrantTTL any = grantTTL.Milliseconds()
 
+// grantLinger is how long a Client stays subscribed to a grant channel
+// after its last waiting call on it has returned: a Client that waits
+// again soon, as under contention, neither subscribes again nor makes the
+// attempt that follows a new subscription.
+func grantLinger(channel string) time.Duration {
+	if strings.HasPrefix(channel, grantChannelPrefix+":") {
+		return time.Second
+	}
+	return 0
+}
+
 // queueMember is a waiting call's member in the queue of waiters:
 // "<lease ms>|<kind>|<owner>", kind "r" for a reentrant owner, "w" for a
 // one-shot owner of a Client with replica sync (granted by its own

@@ -38,6 +38,8 @@ type chanState struct {
 	// A wake owed to one waiter at a later time (see later).
 	due   *time.Timer
 	dueAt time.Time
+
+	idle *time.Timer // while it lingers without waiters (see linger)
 }
 
 // Re-subscription delays: the first, and the most the delay doubles to.
@@ -46,7 +48,10 @@ const (
 	maxResend   = 2 * time.Second
 )
 
-func (c *conn) add(w *Waiter, channel string, policy Policy) {
+// add registers w on channel, subscribing it if needed. It reports whether
+// it ended the channel's linger, whose reference on c the caller must then
+// release.
+func (c *conn) add(w *Waiter, channel string, policy Policy) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ch := c.chans[channel]
@@ -57,6 +62,43 @@ func (c *conn) add(w *Waiter, channel string, policy Policy) {
 	}
 	ch.waiters = append(ch.waiters, w)
 	w.ch = ch
+	return c.unlinger(ch)
+}
+
+// unlinger stops ch's linger, if any. It reports whether it stopped it
+// before its timer ran, so that the linger's reference on c is the
+// caller's to release. c.mu is held.
+func (c *conn) unlinger(ch *chanState) bool {
+	if ch.idle == nil {
+		return false
+	}
+	stopped := ch.idle.Stop()
+	ch.idle = nil
+	if stopped {
+		c.hub.wg.Done()
+	}
+	return stopped
+}
+
+// linger keeps ch subscribed, without waiters, for d; then it is
+// unsubscribed unless a waiter came. The linger keeps the reference on c
+// of the waiter that left last. c.mu is held.
+func (c *conn) linger(ch *chanState, d time.Duration) {
+	c.hub.wg.Add(1)
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		defer c.hub.wg.Done()
+		c.mu.Lock()
+		if ch.idle == t {
+			ch.idle = nil
+			if len(ch.waiters) == 0 && c.chans[ch.name] == ch {
+				c.drop(ch)
+			}
+		}
+		c.mu.Unlock()
+		c.hub.release(c)
+	})
+	ch.idle = t
 }
 
 // subscribe sends the subscription for ch, opening the connection and its
@@ -184,7 +226,9 @@ func (c *conn) newPubSub(ctx context.Context, channels ...string) *redis.PubSub 
 	return c.hub.cfg.Client.Subscribe(ctx, channels...)
 }
 
-func (c *conn) remove(w *Waiter) {
+// remove unregisters w. It reports whether w's channel now lingers with
+// w's reference on c (see linger).
+func (c *conn) remove(w *Waiter) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ch := w.ch
@@ -200,8 +244,18 @@ func (c *conn) remove(w *Waiter) {
 	default:
 	}
 	if len(ch.waiters) > 0 || c.chans[ch.name] != ch {
-		return
+		return false
 	}
+	if d := c.hub.lingerOf(ch.name); d > 0 && !c.stopped && ch.idle == nil {
+		c.linger(ch, d)
+		return true
+	}
+	c.drop(ch)
+	return false
+}
+
+// drop unsubscribes ch, which has no waiter. c.mu is held.
+func (c *conn) drop(ch *chanState) {
 	delete(c.chans, ch.name)
 	c.unwatch(ch)
 	c.undue(ch)
@@ -226,6 +280,7 @@ func (c *conn) close() {
 	for _, ch := range c.chans {
 		c.unwatch(ch)
 		c.undue(ch)
+		c.unlinger(ch)
 	}
 	ps, done := c.ps, c.done
 	c.mu.Unlock()

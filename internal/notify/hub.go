@@ -36,6 +36,10 @@ type Config struct {
 	// Health is how long a connection may stay silent before it is pinged;
 	// a ping left unanswered for as long again replaces the connection.
 	Health time.Duration
+	// Linger, if set, tells how long a channel stays subscribed once its
+	// last waiter has gone, for waiters that come soon after (0: it is
+	// unsubscribed at once).
+	Linger func(channel string) time.Duration
 	Logger *slog.Logger
 }
 
@@ -92,8 +96,18 @@ func (h *Hub) Subscribe(channel string, policy Policy) (*Waiter, error) {
 	h.mu.Unlock()
 
 	w := &Waiter{c: c, wake: make(chan struct{}, 1)}
-	c.add(w, channel, policy)
+	if c.add(w, channel, policy) {
+		h.release(c) // the reference the channel kept while it lingered
+	}
 	return w, nil
+}
+
+// lingerOf returns how long channel lingers without waiters.
+func (h *Hub) lingerOf(channel string) time.Duration {
+	if h.cfg.Linger == nil {
+		return 0
+	}
+	return h.cfg.Linger(channel)
 }
 
 // Listening reports whether the hub has channel subscribed (or being
@@ -114,8 +128,14 @@ func (h *Hub) Listening(channel string) bool {
 	return c.chans[channel] != nil
 }
 
-// Channels returns how many channels the hub has subscribed.
-func (h *Hub) Channels() int {
+// Channels returns how many channels the hub has subscribed for waiters.
+func (h *Hub) Channels() int { return h.count(false) }
+
+// Lingering returns how many channels the hub keeps subscribed without
+// waiters (see Config.Linger).
+func (h *Hub) Lingering() int { return h.count(true) }
+
+func (h *Hub) count(lingering bool) int {
 	h.mu.Lock()
 	conns := make([]*conn, 0, len(h.conns))
 	for _, c := range h.conns {
@@ -125,7 +145,11 @@ func (h *Hub) Channels() int {
 	n := 0
 	for _, c := range conns {
 		c.mu.Lock()
-		n += len(c.chans)
+		for _, ch := range c.chans {
+			if (ch.idle != nil) == lingering {
+				n++
+			}
+		}
 		c.mu.Unlock()
 	}
 	return n
@@ -191,11 +215,13 @@ func (w *Waiter) WakeAnotherAfter(d time.Duration) {
 }
 
 // Close unregisters the waiter, hands a wake it did not consume to another
-// waiter of the channel, and unsubscribes the channel if it was the last.
+// waiter of the channel, and unsubscribes the channel if it was the last
+// (after the channel's linger, if it has one).
 func (w *Waiter) Close() {
 	w.once.Do(func() {
-		w.c.remove(w)
-		w.c.hub.release(w.c)
+		if !w.c.remove(w) {
+			w.c.hub.release(w.c)
+		}
 	})
 }
 

@@ -303,3 +303,76 @@ func TestWakeAnotherAfter(t *testing.T) {
 	b.Close()
 	c.Close()
 }
+
+// TestLinger: a channel with a linger stays subscribed for that long after
+// its last waiter leaves, is taken over at once by a waiter that comes
+// meanwhile, and is unsubscribed when the linger runs out unused; others
+// go at once.
+func TestLinger(t *testing.T) {
+	rdb := srv.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	h := New(Config{Client: rdb, Linger: func(ch string) time.Duration {
+		if strings.HasPrefix(ch, "linger:") {
+			return time.Hour // until the test ends it by closing the hub
+		}
+		return 0
+	}})
+	defer h.Close()
+	numsub := func(ch string) int64 { return rdb.PubSubNumSub(ctx, ch).Val()[ch] }
+
+	w := subscribe(t, h, "linger:a", nil)
+	plain := subscribe(t, h, "plain:a", nil)
+	w.Close()
+	plain.Close()
+	if h.Channels() != 0 || h.Lingering() != 1 {
+		t.Fatalf("after the last waiters left: %d channels for waiters, %d lingering; want 0 and 1", h.Channels(), h.Lingering())
+	}
+	if numsub("linger:a") != 1 {
+		t.Fatal("the lingering channel was unsubscribed")
+	}
+	// A waiter that comes finds the subscription confirmed.
+	w2, err := h.Subscribe("linger:a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w2.Ready():
+	default:
+		t.Fatal("a waiter on a lingering channel is not ready at once")
+	}
+	if h.Lingering() != 0 || h.Channels() != 1 {
+		t.Fatalf("%d lingering, %d channels with a waiter back; want 0 and 1", h.Lingering(), h.Channels())
+	}
+	publishAndSync(t, h, rdb, "linger:a", "0")
+	if woken(w2) != 1 {
+		t.Fatal("the waiter on the lingering channel was not woken")
+	}
+	w2.Close()
+	h.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for numsub("linger:a") != 0 || numsub("plain:a") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("channels still subscribed after the hub closed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestLingerRunsOut: a lingering channel no waiter takes is unsubscribed.
+func TestLingerRunsOut(t *testing.T) {
+	rdb := srv.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	h := New(Config{Client: rdb, Linger: func(string) time.Duration { return 20 * time.Millisecond }})
+	defer h.Close()
+	w := subscribe(t, h, "linger:b", nil)
+	w.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.Lingering() != 0 || rdb.PubSubNumSub(ctx, "linger:b").Val()["linger:b"] != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the linger did not run out")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -174,3 +174,46 @@ func TestBatchHoldsEveryEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestConfirm: a confirmation due renews its entry to the lease it names,
+// outside the rounds, and moves the entry's deadline; one whose entry was
+// removed before it was due is dropped unsent.
+func TestConfirm(t *testing.T) {
+	r := &renewer{result: map[string]Result{"a": Held, "b": Held}, calls: make(chan int, 10)}
+	w := New(Config{Interval: time.Hour, Renew: r.renew, Lost: lostData})
+	defer w.Close(errors.New("closed"))
+	lost, _ := lostChan()
+	a := &Entry{Key: "a", Data: lost} // a fixed lease: checked, never extended by rounds
+	w.Add(a, DeadlineFor(w.Now(), time.Second))
+	before := a.Deadline()
+	b := &Entry{Key: "b", Data: lost}
+	w.Add(b, DeadlineFor(w.Now(), time.Second))
+	w.Confirm(b, time.Minute, 0)
+	if n := <-r.calls; n != 1 {
+		t.Fatalf("confirmation round of %d entries, want 1", n)
+	}
+	w.Remove(b)
+	w.Confirm(a, time.Minute, 10*time.Millisecond)
+	if n := <-r.calls; n != 1 {
+		t.Fatalf("confirmation round of %d entries, want 1", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Deadline() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("a confirmed entry's deadline did not move")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := time.Duration(a.Deadline() - w.Now()); got < 30*time.Second {
+		t.Fatalf("deadline %v ahead, want about the confirmed minute", got)
+	}
+	c := &Entry{Key: "c", Data: lost}
+	w.Add(c, DeadlineFor(w.Now(), time.Second))
+	w.Confirm(c, time.Minute, 50*time.Millisecond)
+	w.Remove(c)
+	select {
+	case n := <-r.calls:
+		t.Fatalf("a round of %d entries for a removed entry's confirmation", n)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
