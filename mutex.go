@@ -180,7 +180,7 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 		a.keys = []string{m.name, m.counter, m.named, marker, m.queue}
 		flag = argOne
 	}
-	a.args = []any{lease, a.owner, flag, m.c.argMarkerTTL, m.c.argFencing, a.member, argGrantTTL}
+	a.args = []any{lease, a.owner, flag, m.c.argMarkerTTL, m.c.argFencing, a.member, argGrantTTL, argZero}
 
 	l, ttl, err := m.attempt(ctx, a)
 	if err != nil && !isServerError(err) {
@@ -363,8 +363,9 @@ func lockPolicy(payload string) int {
 // and so is one too few replicas acknowledged (see Client.acquire).
 func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration, error) {
 	r, sent, err := m.c.acquire(ctx, m.name, scripts.Lock, a.keys, a.args, a, positive)
-	if a.joined == 0 {
+	if a.joined == 0 && a.member != "" {
 		a.joined = sent
+		a.args[7] = argOne // later attempts leave the queue when they acquire
 	}
 	if err != nil {
 		return nil, 0, opError("lock", m.name, err)

@@ -16,6 +16,7 @@
 -- ARGV[5]  fencing mode (see fence.lua)
 -- ARGV[6]  the caller's queue member; "" for a call that will not wait
 -- ARGV[7]  milliseconds the queue outlives the holder's TTL, at least
+-- ARGV[8]  "1" when an earlier attempt of the call may have queued it
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
@@ -25,20 +26,21 @@
 --          client (no relock_token field): its release only publishes on
 --          the release channel. A caller with a member is then in the queue.
 
-if redis.call('exists', KEYS[1]) == 0 then
+local ttl = redis.call('pttl', KEYS[1])
+if ttl == -2 then
     local token = fence(KEYS[2], KEYS[3], ARGV[5])
     redis.call('hset', KEYS[1], ARGV[2], 1, token_field, token)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if ARGV[3] == '1' then
         redis.call('set', KEYS[4], 1, 'px', ARGV[4])
     end
-    if ARGV[6] ~= '' then
+    if ARGV[8] == '1' then
         redis.call('zrem', KEYS[5], ARGV[6])
     end
     return token
 end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-    local ttl = redis.call('pttl', KEYS[1])
+local f = redis.call('hmget', KEYS[1], ARGV[2], token_field)
+if not f[1] then
     if ARGV[6] ~= '' then
         local t = redis.call('time')
         redis.call('zadd', KEYS[5], 'nx', t[1] * 1000 + math.floor(t[2] / 1000), ARGV[6])
@@ -48,21 +50,21 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
         end
     end
     local other = 0
-    if redis.call('hexists', KEYS[1], token_field) == 0 then
+    if not f[2] then
         other = 1
     end
     return -1 - (2 * (ttl + 1) + other)
 end
 
-local token = held(KEYS[1], KEYS[2], KEYS[3])
+local token = tonumber(f[2]) or latest(KEYS[2], KEYS[3])
 -- A one-shot owner is never seen twice: this is a retry of a request that
 -- was already applied, or the lock was granted to this waiting owner by a
 -- release (unlock.lua), perhaps for a shorter time than its lease.
 if ARGV[3] == '0' then
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    if ttl < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    if ARGV[6] ~= '' then
+    if ARGV[8] == '1' then
         redis.call('zrem', KEYS[5], ARGV[6])
     end
     return token
@@ -72,11 +74,11 @@ if redis.call('exists', KEYS[4]) == 1 then
 end
 redis.call('hincrby', KEYS[1], ARGV[2], 1)
 -- Never shorten the life of a hold the owner already has.
-if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+if ttl < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 redis.call('set', KEYS[4], 1, 'px', ARGV[4])
-if ARGV[6] ~= '' then
+if ARGV[8] == '1' then
     redis.call('zrem', KEYS[5], ARGV[6])
 end
 return token
