@@ -68,6 +68,9 @@ func (c *Client) queueMember(lease time.Duration, reentrant bool, owner string) 
 	case c.rsync.mayWait():
 		kind = "|w|"
 	}
+	if lease == c.cfg.watchdog {
+		return c.watchdogMs + kind + owner
+	}
 	return strconv.FormatInt(lease.Milliseconds(), 10) + kind + owner
 }
 
@@ -369,9 +372,12 @@ func (m *Mutex) leaveQueue(a *acquire) {
 // the first waiter is the Client's own; leaving is the member of a call
 // leaving the queue, or "".
 func (m *Mutex) unlockArgs(owner string, flag any, w *localWaiter, leaving string) []any {
-	preferred, listen, remote := "", argZero, argOne
+	preferred, listen, remote, left := argEmpty, argZero, argOne, argEmpty
 	if w != nil {
 		preferred = w.member
+	}
+	if leaving != "" {
+		left = leaving
 	}
 	if m.c.hub.Listening(m.channel) {
 		listen = argOne
@@ -380,7 +386,7 @@ func (m *Mutex) unlockArgs(owner string, flag any, w *localWaiter, leaving strin
 		remote = argZero // a grant to another Client would return before replicas acknowledge it
 	}
 	return []any{owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing,
-		m.c.numsub, m.c.id, listen, preferred, m.grants, argGrantTTL, leaving, remote}
+		m.c.argNumsub, m.c.argID, listen, preferred, m.argGrants, argGrantTTL, left, remote}
 }
 
 // settle gives a claimed waiter w the outcome of the release that claimed

@@ -93,6 +93,7 @@ const (
 
 // Script arguments boxed once, so that calls do not allocate for them.
 var (
+	argEmpty     any = ""
 	argZero      any = "0"
 	argOne       any = "1"
 	argMsgUnlock any = msgUnlock

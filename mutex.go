@@ -29,6 +29,8 @@ type Mutex struct {
 	queue  string // the queue of waiters (see grant.go)
 	grants string // the Client's grant channel for the lock's slot
 
+	argGrants any // grants, boxed once
+
 	// KEYS of one-shot owners' calls, whose request marker key (used by
 	// reentrant owners only) is a placeholder: shared, never modified.
 	lockKeys, unlockKeys []string
@@ -46,6 +48,7 @@ func (c *Client) Mutex(name string) *Mutex {
 	m.group = slot(name)
 	m.queue = companion(lockQueuePrefix, name)
 	m.grants = c.grantChannel(name)
+	m.argGrants = m.grants
 	m.lockKeys = []string{name, m.counter, m.named, name, m.queue}
 	m.unlockKeys = []string{name, m.channel, name, m.counter, m.named, m.queue}
 	return m
