@@ -180,14 +180,31 @@ func TestClosedClient(t *testing.T) {
 		if _, err := w.Mutex(name).TryLock(ctx); !errors.Is(err, relock.ErrClosed) {
 			t.Fatalf("TryLock on a closed client: %v", err)
 		}
-		// Closing the holder's client ends its leases but leaves the key to
-		// expire.
+		ps := c.PermitSemaphore(name + ":permits")
+		if _, err := ps.TrySetPermits(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		permit, err := ps.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Closing the holder's client ends its leases and permits, with an
+		// error that matches both ErrLockLost and ErrClosed, but leaves the
+		// keys to expire.
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
 		waitDone(t, held, time.Second)
-		if !errors.Is(held.Err(), relock.ErrLockLost) {
-			t.Fatalf("lease after Close: %v", held.Err())
+		if err := held.Err(); !errors.Is(err, relock.ErrLockLost) || !errors.Is(err, relock.ErrClosed) {
+			t.Fatalf("lease after Close: %v, want ErrLockLost and ErrClosed", err)
+		}
+		select {
+		case <-permit.Done():
+		case <-time.After(time.Second):
+			t.Fatal("a permit's Done did not close with its Client")
+		}
+		if err := permit.Err(); !errors.Is(err, relock.ErrLockLost) || !errors.Is(err, relock.ErrClosed) {
+			t.Fatalf("permit after Close: %v, want ErrLockLost and ErrClosed", err)
 		}
 		if locked, _ := other.Mutex(name).IsLocked(ctx); !locked {
 			t.Fatal("Close released a held lock")

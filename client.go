@@ -199,9 +199,9 @@ func infoField(info, name string) (string, bool) {
 }
 
 // Close stops the watchdog and the pub/sub connections, and makes every
-// blocked call return ErrClosed. Held locks are not released: they expire
-// after their lease, and their Leases report an error matching both
-// ErrLockLost and ErrClosed. Close waits for relock's goroutines, which
+// blocked call return ErrClosed. Held locks and permits are not released:
+// they expire after their lease, and their Leases and Permits report an
+// error matching both ErrLockLost and ErrClosed. Close waits for relock's goroutines, which
 // each give up on Redis within the cleanup timeout. It is idempotent.
 func (c *Client) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
@@ -210,7 +210,7 @@ func (c *Client) Close() error {
 	close(c.closing)
 	c.unregisterMetrics()
 	c.cancel()
-	c.wd.Close(fmt.Errorf("%w: %w", ErrLockLost, ErrClosed))
+	c.wd.Close(errClosedLost)
 	c.hub.Close()
 	c.batch.Close()
 	c.wg.Wait()

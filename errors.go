@@ -88,6 +88,10 @@ var (
 	ErrClosed = errors.New("relock: client closed")
 )
 
+// errClosedLost ends the leases and permits a Close cut short: it matches
+// both ErrLockLost and ErrClosed.
+var errClosedLost = fmt.Errorf("%w: %w", ErrLockLost, ErrClosed)
+
 // opError wraps err from a Redis call of operation op on lock name, adding
 // ErrWrongType, ErrOutOfMemory or ErrNoPermission where the server's
 // reply means that.

@@ -2,6 +2,7 @@ package relock
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -153,6 +154,10 @@ func (l *Lease) unlock(ctx context.Context) error {
 
 // lost is called by the watchdog when the hold is lost.
 func (l *Lease) lost(cause error) {
+	if errors.Is(cause, ErrClosed) {
+		l.finish(errClosedLost, "client closed")
+		return
+	}
 	if cause == watchdog.ErrDeadline && l.entry.Lease == 0 {
 		l.finish(ErrLockLost, "fixed lease ran out")
 		return
@@ -165,7 +170,7 @@ func (l *Lease) finish(err error, cause string) {
 	if !l.err.CompareAndSwap(nil, &err) {
 		return
 	}
-	if l.parts != nil && err == ErrLockLost {
+	if l.parts != nil && errors.Is(err, ErrLockLost) {
 		// A lost composite's surviving members are no longer renewed
 		// (they expire with their leases unless Unlock frees them first),
 		// before Done wakes anyone.
@@ -174,7 +179,7 @@ func (l *Lease) finish(err error, cause string) {
 		}
 	}
 	close(l.done)
-	if err == ErrLockLost {
+	if errors.Is(err, ErrLockLost) {
 		if l.parts == nil { // a composite's members count for it
 			l.c.stats.lost.Add(1)
 		}

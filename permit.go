@@ -190,6 +190,10 @@ func (p *Permit) watchUntil(lease time.Duration, fixed bool, deadline int64) {
 // lost is called through Client.lost when the watchdog declares the
 // permit lost.
 func (p *Permit) lost(cause error) {
+	if errors.Is(cause, ErrClosed) {
+		p.finish(errClosedLost, "client closed")
+		return
+	}
 	if cause == watchdog.ErrDeadline && p.entry.Load().Lease == 0 {
 		p.finish(ErrLockLost, "fixed lease ran out")
 		return
@@ -203,7 +207,7 @@ func (p *Permit) finish(err error, cause string) {
 		return
 	}
 	close(p.done)
-	if err == ErrLockLost {
+	if errors.Is(err, ErrLockLost) {
 		p.ps.c.stats.lost.Add(1)
 		p.ps.c.cfg.logger.Warn("relock: permit lost", "name", p.ps.name, "permit", p.id, "cause", cause)
 	}
