@@ -48,8 +48,8 @@
 //     replicas acknowledged it with WAIT; one too few acknowledged is
 //     released and fails with [ErrReplicaSync]. The synchronizers' other
 //     writes (releases, counts) return only once acknowledged too, or
-//     report with [ErrReplicaSync] that they were applied on the master
-//     alone. This narrows the failover window below, it does not close it:
+//     report with [ErrReplicaSync] and [ErrUnconfirmed] that they were
+//     applied on the master alone. This narrows the failover window below, it does not close it:
 //     WAIT is not consensus.
 //
 // # What is not guaranteed

@@ -71,10 +71,18 @@ var (
 	// acquisition was released first: no Lease, Permit or permits were
 	// handed out. It is also returned by the synchronizers' other writes
 	// (a Release, a CountDown, ...) when too few replicas acknowledged
-	// them: those stay applied on the master, as the error's message says,
-	// and must not be repeated. Refused before anything was sent, they
-	// change nothing.
+	// them: those stay applied on the master, the error also matches
+	// ErrUnconfirmed, and they must not be repeated. Refused before
+	// anything was sent, they change nothing.
 	ErrReplicaSync = errors.New("relock: too few replicas acknowledged")
+
+	// ErrUnconfirmed is matched, with ErrReplicaSync, by the error of a
+	// synchronizer write (a Release, a CountDown, ...) that was applied on
+	// the master but that too few replicas acknowledged: it stays applied,
+	// a failover may lose it, and it must not be repeated. An ErrReplicaSync
+	// that does not match ErrUnconfirmed changed nothing: an acquisition
+	// released again, or a write refused before it was sent.
+	ErrUnconfirmed = errors.New("relock: applied on the master only")
 
 	// ErrNoPermission is returned by New when the Redis user may not run
 	// scripts (EVAL, EVALSHA), which every relock primitive needs, and by

@@ -246,7 +246,7 @@ func rsHeldPermits(t *testing.T, rdb *redis.Client, ps *relock.PermitSemaphore) 
 // undone (not a change left applied).
 func rsWantUndone(t *testing.T, what string, err error) {
 	t.Helper()
-	if !errors.Is(err, relock.ErrReplicaSync) || strings.Contains(err.Error(), "applied on the master") {
+	if !errors.Is(err, relock.ErrReplicaSync) || errors.Is(err, relock.ErrUnconfirmed) || strings.Contains(err.Error(), "applied on the master") {
 		t.Fatalf("%s: %v, want ErrReplicaSync for an acquisition undone", what, err)
 	}
 }
@@ -255,7 +255,7 @@ func rsWantUndone(t *testing.T, what string, err error) {
 // the master.
 func rsWantApplied(t *testing.T, what string, err error) {
 	t.Helper()
-	if !errors.Is(err, relock.ErrReplicaSync) || !strings.Contains(err.Error(), "applied on the master") ||
+	if !errors.Is(err, relock.ErrReplicaSync) || !errors.Is(err, relock.ErrUnconfirmed) || !strings.Contains(err.Error(), "applied on the master") ||
 		!strings.Contains(err.Error(), "do not repeat it") {
 		t.Fatalf("%s: %v, want ErrReplicaSync saying the change was applied on the master", what, err)
 	}

@@ -146,7 +146,7 @@ func lostReply(w *writeCall, err error) bool {
 
 // unconfirmedError is the error of a write that was applied on the master
 // but that too few replicas acknowledged. It wraps the error of the WAIT's
-// judgement, and so ErrReplicaSync.
+// judgement, and so ErrReplicaSync, and matches ErrUnconfirmed.
 type unconfirmedError struct{ err error }
 
 func (e *unconfirmedError) Error() string {
@@ -154,6 +154,10 @@ func (e *unconfirmedError) Error() string {
 }
 
 func (e *unconfirmedError) Unwrap() error { return e.err }
+
+// Is makes the error match ErrUnconfirmed (and, through Unwrap,
+// ErrReplicaSync).
+func (e *unconfirmedError) Is(target error) bool { return target == ErrUnconfirmed }
 
 // isUnconfirmed reports whether err says a write was applied on the
 // master but too few replicas acknowledged it.
