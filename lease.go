@@ -47,6 +47,8 @@ type releaser interface {
 	// 1 if it still holds the lock, 2 if the lock is now free, and a
 	// negative number if it passed the lock on to a waiter.
 	release(ctx context.Context, l *Lease) (int64, error)
+	// kind names the primitive in traces: "mutex", "fair", "rw".
+	kind() string
 }
 
 // Name returns the name of the lock.
@@ -118,7 +120,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return l.parts.unlock(ctx, l)
 	}
 	if l.c.cfg.tracer != nil {
-		return l.c.traceUnlock(ctx, l, kindOf(l.rel), l.unlock)
+		return l.c.traceUnlock(ctx, l, l.rel.kind(), l.unlock)
 	}
 	return l.unlock(ctx)
 }

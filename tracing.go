@@ -62,14 +62,8 @@ func (c *Client) traceUnlock(ctx context.Context, l *Lease, kind string, unlock 
 	return err
 }
 
-// kindOf names the lock a releaser belongs to, for spans.
-func kindOf(r releaser) string {
-	switch r.(type) {
-	case *Mutex:
-		return "mutex"
-	case *FairMutex:
-		return "fair"
-	default:
-		return "rw"
-	}
-}
+// The kinds of the releasers, for traces.
+func (*Mutex) kind() string       { return "mutex" }
+func (*FairMutex) kind() string   { return "fair" }
+func (*ReadLocker) kind() string  { return "rw" }
+func (*WriteLocker) kind() string { return "rw" }
