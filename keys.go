@@ -5,30 +5,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/slots"
 )
 
 // MaxNameLen is the longest lock name relock accepts, in bytes.
 const MaxNameLen = 1024
 
-// Key prefixes, shared with Redisson so that both lock the same names.
+// Key prefixes (internal/layout names them for the command line too).
 const (
-	lockChannelPrefix = "redisson_lock__channel"
-	// A lock's own fencing token key, as Redisson's RFencedLock and earlier
-	// relock releases keep it: only with WithNamedTokens, or where an
-	// earlier release left it (see fencing).
-	tokenPrefix       = "redisson_lock_token"
-	unlockLatchPrefix = "redisson_unlock_latch"
-	requestPrefix     = "relock_lock_request"
-	// The fair lock's queue of waiting owners, and their deadlines.
-	fairQueuePrefix   = "redisson_lock_queue"
-	fairTimeoutPrefix = "redisson_lock_timeout"
-	fairAlivePrefix   = "relock_fair_alive" // relock's own: liveness of its fair waiters
-	rwChannelPrefix   = "redisson_rwlock"   // read-write lock's release channel
-	// relock's own: a Mutex's queue of waiting calls, and each Client's
-	// channel for the grants made to its waiters (see grant.go).
-	lockQueuePrefix    = "relock_lock_queue"
-	grantChannelPrefix = "relock_grant"
+	lockChannelPrefix  = layout.LockChannel
+	tokenPrefix        = layout.Token // only with WithPerNameTokens, or where an earlier release left it
+	unlockLatchPrefix  = layout.UnlockLatch
+	requestPrefix      = layout.LockRequest
+	fairQueuePrefix    = layout.FairQueue
+	fairTimeoutPrefix  = layout.FairTimeout
+	fairAlivePrefix    = layout.FairAlive
+	rwChannelPrefix    = layout.RWChannel
+	lockQueuePrefix    = layout.LockQueue    // see grant.go
+	grantChannelPrefix = layout.GrantChannel // see grant.go
 )
 
 // Keys and channels of the synchronizers (Semaphore, PermitSemaphore,
@@ -40,15 +35,8 @@ const (
 	latchRequestPrefix     = "relock_latch_request"               // request markers of latch calls
 )
 
-// permitTimeoutKey returns the zset of a permit semaphore's held permits:
-// "{name}:timeout", or "name:timeout" when name has its own hash tag
-// (Redisson's layout).
-func permitTimeoutKey(name string) string {
-	if strings.IndexByte(name, '{') >= 0 {
-		return name + ":timeout"
-	}
-	return "{" + name + "}:timeout"
-}
+// permitTimeoutKey returns the zset of a permit semaphore's held permits.
+func permitTimeoutKey(name string) string { return layout.PermitTimeouts(name) }
 
 // latchChannel returns a countdown latch's channel. Redisson always names
 // it "redisson_countdownlatch__channel__{" + name + "}", and so does relock
@@ -100,14 +88,8 @@ var (
 )
 
 // companion returns the key or channel "prefix:{name}" that hashes to the
-// same cluster slot as name, or "prefix:name" when name has its own hash
-// tag.
-func companion(prefix, name string) string {
-	if strings.IndexByte(name, '{') >= 0 {
-		return prefix + ":" + name
-	}
-	return prefix + ":{" + name + "}"
-}
+// same cluster slot as name (see layout.Companion).
+func companion(prefix, name string) string { return layout.Companion(prefix, name) }
 
 // tagged returns "{name}", or name itself when it has its own hash tag:
 // the start of the read-write lock's reader hold keys

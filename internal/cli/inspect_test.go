@@ -3,6 +3,8 @@ package cli
 import (
 	"strings"
 	"testing"
+
+	"github.com/relock-go/relock/internal/layout"
 )
 
 func TestLsAndShow(t *testing.T) {
@@ -105,7 +107,7 @@ func TestCompanion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := companion(tokenPrefix, tt.name); got != tt.want {
+			if got := companion(layout.Token, tt.name); got != tt.want {
 				t.Errorf("companion(%q) = %q, want %q", tt.name, got, tt.want)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 )
 
@@ -58,7 +59,7 @@ func until(t *testing.T, what string, cond func(ctx context.Context, rdb *redis.
 
 func queued(name string, n int64) func(ctx context.Context, rdb *redis.Client) bool {
 	return func(ctx context.Context, rdb *redis.Client) bool {
-		return rdb.LLen(ctx, companion(fairQueuePrefix, name)).Val() == n
+		return rdb.LLen(ctx, companion(layout.FairQueue, name)).Val() == n
 	}
 }
 
@@ -101,14 +102,14 @@ func TestKindsShownAndCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWaiter(t, func(ctx context.Context) (*relock.Lease, error) { return c2.RWMutex("rw").Lock(ctx) })
-	until(t, "writer waiting", subscribed(companion(rwChannelPrefix, "rw")), srv)
+	until(t, "writer waiting", subscribed(companion(layout.RWChannel, "rw")), srv)
 
 	if _, err := holder.Mutex("plain").Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	startWaiter(t, func(ctx context.Context) (*relock.Lease, error) { return c3.Mutex("plain").Lock(ctx) })
 	until(t, "lock waiter queued", func(ctx context.Context, rdb *redis.Client) bool {
-		return rdb.ZCard(ctx, companion(lockQueuePrefix, "plain")).Val() == 1
+		return rdb.ZCard(ctx, companion(layout.LockQueue, "plain")).Val() == 1
 	}, srv)
 
 	r := relockCmd(t, "ls", "--redis", url)
@@ -177,13 +178,13 @@ func TestUnlockForceByKind(t *testing.T) {
 			func(c *relock.Client) func(ctx context.Context) (*relock.Lease, error) {
 				return func(ctx context.Context) (*relock.Lease, error) { return c.RWMutex("rw").Lock(ctx) }
 			},
-			subscribed(companion(rwChannelPrefix, "rw"))},
+			subscribed(companion(layout.RWChannel, "rw"))},
 		{"fair", "fair lock",
 			func() error { _, err := holder.FairMutex("fair").Lock(ctx); return err },
 			func(c *relock.Client) func(ctx context.Context) (*relock.Lease, error) {
 				return func(ctx context.Context) (*relock.Lease, error) { return c.FairMutex("fair").Lock(ctx) }
 			},
-			both(queued("fair", 1), subscribedLike(companion(lockChannelPrefix, "fair")+":*"))},
+			both(queued("fair", 1), subscribedLike(companion(layout.LockChannel, "fair")+":*"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.hold(); err != nil {

@@ -9,25 +9,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// Key prefixes of the lock layout shared with Redisson.
-const (
-	lockChannelPrefix = "redisson_lock__channel"
-	tokenPrefix       = "redisson_lock_token"
-	// The liveness hash of a fair lock's relock waiters: owner ids mapped
-	// to deadlines, which must not be read as a lock.
-	fairAlivePrefix    = "relock_fair_alive:"
-	fairQueuePrefix    = "redisson_lock_queue"   // a fair lock's queue of waiting owners
-	fairTimeoutPrefix  = "redisson_lock_timeout" // and their deadlines
-	rwChannelPrefix    = "redisson_rwlock"       // a read-write lock's release channel
-	lockQueuePrefix    = "relock_lock_queue"     // a lock's queue of waiting relock calls
-	grantChannelPrefix = "relock_grant"          // a relock Client's channel for its grants
+	"github.com/relock-go/relock/internal/layout"
 )
-
-// tokenField is the field of a lock hash in which relock records the
-// holder's fencing token.
-const tokenField = "relock_token"
 
 // Lock kinds, as ls, show and web name them.
 const (
@@ -50,7 +34,7 @@ func lockKind(ctx context.Context, rdb redis.UniversalClient, name string) (stri
 	var queued *redis.IntCmd
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		mode = p.HGet(ctx, name, "mode")
-		queued = p.Exists(ctx, companion(fairQueuePrefix, name), companion(fairTimeoutPrefix, name))
+		queued = p.Exists(ctx, companion(layout.FairQueue, name), companion(layout.FairTimeout, name))
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) && !strings.HasPrefix(err.Error(), "WRONGTYPE") {
@@ -76,7 +60,7 @@ func markFair(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo)
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, li := range locks {
 			if li.kind == kindLock {
-				queued[li] = p.Exists(ctx, companion(fairQueuePrefix, li.name), companion(fairTimeoutPrefix, li.name))
+				queued[li] = p.Exists(ctx, companion(layout.FairQueue, li.name), companion(layout.FairTimeout, li.name))
 			}
 		}
 		return nil
@@ -102,17 +86,17 @@ func markFair(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo)
 func waiters(ctx context.Context, rdb redis.UniversalClient, name, kind string) (n int64, what string, err error) {
 	switch {
 	case kind == kindFair:
-		key := companion(fairQueuePrefix, name)
+		key := companion(layout.FairQueue, name)
 		n, err = rdb.LLen(ctx, key).Result()
 		return n, "owners queued in " + key, err
 	case isRW(kind):
-		ch := companion(rwChannelPrefix, name)
+		ch := companion(layout.RWChannel, name)
 		n, err = subscribers(ctx, rdb, ch)
 		return n, "subscribers of " + ch, err
 	default:
 		// relock's calls wait in the lock's queue; others (Redisson)
 		// listen on the release channel.
-		key, ch := companion(lockQueuePrefix, name), companion(lockChannelPrefix, name)
+		key, ch := companion(layout.LockQueue, name), companion(layout.LockChannel, name)
 		if n, err = rdb.ZCard(ctx, key).Result(); err != nil {
 			return 0, "", err
 		}
@@ -121,24 +105,12 @@ func waiters(ctx context.Context, rdb redis.UniversalClient, name, kind string) 
 	}
 }
 
-// permitTimeoutKey returns the zset of a permit semaphore's held permits:
-// "{name}:timeout", or "name:timeout" when name has its own hash tag.
-func permitTimeoutKey(name string) string {
-	if strings.IndexByte(name, '{') >= 0 {
-		return name + ":timeout"
-	}
-	return "{" + name + "}:timeout"
-}
+// permitTimeoutKey returns the zset of a permit semaphore's held permits.
+func permitTimeoutKey(name string) string { return layout.PermitTimeouts(name) }
 
-// companion returns the companion key or channel of a lock: "prefix:{name}",
-// or "prefix:name" when the name carries its own hash tag, so that it
-// hashes to the lock's cluster slot.
-func companion(prefix, name string) string {
-	if strings.IndexByte(name, '{') >= 0 {
-		return prefix + ":" + name
-	}
-	return prefix + ":{" + name + "}"
-}
+// companion returns the companion key or channel of a lock (see
+// layout.Companion).
+func companion(prefix, name string) string { return layout.Companion(prefix, name) }
 
 // lockInfo is what a lock hash says.
 type lockInfo struct {
@@ -171,7 +143,7 @@ func (li *lockInfo) holds() int64 {
 // the writer. It reports false for any other hash, and for a fair lock's
 // liveness hash, whose fields look like a lock's.
 func parseLock(name string, fields map[string]string) (*lockInfo, bool) {
-	if len(fields) == 0 || strings.HasPrefix(name, fairAlivePrefix) {
+	if len(fields) == 0 || strings.HasPrefix(name, layout.FairAlive+":") {
 		return nil, false
 	}
 	li := &lockInfo{name: name, kind: kindLock}
@@ -185,7 +157,7 @@ func parseLock(name string, fields map[string]string) (*lockInfo, bool) {
 		if f == "mode" {
 			continue
 		}
-		if f == tokenField {
+		if f == layout.TokenField {
 			li.token = v
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 )
 
@@ -218,13 +219,13 @@ func waitForQueued(t *testing.T, srv *redistest.Server, name string) {
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), processDeadline)
 	defer cancel()
-	queue := companion(lockQueuePrefix, name)
+	queue := companion(layout.LockQueue, name)
 	for {
 		n, err := rdb.ZCard(ctx, queue).Result()
 		if err != nil {
 			t.Fatalf("nobody queued in %s: %v", queue, err)
 		}
-		if n > 0 && len(rdb.PubSubChannels(ctx, grantChannelPrefix+":*").Val()) > 0 {
+		if n > 0 && len(rdb.PubSubChannels(ctx, layout.GrantChannel+":*").Val()) > 0 {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

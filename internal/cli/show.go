@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/layout"
 )
 
 var showCommand = &command{
@@ -103,7 +105,7 @@ type lockState struct {
 }
 
 func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*lockState, error) {
-	s := &lockState{tokenKey: companion(tokenPrefix, name)}
+	s := &lockState{tokenKey: companion(layout.Token, name)}
 	var err error
 	if s.kind, err = rdb.Type(ctx, name).Result(); err != nil {
 		return nil, err

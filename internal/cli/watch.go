@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 )
 
 // watchRelease listens to the release messages of l's lock while l is
@@ -19,7 +20,7 @@ import (
 // called more than once.
 func watchRelease(ctx context.Context, rdb redis.UniversalClient, l *relock.Lease) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	ps := subscribe(ctx, rdb, companion(lockChannelPrefix, l.Name()))
+	ps := subscribe(ctx, rdb, companion(layout.LockChannel, l.Name()))
 	check := func() {
 		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		_ = l.Check(cctx) // an unanswered check leaves it to the watchdog

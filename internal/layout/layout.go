@@ -1,0 +1,48 @@
+// Package layout names the keys and channels relock uses on Redis, for
+// the library and its command line alike. Most follow Redisson's layout,
+// so that both lock the same names; those named relock_ are relock's own.
+package layout
+
+import "strings"
+
+// Prefixes of a lock's companion keys and channels (see Companion).
+const (
+	LockChannel = "redisson_lock__channel" // a lock's release channel
+	// A lock's own fencing token key, as Redisson's RFencedLock and
+	// earlier relock releases keep it.
+	Token       = "redisson_lock_token"
+	UnlockLatch = "redisson_unlock_latch" // release markers of reentrant owners
+	LockRequest = "relock_lock_request"   // acquisition markers of reentrant owners
+	FairQueue   = "redisson_lock_queue"   // a fair lock's queue of waiting owners
+	FairTimeout = "redisson_lock_timeout" // and their deadlines
+	FairAlive   = "relock_fair_alive"     // the liveness of a fair lock's relock waiters
+	RWChannel   = "redisson_rwlock"       // a read-write lock's release channel
+	LockQueue   = "relock_lock_queue"     // a lock's queue of waiting relock calls
+	// A relock Client's channel for the grants made to its waiting calls:
+	// GrantChannel + ":" + uuid, or per slot on a cluster.
+	GrantChannel = "relock_grant"
+)
+
+// TokenField is the field of a lock hash that holds the current holder's
+// fencing token.
+const TokenField = "relock_token"
+
+// Companion returns the key or channel "prefix:{name}" that hashes to the
+// same cluster slot as name, or "prefix:name" when name has its own hash
+// tag.
+func Companion(prefix, name string) string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return prefix + ":" + name
+	}
+	return prefix + ":{" + name + "}"
+}
+
+// PermitTimeouts returns the zset of a permit semaphore's held permits:
+// "{name}:timeout", or "name:timeout" when name has its own hash tag
+// (Redisson's layout).
+func PermitTimeouts(name string) string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return name + ":timeout"
+	}
+	return "{" + name + "}:timeout"
+}
