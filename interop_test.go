@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,6 +273,80 @@ func TestRedissonFencedLockInterop(t *testing.T) {
 		}
 		if err := java.unlock(ctx); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestRedissonWaiterNotStarved: relock calls of two Clients contend for a
+// lock with grants among them, and a Redisson waiter on the same name, who
+// does not queue, still takes the lock again and again: while it listens
+// on the release channel, releases free the lock and announce it instead
+// of granting it.
+func TestRedissonWaiterNotStarved(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		rdb := top.rdb(t)
+		name := lockName(t)
+		ctx := ctxTimeout(t, 30*time.Second)
+		java := newJavaLock(rdb, name, top.name == "cluster")
+		ps := java.subscribe(ctx)
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		messages := ps.Channel()
+
+		wctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer stop()
+		var relockHolds atomic.Int64
+		for i := range 2 {
+			c := top.newClient(t, relock.WithoutReplicaSync())
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for wctx.Err() == nil {
+						l, err := c.Mutex(name).Lock(wctx)
+						if err != nil {
+							return
+						}
+						relockHolds.Add(1)
+						time.Sleep(time.Millisecond) // the hold
+						if err := l.Unlock(ctx); err != nil && ctx.Err() == nil {
+							t.Errorf("client %d: %v", i, err)
+							return
+						}
+					}
+				}()
+			}
+		}
+		const want = 20
+		for got := 0; got < want; {
+			ttl, err := java.tryLock(ctx, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ttl == 0 {
+				got++
+				if err := java.unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			timer := time.NewTimer(ttl)
+			select { // as Redisson waits: the release message, or the TTL
+			case <-messages:
+			case <-timer.C:
+			case <-ctx.Done():
+				t.Fatalf("the Redisson waiter took the lock %d times of %d before the deadline (relock: %d holds)", got, want, relockHolds.Load())
+			}
+			timer.Stop()
+		}
+		stop()
+		wg.Wait()
+		if relockHolds.Load() == 0 {
+			t.Fatal("relock never held the lock: no contention was tested")
 		}
 	})
 }
