@@ -185,6 +185,7 @@ type fairAcquire struct {
 	keys      []string
 	args      []any
 	m         *FairMutex
+	refreshed int64 // when the last attempt answered was sent: it refreshed the call's queue entry
 }
 
 // Undo undoes an attempt whose reply was lost (batch.Undo): the hold it
@@ -230,7 +231,11 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 		marker := suffixed(requestPrefix, m.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
 		a.keys = append(m.lockKeys[:6:6], marker, m.aliveKey)
 	}
-	a.args = []any{lease, a.owner, flag, m.c.argMarkerTTL, waiter, argMsgUnlock, m.c.argPublish, m.c.argFencing}
+	grants := argZero // the lease for which another Client's release may grant the lock to the call
+	if wait && !a.reentrant && cfg.spin == nil && !m.c.rsync.mayWait() {
+		grants = lease
+	}
+	a.args = []any{lease, a.owner, flag, m.c.argMarkerTTL, waiter, argMsgUnlock, m.c.argPublish, m.c.argFencing, grants}
 
 	l, ttl, err := m.attempt(ctx, a)
 	if l != nil || err != nil {
@@ -250,6 +255,7 @@ func (m *FairMutex) attempt(ctx context.Context, a *fairAcquire) (*Lease, time.D
 	if err != nil {
 		return nil, 0, opError("lock", m.name, err)
 	}
+	a.refreshed = sent
 	if r <= 0 {
 		return nil, time.Duration(-r-1) * time.Millisecond, nil
 	}
@@ -293,9 +299,13 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	if l.reentrant {
 		keys, flag = append(m.unlockKeys[:6:6], suffixed(unlockLatchPrefix, m.name, l.request), m.aliveKey), argOne
 	}
-	args := []any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing}
 	// A lock handed over in the release script would skip the waiter's
 	// WAIT: with replica sync, the queue's head acquires for itself.
+	grants := argGrantTTL
+	if m.c.rsync.mayWait() {
+		grants = argZero
+	}
+	args := []any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants}
 	if !m.c.rsync.mayWait() {
 		if ws := m.c.fair.claim(m.name); len(ws) > 0 {
 			return m.handOff(ctx, keys, args, ws)

@@ -2,13 +2,19 @@ package relock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/watchdog"
 )
 
 // Waiting in a fair lock's queue.
@@ -47,7 +53,70 @@ type fairWaiter struct {
 	blocked bool // it woke while claimed and waits for the outcome
 	gone    bool // it returned while claimed
 
-	handed chan *Lease // the outcome for a blocked call: a Lease, or nil to attempt
+	handed  chan *Lease // the outcome for a blocked call: a Lease, or nil to attempt
+	granted *grant      // granted by another Client's release, not yet taken
+}
+
+// fairPolicy is the policy of a fair waiter's own channel: every message
+// wakes it; a grant ("g:<token>:<ttl ms>:<ms left of its liveness>") is
+// kept for it first.
+func (c *Client) fairPolicy(w **fairWaiter) notify.Policy {
+	return func(payload string) int {
+		rest, ok := strings.CutPrefix(payload, "g:")
+		if !ok || *w == nil {
+			return 1
+		}
+		f := strings.SplitN(rest, ":", 3)
+		if len(f) != 3 {
+			return 1
+		}
+		token, err1 := strconv.ParseUint(f[0], 10, 64)
+		ttl, err2 := strconv.ParseInt(f[1], 10, 64)
+		left, err3 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return 1
+		}
+		c.fair.mu.Lock()
+		(*w).granted = &grant{token: token, ttl: time.Duration(ttl) * time.Millisecond, age: time.Duration(left) * time.Millisecond}
+		c.fair.mu.Unlock()
+		return 1
+	}
+}
+
+// takeGrant returns and clears the grant kept for w, if any.
+func (r *fairRegistry) takeGrant(w *fairWaiter) *grant {
+	if w == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := w.granted
+	w.granted = nil
+	return g
+}
+
+// acceptGrant makes the Lease of a grant to call a by another Client's
+// release, or returns nil when it may have run out already (the call then
+// attempts, and takes the lock if it is still its own). The grant's age
+// field holds how long a's queue entry had left to live: its last refresh,
+// by the attempt sent at a.refreshed, was waiterTimeout before the end of
+// that, so the grant came waiterTimeout - left after it, and the lock lives
+// ttl from there (the argument of Mutex.accept).
+func (m *FairMutex) acceptGrant(a *fairAcquire, g *grant) *Lease {
+	g.age = max(m.waiterTimeout-g.age, 0)
+	life := g.age + g.ttl
+	deadline := a.refreshed + int64(life-watchdog.Drift(life))
+	if deadline-m.c.wd.Now() < int64(g.ttl/4) {
+		return nil
+	}
+	l := m.newLease(a.owner, false, g.token)
+	m.c.watchUntil(l, m.group, a.cfg.lease, a.cfg.fixed, deadline)
+	if g.ttl < a.cfg.lease {
+		m.c.wd.Confirm(l.entry, a.cfg.lease, g.ttl/4)
+	}
+	m.c.stats.acquired.Add(1)
+	m.c.stats.handoffs.Add(1)
+	return l
 }
 
 func (w *fairWaiter) handedChan() <-chan *Lease {
@@ -294,12 +363,17 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 	if a.cfg.spin != nil {
 		return m.spin(ctx, a, ttl)
 	}
-	if sub, err = m.c.hub.Subscribe(m.channel+":"+a.owner, notify.WakeOne); err != nil {
-		sub = nil
+	var policy notify.Policy = notify.WakeOne
+	if !a.reentrant {
+		fw = &fairWaiter{owner: a.owner, lease: a.cfg.lease, fixed: a.cfg.fixed, handed: make(chan *Lease, 1)}
+		policy = m.c.fairPolicy(&fw)
+	}
+	if sub, err = m.c.hub.Subscribe(m.channel+":"+a.owner, policy); err != nil {
+		sub, fw = nil, nil
 		return nil, ErrClosed
 	}
-	if !a.reentrant {
-		fw = &fairWaiter{owner: a.owner, lease: a.cfg.lease, fixed: a.cfg.fixed, sub: sub, handed: make(chan *Lease, 1)}
+	if fw != nil {
+		fw.sub = sub
 		m.c.fair.enqueue(m.name, fw)
 	}
 	timer := time.NewTimer(m.nextTry(ttl))
@@ -321,7 +395,16 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 		case <-ready:
 			ready, subscribed = nil, true
 		case <-sub.Wake():
-			m.c.stats.wakeups.Add(1)
+			if g := m.c.fair.takeGrant(fw); g != nil {
+				if l = m.acceptGrant(a, g); l != nil {
+					if asleep {
+						m.c.stats.asleep.Add(-1)
+					}
+					return l, nil
+				}
+			} else {
+				m.c.stats.wakeups.Add(1)
+			}
 		case l = <-fw.handedChan():
 			handed, taken = true, l != nil
 		case <-timer.C:
@@ -361,14 +444,25 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 	}
 }
 
-// first reports whether owner may be first in the queue. Called once
-// subscribed, it tells whether a message meant for owner may have been
-// missed before: only the first waiter is told, and a waiter that becomes
-// first later is told then. It costs one LINDEX, where an attempt would
-// run a script; on error it says yes, and the attempt reports the error.
+// first reports whether owner may be first in the queue, or hold the
+// lock. Called once subscribed, it tells whether a message meant for owner
+// may have been missed before: only the first waiter is told, a waiter
+// that becomes first later is told then, and a grant takes the waiter out
+// of the queue as it gives it the lock. It costs one pipelined LINDEX and
+// HEXISTS, where an attempt would run a script; on error it says yes, and
+// the attempt reports the error.
 func (m *FairMutex) first(ctx context.Context, owner string) bool {
-	head, err := m.c.rdb.LIndex(ctx, m.lockKeys[1], 0).Result()
-	return err != nil || head == owner
+	var head *redis.StringCmd
+	var holds *redis.BoolCmd
+	_, err := m.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		head = p.LIndex(ctx, m.lockKeys[1], 0)
+		holds = p.HExists(ctx, m.name, owner)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return true
+	}
+	return head.Val() == owner || holds.Val()
 }
 
 // spin waits by backoff (WithSpin) instead of on a channel, never longer

@@ -63,7 +63,8 @@ func TestReplicaSyncCluster(t *testing.T) {
 	var locks []relock.Locker
 	masters := map[string]bool{}
 	for i := range 6 {
-		m := c.Mutex(fmt.Sprintf("%s:%d", lockName(t), i))
+		// Hash tags of slots 0 and 12739: the first and last master's.
+		m := c.Mutex(fmt.Sprintf("%s:{%s}:%d", lockName(t), []string{"1bz", "za2"}[i%2], i))
 		locks = append(locks, m)
 		log.reset()
 		l, err := m.Lock(ctx)

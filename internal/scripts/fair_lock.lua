@@ -19,6 +19,9 @@
 -- ARGV[6]  message telling a waiter the lock is free
 -- ARGV[7]  "publish" or "spublish"
 -- ARGV[8]  fencing mode (see fence.lua)
+-- ARGV[9]  lease in milliseconds for which another client's release may
+--          grant the lock to the caller once it is first (fair_unlock.lua);
+--          "0" when the caller takes no such grant
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
@@ -33,7 +36,7 @@ local timeout = tonumber(ARGV[5])
 -- join the queue, or refresh the caller's place in it
 local function enqueue()
     if timeout > 0 then
-        join(owner, timeout)
+        join(owner, timeout, ARGV[9])
     end
 end
 
@@ -45,8 +48,15 @@ if ttl ~= -2 then
     end
     local token = held(KEYS[1], KEYS[5], KEYS[6])
     -- A one-shot owner is never seen twice: this is a retry of a request
-    -- that was applied, or the owner was handed the lock by a release.
-    if ARGV[3] == '0' or redis.call('exists', KEYS[7]) == 1 then
+    -- that was applied, or the owner was handed the lock by a release,
+    -- perhaps granted for less than its lease.
+    if ARGV[3] == '0' then
+        if ttl < tonumber(ARGV[1]) then
+            redis.call('pexpire', KEYS[1], ARGV[1])
+        end
+        return token
+    end
+    if redis.call('exists', KEYS[7]) == 1 then
         return token
     end
     redis.call('hincrby', KEYS[1], owner, 1)

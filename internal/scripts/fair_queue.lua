@@ -8,9 +8,11 @@
 -- KEYS[3]  waiting budgets: zset owner -> time in ms (Redisson's timeout
 --          set, see below)
 -- KEYS[4]  channel prefix: waiter <owner> listens on KEYS[4] .. ':' .. <owner>
--- KEYS[#KEYS]  relock's liveness of its own waiters: hash owner -> server
---          time in ms after which a relock waiter that has not refreshed
---          its entry counts as dead; relock's key alone, with a TTL
+-- KEYS[#KEYS]  relock's liveness of its own waiters: hash owner ->
+--          "<deadline>:<lease>", the server time in ms after which a relock
+--          waiter that has not refreshed its entry counts as dead, and the
+--          lease it may be granted by another client's release (see join);
+--          relock's key alone, with a TTL
 --
 -- The queue and the zset are shared with Redisson and hold the same
 -- owners. They are changed together and never given a TTL: Redis deletes
@@ -47,7 +49,7 @@ end
 local function deadline(owner)
     local alive = redis.call('hget', ALIVE, owner)
     if alive then
-        return tonumber(alive)
+        return tonumber(string.match(alive, '^%d+'))
     end
     return tonumber(redis.call('zscore', KEYS[3], owner))
 end
@@ -113,11 +115,24 @@ local function leave(owner)
     return true
 end
 
+-- grantable returns the lease in ms for which a release of another client
+-- may grant the lock to relock waiter owner (see fair_unlock.lua), or nil.
+local function grantable(owner)
+    local alive = redis.call('hget', ALIVE, owner)
+    local lease = alive and tonumber(string.match(alive, ':(%d+)$'))
+    if lease and lease > 0 then
+        return lease
+    end
+    return nil
+end
+
 -- join puts owner at the end of the queue, or refreshes its entry: its
 -- liveness deadline becomes now + timeout, and its score at least now +
 -- timeout + QUEUE_WAIT for each waiter ahead of it (a new entry also gets
--- at least Redisson's score for it). Scores are never lowered here.
-local function join(owner, timeout)
+-- at least Redisson's score for it). Scores are never lowered here. The
+-- liveness entry is "<deadline>:<lease>", lease the waiter's for a grant
+-- by another client's release, 0 when it takes none.
+local function join(owner, timeout, lease)
     local at = redis.call('lpos', KEYS[2], owner)
     local score = tonumber(redis.call('zscore', KEYS[3], owner))
     if not at then
@@ -133,7 +148,7 @@ local function join(owner, timeout)
     local alive = clock() + timeout
     score = math.max(score or 0, alive + at * QUEUE_WAIT)
     redis.call('zadd', KEYS[3], score, owner)
-    redis.call('hset', ALIVE, owner, alive)
+    redis.call('hset', ALIVE, owner, alive .. ':' .. (lease or '0'))
     if redis.call('pttl', ALIVE) < 2 * timeout then
         redis.call('pexpire', ALIVE, 3 * timeout)
     end

@@ -3,6 +3,7 @@ package scripts
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func (f fairLock) lock(t *testing.T, owner string, waiter int) int64 {
 
 func (f fairLock) unlock(t *testing.T, owner string, candidates ...any) any {
 	t.Helper()
-	args := append([]any{owner, "0", "publish", "0", 60000, fenceTTL}, candidates...)
+	args := append([]any{owner, "0", "publish", "0", 60000, fenceTTL, "0"}, candidates...)
 	return run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...)
 }
 
@@ -130,6 +131,22 @@ func (l *listener) heard(t *testing.T) string {
 	}
 }
 
+// message returns the payload of the next message, which must be to
+// owner.
+func (l *listener) message(t *testing.T, owner string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	msg, err := l.ps.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if to := strings.TrimPrefix(msg.Channel, l.f.channel+":"); to != owner {
+		t.Fatalf("a message to %q, want to %q", to, owner)
+	}
+	return msg.Payload
+}
+
 func TestFairHeaders(t *testing.T) {
 	for _, s := range []*Script{FairLock, FairUnlock, FairLeave, FairForceUnlock, FairTell} {
 		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
@@ -164,7 +181,8 @@ func TestFairQueueOrder(t *testing.T) {
 	// scores follow Redisson's arithmetic: b has the lock's TTL plus 5
 	// minutes, c 5 minutes more.
 	tm := rdb.Time(ctx).Val().UnixMilli()
-	if d, _ := rdb.HGet(ctx, f.alive, "c").Int64(); d-tm < 4000 || d-tm > 5000 {
+	alive, _, _ := strings.Cut(rdb.HGet(ctx, f.alive, "c").Val(), ":")
+	if d, _ := strconv.ParseInt(alive, 10, 64); d-tm < 4000 || d-tm > 5000 {
 		t.Fatalf("liveness deadline %dms from the server's now, want about 5000", d-tm)
 	}
 	for o, want := range map[string]int64{"b": 310000, "c": 610000} {
@@ -362,6 +380,54 @@ func TestFairLeave(t *testing.T) {
 	}
 }
 
+// TestFairGrant: a release grants the lock to a relock head of another
+// client that takes grants, for at most the grant time, and tells it on its
+// channel with its token, the grant's time and how long its entry had
+// left; a head that takes no grants is told the lock is free.
+func TestFairGrant(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:grant")
+	hear := f.listen(t, "b", "c")
+	f.lock(t, "a", 5000)
+	grantable := func(owner string, lease int) {
+		t.Helper()
+		if v := run(t, FairLock, f.keys(f.counter, f.token, f.name), 10000, owner, "0", 60000, 5000, "0", "publish", fenceTTL, lease).(int64); v > 0 {
+			t.Fatalf("%s acquired a held lock", owner)
+		}
+	}
+	grantable("b", 30000)
+	f.lock(t, "c", 5000) // takes no grants
+	args := []any{"a", "0", "publish", "0", 60000, fenceTTL, 2000}
+	if v := run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...); v != int64(3) {
+		t.Fatalf("release to a head that takes grants = %v, want 3", v)
+	}
+	if got := rdb.HGet(ctx, f.name, "b").Val(); got != "1" {
+		t.Fatalf("b holds %q", got)
+	}
+	if ttl := rdb.PTTL(ctx, f.name).Val(); ttl > 2*time.Second || ttl < time.Second {
+		t.Fatalf("a grant's TTL %v, want at most 2s", ttl)
+	}
+	if q := f.queued(t); q != "c" {
+		t.Fatalf("queue %q after the grant, want \"c\"", q)
+	}
+	msg := hear.message(t, "b")
+	f2 := strings.Split(msg, ":")
+	if len(f2) != 4 || f2[0] != "g" || f2[2] != "2000" {
+		t.Fatalf("b heard %q, want g:<token>:2000:<left>", msg)
+	}
+	if left, _ := strconv.Atoi(f2[3]); left < 4000 || left > 5000 {
+		t.Fatalf("b's entry had %dms left, want about 5000", left)
+	}
+	// The head that takes no grants is told the lock is free.
+	args[0] = "b"
+	if v := run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...); v != int64(2) {
+		t.Fatalf("release to a head that takes no grants = %v, want 2", v)
+	}
+	if h := hear.heard(t); h != "c" {
+		t.Fatalf("told %q, want c", h)
+	}
+}
+
 func TestFairHandoff(t *testing.T) {
 	ctx := context.Background()
 	f := newFairLock("s:fair:handoff")
@@ -406,7 +472,7 @@ func TestFairReentrant(t *testing.T) {
 		return run(t, FairLock, f.keys(f.counter, f.token, "relock_lock_request:{"+f.name+"}:"+req), 10000, "r", "1", 60000, 5000, "0", "publish", fenceTTL).(int64)
 	}
 	unlock := func(req string) any {
-		return run(t, FairUnlock, f.keys(f.counter, f.token, "redisson_unlock_latch:{"+f.name+"}:"+req), "r", "0", "publish", "1", 60000, fenceTTL)
+		return run(t, FairUnlock, f.keys(f.counter, f.token, "redisson_unlock_latch:{"+f.name+"}:"+req), "r", "0", "publish", "1", 60000, fenceTTL, "0")
 	}
 	a := lock("1")
 	f.lock(t, "b", 5000)

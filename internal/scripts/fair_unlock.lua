@@ -1,7 +1,9 @@
 -- fair_unlock.lua: release one hold of a fair lock. When that frees the
--- lock, the head of the queue is told on its own channel, or, if the head
--- is one of the candidates (waiters of the releasing client), the lock
--- passes to it directly without ever being free.
+-- lock, it passes to the head of the queue without ever being free if the
+-- head is one of the candidates (waiters of the releasing client), or a
+-- relock waiter that takes grants (granted for at most ARGV[7], told on
+-- its channel, and confirmed by it); any other head is told on its own
+-- channel that the lock is free.
 --
 -- KEYS[1..4]  as in fair_queue.lua
 -- KEYS[5]  fencing counter of the lock's slot (see fence.lua)
@@ -16,12 +18,18 @@
 -- ARGV[4]  "1" to use the release marker, "0" not to
 -- ARGV[5]  release marker lifetime in milliseconds
 -- ARGV[6]  fencing mode (see fence.lua)
--- ARGV[7], ARGV[8], ...  candidates: pairs of a waiter's owner id and its
+-- ARGV[7]  the longest, in milliseconds, a grant to another client's
+--          waiter holds the lock before that waiter has renewed it; "0"
+--          grants to candidates only
+-- ARGV[8], ARGV[9], ...  candidates: pairs of a waiter's owner id and its
 --          lease in milliseconds (none for a plain release)
 --
 -- Returns  0: the owner holds no hold here (expired, deleted or never held)
 --          1: one hold released, the owner still holds the lock
 --          2: the last hold released, the lock is free
+--          3: the last hold released and the lock granted to the head of
+--             the queue, a relock waiter of another client, told on its
+--             channel "g:<token>:<ttl ms>:<ms left of its liveness>"
 --          a table {t, i}: the last hold released and the lock passed to
 --             candidate i (1-based), whose fencing token is t
 
@@ -33,7 +41,7 @@ if ARGV[4] == '1' then
 end
 -- find returns the index in ARGV of candidate owner, or nil.
 local function find(owner)
-    for i = 7, #ARGV - 1, 2 do
+    for i = 8, #ARGV - 1, 2 do
         if ARGV[i] == owner then
             return i
         end
@@ -64,7 +72,16 @@ else
         local token = fence(KEYS[5], KEYS[6], ARGV[6])
         redis.call('hset', KEYS[1], head, 1, token_field, token)
         redis.call('pexpire', KEYS[1], ARGV[candidate + 1])
-        result = {token, (candidate - 5) / 2}
+        result = {token, (candidate - 6) / 2}
+    elseif head and ARGV[7] ~= '0' and grantable(head) then
+        local left = deadline(head) - clock()
+        local ttl = math.min(grantable(head), tonumber(ARGV[7]))
+        take(head)
+        local token = fence(KEYS[5], KEYS[6], ARGV[6])
+        redis.call('hset', KEYS[1], head, 1, token_field, token)
+        redis.call('pexpire', KEYS[1], ttl)
+        redis.call(ARGV[3], KEYS[4] .. ':' .. head, 'g:' .. token .. ':' .. ttl .. ':' .. left)
+        result = 3
     elseif head then
         wake(head, ARGV[3], ARGV[2])
     end
