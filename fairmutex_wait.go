@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
-	"github.com/relock-go/relock/internal/watchdog"
 )
 
 // Waiting in a fair lock's queue.
@@ -66,18 +64,12 @@ func (c *Client) fairPolicy(w **fairWaiter) notify.Policy {
 		if !ok || *w == nil {
 			return 1
 		}
-		f := strings.SplitN(rest, ":", 3)
-		if len(f) != 3 {
-			return 1
-		}
-		token, err1 := strconv.ParseUint(f[0], 10, 64)
-		ttl, err2 := strconv.ParseInt(f[1], 10, 64)
-		left, err3 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
+		g, _, ok := parseGrant(rest)
+		if !ok {
 			return 1
 		}
 		c.fair.mu.Lock()
-		(*w).granted = &grant{token: token, ttl: time.Duration(ttl) * time.Millisecond, age: time.Duration(left) * time.Millisecond}
+		(*w).granted = g
 		c.fair.mu.Unlock()
 		return 1
 	}
@@ -96,26 +88,17 @@ func (r *fairRegistry) takeGrant(w *fairWaiter) *grant {
 }
 
 // acceptGrant makes the Lease of a grant to call a by another Client's
-// release, or returns nil when it may have run out already (the call then
-// attempts, and takes the lock if it is still its own). The grant's age
-// field holds how long a's queue entry had left to live: its last refresh,
-// by the attempt sent at a.refreshed, was waiterTimeout before the end of
-// that, so the grant came waiterTimeout - left after it, and the lock lives
-// ttl from there (the argument of Mutex.accept).
+// release, or returns nil when it may have run out already (see
+// Client.granted). The grant's third number is how long a's queue entry
+// had left to live: its last refresh, by the attempt sent at a.refreshed,
+// was waiterTimeout before the end of that, so the grant came
+// waiterTimeout - left after that attempt.
 func (m *FairMutex) acceptGrant(a *fairAcquire, g *grant) *Lease {
 	g.age = max(m.waiterTimeout-g.age, 0)
-	life := g.age + g.ttl
-	deadline := a.refreshed + int64(life-watchdog.Drift(life))
-	if deadline-m.c.wd.Now() < int64(g.ttl/4) {
+	l := m.newLease(a.owner, false, g.token)
+	if !m.c.granted(l, m.group, a.cfg, g, a.refreshed) {
 		return nil
 	}
-	l := m.newLease(a.owner, false, g.token)
-	m.c.watchUntil(l, m.group, a.cfg.lease, a.cfg.fixed, deadline)
-	if g.ttl < a.cfg.lease {
-		m.c.wd.Confirm(l.entry, a.cfg.lease, g.ttl/4)
-	}
-	m.c.stats.acquired.Add(1)
-	m.c.stats.handoffs.Add(1)
 	return l
 }
 

@@ -239,18 +239,10 @@ func (c *Client) routeGrant(payload string) int {
 	var owner string
 	switch kind {
 	case "g":
-		f := strings.SplitN(rest, ":", 4)
-		if len(f) != 4 {
+		var ok bool
+		if g, owner, ok = parseGrant(rest); !ok || owner == "" {
 			return 0
 		}
-		token, err1 := strconv.ParseUint(f[0], 10, 64)
-		ttl, err2 := strconv.ParseInt(f[1], 10, 64)
-		age, err3 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			return 0
-		}
-		g = &grant{token: token, ttl: time.Duration(ttl) * time.Millisecond, age: time.Duration(age) * time.Millisecond}
-		owner = f[3]
 	case "n":
 		ms, o, _ := strings.Cut(rest, ":")
 		n, err := strconv.ParseInt(ms, 10, 64)
@@ -314,6 +306,49 @@ func (c *Client) passOn(name string, w *localWaiter, got bool, lease time.Durati
 	}
 }
 
+// parseGrant reads "<token>:<ttl ms>:<ms>" and what follows it after a
+// colon, if anything; the third number is stored as the grant's age, for
+// the caller to interpret.
+func parseGrant(s string) (g *grant, rest string, ok bool) {
+	f := strings.SplitN(s, ":", 4)
+	if len(f) < 3 {
+		return nil, "", false
+	}
+	token, err1 := strconv.ParseUint(f[0], 10, 64)
+	ttl, err2 := strconv.ParseInt(f[1], 10, 64)
+	age, err3 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return nil, "", false
+	}
+	if len(f) == 4 {
+		rest = f[3]
+	}
+	return &grant{token: token, ttl: time.Duration(ttl) * time.Millisecond, age: time.Duration(age) * time.Millisecond}, rest, true
+}
+
+// granted watches l, a lock granted by another Client's release with g,
+// whose lock call's first attempt that may have queued it was sent at
+// from, unless the grant may have run out already (the call then attempts,
+// and takes the lock if it is still its own): the lock lives at least ttl
+// after the grant, which came age after that attempt reached the server,
+// so l's deadline counts from there. A grant shorter than the call's lease
+// is confirmed if still held after a quarter of it.
+func (c *Client) granted(l *Lease, group int, cfg lockConfig, g *grant, from int64) bool {
+	life := g.age + g.ttl
+	deadline := from + int64(life-watchdog.Drift(life))
+	if deadline-c.wd.Now() < int64(g.ttl/4) {
+		return false
+	}
+	c.watchUntil(l, group, cfg.lease, cfg.fixed, deadline)
+	if g.ttl < cfg.lease {
+		// A hold shorter than a quarter of the grant never needs it.
+		c.wd.Confirm(l.entry, cfg.lease, g.ttl/4)
+	}
+	c.stats.acquired.Add(1)
+	c.stats.handoffs.Add(1)
+	return true
+}
+
 // news returns and clears what w was told by other Clients' releases.
 func (c *Client) takeNews(w *localWaiter) (*grant, time.Duration) {
 	c.localMu.Lock()
@@ -324,26 +359,12 @@ func (c *Client) takeNews(w *localWaiter) (*grant, time.Duration) {
 }
 
 // accept makes the Lease of a grant to call a, or returns nil when the
-// grant may have run out already (the call then attempts, and takes the
-// lock if it is still its own). The lock lives at least until
-// ttl after the grant, which came age after a's first attempt that may
-// have queued it, sent at a.joined: the Lease's deadline counts from
-// there. A grant shorter than a's lease is confirmed if still held after
-// a quarter of it.
+// grant may have run out already (see Client.granted).
 func (m *Mutex) accept(a *acquire, g *grant) *Lease {
-	life := g.age + g.ttl
-	deadline := a.joined + int64(life-watchdog.Drift(life))
-	if deadline-m.c.wd.Now() < int64(g.ttl/4) {
+	l := &Lease{c: m.c, rel: m, name: m.name, owner: a.owner, token: g.token, done: make(chan struct{})}
+	if !m.c.granted(l, m.group, a.cfg, g, a.joined) {
 		return nil
 	}
-	l := &Lease{c: m.c, rel: m, name: m.name, owner: a.owner, token: g.token, done: make(chan struct{})}
-	m.c.watchUntil(l, m.group, a.cfg.lease, a.cfg.fixed, deadline)
-	if g.ttl < a.cfg.lease {
-		// A hold shorter than a quarter of the grant never needs it.
-		m.c.wd.Confirm(l.entry, a.cfg.lease, g.ttl/4)
-	}
-	m.c.stats.acquired.Add(1)
-	m.c.stats.handoffs.Add(1)
 	return l
 }
 
