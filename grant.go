@@ -400,7 +400,8 @@ func (m *Mutex) unlockArgs(owner string, flag any, w *localWaiter, leaving strin
 	if leaving != "" {
 		left = leaving
 	}
-	if m.c.hub.Listening(m.channel) {
+	// Only the Mutex calls of a Client listen on a Mutex's release channel.
+	if m.c.nLocal.Load() > 0 && m.c.hub.Listening(m.channel) {
 		listen = argOne
 	}
 	if m.c.rsync.mayWait() {
