@@ -36,7 +36,6 @@ type Client struct {
 	argPublish, argLease, argMarkerTTL any
 	argFencing                         any    // fencing mode of fence.lua
 	argID, argNumsub                   any    // id and numsub, boxed
-	watchdogMs                         string // the watchdog lease in ms, for queue members
 	id                                 string // the "<uuid>" of owner ids "<uuid>:<n>"
 	cfg                                config
 
@@ -113,7 +112,6 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c.argPublish, c.argLease, c.argMarkerTTL = c.publish, cfg.watchdog.Milliseconds(), c.markerTTL().Milliseconds()
 	c.argID, c.argNumsub = c.id, c.numsub
-	c.watchdogMs = strconv.FormatInt(cfg.watchdog.Milliseconds(), 10)
 	c.argFencing = namedTokenTTL.Milliseconds()
 	if cfg.perNameTokens {
 		c.argFencing = argZero

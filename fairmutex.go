@@ -45,8 +45,9 @@ type FairMutex struct {
 	// KEYS shared by the calls of one-shot owners, whose next to last key
 	// (a request or release marker for reentrant owners) is unused; the
 	// last is aliveKey.
-	lockKeys, unlockKeys, leaveKeys []string
+	lockKeys, unlockKeys, leaveKeys []any
 	aliveKey                        string // liveness of relock's waiters
+	queue                           string // the FIFO of waiters
 }
 
 // DefaultWaiterTimeout is the waiter timeout of a FairMutex made without
@@ -98,7 +99,8 @@ func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
 	m.channel = companion(lockChannelPrefix, name)
 	counter, named := c.tokenKeys(name)
 	m.group = slot(name)
-	base := []string{name, companion(fairQueuePrefix, name), companion(fairTimeoutPrefix, name), m.channel}
+	m.queue = companion(fairQueuePrefix, name)
+	base := []any{name, m.queue, companion(fairTimeoutPrefix, name), m.channel}
 	m.aliveKey = companion(fairAlivePrefix, name)
 	m.lockKeys = append(base[:4:4], counter, named, name, m.aliveKey)
 	m.unlockKeys = m.lockKeys
@@ -182,7 +184,7 @@ type fairAcquire struct {
 	cfg       lockConfig
 	owner     string
 	reentrant bool
-	keys      []string
+	keys      []any
 	args      []any
 	m         *FairMutex
 	refreshed int64 // when the last attempt answered was sent: it refreshed the call's queue entry

@@ -246,7 +246,7 @@ func (r *fairRegistry) settle(ws []*fairWaiter, chosen int, l *Lease, retry bool
 // handOff runs fair_unlock.lua with ws as candidates and hands the lock to
 // the one it passed to, if any. It returns what Lease.Unlock expects of a
 // releaser: negative when the lock passed on.
-func (m *FairMutex) handOff(ctx context.Context, keys []string, args []any, ws []*fairWaiter) (int64, error) {
+func (m *FairMutex) handOff(ctx context.Context, keys []any, args []any, ws []*fairWaiter) (int64, error) {
 	for _, w := range ws {
 		args = append(args, w.owner, w.lease.Milliseconds())
 	}
@@ -438,7 +438,7 @@ func (m *FairMutex) first(ctx context.Context, owner string) bool {
 	var head *redis.StringCmd
 	var holds *redis.BoolCmd
 	_, err := m.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		head = p.LIndex(ctx, m.lockKeys[1], 0)
+		head = p.LIndex(ctx, m.queue, 0)
 		holds = p.HExists(ctx, m.name, owner)
 		return nil
 	})

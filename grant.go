@@ -60,18 +60,23 @@ func grantLinger(channel string) time.Duration {
 // "<lease ms>|<kind>|<owner>", kind "r" for a reentrant owner, "w" for a
 // one-shot owner of a Client with replica sync (granted by its own
 // Client's releases only), "o" for other one-shot owners.
-func (c *Client) queueMember(lease time.Duration, reentrant bool, owner string) string {
-	kind := "|o|"
+func queueMember(lease time.Duration, kind, owner string) string {
+	return strconv.FormatInt(lease.Milliseconds(), 10) + "|" + kind + "|" + owner
+}
+
+// The kinds of queue members, boxed once as script arguments.
+var argKindOneShot, argKindReentrant, argKindSynced any = "o", "r", "w"
+
+// waiterKind returns the kind of a queue member (see queueMember) as a
+// script argument.
+func (c *Client) waiterKind(reentrant bool) any {
 	switch {
 	case reentrant:
-		kind = "|r|"
+		return argKindReentrant
 	case c.rsync.mayWait():
-		kind = "|w|"
+		return argKindSynced
 	}
-	if lease == c.cfg.watchdog {
-		return c.watchdogMs + kind + owner
-	}
-	return strconv.FormatInt(lease.Milliseconds(), 10) + kind + owner
+	return argKindOneShot
 }
 
 // grantChannel returns the channel on which grants to the Client's waiters
@@ -372,16 +377,16 @@ func (m *Mutex) accept(a *acquire, g *grant) *Lease {
 // the lock, and releases the lock if it was granted to a meanwhile (the
 // next waiter then gets it), within the cleanup timeout.
 func (m *Mutex) leaveQueue(a *acquire) {
-	if a.member == "" {
+	if !a.waits {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.c.cfg.cleanup)
 	defer cancel()
-	owner := a.owner
+	owner := any(a.owner)
 	if a.reentrant {
-		owner = "" // never granted; its holds, if any, are not this call's
+		owner = argEmpty // never granted; its holds, if any, are not this call's
 	}
-	args := m.unlockArgs(owner, argZero, nil, a.member)
+	args := m.unlockArgs(owner, argZero, nil, a.queueMember())
 	if err := scripts.Unlock.Run(ctx, m.c.rdb, m.unlockKeys, args...).Err(); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the place expires with the queue",
 			"name", m.name, "err", err)
@@ -392,7 +397,7 @@ func (m *Mutex) leaveQueue(a *acquire) {
 // with flag as its release-marker flag, granting to w (may be nil) when
 // the first waiter is the Client's own; leaving is the member of a call
 // leaving the queue, or "".
-func (m *Mutex) unlockArgs(owner string, flag any, w *localWaiter, leaving string) []any {
+func (m *Mutex) unlockArgs(owner any, flag any, w *localWaiter, leaving string) []any {
 	preferred, listen, remote, left := argEmpty, argZero, argOne, argEmpty
 	if w != nil {
 		preferred = w.member

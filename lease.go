@@ -19,6 +19,7 @@ type Lease struct {
 	rel       releaser
 	name      string
 	owner     string
+	ownerArg  any // owner boxed once, for a release's arguments; nil when not yet
 	reentrant bool
 	token     uint64
 
@@ -39,6 +40,14 @@ type Lease struct {
 	endMu sync.Mutex
 	ended bool     // finish has run
 	onEnd []func() // called once when the lease ends (see whenDone)
+}
+
+// arg returns the owner as a command argument.
+func (l *Lease) arg() any {
+	if l.ownerArg != nil {
+		return l.ownerArg
+	}
+	return l.owner
 }
 
 // releaser is the primitive behind a Lease.
@@ -167,9 +176,21 @@ func (l *Lease) lost(cause error) {
 	l.finish(ErrLockLost, cause.Error())
 }
 
+// released is ErrReleased by reference: the end of most holds, stored
+// without an allocation.
+var released = ErrReleased
+
+// errRef returns a reference to err for a hold's atomic outcome.
+func errRef(err error) *error {
+	if err == ErrReleased {
+		return &released
+	}
+	return &err
+}
+
 // finish records how the lease ended and closes Done, once.
 func (l *Lease) finish(err error, cause string) {
-	if !l.err.CompareAndSwap(nil, &err) {
+	if !l.err.CompareAndSwap(nil, errRef(err)) {
 		return
 	}
 	if l.parts != nil && errors.Is(err, ErrLockLost) {

@@ -33,7 +33,7 @@ type Mutex struct {
 
 	// KEYS of one-shot owners' calls, whose request marker key (used by
 	// reentrant owners only) is a placeholder: shared, never modified.
-	lockKeys, unlockKeys []string
+	lockKeys, unlockKeys []any
 }
 
 // Mutex returns the Mutex of the given name. An invalid name is reported
@@ -49,8 +49,8 @@ func (c *Client) Mutex(name string) *Mutex {
 	m.queue = companion(lockQueuePrefix, name)
 	m.grants = c.grantChannel(name)
 	m.argGrants = m.grants
-	m.lockKeys = []string{name, m.counter, m.named, name, m.queue}
-	m.unlockKeys = []string{name, m.channel, name, m.counter, m.named, m.queue}
+	m.lockKeys = []any{name, m.counter, m.named, name, m.queue}
+	m.unlockKeys = []any{name, m.channel, name, m.counter, m.named, m.queue}
 	return m
 }
 
@@ -108,7 +108,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.ForceUnlock.Run(ctx, m.c.rdb, []string{m.name, m.channel, m.queue}, msgUnlock, m.c.publish, m.grants, m.c.id).Int64()
+	n, err := scripts.ForceUnlock.Run(ctx, m.c.rdb, []any{m.name, m.channel, m.queue}, msgUnlock, m.c.publish, m.grants, m.c.id).Int64()
 	if err != nil {
 		return false, opError("force unlock", m.name, err)
 	}
@@ -145,12 +145,23 @@ type acquire struct {
 	cfg       lockConfig
 	owner     string
 	reentrant bool
-	keys      []string
+	keys      []any
 	args      []any
 	m         *Mutex
-	member    string // its place in the queue of waiters; "" when it will not wait
+	waits     bool   // it queues as it finds the lock held
+	kind      any    // its kind of waiter (Client.waiterKind), fixed for all its attempts
+	member    string // its place in the queue of waiters, once asked for
 	joined    int64  // when the first attempt that may have queued it was sent
 	other     bool   // the holder its last attempt found is not a relock client
+}
+
+// queueMember returns the call's member of the queue of waiters
+// (Client.queueMember), "" when it does not wait.
+func (a *acquire) queueMember() string {
+	if a.waits && a.member == "" {
+		a.member = queueMember(a.cfg.lease, a.kind.(string), a.owner)
+	}
+	return a.member
 }
 
 // Undo undoes an attempt whose reply was lost (batch.Undo).
@@ -167,23 +178,24 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("relock: lock %q: %w", m.name, err)
 	}
-	a := &acquire{cfg: cfg, m: m}
+	a := &acquire{cfg: cfg, m: m, kind: argEmpty}
 	a.owner, a.reentrant = m.c.owner(ctx)
 	lease := m.c.argLease
 	if cfg.fixed {
 		lease = cfg.lease.Milliseconds()
 	}
 	if wait && cfg.spin == nil {
-		a.member = m.c.queueMember(cfg.lease, a.reentrant, a.owner)
+		a.waits = true
+		a.kind = m.c.waiterKind(a.reentrant)
 	}
 	flag := argZero
 	a.keys = m.lockKeys // one-shot owners need no request marker
 	if a.reentrant {
 		marker := suffixed(requestPrefix, m.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
-		a.keys = []string{m.name, m.counter, m.named, marker, m.queue}
+		a.keys = []any{m.name, m.counter, m.named, marker, m.queue}
 		flag = argOne
 	}
-	a.args = []any{lease, a.owner, flag, m.c.argMarkerTTL, m.c.argFencing, a.member, argGrantTTL, argZero}
+	a.args = []any{lease, a.owner, flag, m.c.argMarkerTTL, m.c.argFencing, a.kind, argGrantTTL, argZero}
 
 	l, ttl, err := m.attempt(ctx, a)
 	if err != nil && !isServerError(err) {
@@ -212,7 +224,7 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 		}
 	}()
 	var grants, gready <-chan struct{} // the grant channel's reconnects and confirmation
-	if a.member != "" {
+	if a.waits {
 		gw, err := m.c.hub.Subscribe(m.grants, m.c.routeGrant)
 		if err != nil {
 			return nil, ErrClosed
@@ -223,7 +235,7 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 	var w *notify.Waiter             // on the release channel, once listened to
 	var wakes, ready <-chan struct{} // its messages and confirmation
 	listen := func() error {
-		if w != nil || (!a.other && a.member != "") {
+		if w != nil || (!a.other && a.waits) {
 			return nil
 		}
 		if w, err = m.c.hub.Subscribe(m.channel, lockPolicy); err != nil {
@@ -240,7 +252,7 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 	if err := listen(); err != nil {
 		return nil, err
 	}
-	lw := &localWaiter{owner: a.owner, lease: a.cfg.lease, fixed: a.cfg.fixed, reentrant: a.reentrant, member: a.member,
+	lw := &localWaiter{owner: a.owner, lease: a.cfg.lease, fixed: a.cfg.fixed, reentrant: a.reentrant, member: a.queueMember(),
 		handed: make(chan *Lease, 1), news: make(chan struct{}, 1)}
 	m.c.enqueue(m.name, lw)
 	defer m.c.leave(m.name, lw)
@@ -366,7 +378,7 @@ func lockPolicy(payload string) int {
 // and so is one too few replicas acknowledged (see Client.acquire).
 func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration, error) {
 	r, sent, err := m.c.acquire(ctx, m.name, scripts.Lock, a.keys, a.args, a, positive)
-	if a.joined == 0 && a.member != "" {
+	if a.joined == 0 && a.waits {
 		a.joined = sent
 		a.args[7] = argOne // later attempts leave the queue when they acquire
 	}
@@ -383,6 +395,7 @@ func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration,
 		rel:       m,
 		name:      m.name,
 		owner:     a.owner,
+		ownerArg:  a.args[1],
 		reentrant: a.reentrant,
 		token:     uint64(r),
 		done:      make(chan struct{}),
@@ -398,7 +411,7 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 	if a.reentrant {
 		flag = argOne
 	}
-	keys := []string{m.name, m.channel, a.keys[3]}
+	keys := []any{m.name, m.channel, a.keys[3]}
 	if err := scripts.Abandon.Run(ctx, m.c.rdb, keys, a.owner, msgUnlock, m.c.publish, flag).Err(); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", m.name, "lease", a.cfg.lease, "err", err)
@@ -411,14 +424,14 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 	keys, flag := m.unlockKeys, argZero
 	if l.reentrant {
-		keys, flag = []string{m.name, m.channel, suffixed(unlockLatchPrefix, m.name, l.request), m.counter, m.named, m.queue}, argOne
+		keys, flag = []any{m.name, m.channel, suffixed(unlockLatchPrefix, m.name, l.request), m.counter, m.named, m.queue}, argOne
 	}
 	w := m.c.claim(m.name)
 	if w != nil && m.c.rsync.mayWait() {
 		return m.handOffSynced(ctx, l, w, keys, flag)
 	}
 	sent := m.c.wd.Now()
-	r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.owner, flag, w, ""), nil)
+	r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), flag, w, ""), nil)
 	if w != nil {
 		m.settle(w, r, err, sent)
 	}

@@ -106,6 +106,9 @@ func WithLease(d time.Duration) LockOption {
 }
 
 func (c *Client) lockConfig(opts []LockOption) (lockConfig, error) {
+	if len(opts) == 0 {
+		return lockConfig{lease: c.cfg.watchdog}, nil
+	}
 	var lc lockConfig
 	for _, o := range opts {
 		if o != nil {

@@ -27,8 +27,11 @@ func WithOwner(ctx context.Context) context.Context {
 // owner returns the owner id for a lock call with ctx, "<uuid>:<n>" as in
 // Redisson, and whether it is a reentrant owner.
 func (c *Client) owner(ctx context.Context) (string, bool) {
-	if n, ok := ctx.Value(ownerKey{}).(uint64); ok {
-		return c.id + ":" + strconv.FormatUint(n, 10), true
+	n, reentrant := ctx.Value(ownerKey{}).(uint64)
+	if !reentrant {
+		n = ownerSeq.Add(1)
 	}
-	return c.id + ":" + strconv.FormatUint(ownerSeq.Add(1), 10), false
+	var b [64]byte
+	id := strconv.AppendUint(append(append(b[:0], c.id...), ':'), n, 10)
+	return string(id), reentrant
 }

@@ -203,7 +203,7 @@ func (p *Permit) lost(cause error) {
 
 // finish records how the hold ended and closes Done, once.
 func (p *Permit) finish(err error, cause string) {
-	if !p.err.CompareAndSwap(nil, &err) {
+	if !p.err.CompareAndSwap(nil, errRef(err)) {
 		return
 	}
 	close(p.done)

@@ -35,7 +35,7 @@ type PermitSemaphore struct {
 	channel    string
 	timeoutKey string
 	group      int
-	keys       []string // free permits, held permits, channel: shared, never modified
+	keys       []any // free permits, held permits, channel: shared, never modified
 	err        error    // an invalid name, returned by every call
 	req        *requests
 }
@@ -51,7 +51,7 @@ func (c *Client) PermitSemaphore(name string) *PermitSemaphore {
 	ps.channel = companion(semaphoreChannelPrefix, name)
 	ps.timeoutKey = permitTimeoutKey(name)
 	ps.group = slot(name)
-	ps.keys = []string{name, ps.timeoutKey, ps.channel}
+	ps.keys = []any{name, ps.timeoutKey, ps.channel}
 	ps.req = newRequests(c, semRequestPrefix, name)
 	return ps
 }

@@ -48,7 +48,7 @@ func (c *Client) renew(ctx context.Context, batch []*watchdog.Entry) []watchdog.
 		for first+n < len(batch) && n < maxRenewKeys && sameCall(batch[first+n], batch[first]) {
 			n++
 		}
-		keys := make([]string, n)
+		keys := make([]any, n)
 		args := make([]any, 0, 2*n)
 		for i, e := range batch[first : first+n] {
 			keys[i] = e.Key
@@ -83,7 +83,7 @@ func (c *Client) renew(ctx context.Context, batch []*watchdog.Entry) []watchdog.
 type renewCall struct {
 	first, n int // the entries of the batch it renews
 	script   *scripts.Script
-	keys     []string
+	keys     []any
 	args     []any
 	cmd      *redis.Cmd // its outcome, once sent
 	short    bool       // too few replicas acknowledged it (replica sync)

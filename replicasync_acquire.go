@@ -24,20 +24,20 @@ const maxRedirects = 3
 // reply is) and the call fails with an error wrapping ErrReplicaSync, or,
 // with ReplicaSync.Retry, is tried again after a pause until ctx ends: a
 // Lease is never made of it.
-func (c *Client) acquire(ctx context.Context, name string, s *scripts.Script, keys []string, args []any, undo batch.Undo, granted func(int64) bool) (int64, int64, error) {
+func (c *Client) acquire(ctx context.Context, name string, s *scripts.Script, keys []any, args []any, undo batch.Undo, granted func(int64) bool) (int64, int64, error) {
 	if c.rsync == nil {
 		sent := c.wd.Now()
 		r, err := c.batch.Do(ctx, s, keys, args, undo)
 		return r, sent, err
 	}
-	return c.acquireSynced(ctx, name, s, granted, func() ([]string, []any, batch.Undo) { return keys, args, undo })
+	return c.acquireSynced(ctx, name, s, granted, func() ([]any, []any, batch.Undo) { return keys, args, undo })
 }
 
 // acquireSynced is acquire on a Client with replica sync. next returns
 // what each try sends: the same call every time, or, for a call whose undo
 // leaves its request marker saying "undone" (a Semaphore's), a new marker
 // for each try after the first.
-func (c *Client) acquireSynced(ctx context.Context, name string, s *scripts.Script, granted func(int64) bool, next func() ([]string, []any, batch.Undo)) (int64, int64, error) {
+func (c *Client) acquireSynced(ctx context.Context, name string, s *scripts.Script, granted func(int64) bool, next func() ([]any, []any, batch.Undo)) (int64, int64, error) {
 	rs := c.rsync
 	redirects := 0
 	keys, args, undo := next()
@@ -112,9 +112,9 @@ func (s *syncer) redirected(ctx context.Context, err error, n *int) bool {
 // the master's connection, and w is handed its Lease only if enough
 // replicas acknowledged it. Otherwise w's hold is released again and w
 // tries for itself. With replica sync no grant goes to another Client.
-func (m *Mutex) handOffSynced(ctx context.Context, l *Lease, w *localWaiter, keys []string, flag any) (int64, error) {
+func (m *Mutex) handOffSynced(ctx context.Context, l *Lease, w *localWaiter, keys []any, flag any) (int64, error) {
 	s := m.c.rsync
-	args := m.unlockArgs(l.owner, flag, w, "")
+	args := m.unlockArgs(l.arg(), flag, w, "")
 	t, err := s.target(ctx, m.name)
 	if err == nil && t == nil {
 		sent := m.c.wd.Now()
@@ -123,7 +123,7 @@ func (m *Mutex) handOffSynced(ctx context.Context, l *Lease, w *localWaiter, key
 		return r, err
 	}
 	unlock := func() (int64, error) {
-		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.owner, flag, nil, ""), nil)
+		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), flag, nil, ""), nil)
 		m.c.deliver(w, nil)
 		return r, err
 	}
@@ -161,7 +161,7 @@ type handed struct {
 // Undo removes the hold, as abandon.lua does for a one-shot owner.
 func (h *handed) Undo(ctx context.Context) {
 	m := h.m
-	err := scripts.Abandon.Run(ctx, m.c.rdb, []string{m.name, m.channel, m.name}, h.owner, msgUnlock, m.c.publish, argZero).Err()
+	err := scripts.Abandon.Run(ctx, m.c.rdb, []any{m.name, m.channel, m.name}, h.owner, msgUnlock, m.c.publish, argZero).Err()
 	if err != nil {
 		m.c.cfg.logger.Warn("relock: cannot release a handed lock too few replicas acknowledged; it expires with its lease",
 			"name", m.name, "err", err)

@@ -30,7 +30,7 @@ func (c *Client) sendRenewalsSynced(ctx context.Context, calls []*renewCall) {
 	var plain []*renewCall
 	var groups []*renewGroup
 	for _, cl := range calls {
-		t, err := s.target(ctx, cl.keys[0])
+		t, err := s.target(ctx, cl.keys[0].(string))
 		if err != nil {
 			c.cfg.logger.Debug("relock: renewing without replica sync", "err", err)
 		}

@@ -24,7 +24,7 @@ import (
 type writeCall struct {
 	name    string // the primitive's name: its master is where the WAIT goes
 	script  *scripts.Script
-	keys    []string
+	keys    []any
 	args    []any
 	marker  string           // the call's request marker, or "" if it has none
 	direct  bool             // sent on its own, not through the batcher
@@ -128,7 +128,7 @@ func (c *Client) resendSynced(ctx context.Context, t *syncTarget, w *writeCall) 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 	defer cancel()
 	pipe := t.bs.Node.Pipeline()
-	cmd := pipe.Eval(ctx, w.script.Source(), w.keys, w.args...)
+	cmd := w.script.QueueSource(ctx, pipe, w.keys, w.args...)
 	pipe.PExpire(ctx, w.marker, c.markerTTL())
 	wait := t.node.wait(ctx, t.need)
 	_ = pipe.Process(ctx, wait)

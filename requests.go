@@ -53,14 +53,16 @@ func newRequests(c *Client, prefix, name string) *requests {
 
 // keys returns the KEYS of a call: fixed, then a fresh marker, then
 // answered markers for the script to delete. It also returns the marker.
-func (r *requests) keys(fixed ...string) ([]string, string) {
+func (r *requests) keys(fixed ...any) ([]any, string) {
 	marker := r.prefix + strconv.FormatUint(requestSeq.Add(1), 10)
 	r.mu.Lock()
 	n := min(len(r.answered), maxForget)
-	keys := make([]string, 0, len(fixed)+1+n)
+	keys := make([]any, 0, len(fixed)+1+n)
 	keys = append(keys, fixed...)
 	keys = append(keys, marker)
-	keys = append(keys, r.answered[len(r.answered)-n:]...)
+	for _, a := range r.answered[len(r.answered)-n:] {
+		keys = append(keys, a)
+	}
 	r.answered = r.answered[:len(r.answered)-n]
 	r.mu.Unlock()
 	return keys, marker
@@ -83,7 +85,7 @@ func (r *requests) done(marker string) {
 // and too few replicas acknowledged it; any other error wrapping
 // ErrReplicaSync, that it was refused before it was sent. After other
 // errors that are not a Redis reply, the outcome is unknown.
-func (r *requests) run(ctx context.Context, s *scripts.Script, keys []string, marker string, changed func(int64) bool, args ...any) (int64, error) {
+func (r *requests) run(ctx context.Context, s *scripts.Script, keys []any, marker string, changed func(int64) bool, args ...any) (int64, error) {
 	v, err := r.c.write(ctx, writeCall{name: r.name, script: s, keys: keys, args: args, marker: marker, changed: changed})
 	if errors.Is(err, batch.ErrStopped) {
 		return 0, ErrClosed // never sent

@@ -136,7 +136,7 @@ func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := rw.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.RWForceUnlock.Run(ctx, rw.c.rdb, []string{rw.name, rw.channel},
+	n, err := scripts.RWForceUnlock.Run(ctx, rw.c.rdb, []any{rw.name, rw.channel},
 		msgReadUnlock, rw.c.publish, rw.prefix).Int64()
 	if err != nil {
 		return false, opError("force unlock", rw.name, err)

@@ -23,7 +23,7 @@ type rwAcquire struct {
 	owner     string // the owner id
 	field     string // the hold's hash field: owner, or owner + ":write"
 	reentrant bool
-	keys      []string // KEYS[3] is the request marker of a reentrant owner
+	keys      []any // KEYS[3] is the request marker of a reentrant owner
 	args      []any
 }
 
@@ -38,7 +38,7 @@ func (a *rwAcquire) Undo(ctx context.Context) {
 		mode = argUndo
 	}
 	script, msg := rwUnlockScript(a.write)
-	keys := []string{rw.name, rw.channel, a.keys[3]}
+	keys := []any{rw.name, rw.channel, a.keys[3]}
 	if err := script.Run(ctx, rw.c.rdb, keys, a.field, msg, rw.c.publish, mode, rw.c.argMarkerTTL, rw.prefix).Err(); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", rw.name, "write", a.write, "lease", a.cfg.lease, "err", err)
@@ -82,7 +82,7 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 		flag = argOne
 		marker = suffixed(requestPrefix, rw.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
 	}
-	a.keys = []string{rw.name, rw.counter, rw.named, marker}
+	a.keys = []any{rw.name, rw.counter, rw.named, marker}
 	a.args = []any{lease, a.owner, flag, rw.c.argMarkerTTL, rw.prefix}
 	if write {
 		a.args[4] = rw.c.argFencing
@@ -225,7 +225,7 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 		marker, mode = suffixed(unlockLatchPrefix, rw.name, l.request), argOne
 	}
 	script, msg := rwUnlockScript(write)
-	return rw.c.batch.Do(ctx, script, []string{rw.name, rw.channel, marker},
+	return rw.c.batch.Do(ctx, script, []any{rw.name, rw.channel, marker},
 		[]any{l.owner, msg, rw.c.argPublish, mode, rw.c.argMarkerTTL, rw.prefix}, nil)
 }
 

@@ -203,7 +203,7 @@ func checkCall(ctx context.Context, op, name string, n int) error {
 type semUndo struct {
 	s    *Semaphore
 	n    int
-	keys []string // permits, channel, marker
+	keys []any // permits, channel, marker
 }
 
 func (u *semUndo) Undo(ctx context.Context) {
@@ -250,9 +250,9 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 // undone for want of replicas leaves its marker saying "undone" (and is
 // answered: the marker can go), so each try after it takes a new marker.
 // It returns the marker of the last try.
-func (s *Semaphore) attemptSynced(ctx context.Context, n int, keys []string, marker string, args []any) (int64, string, error) {
+func (s *Semaphore) attemptSynced(ctx context.Context, n int, keys []any, marker string, args []any) (int64, string, error) {
 	first := true
-	r, _, err := s.c.acquireSynced(ctx, s.name, scripts.SemAcquire, isOne, func() ([]string, []any, batch.Undo) {
+	r, _, err := s.c.acquireSynced(ctx, s.name, scripts.SemAcquire, isOne, func() ([]any, []any, batch.Undo) {
 		if !first {
 			s.req.done(marker)
 			keys, marker = s.req.keys(s.name)
@@ -265,5 +265,5 @@ func (s *Semaphore) attemptSynced(ctx context.Context, n int, keys []string, mar
 
 // undo returns the undo of an acquisition of n permits with marker.
 func (s *Semaphore) undo(n int, marker string) *semUndo {
-	return &semUndo{s: s, n: n, keys: []string{s.name, s.channel, marker}}
+	return &semUndo{s: s, n: n, keys: []any{s.name, s.channel, marker}}
 }

@@ -71,7 +71,7 @@ type Undo interface {
 // is lost (a transport error, or ctx ending first), undo, when not nil, is
 // called so that the call leaves nothing behind; Do has returned by then or
 // returns after it.
-func (b *Batcher) Do(ctx context.Context, s *scripts.Script, keys []string, args []any, undo Undo) (int64, error) {
+func (b *Batcher) Do(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo) (int64, error) {
 	v, _, err := b.DoSync(ctx, s, keys, args, undo, nil)
 	return v, err
 }
@@ -97,7 +97,7 @@ type Sync struct {
 // (nil when sync is nil or the call was never sent), for the caller to
 // judge. The undo rules are those of Do; a WAIT that fails or falls short
 // is left to the caller.
-func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []string, args []any, undo Undo, sync *Sync) (int64, redis.Cmder, error) {
+func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, sync *Sync) (int64, redis.Cmder, error) {
 	if b.inflight.Add(1) == 1 {
 		defer b.inflight.Add(-1)
 		var cmd *redis.Cmd
@@ -154,7 +154,7 @@ func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []string, 
 // Synced runs s and then sync's WAIT in one pipeline on sync.Node, and,
 // if the server does not know the script, once more by EVAL with a WAIT
 // of its own. It returns the script's command and the WAIT that covers it.
-func Synced(ctx context.Context, s *scripts.Script, keys []string, args []any, sync *Sync) (*redis.Cmd, redis.Cmder) {
+func Synced(ctx context.Context, s *scripts.Script, keys []any, args []any, sync *Sync) (*redis.Cmd, redis.Cmder) {
 	r := &request{script: s, keys: keys, args: args}
 	cmds, waits := runSynced(ctx, sync.Node, sync.Replicas, sync.Wait, []*request{r})
 	return cmds[0], waits[0]
@@ -186,7 +186,7 @@ func runSynced(ctx context.Context, node *redis.Client, n int, wait func(context
 	}
 	pipe = node.Pipeline()
 	for _, i := range again {
-		cmds[i] = pipe.Eval(ctx, reqs[i].script.Source(), reqs[i].keys, reqs[i].args...)
+		cmds[i] = reqs[i].script.QueueSource(ctx, pipe, reqs[i].keys, reqs[i].args...)
 	}
 	w = wait(ctx, n)
 	_ = pipe.Process(ctx, w)
@@ -227,7 +227,7 @@ const (
 
 type request struct {
 	script *scripts.Script
-	keys   []string
+	keys   []any
 	args   []any
 	undo   Undo
 	sync   *Sync

@@ -66,8 +66,8 @@ func setup(t *testing.T, p *pipelines, flushers ...int) (*Batcher, *redis.Client
 	return b, rdb
 }
 
-func lockArgs(key, owner string) ([]string, []any) {
-	return []string{key, "relock_fencing", "redisson_lock_token:{" + key + "}", key, "relock_lock_queue:{" + key + "}"}, []any{60000, owner, "0", 60000, "604800000", "", 2000}
+func lockArgs(key, owner string) ([]any, []any) {
+	return []any{key, "relock_fencing", "redisson_lock_token:{" + key + "}", key, "relock_lock_queue:{" + key + "}"}, []any{60000, owner, "0", 60000, "604800000", "", 2000}
 }
 
 type undoCount struct {

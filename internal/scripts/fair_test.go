@@ -502,10 +502,10 @@ func TestFairForceUnlock(t *testing.T) {
 	f := newFairLock("s:fair:force")
 	hear := f.listen(t, "b")
 	rdb.Set(ctx, f.name, "x", 0)
-	if err := FairForceUnlock.Run(ctx, rdb, f.keys(), "0", "publish").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := FairForceUnlock.Run(ctx, rdb, Keys(f.keys()...), "0", "publish").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("force unlock of a string: %v", err)
 	}
-	if err := FairLock.Run(ctx, rdb, f.keys(f.counter, f.token, f.name), 10000, "a", "0", 60000, 5000, "0", "publish", fenceTTL).Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := FairLock.Run(ctx, rdb, Keys(f.keys(f.counter, f.token, f.name)...), 10000, "a", "0", 60000, 5000, "0", "publish", fenceTTL).Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("lock of a string: %v", err)
 	}
 	rdb.Del(ctx, f.name)

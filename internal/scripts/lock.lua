@@ -14,7 +14,9 @@
 -- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
 -- ARGV[4]  request marker lifetime in milliseconds
 -- ARGV[5]  fencing mode (see fence.lua)
--- ARGV[6]  the caller's queue member; "" for a call that will not wait
+-- ARGV[6]  the caller's kind of waiter (see unlock.lua); "" for a call
+--          that will not wait. Its member of the queue is
+--          "<ARGV[1]>|<ARGV[6]>|<ARGV[2]>".
 -- ARGV[7]  milliseconds the queue outlives the holder's TTL, at least
 -- ARGV[8]  "1" when an earlier attempt of the call may have queued it
 --
@@ -27,6 +29,9 @@
 --          the release channel. A caller with a member is then in the queue.
 
 local ttl = redis.call('pttl', KEYS[1])
+local function member()
+    return ARGV[1] .. '|' .. ARGV[6] .. '|' .. ARGV[2]
+end
 if ttl == -2 then
     local token = fence(KEYS[2], KEYS[3], ARGV[5])
     redis.call('hset', KEYS[1], ARGV[2], 1, token_field, token)
@@ -35,7 +40,7 @@ if ttl == -2 then
         redis.call('set', KEYS[4], 1, 'px', ARGV[4])
     end
     if ARGV[8] == '1' then
-        redis.call('zrem', KEYS[5], ARGV[6])
+        redis.call('zrem', KEYS[5], member())
     end
     return token
 end
@@ -43,7 +48,7 @@ local f = redis.call('hmget', KEYS[1], ARGV[2], token_field)
 if not f[1] then
     if ARGV[6] ~= '' then
         local t = redis.call('time')
-        redis.call('zadd', KEYS[5], 'nx', t[1] * 1000 + math.floor(t[2] / 1000), ARGV[6])
+        redis.call('zadd', KEYS[5], 'nx', t[1] * 1000 + math.floor(t[2] / 1000), member())
         local keep = math.max(ttl, 1000) + tonumber(ARGV[7])
         if redis.call('pttl', KEYS[5]) < keep then
             redis.call('pexpire', KEYS[5], keep)
@@ -65,7 +70,7 @@ if ARGV[3] == '0' then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
     if ARGV[8] == '1' then
-        redis.call('zrem', KEYS[5], ARGV[6])
+        redis.call('zrem', KEYS[5], member())
     end
     return token
 end
@@ -79,6 +84,6 @@ if ttl < tonumber(ARGV[1]) then
 end
 redis.call('set', KEYS[4], 1, 'px', ARGV[4])
 if ARGV[8] == '1' then
-    redis.call('zrem', KEYS[5], ARGV[6])
+    redis.call('zrem', KEYS[5], member())
 end
 return token

@@ -319,7 +319,7 @@ func TestRWRenew(t *testing.T) {
 		t.Fatalf("another reader's hold key was renewed: %v", d)
 	}
 	rdb.Set(ctx, "s:rw:str", "x", 0)
-	if err := RWRenew.Run(ctx, rdb, []string{"s:rw:str"}, "u:1", "0").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := RWRenew.Run(ctx, rdb, Keys("s:rw:str"), "u:1", "0").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("renew of a string: %v", err)
 	}
 }
@@ -348,7 +348,7 @@ func TestRWForceUnlock(t *testing.T) {
 		t.Fatalf("force unlock of a free lock = %v", v)
 	}
 	rdb.Set(ctx, "s:rw:str2", "x", 0)
-	if err := RWForceUnlock.Run(ctx, rdb, []string{"s:rw:str2", "ch"}, "1", "publish", "{s:rw:str2}").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := RWForceUnlock.Run(ctx, rdb, Keys("s:rw:str2", "ch"), "1", "publish", "{s:rw:str2}").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("force unlock of a string: %v", err)
 	}
 }

@@ -21,6 +21,8 @@ type Script struct {
 	name string
 	src  string
 	sha  string
+	// The digest and source as command arguments, boxed once.
+	shaArg, srcArg any
 }
 
 // byName holds every script loaded, by name.
@@ -33,6 +35,7 @@ func load(name string) *Script {
 	}
 	sum := sha1.Sum(b)
 	s := &Script{name: name, src: string(b), sha: hex.EncodeToString(sum[:])}
+	s.shaArg, s.srcArg = s.sha, s.src
 	byName[name] = s
 	return s
 }
@@ -70,6 +73,7 @@ func loadWith(name string, libs ...string) *Script {
 	s.src = header + "\n\n" + code.String() + body
 	sum := sha1.Sum([]byte(s.src))
 	s.sha = hex.EncodeToString(sum[:])
+	s.shaArg, s.srcArg = s.sha, s.src
 	return s
 }
 
@@ -82,35 +86,75 @@ func (s *Script) SHA() string { return s.sha }
 // Source returns the Lua source.
 func (s *Script) Source() string { return s.src }
 
+// Runner sends a command: a client runs it, a pipeline queues it.
+type Runner interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// Keys returns key names as command arguments. A caller that runs a
+// script with the same keys again and again keeps the result, so that the
+// names are boxed once.
+func Keys(names ...string) []any {
+	keys := make([]any, len(names))
+	for i, n := range names {
+		keys[i] = n
+	}
+	return keys
+}
+
 // Run executes the script by EVALSHA and, if the server answers NOSCRIPT,
-// once more by EVAL, which also loads it into the server's cache.
-func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
-	cmd := c.EvalSha(ctx, s.sha, keys, args...)
+// once more by EVAL, which also loads it into the server's cache. keys are
+// key names, as made by Keys.
+func (s *Script) Run(ctx context.Context, c Runner, keys []any, args ...any) *redis.Cmd {
+	cmd := s.command(ctx, "evalsha", s.shaArg, keys, args)
+	_ = c.Process(ctx, cmd)
 	if IsNoScript(cmd.Err()) {
-		cmd = c.Eval(ctx, s.src, keys, args...)
+		cmd = s.command(ctx, "eval", s.srcArg, keys, args)
+		_ = c.Process(ctx, cmd)
 	}
 	return cmd
 }
 
 // Queue adds an EVALSHA of the script to a pipeline. After the pipeline
 // has run, commands that failed with NOSCRIPT are run again with Retry.
-func (s *Script) Queue(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
-	return p.EvalSha(ctx, s.sha, keys, args...)
+func (s *Script) Queue(ctx context.Context, p redis.Pipeliner, keys []any, args ...any) *redis.Cmd {
+	cmd := s.command(ctx, "evalsha", s.shaArg, keys, args)
+	_ = p.Process(ctx, cmd)
+	return cmd
+}
+
+// QueueSource adds an EVAL of the script's source to a pipeline.
+func (s *Script) QueueSource(ctx context.Context, p redis.Pipeliner, keys []any, args ...any) *redis.Cmd {
+	cmd := s.command(ctx, "eval", s.srcArg, keys, args)
+	_ = p.Process(ctx, cmd)
+	return cmd
+}
+
+// command builds EVAL or EVALSHA in one slice: the first key is its
+// fourth argument, which a cluster client routes by.
+func (s *Script) command(ctx context.Context, name string, script any, keys, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, script, len(keys))
+	a = append(a, keys...)
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	return cmd
 }
 
 // Retry runs a queued command again by EVAL if it failed with NOSCRIPT,
 // and returns the command that holds the outcome.
-func (s *Script) Retry(ctx context.Context, c redis.Scripter, queued *redis.Cmd) *redis.Cmd {
+func (s *Script) Retry(ctx context.Context, c Runner, queued *redis.Cmd) *redis.Cmd {
 	if !IsNoScript(queued.Err()) {
 		return queued
 	}
 	args := queued.Args() // evalsha sha numkeys key... arg...
 	n := int(toInt64(args[2]))
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i], _ = args[3+i].(string)
-	}
-	return c.Eval(ctx, s.src, keys, args[3+n:]...)
+	cmd := s.command(ctx, "eval", s.srcArg, args[3:3+n], args[3+n:])
+	_ = c.Process(ctx, cmd)
+	return cmd
 }
 
 // IsNoScript reports whether err is the server's NOSCRIPT reply.

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 
 func run(t *testing.T, s *Script, keys []string, args ...any) any {
 	t.Helper()
-	v, err := s.Run(context.Background(), rdb, keys, args...).Result()
+	v, err := s.Run(context.Background(), rdb, Keys(keys...), args...).Result()
 	if err != nil {
 		t.Fatalf("%s: %v", s.Name(), err)
 	}
@@ -163,7 +163,7 @@ func TestRenew(t *testing.T) {
 func TestForceUnlock(t *testing.T) {
 	ctx := context.Background()
 	rdb.Set(ctx, "s:str", "x", 0)
-	if err := ForceUnlock.Run(ctx, rdb, []string{"s:str", "ch", "relock_lock_queue:{s:str}"}, "0", "publish", "relock_grant:u", "u").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := ForceUnlock.Run(ctx, rdb, Keys("s:str", "ch", "relock_lock_queue:{s:str}"), "0", "publish", "relock_grant:u", "u").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("force unlock of a string: %v, want WRONGTYPE", err)
 	}
 	if rdb.Exists(ctx, "s:str").Val() != 1 {
@@ -191,7 +191,7 @@ func TestNoScriptFallback(t *testing.T) {
 	}
 	rdb.ScriptFlush(ctx)
 	pipe := rdb.Pipeline()
-	q := Renew.Queue(ctx, pipe, []string{"s:none"}, "u:1", "0")
+	q := Renew.Queue(ctx, pipe, Keys("s:none"), "u:1", "0")
 	_, _ = pipe.Exec(ctx)
 	if !IsNoScript(q.Err()) {
 		t.Fatalf("queued after flush: %v, want NOSCRIPT", q.Err())
@@ -212,7 +212,12 @@ func TestGrant(t *testing.T) {
 	keys, rel := lockKeys("s:g", "s:g"), unlockKeys("s:g", "s:g")
 	queue := keys[4]
 	lock := func(owner, member string) int64 {
-		return run(t, Lock, keys, 10000, owner, "0", 60000, fenceTTL, member, 2000).(int64)
+		lease, kind := "10000", ""
+		if member != "" {
+			p := strings.SplitN(member, "|", 3)
+			lease, kind = p[0], p[1]
+		}
+		return run(t, Lock, keys, lease, owner, "0", 60000, fenceTTL, kind, 2000).(int64)
 	}
 	if v := lock("u:1", ""); v != 1 {
 		t.Fatalf("first lock = %d", v)
