@@ -36,7 +36,7 @@ type PermitSemaphore struct {
 	timeoutKey string
 	group      int
 	keys       []any // free permits, held permits, channel: shared, never modified
-	err        error    // an invalid name, returned by every call
+	err        error // an invalid name, returned by every call
 	req        *requests
 }
 
