@@ -253,7 +253,7 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 // before trying again (negative: unknown), or an error. An attempt whose
 // outcome is unknown is undone before returning.
 func (m *FairMutex) attempt(ctx context.Context, a *fairAcquire) (*Lease, time.Duration, error) {
-	r, sent, err := m.c.acquire(ctx, m.name, scripts.FairLock, a.keys, a.args, a, positive)
+	r, sent, err := m.c.acquire(ctx, m.name, scripts.FairLock, a.keys, a.args, a, positive, nil)
 	if err != nil {
 		return nil, 0, opError("lock", m.name, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relock-go/relock/internal/batch"
 	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/slots"
 	"github.com/relock-go/relock/internal/watchdog"
@@ -453,5 +454,67 @@ func (c *Client) releaseUnwanted(l *Lease) {
 	if err := l.Unlock(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
 		c.cfg.logger.Warn("relock: cannot release a lock handed to a waiter that left; it expires with its lease",
 			"name", l.name, "err", err)
+	}
+}
+
+// handOff is a release that may grant the lock to w, a waiter of this
+// Client. Where the master has replicas to wait for (replicasync.go),
+// unlock.lua and a WAIT go in one pipeline on its connection, and w is
+// handed its Lease only if enough replicas acknowledged it; otherwise w's
+// hold is released again and w tries for itself. With replica sync no
+// grant goes to another Client.
+func (m *Mutex) handOff(ctx context.Context, l *Lease, w *localWaiter, keys []any, flag any) (int64, error) {
+	s := m.c.rsync
+	args := m.unlockArgs(l.arg(), flag, w, "")
+	t, err := s.target(ctx, m.name)
+	if err == nil && t == nil {
+		sent := m.c.wd.Now()
+		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, args, nil)
+		m.settle(w, r, err, sent)
+		return r, err
+	}
+	unlock := func() (int64, error) {
+		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), flag, nil, ""), nil)
+		m.c.deliver(w, nil)
+		return r, err
+	}
+	if err != nil {
+		return unlock()
+	}
+	sent := m.c.wd.Now()
+	cmd, wait := batch.Synced(ctx, scripts.Unlock, keys, args, &t.bs)
+	r, err := cmd.Int64()
+	if err != nil && s.cc != nil && isServerError(err) && isRedirect(err) {
+		s.cc.ReloadState(ctx)
+		return unlock()
+	}
+	if err != nil || r >= 0 {
+		m.settle(w, r, err, sent)
+		return r, err
+	}
+	if serr := s.judge(ctx, t, wait); serr != nil {
+		// Released, but the waiter may not have it: free it again.
+		m.c.stats.syncShort.Add(1)
+		m.c.undo(ctx, &handed{m: m, owner: w.owner})
+		m.c.deliver(w, nil)
+		return 2, nil
+	}
+	m.pass(w, uint64(-r), sent)
+	return r, nil
+}
+
+// handed is a one-shot waiter's hold given by a handoff, to be undone.
+type handed struct {
+	m     *Mutex
+	owner string
+}
+
+// Undo removes the hold, as abandon.lua does for a one-shot owner.
+func (h *handed) Undo(ctx context.Context) {
+	m := h.m
+	err := scripts.Abandon.Run(ctx, m.c.rdb, []any{m.name, m.channel, m.name}, h.owner, msgUnlock, m.c.publish, argZero).Err()
+	if err != nil {
+		m.c.cfg.logger.Warn("relock: cannot release a handed lock too few replicas acknowledged; it expires with its lease",
+			"name", m.name, "err", err)
 	}
 }

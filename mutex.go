@@ -377,7 +377,7 @@ func lockPolicy(payload string) int {
 // an error. An attempt whose outcome is unknown is undone before returning,
 // and so is one too few replicas acknowledged (see Client.acquire).
 func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration, error) {
-	r, sent, err := m.c.acquire(ctx, m.name, scripts.Lock, a.keys, a.args, a, positive)
+	r, sent, err := m.c.acquire(ctx, m.name, scripts.Lock, a.keys, a.args, a, positive, nil)
 	if a.joined == 0 && a.waits {
 		a.joined = sent
 		a.args[7] = argOne // later attempts leave the queue when they acquire
@@ -426,16 +426,10 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 	if l.reentrant {
 		keys, flag = []any{m.name, m.channel, suffixed(unlockLatchPrefix, m.name, l.request), m.counter, m.named, m.queue}, argOne
 	}
-	w := m.c.claim(m.name)
-	if w != nil && m.c.rsync.mayWait() {
-		return m.handOffSynced(ctx, l, w, keys, flag)
+	if w := m.c.claim(m.name); w != nil {
+		return m.handOff(ctx, l, w, keys, flag)
 	}
-	sent := m.c.wd.Now()
-	r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), flag, w, ""), nil)
-	if w != nil {
-		m.settle(w, r, err, sent)
-	}
-	return r, err
+	return m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), flag, nil, ""), nil)
 }
 
 // markerTTL is how long request markers make retries idempotent: longer

@@ -282,7 +282,7 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 // outcome is unknown, or that too few replicas acknowledged, is undone
 // before it returns.
 func (ps *PermitSemaphore) attempt(ctx context.Context, a *permitAttempt) (*Permit, time.Duration, error) {
-	r, sent, err := ps.c.acquire(ctx, ps.name, scripts.PermitAcquire, ps.keys, []any{a.raw, a.lease, ps.c.argPublish}, a, isZero)
+	r, sent, err := ps.c.acquire(ctx, ps.name, scripts.PermitAcquire, ps.keys, []any{a.raw, a.lease, ps.c.argPublish}, a, isZero, nil)
 	if errors.Is(err, batch.ErrStopped) {
 		return nil, 0, ErrClosed
 	}

@@ -179,7 +179,7 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 	if !a.write {
 		granted = nonNegative // a reader's reply is the token counter, 0 before any writer
 	}
-	r, sent, err := rw.c.acquire(ctx, rw.name, script, a.keys, a.args, a, granted)
+	r, sent, err := rw.c.acquire(ctx, rw.name, script, a.keys, a.args, a, granted, nil)
 	if err != nil {
 		return nil, 0, opError(rwOp(a.write, "lock"), rw.name, err)
 	}

@@ -220,13 +220,14 @@ func (u *semUndo) Undo(ctx context.Context) {
 func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 	keys, marker := s.req.keys(s.name)
 	args := []any{n, s.c.argMarkerTTL}
-	var r int64
-	var err error
-	if s.c.rsync == nil {
-		r, err = s.c.batch.Do(ctx, scripts.SemAcquire, keys, args, s.undo(n, marker))
-	} else {
-		r, marker, err = s.attemptSynced(ctx, n, keys, marker, args)
-	}
+	// A try undone for want of replicas leaves its marker saying "undone"
+	// (and is answered: the marker can go), so each try after it takes a
+	// new marker.
+	r, _, err := s.c.acquire(ctx, s.name, scripts.SemAcquire, keys, args, s.undo(n, marker), isOne, func() ([]any, batch.Undo) {
+		s.req.done(marker)
+		keys, marker = s.req.keys(s.name)
+		return keys, s.undo(n, marker)
+	})
 	if errors.Is(err, batch.ErrStopped) {
 		return false, ErrClosed
 	}
@@ -244,23 +245,6 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 	}
 	s.req.done(marker)
 	return true, nil
-}
-
-// attemptSynced is attempt's call on a Client with replica sync. A try
-// undone for want of replicas leaves its marker saying "undone" (and is
-// answered: the marker can go), so each try after it takes a new marker.
-// It returns the marker of the last try.
-func (s *Semaphore) attemptSynced(ctx context.Context, n int, keys []any, marker string, args []any) (int64, string, error) {
-	first := true
-	r, _, err := s.c.acquireSynced(ctx, s.name, scripts.SemAcquire, isOne, func() ([]any, []any, batch.Undo) {
-		if !first {
-			s.req.done(marker)
-			keys, marker = s.req.keys(s.name)
-		}
-		first = false
-		return keys, args, s.undo(n, marker)
-	})
-	return r, marker, err
 }
 
 // undo returns the undo of an acquisition of n permits with marker.

@@ -10,15 +10,15 @@ import (
 	"github.com/relock-go/relock/internal/scripts"
 )
 
-// Replica-synced writes. The synchronizers' calls that change state other
-// than by an acquisition (a release, a count, permits set, added or
-// drained, a lease updated) cannot be undone: another process may have
-// acted on the change already. With replicas to wait for, such a call's
-// script and a WAIT go in one pipeline on the master's connection, as an
-// acquisition's do; a change too few replicas acknowledged stays applied
-// on the master, and the call fails with an error that wraps
-// ErrReplicaSync and says so. ReplicaSync.Retry does not apply to them: a
-// change repeated would be applied twice.
+// Writes. The synchronizers' calls that change state other than by an
+// acquisition (a release, a count, permits set, added or drained, a lease
+// updated) cannot be undone: another process may have acted on the change
+// already. With replicas to wait for, such a call's script and a WAIT go
+// in one pipeline on the master's connection, as an acquisition's do; a
+// change too few replicas acknowledged stays applied on the master, and
+// the call fails with an error that wraps ErrReplicaSync and says so.
+// ReplicaSync.Retry does not apply to them: a change repeated would be
+// applied twice.
 
 // writeCall is one state-changing script call that cannot be undone.
 type writeCall struct {
@@ -37,43 +37,14 @@ type writeCall struct {
 // is applied exactly once when write returns nil; if that fails too, the
 // first error is returned and the outcome is unknown.
 //
-// With replica sync, and replicas to wait for, the script (and a call run
-// again) is followed by a WAIT in one pipeline on the master of w.name. A
-// change too few replicas acknowledged is counted in Stats.SyncShort and
-// returned with an error for which isUnconfirmed holds: it wraps
-// ErrReplicaSync and says the change was applied on the master. Without
-// replica sync write sends exactly what the plain call always sent.
+// Replica sync is a property of the call, as for Client.acquire: where the
+// master of w.name has replicas to wait for, the script (and a call run
+// again) is followed by a WAIT in one pipeline on its connection. A change
+// too few replicas acknowledged is counted in Stats.SyncShort and returned
+// with an error for which isUnconfirmed holds: it wraps ErrReplicaSync and
+// says the change was applied on the master. Without replicas to wait for,
+// write sends the script alone.
 func (c *Client) write(ctx context.Context, w writeCall) (int64, error) {
-	if c.rsync == nil {
-		return c.writePlain(ctx, &w)
-	}
-	return c.writeSynced(ctx, &w)
-}
-
-// writePlain runs w without a WAIT.
-func (c *Client) writePlain(ctx context.Context, w *writeCall) (int64, error) {
-	var v int64
-	var err error
-	if w.direct {
-		v, err = w.script.Run(ctx, c.rdb, w.keys, w.args...).Int64()
-	} else {
-		v, err = c.batch.Do(ctx, w.script, w.keys, w.args, nil)
-	}
-	if !lostReply(w, err) {
-		return v, err
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
-	again, err2 := w.script.Run(rctx, c.rdb, w.keys, w.args...).Int64()
-	cancel()
-	if err2 != nil {
-		return 0, err
-	}
-	return again, nil
-}
-
-// writeSynced runs w, followed by a WAIT when its master has replicas to
-// wait for, and judges the WAIT of a call that changed something.
-func (c *Client) writeSynced(ctx context.Context, w *writeCall) (int64, error) {
 	rs := c.rsync
 	redirects := 0
 	for {
@@ -81,21 +52,18 @@ func (c *Client) writeSynced(ctx context.Context, w *writeCall) (int64, error) {
 		if err != nil {
 			return 0, err // nothing was sent
 		}
-		if t == nil {
-			return c.writePlain(ctx, w)
-		}
-		v, wait, err := c.sendSynced(ctx, t, w)
-		if err != nil && rs.redirected(ctx, err, &redirects) {
+		v, wait, err := c.send(ctx, t, &w)
+		if err != nil && t != nil && rs.redirected(ctx, err, &redirects) {
 			continue
 		}
-		if lostReply(w, err) {
+		if lostReply(&w, err) {
 			var err2 error
-			if v, wait, err2 = c.resendSynced(ctx, t, w); err2 != nil {
+			if v, wait, err2 = c.resend(ctx, t, &w); err2 != nil {
 				return 0, err
 			}
 			err = nil
 		}
-		if err != nil || !w.changed(v) {
+		if err != nil || t == nil || !w.changed(v) {
 			return v, err
 		}
 		if serr := rs.judge(ctx, t, wait); serr != nil {
@@ -106,27 +74,36 @@ func (c *Client) writeSynced(ctx context.Context, w *writeCall) (int64, error) {
 	}
 }
 
-// sendSynced runs w once, followed by t's WAIT on the same connection.
-func (c *Client) sendSynced(ctx context.Context, t *syncTarget, w *writeCall) (int64, redis.Cmder, error) {
-	if w.direct {
-		cmd, wait := batch.Synced(ctx, w.script, w.keys, w.args, &t.bs)
-		v, err := cmd.Int64()
-		return v, wait, err
+// send runs w once, followed by t's WAIT on the same connection when t is
+// not nil.
+func (c *Client) send(ctx context.Context, t *syncTarget, w *writeCall) (int64, redis.Cmder, error) {
+	if !w.direct {
+		return c.batch.DoSync(ctx, w.script, w.keys, w.args, nil, t.batchSync())
 	}
-	return c.batch.DoSync(ctx, w.script, w.keys, w.args, nil, &t.bs)
+	if t == nil {
+		v, err := w.script.Run(ctx, c.rdb, w.keys, w.args...).Int64()
+		return v, nil, err
+	}
+	cmd, wait := batch.Synced(ctx, w.script, w.keys, w.args, &t.bs)
+	v, err := cmd.Int64()
+	return v, wait, err
 }
 
-// resendSynced runs w again, with the same request marker, after its reply
-// was lost: EVAL, then PEXPIRE of the marker, then the WAIT, in one
-// pipeline on the master, within the cleanup timeout. If the first send
-// applied the call, this one finds the marker and writes nothing of its
-// own; refreshing the marker's expiry is a write that makes this
+// resend runs w again, with the same request marker, after its reply was
+// lost, within the cleanup timeout. With t, that is EVAL, then PEXPIRE of
+// the marker, then the WAIT, in one pipeline on the master. If the first
+// send applied the call, this one finds the marker and writes nothing of
+// its own; refreshing the marker's expiry is a write that makes this
 // connection's last write as recent as the first send's, so that the WAIT
 // covers the call whichever send applied it. (Where neither applied
 // anything, there is no marker and nothing to cover.)
-func (c *Client) resendSynced(ctx context.Context, t *syncTarget, w *writeCall) (int64, redis.Cmder, error) {
+func (c *Client) resend(ctx context.Context, t *syncTarget, w *writeCall) (int64, redis.Cmder, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 	defer cancel()
+	if t == nil {
+		v, err := w.script.Run(ctx, c.rdb, w.keys, w.args...).Int64()
+		return v, nil, err
+	}
 	pipe := t.bs.Node.Pipeline()
 	cmd := w.script.QueueSource(ctx, pipe, w.keys, w.args...)
 	pipe.PExpire(ctx, w.marker, c.markerTTL())

@@ -1,0 +1,79 @@
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/scripts"
+)
+
+// acquire runs s, the script of an acquisition of name, through the
+// batcher, and returns its reply and the watchdog time it was sent at.
+// granted says whether a reply means the script took what it asked for; a
+// lost reply is undone with undo, as batch.Do does. Every acquisition of
+// every primitive takes this path.
+//
+// Replica sync is a property of the call: where the master of name has
+// replicas to wait for (replicasync.go), the script and a WAIT go in one
+// pipeline on a connection to it. A grant too few replicas acknowledged is
+// undone with undo and the call fails with an error wrapping
+// ErrReplicaSync, or, with ReplicaSync.Retry, is tried again after a pause
+// until ctx ends: a hold is never made of it. again, when not nil, gives
+// the keys and undo of each try after the first, for a call whose undo
+// leaves its request marker saying "undone" (a Semaphore's).
+func (c *Client) acquire(ctx context.Context, name string, s *scripts.Script, keys, args []any, undo batch.Undo,
+	granted func(int64) bool, again func() ([]any, batch.Undo)) (int64, int64, error) {
+	rs := c.rsync
+	redirects := 0
+	for {
+		t, err := rs.target(ctx, name) // nil without replicas to wait for
+		if err != nil {
+			return 0, 0, err
+		}
+		sent := c.wd.Now()
+		r, wait, err := c.batch.DoSync(ctx, s, keys, args, undo, t.batchSync())
+		if err != nil {
+			if t != nil && rs.redirected(ctx, err, &redirects) {
+				continue
+			}
+			return r, sent, err
+		}
+		if t == nil || !granted(r) {
+			return r, sent, nil
+		}
+		serr := rs.judge(ctx, t, wait)
+		if serr == nil {
+			return r, sent, nil
+		}
+		c.stats.syncShort.Add(1)
+		c.undo(ctx, undo)
+		if !rs.cfg.Retry {
+			return 0, 0, serr
+		}
+		if err := rs.pause(ctx); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return 0, 0, err
+			}
+			return 0, 0, fmt.Errorf("%w (last attempt: %w)", err, serr)
+		}
+		if again != nil {
+			keys, undo = again()
+		}
+	}
+}
+
+// positive and nonNegative are the granted tests of Client.acquire for
+// scripts that return a token when they take the lock, and for the read
+// lock's, whose reply may be 0.
+func positive(r int64) bool    { return r > 0 }
+func nonNegative(r int64) bool { return r >= 0 }
+
+// undo releases an acquisition whose hold will not be handed out, within
+// the cleanup timeout even if ctx has ended.
+func (c *Client) undo(ctx context.Context, u batch.Undo) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
+	defer cancel()
+	u.Undo(ctx)
+}
