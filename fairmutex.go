@@ -3,7 +3,6 @@ package relock
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/relock-go/relock/internal/scripts"
@@ -124,10 +123,7 @@ func (m *FairMutex) Name() string { return m.name }
 // and it holds no subscription, timer or hold. Other errors:
 // ErrInvalidName, ErrInvalidOption, ErrClosed, and Redis errors, wrapped.
 func (m *FairMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
-	if m.c.cfg.tracer != nil {
-		return m.c.traceLock(ctx, "Lock", "fair", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, true) })
-	}
-	return m.lock(ctx, opts, true)
+	return m.c.traced(ctx, "Lock", "fair", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, true) })
 }
 
 // TryLock makes one attempt, which never joins the queue: it succeeds if
@@ -135,10 +131,7 @@ func (m *FairMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error
 // owner may be), or if the caller's owner holds the lock already.
 // Otherwise it returns ErrNotAcquired; other errors are as for Lock.
 func (m *FairMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
-	if m.c.cfg.tracer != nil {
-		return m.c.traceLock(ctx, "TryLock", "fair", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, false) })
-	}
-	return m.lock(ctx, opts, false)
+	return m.c.traced(ctx, "TryLock", "fair", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, false) })
 }
 
 // IsLocked reports whether any owner holds the lock.
@@ -181,9 +174,7 @@ func (m *FairMutex) check() error {
 
 // fairAcquire is one lock call's fixed arguments, shared by its attempts.
 type fairAcquire struct {
-	cfg       lockConfig
-	owner     string
-	reentrant bool
+	lockCall
 	keys      []any
 	args      []any
 	m         *FairMutex
@@ -208,36 +199,24 @@ var (
 )
 
 func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease, error) {
-	if err := m.check(); err != nil {
-		return nil, err
-	}
-	cfg, err := m.c.lockConfig(opts)
+	lc, err := m.c.startLock(ctx, m.check(), "lock", m.name, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("relock: lock %q: %w", m.name, err)
-	}
-	a := &fairAcquire{cfg: cfg, m: m, keys: m.lockKeys}
-	a.owner, a.reentrant = m.c.owner(ctx)
-	lease := m.c.argLease
-	if cfg.fixed {
-		lease = cfg.lease.Milliseconds()
-	}
+	a := &fairAcquire{lockCall: lc, m: m, keys: m.lockKeys}
 	waiter, flag := argZero, argZero
 	if wait {
 		waiter = m.argWaiter
 	}
 	if a.reentrant {
 		flag = argOne
-		marker := suffixed(requestPrefix, m.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
-		a.keys = append(m.lockKeys[:6:6], marker, m.aliveKey)
+		a.keys = append(m.lockKeys[:6:6], requestMarker(m.name, a.owner), m.aliveKey)
 	}
 	grants := argZero // the lease for which another Client's release may grant the lock to the call
-	if wait && !a.reentrant && cfg.spin == nil && !m.c.rsync.mayWait() {
-		grants = lease
+	if wait && !a.reentrant && a.cfg.spin == nil && !m.c.rsync.mayWait() {
+		grants = a.lease
 	}
-	a.args = []any{lease, a.owner, flag, m.c.argMarkerTTL, waiter, argMsgUnlock, m.c.argPublish, m.c.argFencing, grants}
+	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, waiter, argMsgUnlock, m.c.argPublish, m.c.argFencing, grants}
 
 	l, ttl, err := m.attempt(ctx, a)
 	if l != nil || err != nil {

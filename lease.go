@@ -21,6 +21,7 @@ type Lease struct {
 	owner     string
 	ownerArg  any // owner boxed once, for a release's arguments; nil when not yet
 	reentrant bool
+	renewal   uint8 // how the watchdog renews it: kindMutex, or kindRead for a reader
 	token     uint64
 
 	entry *watchdog.Entry // whose deadline and loss this lease follows
@@ -248,6 +249,7 @@ type holdKey struct{ name, owner string }
 // all of the owner's watchdog leases of that lock: one entry renews them
 // all, and its loss ends them all.
 type hold struct {
+	c      *Client
 	key    holdKey
 	entry  *watchdog.Entry
 	leases map[*Lease]struct{}
@@ -266,18 +268,21 @@ func (c *Client) watchUntil(l *Lease, group int, lease time.Duration, fixed bool
 		if fixed {
 			renew = 0 // checked, never extended
 		}
-		l.own = watchdog.Entry{Key: l.name, Owner: l.owner, Group: group, Lease: renew, Data: l}
+		l.own = watchdog.Entry{Key: l.name, Owner: l.owner, Kind: l.renewal, Group: group, Lease: renew, Data: watched(l)}
 		l.entry = &l.own
 		c.wd.Add(l.entry, deadline)
 		return
 	}
 	key := holdKey{l.name, l.owner}
+	if l.renewal == kindRead {
+		key.owner += readHold
+	}
 	c.holdsMu.Lock()
 	defer c.holdsMu.Unlock()
 	h := c.holds[key]
 	if h == nil {
-		h = &hold{key: key, leases: make(map[*Lease]struct{})}
-		h.entry = &watchdog.Entry{Key: l.name, Owner: l.owner, Group: group, Lease: lease, Data: h}
+		h = &hold{c: c, key: key, leases: make(map[*Lease]struct{})}
+		h.entry = &watchdog.Entry{Key: l.name, Owner: l.owner, Kind: l.renewal, Group: group, Lease: lease, Data: watched(h)}
 		c.holds[key] = h
 		c.wd.Add(h.entry, deadline)
 	} else {
@@ -287,20 +292,27 @@ func (c *Client) watchUntil(l *Lease, group int, lease time.Duration, fixed bool
 	l.hold, l.entry = h, h.entry
 }
 
-// lost is the watchdog's Config.Lost: it ends the lease or shared hold an
-// entry stands for.
-func (c *Client) lost(e *watchdog.Entry, err error) {
-	switch d := e.Data.(type) {
-	case *Lease:
-		d.lost(err)
-	case *hold:
-		c.loseHold(d, err)
-	case interface{ lost(error) }: // a Permit, or another hold type of its own
-		d.lost(err)
-	}
+// watched is what a watchdog entry stands for (its Data): a Lease, a
+// reentrant owner's shared hold, or a Permit. Every entry is made with a
+// watched value, so a new kind of hold must say how it is lost.
+type watched interface {
+	lost(err error)
 }
 
-func (c *Client) loseHold(h *hold, err error) {
+var (
+	_ watched = (*Lease)(nil)
+	_ watched = (*hold)(nil)
+	_ watched = (*Permit)(nil)
+)
+
+// lost is the watchdog's Config.Lost: it ends what the entry stands for.
+func (c *Client) lost(e *watchdog.Entry, err error) {
+	e.Data.(watched).lost(err)
+}
+
+// lost ends every lease of the shared hold.
+func (h *hold) lost(err error) {
+	c := h.c
 	c.holdsMu.Lock()
 	if c.holds[h.key] == h {
 		delete(c.holds, h.key)

@@ -1,6 +1,10 @@
 package relock
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
 
 // Locker is what every lock of relock offers: the Mutex, and the locks
 // that follow its contract. Multi and helpers take any Locker.
@@ -14,12 +18,58 @@ type Locker interface {
 	TryLock(ctx context.Context, opts ...LockOption) (*Lease, error)
 }
 
-var _ Locker = (*Mutex)(nil)
-var _ Locker = (*ReadLocker)(nil)
-var _ Locker = (*WriteLocker)(nil)
-var _ Locker = (*FairMutex)(nil)
+// ownLocker is what every locker of relock's provides: a Locker that names
+// the locks it takes, so that Multi refuses a lock listed twice. The
+// compiler checks each one here.
+type ownLocker interface {
+	Locker
+	identified
+}
 
 var (
-	_ Locker = (*MultiLock)(nil)
-	_ Locker = (*RedLock)(nil)
+	_ ownLocker = (*Mutex)(nil)
+	_ ownLocker = (*FairMutex)(nil)
+	_ ownLocker = (*ReadLocker)(nil)
+	_ ownLocker = (*WriteLocker)(nil)
+	_ ownLocker = (*MultiLock)(nil)
+	_ ownLocker = (*RedLock)(nil)
 )
+
+// lockCall is what every lock call of Mutex, FairMutex and RWMutex starts
+// with (Client.startLock): its options, its owner, and its lease as a
+// script argument.
+type lockCall struct {
+	cfg       lockConfig
+	owner     string
+	reentrant bool
+	lease     any // the lease in ms, as a script argument
+}
+
+// startLock is the prologue of every lock call: it refuses a call on an
+// invalid handle or a closed Client (check, the handle's own check), bad
+// options and an ended ctx, and finds the call's owner. op names the call
+// in errors.
+func (c *Client) startLock(ctx context.Context, check error, op, name string, opts []LockOption) (lockCall, error) {
+	if check != nil {
+		return lockCall{}, check
+	}
+	cfg, err := c.lockConfig(opts)
+	if err != nil {
+		return lockCall{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return lockCall{}, fmt.Errorf("relock: %s %q: %w", op, name, err)
+	}
+	lc := lockCall{cfg: cfg, lease: c.argLease}
+	lc.owner, lc.reentrant = c.owner(ctx)
+	if cfg.fixed {
+		lc.lease = cfg.lease.Milliseconds()
+	}
+	return lc, nil
+}
+
+// requestMarker returns a new request marker key for a call of a reentrant
+// owner on name, which makes a retried request apply once.
+func requestMarker(name, owner string) string {
+	return suffixed(requestPrefix, name, owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
+}

@@ -3,7 +3,6 @@ package relock
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/relock-go/relock/internal/notify"
@@ -69,19 +68,13 @@ func (m *Mutex) Name() string { return m.name }
 // Other errors: ErrInvalidName, ErrInvalidOption, ErrClosed,
 // ErrReplicaSync (see WithReplicaSync), and Redis errors, wrapped.
 func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
-	if m.c.cfg.tracer != nil {
-		return m.c.traceLock(ctx, "Lock", "mutex", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, true) })
-	}
-	return m.lock(ctx, opts, true)
+	return m.c.traced(ctx, "Lock", "mutex", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, true) })
 }
 
 // TryLock makes one attempt. A lock held by another owner gives
 // ErrNotAcquired; other errors are as for Lock.
 func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
-	if m.c.cfg.tracer != nil {
-		return m.c.traceLock(ctx, "TryLock", "mutex", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, false) })
-	}
-	return m.lock(ctx, opts, false)
+	return m.c.traced(ctx, "TryLock", "mutex", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, false) })
 }
 
 // IsLocked reports whether any owner holds the lock.
@@ -142,17 +135,15 @@ func (m *Mutex) check() error {
 
 // acquire is one lock call's fixed arguments, shared by its attempts.
 type acquire struct {
-	cfg       lockConfig
-	owner     string
-	reentrant bool
-	keys      []any
-	args      []any
-	m         *Mutex
-	waits     bool   // it queues as it finds the lock held
-	kind      any    // its kind of waiter (Client.waiterKind), fixed for all its attempts
-	member    string // its place in the queue of waiters, once asked for
-	joined    int64  // when the first attempt that may have queued it was sent
-	other     bool   // the holder its last attempt found is not a relock client
+	lockCall
+	keys   []any
+	args   []any
+	m      *Mutex
+	waits  bool   // it queues as it finds the lock held
+	kind   any    // its kind of waiter (Client.waiterKind), fixed for all its attempts
+	member string // its place in the queue of waiters, once asked for
+	joined int64  // when the first attempt that may have queued it was sent
+	other  bool   // the holder its last attempt found is not a relock client
 }
 
 // queueMember returns the call's member of the queue of waiters
@@ -168,34 +159,22 @@ func (a *acquire) queueMember() string {
 func (a *acquire) Undo(ctx context.Context) { a.m.abandon(ctx, a) }
 
 func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease, error) {
-	if err := m.check(); err != nil {
-		return nil, err
-	}
-	cfg, err := m.c.lockConfig(opts)
+	lc, err := m.c.startLock(ctx, m.check(), "lock", m.name, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("relock: lock %q: %w", m.name, err)
-	}
-	a := &acquire{cfg: cfg, m: m, kind: argEmpty}
-	a.owner, a.reentrant = m.c.owner(ctx)
-	lease := m.c.argLease
-	if cfg.fixed {
-		lease = cfg.lease.Milliseconds()
-	}
-	if wait && cfg.spin == nil {
+	a := &acquire{lockCall: lc, m: m, kind: argEmpty}
+	if wait && a.cfg.spin == nil {
 		a.waits = true
 		a.kind = m.c.waiterKind(a.reentrant)
 	}
 	flag := argZero
 	a.keys = m.lockKeys // one-shot owners need no request marker
 	if a.reentrant {
-		marker := suffixed(requestPrefix, m.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
-		a.keys = []any{m.name, m.counter, m.named, marker, m.queue}
+		a.keys = []any{m.name, m.counter, m.named, requestMarker(m.name, a.owner), m.queue}
 		flag = argOne
 	}
-	a.args = []any{lease, a.owner, flag, m.c.argMarkerTTL, m.c.argFencing, a.kind, argGrantTTL, argZero}
+	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, m.c.argFencing, a.kind, argGrantTTL, argZero}
 
 	l, ttl, err := m.attempt(ctx, a)
 	if err != nil && !isServerError(err) {
@@ -207,7 +186,7 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	if !wait {
 		return nil, ErrNotAcquired
 	}
-	if cfg.spin != nil {
+	if a.cfg.spin != nil {
 		return m.spin(ctx, a, ttl)
 	}
 	return m.wait(ctx, a, ttl)

@@ -182,7 +182,7 @@ func (p *Permit) watchUntil(lease time.Duration, fixed bool, deadline int64) {
 	if fixed {
 		renew = 0
 	}
-	e := &watchdog.Entry{Key: p.ps.timeoutKey, Owner: p.raw, Kind: kindPsem, Group: p.ps.group, Lease: renew, Data: p}
+	e := &watchdog.Entry{Key: p.ps.timeoutKey, Owner: p.raw, Kind: kindPsem, Group: p.ps.group, Lease: renew, Data: watched(p)}
 	p.entry.Store(e)
 	p.ps.c.wd.Add(e, deadline)
 }

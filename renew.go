@@ -24,9 +24,12 @@ const (
 	kindMutex uint8 = iota // a lock hash: field <owner>
 	kindRead               // a read-write lock's reader: field <owner> and its hold keys
 	kindPsem               // a permit semaphore's held permits zset: member <permit id>
+	kinds                  // the number of kinds
 )
 
-var renewScripts = []*scripts.Script{
+// renewScripts has a script for every kind (a test checks that none is
+// missing).
+var renewScripts = [kinds]*scripts.Script{
 	kindMutex: scripts.Renew,
 	kindRead:  scripts.RWRenew,
 	kindPsem:  scripts.PermitRenew,

@@ -79,19 +79,13 @@ func (rw *RWMutex) Name() string { return rw.name }
 // Other errors: ErrInvalidName, ErrInvalidOption, ErrClosed, ErrWrongType,
 // and Redis errors, wrapped.
 func (rw *RWMutex) RLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
-	if rw.c.cfg.tracer != nil {
-		return rw.c.traceLock(ctx, "RLock", "rw", rw.name, func(ctx context.Context) (*Lease, error) { return rw.lock(ctx, opts, false, true) })
-	}
-	return rw.lock(ctx, opts, false, true)
+	return rw.c.traced(ctx, "RLock", "rw", rw.name, func(ctx context.Context) (*Lease, error) { return rw.lock(ctx, opts, false, true) })
 }
 
 // TryRLock makes one attempt at the read lock. A lock held by a writer of
 // another owner gives ErrNotAcquired; other errors are as for RLock.
 func (rw *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
-	if rw.c.cfg.tracer != nil {
-		return rw.c.traceLock(ctx, "TryRLock", "rw", rw.name, func(ctx context.Context) (*Lease, error) { return rw.lock(ctx, opts, false, false) })
-	}
-	return rw.lock(ctx, opts, false, false)
+	return rw.c.traced(ctx, "TryRLock", "rw", rw.name, func(ctx context.Context) (*Lease, error) { return rw.lock(ctx, opts, false, false) })
 }
 
 // Lock blocks until the write lock is held, ctx ends, or the Client is
@@ -104,20 +98,14 @@ func (rw *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (*Lease, er
 // for its own read holds. The other errors, and what cancelling leaves
 // behind, are as for RLock.
 func (rw *RWMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
-	if rw.c.cfg.tracer != nil {
-		return rw.c.traceLock(ctx, "Lock", "rw", rw.name, func(ctx context.Context) (*Lease, error) { return rw.lock(ctx, opts, true, true) })
-	}
-	return rw.lock(ctx, opts, true, true)
+	return rw.c.traced(ctx, "Lock", "rw", rw.name, func(ctx context.Context) (*Lease, error) { return rw.lock(ctx, opts, true, true) })
 }
 
 // TryLock makes one attempt at the write lock. A lock held by others gives
 // ErrNotAcquired; a lock this owner only reads gives ErrUpgrade; other
 // errors are as for Lock.
 func (rw *RWMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
-	if rw.c.cfg.tracer != nil {
-		return rw.c.traceLock(ctx, "TryLock", "rw", rw.name, func(ctx context.Context) (*Lease, error) { return rw.lock(ctx, opts, true, false) })
-	}
-	return rw.lock(ctx, opts, true, false)
+	return rw.c.traced(ctx, "TryLock", "rw", rw.name, func(ctx context.Context) (*Lease, error) { return rw.lock(ctx, opts, true, false) })
 }
 
 // IsLocked reports whether anyone holds the lock, in either mode.

@@ -3,12 +3,10 @@ package relock
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/relock-go/relock/internal/scripts"
-	"github.com/relock-go/relock/internal/watchdog"
 )
 
 // argUndo selects the undo mode of the read-write unlock scripts.
@@ -17,14 +15,12 @@ var argUndo any = "2"
 // rwAcquire is one RWMutex lock call's fixed arguments, shared by its
 // attempts.
 type rwAcquire struct {
-	rw        *RWMutex
-	write     bool
-	cfg       lockConfig
-	owner     string // the owner id
-	field     string // the hold's hash field: owner, or owner + ":write"
-	reentrant bool
-	keys      []any // KEYS[3] is the request marker of a reentrant owner
-	args      []any
+	lockCall
+	rw    *RWMutex
+	write bool
+	field string // the hold's hash field: owner, or owner + ":write"
+	keys  []any  // KEYS[3] is the request marker of a reentrant owner
+	args  []any
 }
 
 // Undo undoes an attempt whose reply was lost, if Redis applied it
@@ -57,33 +53,22 @@ func rwUnlockScript(write bool) (*scripts.Script, any) {
 }
 
 func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool) (*Lease, error) {
-	if err := rw.check(); err != nil {
-		return nil, err
-	}
-	cfg, err := rw.c.lockConfig(opts)
+	lc, err := rw.c.startLock(ctx, rw.check(), rwOp(write, "lock"), rw.name, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("relock: %s %q: %w", rwOp(write, "lock"), rw.name, err)
-	}
-	a := &rwAcquire{rw: rw, write: write, cfg: cfg}
-	a.owner, a.reentrant = rw.c.owner(ctx)
+	a := &rwAcquire{lockCall: lc, rw: rw, write: write}
 	a.field = a.owner
 	if write {
 		a.field += ":write"
 	}
-	lease := rw.c.argLease
-	if cfg.fixed {
-		lease = cfg.lease.Milliseconds()
-	}
 	flag, marker := argZero, rw.name // one-shot owners need no request marker
 	if a.reentrant {
 		flag = argOne
-		marker = suffixed(requestPrefix, rw.name, a.owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
+		marker = requestMarker(rw.name, a.owner)
 	}
 	a.keys = []any{rw.name, rw.counter, rw.named, marker}
-	a.args = []any{lease, a.owner, flag, rw.c.argMarkerTTL, rw.prefix}
+	a.args = []any{a.lease, a.owner, flag, rw.c.argMarkerTTL, rw.prefix}
 	if write {
 		a.args[4] = rw.c.argFencing
 	}
@@ -198,13 +183,12 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		token:     uint64(r),
 		done:      make(chan struct{}),
 	}
-	if a.write {
-		// A writer's hold is the hash field <owner>:write: the Mutex's
-		// renewal keeps it.
-		rw.c.watch(l, rw.group, a.cfg.lease, a.cfg.fixed, sent)
-	} else {
-		rw.c.watchRead(l, rw.group, a.cfg.lease, a.cfg.fixed, sent)
+	// A writer's hold is the hash field <owner>:write: the Mutex's
+	// renewal keeps it. A reader's is its field and hold keys.
+	if !a.write {
+		l.renewal = kindRead
 	}
+	rw.c.watch(l, rw.group, a.cfg.lease, a.cfg.fixed, sent)
 	rw.c.stats.acquired.Add(1)
 	return l, 0, nil
 }
@@ -232,36 +216,6 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 // readHold tells a reentrant owner's shared read hold apart from its write
 // hold ("<owner>:write") and from a Mutex hold ("<owner>") in Client.holds.
 const readHold = ":read"
-
-// watchRead starts watching a new read lease, as Client.watch does for a
-// Mutex, with the reader renewal: the owner's field and hold keys.
-func (c *Client) watchRead(l *Lease, group int, lease time.Duration, fixed bool, sent int64) {
-	deadline := watchdog.DeadlineFor(sent, lease)
-	if fixed || !l.reentrant {
-		renew := lease
-		if fixed {
-			renew = 0 // checked, never extended
-		}
-		l.own = watchdog.Entry{Key: l.name, Owner: l.owner, Kind: kindRead, Group: group, Lease: renew, Data: l}
-		l.entry = &l.own
-		c.wd.Add(l.entry, deadline)
-		return
-	}
-	key := holdKey{l.name, l.owner + readHold}
-	c.holdsMu.Lock()
-	defer c.holdsMu.Unlock()
-	h := c.holds[key]
-	if h == nil {
-		h = &hold{key: key, leases: make(map[*Lease]struct{})}
-		h.entry = &watchdog.Entry{Key: l.name, Owner: l.owner, Kind: kindRead, Group: group, Lease: lease, Data: h}
-		c.holds[key] = h
-		c.wd.Add(h.entry, deadline)
-	} else {
-		h.entry.Extend(deadline)
-	}
-	h.leases[l] = struct{}{}
-	l.hold, l.entry = h, h.entry
-}
 
 // Waiting writers of one Client take turns: only one of them at a time
 // sleeps on the release channel, the others wait for their turn here.

@@ -30,9 +30,13 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	}
 }
 
-// traceLock runs lock, a lock call named op of the lock name of the kind
-// given, in a span.
-func (c *Client) traceLock(ctx context.Context, op, kind, name string, lock func(context.Context) (*Lease, error)) (*Lease, error) {
+// traced runs lock, a lock call named op of the lock name of the kind
+// given: in a span when tracing is on. Every lock call of Mutex,
+// FairMutex and RWMutex goes through it.
+func (c *Client) traced(ctx context.Context, op, kind, name string, lock func(context.Context) (*Lease, error)) (*Lease, error) {
+	if c.cfg.tracer == nil {
+		return lock(ctx)
+	}
 	ctx, span := c.cfg.tracer.Start(ctx, "relock."+op, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("relock.name", name), attribute.String("relock.kind", kind)))
 	defer span.End()
