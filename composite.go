@@ -23,7 +23,7 @@ type parts struct {
 // soon as fewer than quorum of them are held. c is the Client whose logger
 // reports its loss.
 func newComposite(c *Client, name string, token uint64, members []*Lease, quorum int) *Lease {
-	l := &Lease{c: c, name: name, token: token, done: make(chan struct{}), parts: &parts{members: members, quorum: quorum}}
+	l := &Lease{c: c, name: name, token: token, end: newEnding(), parts: &parts{members: members, quorum: quorum}}
 	// Once the composite is lost, finish stops renewing its surviving
 	// members.
 	for _, m := range members {
@@ -37,7 +37,7 @@ func newComposite(c *Client, name string, token uint64, members []*Lease, quorum
 // check ends l as lost when fewer than a quorum of its members are held.
 // A member released by l's own Unlock still counts: only a loss does not.
 func (p *parts) check(l *Lease) {
-	if l.err.Load() != nil {
+	if l.end.err.Load() != nil {
 		return
 	}
 	held, all := 0, 0

@@ -254,7 +254,7 @@ func (m *FairMutex) newLease(owner string, reentrant bool, token uint64) *Lease 
 		owner:     owner,
 		reentrant: reentrant,
 		token:     token,
-		done:      make(chan struct{}),
+		end:       newEnding(),
 	}
 }
 

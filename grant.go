@@ -367,7 +367,7 @@ func (c *Client) takeNews(w *localWaiter) (*grant, time.Duration) {
 // accept makes the Lease of a grant to call a, or returns nil when the
 // grant may have run out already (see Client.granted).
 func (m *Mutex) accept(a *acquire, g *grant) *Lease {
-	l := &Lease{c: m.c, rel: m, name: m.name, owner: a.owner, token: g.token, done: make(chan struct{})}
+	l := &Lease{c: m.c, rel: m, name: m.name, owner: a.owner, token: g.token, end: newEnding()}
 	if !m.c.granted(l, m.group, a.cfg, g, a.joined) {
 		return nil
 	}
@@ -437,7 +437,7 @@ func (m *Mutex) settle(w *localWaiter, r int64, err error, sent int64) {
 // script sent at sent, and gives it to w, or frees it if w gave up
 // meanwhile.
 func (m *Mutex) pass(w *localWaiter, token uint64, sent int64) {
-	next := &Lease{c: m.c, rel: m, name: m.name, owner: w.owner, token: token, done: make(chan struct{})}
+	next := &Lease{c: m.c, rel: m, name: m.name, owner: w.owner, token: token, end: newEnding()}
 	m.c.watch(next, m.group, w.lease, w.fixed, sent)
 	m.c.stats.acquired.Add(1)
 	m.c.stats.handoffs.Add(1)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/relock-go/relock/internal/watchdog"
@@ -28,8 +27,7 @@ type Lease struct {
 	own   watchdog.Entry  // the entry of a lease not sharing a hold
 	hold  *hold           // the shared hold of a reentrant watchdog lease
 
-	done chan struct{}
-	err  atomic.Pointer[error]
+	end ending
 
 	mu       sync.Mutex // serialises Unlock
 	released bool       // a release was confirmed by Redis
@@ -74,50 +72,32 @@ func (l *Lease) Token() uint64 { return l.token }
 
 // Done returns a channel that is closed when the hold ends: unlocked, lost,
 // expired (WithLease), or cut short by Client.Close.
-func (l *Lease) Done() <-chan struct{} { return l.done }
+func (l *Lease) Done() <-chan struct{} { return l.end.done }
 
 // Err returns nil while the lease is held, ErrReleased after Unlock, and
 // ErrLockLost once the hold is lost. Err judges the hold's local deadline
 // itself on every call, so a process that resumes after a long pause sees
 // ErrLockLost at once, before any timer has had a chance to run.
-func (l *Lease) Err() error {
-	if p := l.err.Load(); p != nil {
-		<-l.done // being ended elsewhere: Done closes within moments
-		return *p
-	}
-	if l.parts != nil {
-		l.parts.check(l)
-	} else {
-		l.c.wd.Check(l.entry)
-	}
-	if p := l.err.Load(); p != nil {
-		<-l.done
-		return *p
-	}
-	// The watchdog may be declaring the loss this very moment, between
-	// ending the entry and recording the error: the deadline decides.
-	if l.entry != nil && l.entry.Deadline() <= l.c.wd.Now() {
-		l.finish(ErrLockLost, watchdog.ErrDeadline.Error())
-		<-l.done
-		return *l.err.Load()
-	}
-	return nil
-}
+func (l *Lease) Err() error { return holdErr(l) }
 
 // Context returns a context derived from parent that is cancelled when the
 // hold ends; context.Cause then returns what Err returns. Call cancel when
 // done with it.
 func (l *Lease) Context(parent context.Context) (ctx context.Context, cancel context.CancelFunc) {
-	ctx, cancelCause := context.WithCancelCause(parent)
-	go func() {
-		select {
-		case <-l.done:
-			cancelCause(l.Err())
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { cancelCause(context.Canceled) }
+	return holdContext(l, parent)
 }
+
+func (l *Lease) ending() *ending { return &l.end }
+
+func (l *Lease) judge() {
+	if l.parts != nil {
+		l.parts.check(l)
+	} else {
+		l.c.wd.Check(l.entry)
+	}
+}
+
+func (l *Lease) watchEntry() (*watchdog.Entry, *watchdog.Watchdog) { return l.entry, l.c.wd }
 
 // Unlock releases this hold. It returns ErrNotHeld if the hold is no longer
 // in Redis (it expired, was deleted, or this lease was unlocked already);
@@ -165,33 +145,11 @@ func (l *Lease) unlock(ctx context.Context) error {
 }
 
 // lost is called by the watchdog when the hold is lost.
-func (l *Lease) lost(cause error) {
-	if errors.Is(cause, ErrClosed) {
-		l.finish(errClosedLost, "client closed")
-		return
-	}
-	if cause == watchdog.ErrDeadline && l.entry.Lease == 0 {
-		l.finish(ErrLockLost, "fixed lease ran out")
-		return
-	}
-	l.finish(ErrLockLost, cause.Error())
-}
-
-// released is ErrReleased by reference: the end of most holds, stored
-// without an allocation.
-var released = ErrReleased
-
-// errRef returns a reference to err for a hold's atomic outcome.
-func errRef(err error) *error {
-	if err == ErrReleased {
-		return &released
-	}
-	return &err
-}
+func (l *Lease) lost(cause error) { holdLost(l, cause) }
 
 // finish records how the lease ended and closes Done, once.
 func (l *Lease) finish(err error, cause string) {
-	if !l.err.CompareAndSwap(nil, errRef(err)) {
+	if !l.end.record(err) {
 		return
 	}
 	if l.parts != nil && errors.Is(err, ErrLockLost) {
@@ -202,7 +160,7 @@ func (l *Lease) finish(err error, cause string) {
 			drop(m)
 		}
 	}
-	close(l.done)
+	close(l.end.done)
 	if errors.Is(err, ErrLockLost) {
 		if l.parts == nil { // a composite's members count for it
 			l.c.stats.lost.Add(1)

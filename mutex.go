@@ -377,7 +377,7 @@ func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration,
 		ownerArg:  a.args[1],
 		reentrant: a.reentrant,
 		token:     uint64(r),
-		done:      make(chan struct{}),
+		end:       newEnding(),
 	}
 	m.c.watch(l, m.group, a.cfg.lease, a.cfg.fixed, sent)
 	m.c.stats.acquired.Add(1)

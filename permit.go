@@ -22,8 +22,7 @@ type Permit struct {
 
 	entry atomic.Pointer[watchdog.Entry] // replaced by UpdateLease
 
-	done chan struct{}
-	err  atomic.Pointer[error]
+	end ending
 
 	mu       sync.Mutex // serialises Release and UpdateLease
 	released bool       // a release was confirmed by Redis
@@ -40,48 +39,27 @@ func (p *Permit) Name() string { return p.ps.name }
 
 // Done returns a channel that is closed when the hold ends: released,
 // lost, expired (WithLease), or cut short by Client.Close.
-func (p *Permit) Done() <-chan struct{} { return p.done }
+func (p *Permit) Done() <-chan struct{} { return p.end.done }
 
 // Err returns nil while the permit is held, ErrReleased after Release, and
 // ErrLockLost once it is lost: its lease ran out, a renewal found it gone
 // (reclaimed, or released by id), or no renewal was confirmed before its
 // local deadline. Like Lease.Err, it judges the deadline itself on every
 // call.
-func (p *Permit) Err() error {
-	if e := p.err.Load(); e != nil {
-		<-p.done // being ended elsewhere: Done closes within moments
-		return *e
-	}
-	entry := p.entry.Load()
-	p.ps.c.wd.Check(entry)
-	if e := p.err.Load(); e != nil {
-		<-p.done
-		return *e
-	}
-	// The watchdog may be declaring the loss this very moment, between
-	// ending the entry and recording the error: the deadline decides.
-	if entry != nil && entry.Deadline() <= p.ps.c.wd.Now() {
-		p.finish(ErrLockLost, watchdog.ErrDeadline.Error())
-		<-p.done
-		return *p.err.Load()
-	}
-	return nil
-}
+func (p *Permit) Err() error { return holdErr(p) }
 
 // Context returns a context derived from parent that is cancelled when the
 // hold ends; context.Cause then returns what Err returns. Call cancel when
 // done with it.
 func (p *Permit) Context(parent context.Context) (ctx context.Context, cancel context.CancelFunc) {
-	ctx, cancelCause := context.WithCancelCause(parent)
-	go func() {
-		select {
-		case <-p.done:
-			cancelCause(p.Err())
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { cancelCause(context.Canceled) }
+	return holdContext(p, parent)
 }
+
+func (p *Permit) ending() *ending { return &p.end }
+
+func (p *Permit) judge() { p.ps.c.wd.Check(p.entry.Load()) }
+
+func (p *Permit) watchEntry() (*watchdog.Entry, *watchdog.Watchdog) { return p.entry.Load(), p.ps.c.wd }
 
 // Release gives the permit back and wakes waiters. It returns ErrNotHeld
 // if the permit is no longer held (its lease ran out, it was reclaimed or
@@ -189,24 +167,14 @@ func (p *Permit) watchUntil(lease time.Duration, fixed bool, deadline int64) {
 
 // lost is called through Client.lost when the watchdog declares the
 // permit lost.
-func (p *Permit) lost(cause error) {
-	if errors.Is(cause, ErrClosed) {
-		p.finish(errClosedLost, "client closed")
-		return
-	}
-	if cause == watchdog.ErrDeadline && p.entry.Load().Lease == 0 {
-		p.finish(ErrLockLost, "fixed lease ran out")
-		return
-	}
-	p.finish(ErrLockLost, cause.Error())
-}
+func (p *Permit) lost(cause error) { holdLost(p, cause) }
 
 // finish records how the hold ended and closes Done, once.
 func (p *Permit) finish(err error, cause string) {
-	if !p.err.CompareAndSwap(nil, errRef(err)) {
+	if !p.end.record(err) {
 		return
 	}
-	close(p.done)
+	close(p.end.done)
 	if errors.Is(err, ErrLockLost) {
 		p.ps.c.stats.lost.Add(1)
 		p.ps.c.cfg.logger.Warn("relock: permit lost", "name", p.ps.name, "permit", p.id, "cause", cause)

@@ -301,7 +301,7 @@ func (ps *PermitSemaphore) attempt(ctx context.Context, a *permitAttempt) (*Perm
 	if r < 0 {
 		return nil, fallbackRecheck, nil
 	}
-	p := &Permit{ps: ps, raw: a.raw, id: hex.EncodeToString([]byte(a.raw)), done: make(chan struct{})}
+	p := &Permit{ps: ps, raw: a.raw, id: hex.EncodeToString([]byte(a.raw)), end: newEnding()}
 	p.watch(a.cfg.lease, a.cfg.fixed, sent)
 	ps.c.stats.acquired.Add(1)
 	return p, 0, nil

@@ -181,7 +181,7 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		owner:     a.field,
 		reentrant: a.reentrant,
 		token:     uint64(r),
-		done:      make(chan struct{}),
+		end:       newEnding(),
 	}
 	// A writer's hold is the hash field <owner>:write: the Mutex's
 	// renewal keeps it. A reader's is its field and hold keys.
