@@ -189,7 +189,7 @@ func (ps *PermitSemaphore) UpdateLease(ctx context.Context, id string, d time.Du
 	return nil
 }
 
-// updateLease runs psem_updatelease.lua and reports whether the permit was
+// updateLease runs permit_updatelease.lua and reports whether the permit was
 // held. An update applied on the master that too few replicas
 // acknowledged reports true, with an error for which isUnconfirmed holds.
 func (ps *PermitSemaphore) updateLease(ctx context.Context, raw string, d time.Duration) (bool, error) {
@@ -276,7 +276,7 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 	return p, nil
 }
 
-// attempt runs psem_acquire.lua once (with ReplicaSync.Retry, until
+// attempt runs permit_acquire.lua once (with ReplicaSync.Retry, until
 // enough replicas acknowledge a grant). It returns a Permit, or how long
 // to wait at most before trying again, or an error. An attempt whose
 // outcome is unknown, or that too few replicas acknowledged, is undone

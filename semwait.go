@@ -25,7 +25,7 @@ import (
 // (a request too large is skipped, not allowed to hold up smaller ones
 // behind it: other clients compete for the permits anyway). A count of 0
 // wakes every waiter: nothing was freed, but a permit's lease was cut below
-// the earliest expiry the waiters were told (psem_updatelease.lua), and
+// the earliest expiry the waiters were told (permit_updatelease.lua), and
 // each must learn the new one. The policy tells the hub to wake nobody. A
 // reconnect still wakes every waiter through the hub.
 

@@ -4,11 +4,11 @@ package scripts
 // of fair_queue.lua put between its header and its body, so that its
 // source still begins with its header.
 var (
-	FairLock        = loadWith("fair_lock", "fair_queue", "fence")
-	FairUnlock      = loadWith("fair_unlock", "fair_queue", "fence")
+	FairLock        = loadWith("fair_lock", "clock", "fair_queue", "fence")
+	FairUnlock      = loadWith("fair_unlock", "clock", "fair_queue", "fence")
 	FairLeave       = loadFair("fair_leave")
 	FairForceUnlock = loadFair("fair_forceunlock")
 	FairTell        = loadFair("fair_tell")
 )
 
-func loadFair(name string) *Script { return loadWith(name, "fair_queue") }
+func loadFair(name string) *Script { return loadWith(name, "clock", "fair_queue") }

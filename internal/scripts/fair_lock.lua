@@ -89,4 +89,4 @@ if changed then
     wake(head, ARGV[7], ARGV[6])
 end
 enqueue()
-return -1 - (deadline - clock())
+return -1 - (deadline - now_ms())

@@ -33,16 +33,6 @@
 local QUEUE_WAIT = 300000
 local ALIVE = KEYS[#KEYS]
 
-local now
--- clock returns the server's time in milliseconds, read once per call.
-local function clock()
-    if not now then
-        local t = redis.call('time')
-        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
-    return now
-end
-
 -- deadline returns when waiter owner counts as dead: for a relock waiter
 -- its liveness deadline, for any other its score (Redisson's rule); nil
 -- for an entry without a score.
@@ -75,7 +65,7 @@ local function purge()
     local changed = false
     while head do
         local d = deadline(head)
-        if d and d > clock() then
+        if d and d > now_ms() then
             return head, changed, d
         end
         redis.call('lpop', KEYS[2])
@@ -140,12 +130,12 @@ local function join(owner, timeout, lease)
         local last = redis.call('lindex', KEYS[2], -1)
         local base = last and tonumber(redis.call('zscore', KEYS[3], last))
         if not base then
-            base = clock() + math.max(redis.call('pttl', KEYS[1]), 0)
+            base = now_ms() + math.max(redis.call('pttl', KEYS[1]), 0)
         end
         score = math.max(score or 0, base + QUEUE_WAIT)
         redis.call('rpush', KEYS[2], owner)
     end
-    local alive = clock() + timeout
+    local alive = now_ms() + timeout
     score = math.max(score or 0, alive + at * QUEUE_WAIT)
     redis.call('zadd', KEYS[3], score, owner)
     redis.call('hset', ALIVE, owner, alive .. ':' .. (lease or '0'))

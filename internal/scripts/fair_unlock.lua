@@ -74,7 +74,7 @@ else
         redis.call('pexpire', KEYS[1], ARGV[candidate + 1])
         result = {token, (candidate - 6) / 2}
     elseif head and ARGV[7] ~= '0' and grantable(head) then
-        local left = deadline(head) - clock()
+        local left = deadline(head) - now_ms()
         local ttl = math.min(grantable(head), tonumber(ARGV[7]))
         take(head)
         local token = fence(KEYS[5], KEYS[6], ARGV[6])

@@ -47,8 +47,7 @@ end
 local f = redis.call('hmget', KEYS[1], ARGV[2], token_field)
 if not f[1] then
     if ARGV[6] ~= '' then
-        local t = redis.call('time')
-        redis.call('zadd', KEYS[5], 'nx', t[1] * 1000 + math.floor(t[2] / 1000), member())
+        redis.call('zadd', KEYS[5], 'nx', now_ms(), member())
         local keep = math.max(ttl, 1000) + tonumber(ARGV[7])
         if redis.call('pttl', KEYS[5]) < keep then
             redis.call('pexpire', KEYS[5], keep)

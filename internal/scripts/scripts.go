@@ -45,8 +45,8 @@ func Named(name string) *Script { return byName[name] }
 
 // The scripts. Each file's header names its KEYS, ARGV and return values.
 var (
-	Lock        = loadWith("lock", "fence")
-	Unlock      = loadWith("unlock", "fence", "queue")
+	Lock        = loadWith("lock", "clock", "fence")
+	Unlock      = loadWith("unlock", "clock", "fence", "queue")
 	Abandon     = load("abandon")
 	Renew       = load("renew")
 	ForceUnlock = loadWith("forceunlock", "queue")

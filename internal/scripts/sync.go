@@ -3,8 +3,8 @@ package scripts
 // The synchronizers' scripts: Semaphore (Redisson's RSemaphore layout),
 // PermitSemaphore (RPermitExpirableSemaphore) and CountDownLatch
 // (RCountDownLatch). Each file's header names its KEYS, ARGV and return
-// values. The permit semaphore's scripts have the functions of
-// psem_lib.lua put between their header and their body.
+// values. The permit semaphore's scripts have the functions of clock.lua
+// and permit_lib.lua put between their header and their body.
 var (
 	SemAcquire       = load("sem_acquire")
 	SemUndo          = load("sem_undo")
@@ -12,11 +12,11 @@ var (
 	SemTrySetPermits = load("sem_trysetpermits")
 	SemDrain         = load("sem_drain")
 
-	PermitAcquire     = loadPermit("psem_acquire")
-	PermitRelease     = loadPermit("psem_release")
-	PermitAvailable   = loadPermit("psem_available")
-	PermitUpdateLease = loadPermit("psem_updatelease")
-	PermitRenew       = loadPermit("psem_renew")
+	PermitAcquire     = loadPermit("permit_acquire")
+	PermitRelease     = loadPermit("permit_release")
+	PermitAvailable   = loadPermit("permit_available")
+	PermitUpdateLease = loadPermit("permit_updatelease")
+	PermitRenew       = loadPermit("permit_renew")
 
 	LatchTrySetCount = load("latch_trysetcount")
 	LatchCountDown   = load("latch_countdown")
@@ -29,4 +29,4 @@ var SyncScripts = []*Script{
 	LatchTrySetCount, LatchCountDown,
 }
 
-func loadPermit(name string) *Script { return loadWith(name, "psem_lib") }
+func loadPermit(name string) *Script { return loadWith(name, "clock", "permit_lib") }

@@ -121,8 +121,7 @@ if grantee then
     if mine and grantee == ARGV[10] then
         result = -token
     else
-        local t = redis.call('time')
-        local now = t[1] * 1000 + math.floor(t[2] / 1000)
+        local now = now_ms()
         local age = 0
         for i = 1, #queue, 2 do
             if queue[i] == grantee then

@@ -1,4 +1,4 @@
--- psem_acquire.lua: take one permit of a permit semaphore, with an id and
+-- permit_acquire.lua: take one permit of a permit semaphore, with an id and
 -- a lease (Redisson RPermitExpirableSemaphore layout).
 --
 -- KEYS[1]  free permits (string)

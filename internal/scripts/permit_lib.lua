@@ -1,12 +1,5 @@
--- psem_lib.lua: functions shared by the permit semaphore's scripts, put
+-- permit_lib.lua: functions shared by the permit semaphore's scripts, put
 -- between each script's header and its body. Not a script of its own.
-
--- now_ms returns the server's clock in unix milliseconds: permits expire
--- by the server's time, never a client's.
-local function now_ms()
-    local t = redis.call('time')
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- reclaim removes every permit whose expiry is at or before now from the
 -- expiries zset and adds them back to the free count. It returns how many

@@ -1,4 +1,4 @@
--- psem_release.lua: give back one permit of a permit semaphore by its id.
+-- permit_release.lua: give back one permit of a permit semaphore by its id.
 --
 -- KEYS[1]  free permits (string)
 -- KEYS[2]  held permits (zset: permit id -> expiry in unix ms)

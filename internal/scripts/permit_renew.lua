@@ -1,4 +1,4 @@
--- psem_renew.lua: renew or check many held permits in one call (keys of
+-- permit_renew.lua: renew or check many held permits in one call (keys of
 -- one slot).
 --
 -- KEYS[i]     held permits zset of permit i (permit id -> expiry in unix ms)

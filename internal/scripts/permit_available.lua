@@ -1,4 +1,4 @@
--- psem_available.lua: the number of free permits of a permit semaphore,
+-- permit_available.lua: the number of free permits of a permit semaphore,
 -- after reclaiming expired ones.
 --
 -- KEYS[1]  free permits (string)

@@ -1,4 +1,4 @@
--- psem_updatelease.lua: set a held permit's lease to a new duration from
+-- permit_updatelease.lua: set a held permit's lease to a new duration from
 -- now (longer or shorter).
 --
 -- KEYS[1]  free permits (string)
