@@ -47,11 +47,8 @@ type Client struct {
 	holdsMu sync.Mutex
 	holds   map[holdKey]*hold // reentrant watchdog holds, shared by their leases
 
-	localMu sync.Mutex
-	local   map[string][]*localWaiter // Mutex calls waiting per name, oldest first
-	byOwner map[string]*localWaiter   // the same, by owner id
-	nLocal  atomic.Int64
-	fair    fairRegistry   // FairMutex calls asleep per name
+	local   waiters        // Mutex calls waiting (waiters.go)
+	fair    waiters        // FairMutex calls waiting
 	turns   turnRegistry   // RWMutex writers' turns per name
 	permits permitRegistry // semaphore calls waiting per channel
 
@@ -97,8 +94,6 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		id:      newUUID(),
 		cfg:     cfg,
 		holds:   make(map[holdKey]*hold),
-		local:   make(map[string][]*localWaiter),
-		byOwner: make(map[string]*localWaiter),
 		closing: make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())

@@ -288,7 +288,8 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	}
 	args := []any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants}
 	if !m.c.rsync.mayWait() {
-		if ws := m.c.fair.claim(m.name); len(ws) > 0 {
+		var buf [fairMaxCandidates]*waiter
+		if ws := m.c.fair.claim(m.name, buf[:]); len(ws) > 0 {
 			return m.handOff(ctx, keys, args, ws)
 		}
 	}

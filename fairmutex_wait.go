@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,53 +36,20 @@ import (
 // fairMaxCandidates caps the candidates of one release.
 const fairMaxCandidates = 16
 
-// fairWaiter is a one-shot Lock call asleep in a fair lock's queue.
-type fairWaiter struct {
-	owner string
-	lease time.Duration
-	fixed bool
-	sub   *notify.Waiter // its channel's subscription
-
-	// guarded by fairRegistry.mu
-	asleep  bool // subscribed and asleep: a release may hand it the lock
-	claimed bool // a release that may hand it the lock runs: no attempts
-	blocked bool // it woke while claimed and waits for the outcome
-	gone    bool // it returned while claimed
-
-	handed  chan *Lease // the outcome for a blocked call: a Lease, or nil to attempt
-	granted *grant      // granted by another Client's release, not yet taken
-}
-
 // fairPolicy is the policy of a fair waiter's own channel: every message
 // wakes it; a grant ("g:<token>:<ttl ms>:<ms left of its liveness>") is
 // kept for it first.
-func (c *Client) fairPolicy(w **fairWaiter) notify.Policy {
+func (c *Client) fairPolicy(w **waiter) notify.Policy {
 	return func(payload string) int {
 		rest, ok := strings.CutPrefix(payload, "g:")
 		if !ok || *w == nil {
 			return 1
 		}
-		g, _, ok := parseGrant(rest)
-		if !ok {
-			return 1
+		if g, _, ok := parseGrant(rest); ok {
+			c.fair.keep(*w, g)
 		}
-		c.fair.mu.Lock()
-		(*w).granted = g
-		c.fair.mu.Unlock()
 		return 1
 	}
-}
-
-// takeGrant returns and clears the grant kept for w, if any.
-func (r *fairRegistry) takeGrant(w *fairWaiter) *grant {
-	if w == nil {
-		return nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	g := w.granted
-	w.granted = nil
-	return g
 }
 
 // acceptGrant makes the Lease of a grant to call a by another Client's
@@ -102,151 +67,21 @@ func (m *FairMutex) acceptGrant(a *fairAcquire, g *grant) *Lease {
 	return l
 }
 
-func (w *fairWaiter) handedChan() <-chan *Lease {
-	if w == nil {
-		return nil
-	}
-	return w.handed
-}
-
-// hand gives w an outcome. The channel is empty whenever a release settles
-// w; hand never blocks all the same.
-func (w *fairWaiter) hand(l *Lease) bool {
-	select {
-	case w.handed <- l:
-		return true
-	default:
-		return false
-	}
-}
-
-// fairRegistry holds a Client's sleeping fair waiters by lock name. An
-// entry goes with its last waiter.
-type fairRegistry struct {
-	mu      sync.Mutex
-	n       atomic.Int64
-	waiters map[string][]*fairWaiter
-}
-
-func (r *fairRegistry) enqueue(name string, w *fairWaiter) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.waiters == nil {
-		r.waiters = make(map[string][]*fairWaiter)
-	}
-	r.waiters[name] = append(r.waiters[name], w)
-	r.n.Add(1)
-}
-
-// fairDepart unregisters w when its call returns. A lock handed to w that w
-// did not take is released. It reports whether a release had claimed w:
-// that release then frees whatever it passes to w.
-func (m *FairMutex) fairDepart(w *fairWaiter) bool {
-	m.c.fair.mu.Lock()
-	claimed := w.claimed
-	w.gone = claimed
-	r := &m.c.fair
-	k := m.name
-	ws := r.waiters[k]
-	for i, x := range ws {
-		if x == w {
-			ws = append(ws[:i], ws[i+1:]...)
-			break
-		}
-	}
-	if len(ws) == 0 {
-		delete(r.waiters, k)
-	} else {
-		r.waiters[k] = ws
-	}
-	r.n.Add(-1)
-	r.mu.Unlock()
-	select {
-	case l := <-w.handed:
-		if l != nil {
-			m.c.releaseUnwanted(l)
-		}
-	default:
+// depart unregisters w as its call returns, and reports whether a
+// release had claimed it: that release then frees whatever it passes to
+// w. A lock handed to w that w did not take is released.
+func (m *FairMutex) depart(w *waiter) bool {
+	claimed, unwanted := m.c.fair.remove(m.name, w)
+	if unwanted != nil {
+		m.c.releaseUnwanted(unwanted)
 	}
 	return claimed
-}
-
-// sleep marks w asleep: a release may now hand it the lock.
-func (r *fairRegistry) sleep(w *fairWaiter) {
-	r.mu.Lock()
-	w.asleep = true
-	r.mu.Unlock()
-}
-
-// wake marks w awake before it attempts. It fails when a release has
-// claimed w, which must then wait for the release's outcome.
-func (r *fairRegistry) wake(w *fairWaiter) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if w.claimed {
-		w.blocked = true
-		return false
-	}
-	w.asleep = false
-	// Unclaimed, w can hold nothing but a stale nil from an unknown
-	// outcome it woke for by other means: drop it.
-	select {
-	case <-w.handed:
-	default:
-	}
-	return true
-}
-
-// claim claims the oldest sleeping waiters of a lock as candidates of
-// a release.
-func (r *fairRegistry) claim(name string) []*fairWaiter {
-	if r.n.Load() == 0 {
-		return nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var claimed []*fairWaiter
-	for _, w := range r.waiters[name] {
-		if w.asleep && !w.claimed {
-			w.claimed = true
-			claimed = append(claimed, w)
-			if len(claimed) == fairMaxCandidates {
-				break
-			}
-		}
-	}
-	return claimed
-}
-
-// settle ends a release's claim on its candidates. The chosen one (if
-// chosen >= 0) is handed l; it reports false if that one has gone. The
-// others go back to sleep, except those that woke meanwhile, or all of
-// them when the outcome is unknown (retry): they are told to attempt.
-func (r *fairRegistry) settle(ws []*fairWaiter, chosen int, l *Lease, retry bool) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delivered := false
-	for i, w := range ws {
-		switch {
-		case i == chosen:
-			if !w.gone {
-				w.asleep = false // stays claimed: it takes l, never attempts
-				delivered = w.hand(l)
-			}
-		case !w.gone && (retry || w.blocked):
-			w.claimed, w.blocked, w.asleep = false, false, false
-			w.hand(nil)
-		default:
-			w.claimed = false
-		}
-	}
-	return delivered
 }
 
 // handOff runs fair_unlock.lua with ws as candidates and hands the lock to
 // the one it passed to, if any. It returns what Lease.Unlock expects of a
 // releaser: negative when the lock passed on.
-func (m *FairMutex) handOff(ctx context.Context, keys []any, args []any, ws []*fairWaiter) (int64, error) {
+func (m *FairMutex) handOff(ctx context.Context, keys []any, args []any, ws []*waiter) (int64, error) {
 	for _, w := range ws {
 		args = append(args, w.owner, w.lease.Milliseconds())
 	}
@@ -315,7 +150,7 @@ func (m *FairMutex) nextTry(ttl time.Duration) time.Duration {
 func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration) (l *Lease, err error) {
 	m.c.stats.waits.Add(1)
 	var sub *notify.Waiter
-	var fw *fairWaiter
+	var fw *waiter
 	var taken bool // l was handed over by a release, which unsubscribes
 	defer func() {
 		// A one-shot owner that leaves holds nothing, unless a release
@@ -323,7 +158,7 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 		// A hold of its id is otherwise left by a handoff whose reply was
 		// lost: undo it with the queue entry.
 		undo := !a.reentrant
-		if fw != nil && m.fairDepart(fw) {
+		if fw != nil && m.depart(fw) {
 			undo = false
 		}
 		if sub != nil && !taken {
@@ -348,7 +183,7 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 	}
 	var policy notify.Policy = notify.WakeOne
 	if !a.reentrant {
-		fw = &fairWaiter{owner: a.owner, lease: a.cfg.lease, fixed: a.cfg.fixed, handed: make(chan *Lease, 1)}
+		fw = newWaiter(a.owner, a.cfg, false)
 		policy = m.c.fairPolicy(&fw)
 	}
 	if sub, err = m.c.hub.Subscribe(m.channel+":"+a.owner, policy); err != nil {
@@ -357,7 +192,7 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 	}
 	if fw != nil {
 		fw.sub = sub
-		m.c.fair.enqueue(m.name, fw)
+		m.c.fair.add(m.name, fw)
 	}
 	timer := time.NewTimer(m.nextTry(ttl))
 	defer timer.Stop()
@@ -378,7 +213,7 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 		case <-ready:
 			ready, subscribed = nil, true
 		case <-sub.Wake():
-			if g := m.c.fair.takeGrant(fw); g != nil {
+			if g, _ := m.c.fair.takeNews(fw); g != nil {
 				if l = m.acceptGrant(a, g); l != nil {
 					if asleep {
 						m.c.stats.asleep.Add(-1)

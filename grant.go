@@ -89,149 +89,10 @@ func (c *Client) grantChannel(name string) string {
 	return grantChannelPrefix + ":" + c.id
 }
 
-// localWaiter is a lock call of this Client waiting for a Mutex.
-type localWaiter struct {
-	owner     string
-	lease     time.Duration
-	fixed     bool
-	reentrant bool   // never handed a lock
-	member    string // its place in the queue of waiters
-
-	// guarded by Client.localMu
-	asleep  bool          // past its subscription and asleep: it may be handed the lock
-	claimed bool          // a release is handing it the lock; it must not attempt
-	gone    bool          // it returned while claimed: what it is handed is released
-	granted *grant        // granted by another Client's release, not yet taken
-	recheck time.Duration // told to check again within this; 0 if not
-
-	handed chan *Lease   // the outcome of a claim: a Lease, nil to attempt, or stillWaiting
-	news   chan struct{} // granted or recheck was set
-}
-
-// stillWaiting is the outcome of a claim whose release granted the lock
-// to another waiter: the claimed call goes back to sleep.
-var stillWaiting = new(Lease)
-
 // grant is a grant made to a waiter by another Client's release.
 type grant struct {
 	token    uint64
 	ttl, age time.Duration // the lock's life from the grant; time since the waiter joined
-}
-
-// enqueue registers w as a waiter for name.
-func (c *Client) enqueue(name string, w *localWaiter) {
-	c.localMu.Lock()
-	c.local[name] = append(c.local[name], w)
-	c.byOwner[w.owner] = w
-	c.localMu.Unlock()
-	c.nLocal.Add(1)
-}
-
-// leave unregisters w when its lock call returns. A claimed waiter is
-// marked gone, and the release that claimed it frees whatever it passes to
-// w; a lock handed to w that w did not take (its call returned for another
-// reason at the same moment) is freed here. A grant from another Client
-// left untaken is not: the call either holds that lock already (its own
-// attempt found it granted) or leaves the queue in Redis (leaveQueue),
-// which releases it.
-func (c *Client) leave(name string, w *localWaiter) {
-	c.unregister(name, w)
-	select {
-	case l := <-w.handed:
-		if l != nil && l != stillWaiting {
-			c.releaseUnwanted(l)
-		}
-	default:
-	}
-}
-
-func (c *Client) unregister(name string, w *localWaiter) {
-	c.localMu.Lock()
-	defer c.localMu.Unlock()
-	if w.claimed {
-		w.gone = true
-	}
-	delete(c.byOwner, w.owner)
-	ws := c.local[name]
-	for i, x := range ws {
-		if x == w {
-			ws = append(ws[:i], ws[i+1:]...)
-			break
-		}
-	}
-	if len(ws) == 0 {
-		delete(c.local, name)
-	} else {
-		c.local[name] = ws
-	}
-	c.nLocal.Add(-1)
-}
-
-// sleep marks w asleep (eligible for a handoff) or awake. Waking fails,
-// returning false, when a release has claimed w: it must then wait for its
-// handed outcome instead of attempting.
-//
-// Waking also drops a stale outcome. A release may claim w just as w wakes
-// for another reason, fail to pass the lock on and hand w nil before w
-// marks itself awake; w then attempts by itself and the nil stays behind.
-// Left there, it would be read on a later sleep as the outcome of the next
-// release that claims w, and w would attempt while that release passes it
-// the lock: w would take the lock as its own, and the release, finding w
-// gone, would free it under w's feet.
-func (c *Client) sleep(w *localWaiter, asleep bool) bool {
-	c.localMu.Lock()
-	defer c.localMu.Unlock()
-	if w.claimed {
-		return false
-	}
-	w.asleep = asleep
-	if !asleep {
-		// Unclaimed, w can hold nothing but a stale outcome.
-		select {
-		case <-w.handed:
-		default:
-		}
-	}
-	return true
-}
-
-// claim picks the oldest sleeping one-shot waiter of name and claims it.
-func (c *Client) claim(name string) *localWaiter {
-	if c.nLocal.Load() == 0 {
-		return nil
-	}
-	c.localMu.Lock()
-	defer c.localMu.Unlock()
-	for _, w := range c.local[name] {
-		if w.asleep && !w.claimed && !w.reentrant {
-			w.claimed, w.asleep = true, false
-			return w
-		}
-	}
-	return nil
-}
-
-// deliver gives a claimed waiter its outcome. It reports false when the
-// waiter has gone, leaving l (if any) to the caller to release.
-func (c *Client) deliver(w *localWaiter, l *Lease) bool {
-	c.localMu.Lock()
-	defer c.localMu.Unlock()
-	if w.gone {
-		return false
-	}
-	if l == nil || l == stillWaiting {
-		w.claimed = false // it may attempt again
-	}
-	// Handed a lease, w stays claimed: it must take the lease, never
-	// attempt, since an attempt would find its owner holding the lock and
-	// take it as a second lease of the same hold. The channel is empty
-	// here (see sleep); the send never blocks all the same.
-	select {
-	case w.handed <- l:
-		return true
-	default:
-		return false
-	}
 }
 
 // routeGrant is the hub's policy for a grant channel: it passes a grant
@@ -259,21 +120,9 @@ func (c *Client) routeGrant(payload string) int {
 	default:
 		return 0
 	}
-	c.localMu.Lock()
-	defer c.localMu.Unlock()
-	w := c.byOwner[owner]
-	if w == nil {
-		return 0 // gone: its attempt took the grant, or leaving the queue releases it
-	}
-	if g != nil {
-		w.granted = g
-	} else if w.recheck == 0 || recheck < w.recheck {
-		w.recheck = recheck
-	}
-	select {
-	case w.news <- struct{}{}:
-	default:
-	}
+	// A call gone has taken the grant with its attempt, or leaving the
+	// queue releases it.
+	c.local.tell(owner, g, recheck)
 	return 0
 }
 
@@ -284,7 +133,7 @@ func (c *Client) routeGrant(payload string) int {
 // to check again by then (the lock may be free once this call's lease runs
 // out unannounced, or this call was to be the one to check). See
 // stalewait.go.
-func (c *Client) passOn(name string, w *localWaiter, got bool, lease time.Duration, due time.Time) {
+func (c *Client) passOn(name string, w *waiter, got bool, lease time.Duration, due time.Time) {
 	var d time.Duration
 	switch {
 	case got:
@@ -294,22 +143,7 @@ func (c *Client) passOn(name string, w *localWaiter, got bool, lease time.Durati
 	default:
 		return
 	}
-	d += time.Millisecond
-	c.localMu.Lock()
-	defer c.localMu.Unlock()
-	for _, x := range c.local[name] {
-		if x == w {
-			continue
-		}
-		if x.recheck == 0 || d < x.recheck {
-			x.recheck = d
-		}
-		select {
-		case x.news <- struct{}{}:
-		default:
-		}
-		return
-	}
+	c.local.tellOther(name, w, d+time.Millisecond)
 }
 
 // parseGrant reads "<token>:<ttl ms>:<ms>" and what follows it after a
@@ -355,15 +189,6 @@ func (c *Client) granted(l *Lease, group int, cfg lockConfig, g *grant, from int
 	return true
 }
 
-// news returns and clears what w was told by other Clients' releases.
-func (c *Client) takeNews(w *localWaiter) (*grant, time.Duration) {
-	c.localMu.Lock()
-	defer c.localMu.Unlock()
-	g, recheck := w.granted, w.recheck
-	w.granted, w.recheck = nil, 0
-	return g, recheck
-}
-
 // accept makes the Lease of a grant to call a, or returns nil when the
 // grant may have run out already (see Client.granted).
 func (m *Mutex) accept(a *acquire, g *grant) *Lease {
@@ -398,7 +223,7 @@ func (m *Mutex) leaveQueue(a *acquire) {
 // with flag as its release-marker flag, granting to w (may be nil) when
 // the first waiter is the Client's own; leaving is the member of a call
 // leaving the queue, or "".
-func (m *Mutex) unlockArgs(owner any, flag any, w *localWaiter, leaving string) []any {
+func (m *Mutex) unlockArgs(owner any, flag any, w *waiter, leaving string) []any {
 	preferred, listen, remote, left := argEmpty, argZero, argOne, argEmpty
 	if w != nil {
 		preferred = w.member
@@ -407,7 +232,7 @@ func (m *Mutex) unlockArgs(owner any, flag any, w *localWaiter, leaving string) 
 		left = leaving
 	}
 	// Only the Mutex calls of a Client listen on a Mutex's release channel.
-	if m.c.nLocal.Load() > 0 && m.c.hub.Listening(m.channel) {
+	if m.c.local.n.Load() > 0 && m.c.hub.Listening(m.channel) {
 		listen = argOne
 	}
 	if m.c.rsync.mayWait() {
@@ -417,32 +242,26 @@ func (m *Mutex) unlockArgs(owner any, flag any, w *localWaiter, leaving string) 
 		m.c.argNumsub, m.c.argID, listen, preferred, m.argGrants, argGrantTTL, left, remote}
 }
 
-// settle gives a claimed waiter w the outcome of the release that claimed
-// it, sent at sent: the lock if it was granted to w, or news that it was
-// granted to another waiter, or nil to attempt.
-func (m *Mutex) settle(w *localWaiter, r int64, err error, sent int64) {
+// settle ends the claim on w of the release that claimed it, sent at
+// sent: w is handed the lock if it was granted to w, goes back to sleep if
+// it was granted to another waiter, or attempts.
+func (m *Mutex) settle(w *waiter, r int64, err error, sent int64) {
+	ws := []*waiter{w}
 	switch {
 	case err == nil && r < 0:
-		m.pass(w, uint64(-r), sent)
+		next := &Lease{c: m.c, rel: m, name: m.name, owner: w.owner, token: uint64(-r), end: newEnding()}
+		m.c.watch(next, m.group, w.lease, w.fixed, sent)
+		m.c.stats.acquired.Add(1)
+		m.c.stats.handoffs.Add(1)
+		if !m.c.local.settle(ws, 0, next, false) {
+			m.c.releaseUnwanted(next)
+		}
 	case err == nil && r == 3:
-		m.c.deliver(w, stillWaiting)
+		m.c.local.settle(ws, -1, nil, false)
 	default:
 		// Not passed on (or unknown): the waiter tries itself. A one-shot
 		// owner that finds itself holding the lock takes it as its own.
-		m.c.deliver(w, nil)
-	}
-}
-
-// pass makes the Lease of a lock handed to w with the given token by a
-// script sent at sent, and gives it to w, or frees it if w gave up
-// meanwhile.
-func (m *Mutex) pass(w *localWaiter, token uint64, sent int64) {
-	next := &Lease{c: m.c, rel: m, name: m.name, owner: w.owner, token: token, end: newEnding()}
-	m.c.watch(next, m.group, w.lease, w.fixed, sent)
-	m.c.stats.acquired.Add(1)
-	m.c.stats.handoffs.Add(1)
-	if !m.c.deliver(w, next) {
-		m.c.releaseUnwanted(next)
+		m.c.local.settle(ws, -1, nil, true)
 	}
 }
 
@@ -463,7 +282,7 @@ func (c *Client) releaseUnwanted(l *Lease) {
 // handed its Lease only if enough replicas acknowledged it; otherwise w's
 // hold is released again and w tries for itself. With replica sync no
 // grant goes to another Client.
-func (m *Mutex) handOff(ctx context.Context, l *Lease, w *localWaiter, keys []any, flag any) (int64, error) {
+func (m *Mutex) handOff(ctx context.Context, l *Lease, w *waiter, keys []any, flag any) (int64, error) {
 	s := m.c.rsync
 	args := m.unlockArgs(l.arg(), flag, w, "")
 	t, err := s.target(ctx, m.name)
@@ -475,7 +294,7 @@ func (m *Mutex) handOff(ctx context.Context, l *Lease, w *localWaiter, keys []an
 	}
 	unlock := func() (int64, error) {
 		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), flag, nil, ""), nil)
-		m.c.deliver(w, nil)
+		m.c.local.settle([]*waiter{w}, -1, nil, true) // it tries itself
 		return r, err
 	}
 	if err != nil {
@@ -496,10 +315,10 @@ func (m *Mutex) handOff(ctx context.Context, l *Lease, w *localWaiter, keys []an
 		// Released, but the waiter may not have it: free it again.
 		m.c.stats.syncShort.Add(1)
 		m.c.undo(ctx, &handed{m: m, owner: w.owner})
-		m.c.deliver(w, nil)
+		m.c.local.settle([]*waiter{w}, -1, nil, true) // it tries itself
 		return 2, nil
 	}
-	m.pass(w, uint64(-r), sent)
+	m.settle(w, r, nil, sent)
 	return r, nil
 }
 

@@ -231,10 +231,18 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 	if err := listen(); err != nil {
 		return nil, err
 	}
-	lw := &localWaiter{owner: a.owner, lease: a.cfg.lease, fixed: a.cfg.fixed, reentrant: a.reentrant, member: a.queueMember(),
-		handed: make(chan *Lease, 1), news: make(chan struct{}, 1)}
-	m.c.enqueue(m.name, lw)
-	defer m.c.leave(m.name, lw)
+	lw := newWaiter(a.owner, a.cfg, a.reentrant)
+	lw.member = a.queueMember()
+	m.c.local.add(m.name, lw)
+	defer func() {
+		// A grant from another Client left untaken is not released here:
+		// the call either holds that lock already (its own attempt found
+		// it granted) or leaves the queue in Redis (leaveQueue), which
+		// releases it.
+		if _, unwanted := m.c.local.remove(m.name, lw); unwanted != nil {
+			m.c.releaseUnwanted(unwanted)
+		}
+	}()
 	var due time.Time // when this call would try again
 	defer func() { m.c.passOn(m.name, lw, l != nil, a.cfg.lease, due) }()
 	// Until the subscriptions are confirmed no message can reach this
@@ -258,9 +266,10 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 		asleep := ready == nil && gready == nil
 		if asleep {
 			m.c.stats.asleep.Add(1)
-			m.c.sleep(lw, true)
+			m.c.local.sleep(lw)
 		}
-		try := true // attempt once awake
+		try := true     // attempt once awake
+		handed := false // a release told it to attempt, and woke it
 		select {
 		case <-ready:
 			ready = nil // subscribed: a release from now on wakes us
@@ -273,13 +282,13 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 		case <-grants: // the grant channel was re-subscribed: a grant may be lost
 			m.c.stats.wakeups.Add(1)
 		case h := <-lw.handed:
-			if h != nil && h != stillWaiting {
+			if h != nil {
 				m.c.stats.asleep.Add(-1)
 				return h, nil
 			}
-			try = h == nil
+			handed = true
 		case <-lw.news:
-			g, recheck := m.c.takeNews(lw)
+			g, recheck := m.c.local.takeNews(lw)
 			if g != nil {
 				if l := m.accept(a, g); l != nil {
 					if asleep {
@@ -307,15 +316,15 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 		if err != nil {
 			return nil, err
 		}
-		if asleep && !m.c.sleep(lw, false) {
-			// A release of this Client is handing us the lock: wait for
-			// the outcome.
+		if asleep && !handed && !m.c.local.wake(lw) {
+			// A release of this Client may be handing us the lock: wait
+			// for the outcome.
 			select {
 			case h := <-lw.handed:
-				if h != nil && h != stillWaiting {
+				if h != nil {
 					return h, nil
 				}
-				try = try || h == nil
+				try = true
 			case <-ctx.Done():
 				return nil, fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
 			case <-m.c.closing:
@@ -405,8 +414,9 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 	if l.reentrant {
 		keys, flag = []any{m.name, m.channel, suffixed(unlockLatchPrefix, m.name, l.request), m.counter, m.named, m.queue}, argOne
 	}
-	if w := m.c.claim(m.name); w != nil {
-		return m.handOff(ctx, l, w, keys, flag)
+	var one [1]*waiter
+	if ws := m.c.local.claim(m.name, one[:]); len(ws) == 1 {
+		return m.handOff(ctx, l, ws[0], keys, flag)
 	}
 	return m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), flag, nil, ""), nil)
 }

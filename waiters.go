@@ -1,0 +1,262 @@
+package relock
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/relock-go/relock/internal/notify"
+)
+
+// Local waiters: the one queue, per lock name per Client, of the lock
+// calls that sleep between attempts, through which a release of the same
+// Client hands the lock straight to one of them.
+//
+// A release claims sleeping waiters (claim), runs its script, and settles
+// its claim (settle): the chosen waiter is handed its Lease; the others go
+// back to sleep, or are told to attempt when the outcome is unknown. A
+// claimed waiter must not attempt: an attempt would find its owner
+// holding the lock and take it as a second lease of the same hold. So a
+// waiter that wakes while claimed waits for the outcome (wake returns
+// false), and a waiter that returns while claimed is marked gone: the
+// release then frees the lock it would have handed it. Only one-shot
+// calls (no WithOwner) are ever claimed.
+//
+// Mutex and FairMutex each keep one such queue per Client (Client.local,
+// Client.fair); their releases differ only in whom the script may choose.
+
+// waiter is a lock call of this Client sleeping between attempts.
+type waiter struct {
+	owner     string
+	lease     time.Duration
+	fixed     bool
+	reentrant bool           // never claimed
+	member    string         // a Mutex call's member of the lock's queue in Redis
+	sub       *notify.Waiter // a FairMutex call's subscription to its own channel
+
+	// guarded by waiters.mu
+	asleep  bool          // past its subscription and asleep: a release may claim it
+	claimed bool          // a release that may hand it the lock runs: no attempts
+	blocked bool          // it woke while claimed and waits for the outcome
+	gone    bool          // it returned while claimed: what it is handed is released
+	granted *grant        // granted by another Client's release, not yet taken
+	recheck time.Duration // told to check again within this; 0 if not
+
+	handed chan *Lease   // the outcome of a claim: a Lease, or nil to attempt
+	news   chan struct{} // granted or recheck was set (Mutex calls)
+}
+
+func newWaiter(owner string, cfg lockConfig, reentrant bool) *waiter {
+	return &waiter{owner: owner, lease: cfg.lease, fixed: cfg.fixed, reentrant: reentrant,
+		handed: make(chan *Lease, 1), news: make(chan struct{}, 1)}
+}
+
+// waiters is a Client's queue of local waiters of one kind of lock, by
+// lock name, oldest first.
+type waiters struct {
+	mu      sync.Mutex
+	n       atomic.Int64 // how many, read without mu
+	byName  map[string][]*waiter
+	byOwner map[string]*waiter
+}
+
+// add registers w as a waiter for name.
+func (r *waiters) add(name string, w *waiter) {
+	r.mu.Lock()
+	if r.byName == nil {
+		r.byName = make(map[string][]*waiter)
+		r.byOwner = make(map[string]*waiter)
+	}
+	r.byName[name] = append(r.byName[name], w)
+	r.byOwner[w.owner] = w
+	r.mu.Unlock()
+	r.n.Add(1)
+}
+
+// remove unregisters w as its lock call returns, and reports whether a
+// release had claimed it (that release frees whatever it passes to w). It
+// returns a Lease handed to w that w did not take (its call returned for
+// another reason at the same moment), for the caller to release.
+func (r *waiters) remove(name string, w *waiter) (claimed bool, unwanted *Lease) {
+	r.mu.Lock()
+	claimed = w.claimed
+	w.gone = claimed
+	if r.byOwner[w.owner] == w {
+		delete(r.byOwner, w.owner)
+	}
+	ws := r.byName[name]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(r.byName, name)
+	} else {
+		r.byName[name] = ws
+	}
+	r.mu.Unlock()
+	r.n.Add(-1)
+	select {
+	case unwanted = <-w.handed:
+	default:
+	}
+	return claimed, unwanted
+}
+
+// sleep marks w asleep: a release may now claim it.
+func (r *waiters) sleep(w *waiter) {
+	r.mu.Lock()
+	w.asleep = true
+	r.mu.Unlock()
+}
+
+// wake marks w awake before it attempts. It fails, returning false, when a
+// release has claimed w, which must then wait for the outcome.
+//
+// Waking also drops a stale outcome. A release may claim w just as w wakes
+// for another reason, fail to pass the lock on and hand w nil before w
+// marks itself awake; w then attempts by itself and the nil stays behind.
+// Left there, it would be read on a later sleep as the outcome of the next
+// release that claims w, and w would attempt while that release passes it
+// the lock: w would take the lock as its own, and the release, finding w
+// gone, would free it under w's feet.
+func (r *waiters) wake(w *waiter) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w.claimed {
+		w.blocked = true
+		return false
+	}
+	w.asleep = false
+	select { // unclaimed, w can hold nothing but a stale outcome
+	case <-w.handed:
+	default:
+	}
+	return true
+}
+
+// claim claims up to len(buf) of the oldest sleeping one-shot waiters of
+// name for a release, appending them to buf[:0].
+func (r *waiters) claim(name string, buf []*waiter) []*waiter {
+	ws := buf[:0]
+	if r.n.Load() == 0 {
+		return ws
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.byName[name] {
+		if w.asleep && !w.claimed && !w.reentrant {
+			w.claimed = true
+			ws = append(ws, w)
+			if len(ws) == cap(buf) {
+				break
+			}
+		}
+	}
+	return ws
+}
+
+// settle ends a release's claim on ws. The chosen one (if chosen >= 0) is
+// handed l, and stays claimed: it takes l and never attempts; settle
+// reports false if that one has gone, leaving l to the caller to release.
+// The others go back to sleep, except those that woke meanwhile, or all of
+// them when the outcome is unknown (retry): they are told to attempt.
+func (r *waiters) settle(ws []*waiter, chosen int, l *Lease, retry bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delivered := false
+	for i, w := range ws {
+		switch {
+		case i == chosen:
+			if !w.gone {
+				w.asleep = false
+				delivered = w.hand(l)
+			}
+		case !w.gone && (retry || w.blocked):
+			w.claimed, w.blocked, w.asleep = false, false, false
+			w.hand(nil)
+		default:
+			w.claimed = false
+		}
+	}
+	return delivered
+}
+
+// hand gives w an outcome. The channel is empty whenever a release settles
+// w (see wake); hand never blocks all the same.
+func (w *waiter) hand(l *Lease) bool {
+	select {
+	case w.handed <- l:
+		return true
+	default:
+		return false
+	}
+}
+
+// handedChan is w's outcome channel; nil (never ready) for no waiter.
+func (w *waiter) handedChan() <-chan *Lease {
+	if w == nil {
+		return nil
+	}
+	return w.handed
+}
+
+// tell records a grant, or a time to check again by, for the waiter of
+// owner and wakes it; it reports false when there is no such waiter.
+func (r *waiters) tell(owner string, g *grant, recheck time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.byOwner[owner]
+	if w == nil {
+		return false
+	}
+	w.note(g, recheck)
+	return true
+}
+
+// tellOther tells one waiter of name other than w to check again within d.
+func (r *waiters) tellOther(name string, w *waiter, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, x := range r.byName[name] {
+		if x != w {
+			x.note(nil, d)
+			return
+		}
+	}
+}
+
+// note records g or recheck for w, and wakes it. Called with mu held.
+func (w *waiter) note(g *grant, recheck time.Duration) {
+	if g != nil {
+		w.granted = g
+	} else if w.recheck == 0 || recheck < w.recheck {
+		w.recheck = recheck
+	}
+	select {
+	case w.news <- struct{}{}:
+	default:
+	}
+}
+
+// keep records grant g for w, whose call its own channel's message wakes
+// (FairMutex calls).
+func (r *waiters) keep(w *waiter, g *grant) {
+	r.mu.Lock()
+	w.note(g, 0)
+	r.mu.Unlock()
+}
+
+// takeNews returns and clears what w was told by other Clients' releases.
+func (r *waiters) takeNews(w *waiter) (*grant, time.Duration) {
+	if w == nil {
+		return nil, 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g, recheck := w.granted, w.recheck
+	w.granted, w.recheck = nil, 0
+	return g, recheck
+}
