@@ -76,22 +76,21 @@ func (ps *PermitSemaphore) TrySetPermits(ctx context.Context, n int) (bool, erro
 	return v == 1, nil
 }
 
-// AddPermits adds n free permits (n must be positive) and wakes waiters.
-// It is applied exactly once when it returns nil. With replica sync (see
+// AddPermits resizes the semaphore by n free permits, which may be
+// negative, as Redisson's addPermits does: a positive n wakes waiters; a
+// negative n takes free permits away, and the number free may drop below
+// zero, so that acquisitions wait until enough permits are released or
+// expire. n must not be 0. It is applied exactly once when it returns nil. With replica sync (see
 // WithReplicaSync), it returns once enough replicas acknowledged it; when
 // too few did, it returns an error wrapping ErrReplicaSync that says the
 // permits were added on the master but not confirmed by enough replicas (a
 // failover may lose them). Do not repeat such a call; ReplicaSync.Retry
 // does not apply to it.
 func (ps *PermitSemaphore) AddPermits(ctx context.Context, n int) error {
-	if err := ps.check(ctx, "add permits", n); err != nil {
+	if err := ps.check(ctx, "add permits", max(n, -n)); err != nil {
 		return err
 	}
-	keys, marker := ps.req.keys(ps.name, ps.channel)
-	if _, err := ps.req.run(ctx, scripts.SemRelease, keys, marker, always, n, ps.c.argPublish, ps.c.argMarkerTTL); err != nil {
-		return opError("add permits", ps.name, err)
-	}
-	return nil
+	return ps.c.addPermits(ctx, ps.req, "add permits", ps.name, ps.channel, n)
 }
 
 // Acquire blocks until it holds a permit, ctx ends, or the Client is

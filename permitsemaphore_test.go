@@ -315,3 +315,36 @@ func TestPermitSemaphoreBadInput(t *testing.T) {
 		}
 	})
 }
+
+// TestPermitSemaphoreAddPermitsShrinks: a negative AddPermits takes free
+// permits away; the semaphore then grants none until enough are added
+// back.
+func TestPermitSemaphoreAddPermitsShrinks(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		ctx := ctxTimeout(t, time.Minute)
+		ps := c.PermitSemaphore(lockName(t))
+		if ok, err := ps.TrySetPermits(ctx, 1); !ok || err != nil {
+			t.Fatalf("TrySetPermits: %v %v", ok, err)
+		}
+		if err := ps.AddPermits(ctx, -2); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := ps.Available(ctx); n != -1 || err != nil {
+			t.Fatalf("Available = %d, %v, want -1", n, err)
+		}
+		if _, err := ps.TryAcquire(ctx); !errors.Is(err, relock.ErrNotAcquired) {
+			t.Fatalf("TryAcquire with -1 free = %v, want ErrNotAcquired", err)
+		}
+		if err := ps.AddPermits(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		p, err := ps.TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("TryAcquire with 1 free: %v", err)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

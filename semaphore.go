@@ -67,11 +67,18 @@ func (s *Semaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
 	return v == 1, nil
 }
 
-// AddPermits adds n permits (n must be positive) and wakes waiters they
-// can satisfy. It is Release by another name, for code that grows the
-// semaphore rather than returning permits.
+// AddPermits resizes the semaphore by n permits, which may be negative, as
+// Redisson's addPermits does: a positive n adds free permits and wakes the
+// waiters they can satisfy; a negative n takes that many away, and the
+// number available may drop below zero, so that acquisitions wait until
+// holders have released enough. n must not be 0. Release is for returning
+// permits that were acquired. Exactly-once and replica sync are as for
+// Release.
 func (s *Semaphore) AddPermits(ctx context.Context, n int) error {
-	return s.release(ctx, "add permits", n)
+	if err := s.check(ctx, "add permits", max(n, -n)); err != nil {
+		return err
+	}
+	return s.c.addPermits(ctx, s.req, "add permits", s.name, s.channel, n)
 }
 
 // Release returns n permits (n must be positive) and wakes the local
@@ -95,9 +102,16 @@ func (s *Semaphore) release(ctx context.Context, op string, n int) error {
 	if err := s.check(ctx, op, n); err != nil {
 		return err
 	}
-	keys, marker := s.req.keys(s.name, s.channel)
-	if _, err := s.req.run(ctx, scripts.SemRelease, keys, marker, always, n, s.c.argPublish, s.c.argMarkerTTL); err != nil {
-		return opError(op, s.name, err)
+	return s.c.addPermits(ctx, s.req, op, s.name, s.channel, n)
+}
+
+// addPermits adds n (possibly negative) to the free permits of the
+// semaphore name with sem_release.lua, which tells the waiters on channel:
+// Semaphore.Release and the AddPermits of both semaphores.
+func (c *Client) addPermits(ctx context.Context, req *requests, op, name, channel string, n int) error {
+	keys, marker := req.keys(name, channel)
+	if _, err := req.run(ctx, scripts.SemRelease, keys, marker, always, n, c.argPublish, c.argMarkerTTL); err != nil {
+		return opError(op, name, err)
 	}
 	return nil
 }

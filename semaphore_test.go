@@ -328,3 +328,50 @@ func TestSynchronizersHashTagNames(t *testing.T) {
 		}
 	})
 }
+
+// TestSemaphoreAddPermitsResizes: AddPermits with a negative number takes
+// free permits away, below zero if need be, so that an acquisition waits
+// until holders have released enough; a positive one adds them back and
+// wakes the waiter. Zero is refused.
+func TestSemaphoreAddPermitsResizes(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		ctx := ctxTimeout(t, time.Minute)
+		s := c.Semaphore(lockName(t))
+		if ok, err := s.TrySetPermits(ctx, 2); !ok || err != nil {
+			t.Fatalf("TrySetPermits: %v %v", ok, err)
+		}
+		if err := s.Acquire(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddPermits(ctx, -1); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Available(ctx); n != -1 || err != nil {
+			t.Fatalf("Available = %d, %v after shrinking a drained semaphore by 1, want -1", n, err)
+		}
+		if ok, err := s.TryAcquire(ctx, 1); ok || err != nil {
+			t.Fatalf("TryAcquire = %v, %v with -1 available", ok, err)
+		}
+		got := make(chan error, 1)
+		go func() { got <- s.Acquire(ctx, 1) }()
+		if err := s.Release(ctx, 1); err != nil { // 0 available: still none to take
+			t.Fatal(err)
+		}
+		if n, _ := s.Available(ctx); n != 0 {
+			t.Fatalf("Available = %d after a release, want 0", n)
+		}
+		if err := s.AddPermits(ctx, 1); err != nil { // 1: the waiter takes it
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+		if n, _ := s.Available(ctx); n != 0 {
+			t.Fatalf("Available = %d after the waiter took the added permit, want 0", n)
+		}
+		if err := s.AddPermits(ctx, 0); !errors.Is(err, relock.ErrInvalidOption) {
+			t.Fatalf("AddPermits(0) = %v, want ErrInvalidOption", err)
+		}
+	})
+}

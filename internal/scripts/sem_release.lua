@@ -1,11 +1,12 @@
--- sem_release.lua: give n permits to a semaphore (Release, AddPermits).
+-- sem_release.lua: give n permits to a semaphore (Release, AddPermits), or,
+-- for a negative n, take them away (AddPermits).
 --
 -- KEYS[1]   permits (string: the number available)
 -- KEYS[2]   channel, told the new number available
 -- KEYS[3]   request marker of this call, so that a retried request is
 --           applied once
 -- KEYS[4..] markers of this client's answered requests, deleted
--- ARGV[1]   n, the number of permits to add (positive)
+-- ARGV[1]   n, the number of permits to add (negative: to take away)
 -- ARGV[2]   "publish" or "spublish"
 -- ARGV[3]   request marker lifetime in milliseconds
 --
