@@ -2,6 +2,7 @@ package relock
 
 import (
 	"context"
+	"time"
 
 	"github.com/relock-go/relock/internal/scripts"
 )
@@ -114,6 +115,16 @@ func (rw *RWMutex) IsLocked(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return rw.c.isLocked(ctx, rw.name)
+}
+
+// TTL returns the time the lock has left in either mode, like Redis PTTL
+// of its hash: the longest of its holds' (a reader's own hold may end
+// sooner), -2ns when the lock is not held, -1ns when it has no expiry.
+func (rw *RWMutex) TTL(ctx context.Context) (time.Duration, error) {
+	if err := rw.check(); err != nil {
+		return 0, err
+	}
+	return rw.c.ttl(ctx, rw.name)
 }
 
 // ForceUnlock deletes the lock, in whatever mode and whoever holds it,

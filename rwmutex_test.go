@@ -368,3 +368,36 @@ func TestRWMutexSpin(t *testing.T) {
 		rwUnlockAll(t, ctx, rl)
 	})
 }
+
+// TestRWMutexTTL: TTL is the lock's time left in either mode, like the
+// Mutex's: -2ns when free, at most the longest hold's lease while held.
+func TestRWMutexTTL(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		ctx := ctxTimeout(t, time.Minute)
+		rw := c.RWMutex(lockName(t))
+		if d, err := rw.TTL(ctx); d != -2*time.Nanosecond || err != nil {
+			t.Fatalf("TTL of a free lock = %v, %v, want -2ns", d, err)
+		}
+		r, err := rw.RLock(ctx, relock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := rw.TTL(ctx); d <= 0 || d > time.Minute || err != nil {
+			t.Fatalf("TTL while read-locked for 1m = %v, %v", d, err)
+		}
+		if err := r.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w, err := rw.Lock(ctx, relock.WithLease(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := rw.TTL(ctx); d <= 0 || d > 30*time.Second || err != nil {
+			t.Fatalf("TTL while write-locked for 30s = %v, %v", d, err)
+		}
+		if err := w.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
