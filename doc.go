@@ -14,8 +14,8 @@
 //	PermitSemaphore  semaphore whose permits have ids and leases (Permit)
 //	CountDownLatch   wait until a count reaches zero
 //
-// WithSpin makes a Mutex, FairMutex or RWMutex lock call wait by jittered
-// backoff instead of pub/sub.
+// WithSpin makes a Mutex, FairMutex or RWMutex lock call, or a
+// PermitSemaphore's Acquire, wait by jittered backoff instead of pub/sub.
 //
 // A Client (New) owns the watchdog, the owner ids and the shared pub/sub
 // connections; primitives such as [Client.Mutex] are cheap handles made from

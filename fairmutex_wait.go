@@ -285,22 +285,13 @@ func (m *FairMutex) first(ctx context.Context, owner string) bool {
 
 // spin waits by backoff (WithSpin) instead of on a channel, never longer
 // than the heartbeat.
-func (m *FairMutex) spin(ctx context.Context, a *fairAcquire, ttl time.Duration) (*Lease, error) {
-	beat := m.waiterTimeout / 3
-	timer := time.NewTimer(min(a.cfg.spin.delay(0, ttl), beat))
-	defer timer.Stop()
-	for n := 1; ; n++ {
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
-		case <-m.c.closing:
-			return nil, ErrClosed
-		}
-		l, ttl, err := m.attempt(ctx, a)
-		if l != nil || err != nil {
-			return l, err
-		}
-		timer.Reset(min(a.cfg.spin.delay(n, ttl), beat))
-	}
+func (m *FairMutex) spin(ctx context.Context, a *fairAcquire, ttl time.Duration) (l *Lease, err error) {
+	// An attempt refreshes the call's place in the queue: the heartbeat
+	// bounds every sleep.
+	err = m.c.spin(ctx, "lock", m.name, a.cfg.spin, ttl, m.waiterTimeout/3, func() (bool, time.Duration, error) {
+		var err error
+		l, ttl, err = m.attempt(ctx, a)
+		return l != nil, ttl, err
+	})
+	return l, err
 }

@@ -105,8 +105,9 @@ func (ps *PermitSemaphore) AddPermits(ctx context.Context, n int) error {
 // With replica sync, a permit taken that too few replicas acknowledged is
 // released at once, and Acquire fails with ErrReplicaSync, or, with
 // ReplicaSync.Retry, tries again until ctx ends (the error then wraps
-// both). Other errors: ErrInvalidName, ErrInvalidOption (WithSpin does not
-// apply to permits), ErrClosed, and Redis errors, wrapped.
+// both). With WithSpin it polls by backoff instead of sleeping on the
+// channel. Other errors: ErrInvalidName, ErrInvalidOption, ErrClosed, and
+// Redis errors, wrapped.
 func (ps *PermitSemaphore) Acquire(ctx context.Context, opts ...LockOption) (*Permit, error) {
 	return ps.acquire(ctx, opts, true)
 }
@@ -252,9 +253,6 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 	if err != nil {
 		return nil, err
 	}
-	if cfg.spin != nil {
-		return nil, fmt.Errorf("%w: WithSpin does not apply to a PermitSemaphore", ErrInvalidOption)
-	}
 	var id [permitIDLen]byte
 	_, _ = rand.Read(id[:])
 	a := &permitAttempt{ps: ps, cfg: cfg, raw: string(id[:]), lease: cfg.lease.Milliseconds()}
@@ -265,10 +263,16 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 	if !wait {
 		return nil, ErrNotAcquired
 	}
-	err = ps.c.waitPermits(ctx, "acquire", ps.name, ps.channel, 1, retry, cfg.lease, func() (bool, time.Duration, error) {
+	again := func() (bool, time.Duration, error) {
 		p, retry, err = ps.attempt(ctx, a)
 		return p != nil, retry, err
-	})
+	}
+	if cfg.spin != nil {
+		ps.c.stats.waits.Add(1)
+		err = ps.c.spin(ctx, "acquire", ps.name, cfg.spin, retry, 0, again)
+	} else {
+		err = ps.c.waitPermits(ctx, "acquire", ps.name, ps.channel, 1, retry, cfg.lease, again)
+	}
 	if err != nil {
 		return nil, err
 	}

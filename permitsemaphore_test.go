@@ -295,11 +295,11 @@ func TestPermitSemaphoreBadInput(t *testing.T) {
 			if _, err := ps.TrySetPermits(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
 				t.Errorf("TrySetPermits(%d): %v", n, err)
 			}
-			if err := ps.AddPermits(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
-				t.Errorf("AddPermits(%d): %v", n, err)
-			}
 		}
-		for _, opt := range []relock.LockOption{relock.WithLease(0), relock.WithLease(-time.Second), relock.WithSpin(time.Millisecond, time.Second)} {
+		if err := ps.AddPermits(ctx, 0); !errors.Is(err, relock.ErrInvalidOption) {
+			t.Errorf("AddPermits(0): %v", err)
+		}
+		for _, opt := range []relock.LockOption{relock.WithLease(0), relock.WithLease(-time.Second), relock.WithSpin(0, time.Second)} {
 			if _, err := ps.Acquire(ctx, opt); !errors.Is(err, relock.ErrInvalidOption) {
 				t.Errorf("Acquire with a bad option: %v", err)
 			}
@@ -345,6 +345,58 @@ func TestPermitSemaphoreAddPermitsShrinks(t *testing.T) {
 		}
 		if err := p.Release(ctx); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestPermitSemaphoreSpin: with WithSpin a waiting Acquire polls by
+// backoff and takes the permit once it is released.
+func TestPermitSemaphoreSpin(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		c := top.newClient(t)
+		ctx := ctxTimeout(t, time.Minute)
+		ps := c.PermitSemaphore(lockName(t))
+		if ok, err := ps.TrySetPermits(ctx, 1); !ok || err != nil {
+			t.Fatalf("TrySetPermits: %v %v", ok, err)
+		}
+		held, err := ps.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *relock.Permit, 1)
+		go func() {
+			p, err := ps.Acquire(ctx, relock.WithSpin(time.Millisecond, 20*time.Millisecond))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- p
+		}()
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p := <-got
+		if p == nil {
+			t.Fatal("the spinning waiter got no permit")
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A spinning call with a context that ends returns its error and
+		// leaves nothing held.
+		held, err = ps.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		defer cancel()
+		if _, err := ps.Acquire(sctx, relock.WithSpin(time.Millisecond, 5*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("spinning Acquire past its deadline: %v", err)
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := ps.Available(ctx); n != 1 || err != nil {
+			t.Fatalf("Available = %d, %v, want the one permit back", n, err)
 		}
 	})
 }

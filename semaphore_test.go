@@ -216,9 +216,6 @@ func TestSemaphoreBadInput(t *testing.T) {
 			if _, err := s.TrySetPermits(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
 				t.Errorf("TrySetPermits(%d): %v", n, err)
 			}
-			if err := s.AddPermits(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
-				t.Errorf("AddPermits(%d): %v", n, err)
-			}
 			if err := s.Acquire(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
 				t.Errorf("Acquire(%d): %v", n, err)
 			}
@@ -228,6 +225,9 @@ func TestSemaphoreBadInput(t *testing.T) {
 			if err := s.Release(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
 				t.Errorf("Release(%d): %v", n, err)
 			}
+		}
+		if err := s.AddPermits(ctx, 0); !errors.Is(err, relock.ErrInvalidOption) {
+			t.Errorf("AddPermits(0): %v", err)
 		}
 		bad := c.Semaphore("bad}name")
 		if err := bad.Acquire(ctx, 1); !errors.Is(err, relock.ErrInvalidName) {

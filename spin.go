@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// WithSpin makes a lock call wait by polling instead of sleeping on the
-// lock's release channel: after a failed attempt it sleeps a random time
+// WithSpin makes a lock call, or a PermitSemaphore's Acquire, wait by
+// polling instead of sleeping on the lock's release channel: after a failed attempt it sleeps a random time
 // between min and a bound that doubles with every attempt up to max (never
 // past the holder's remaining TTL), then tries again. It subscribes to
 // nothing, so it suits deployments with very many locks or without pub/sub,
@@ -47,23 +47,44 @@ func (b *backoff) delay(n int, ttl time.Duration) time.Duration {
 	return d
 }
 
-// spin retries by backoff until the lock is held or ctx ends.
-func (m *Mutex) spin(ctx context.Context, a *acquire, ttl time.Duration) (*Lease, error) {
-	m.c.stats.waits.Add(1)
-	timer := time.NewTimer(a.cfg.spin.delay(0, ttl))
+// spin retries attempt by the backoff b until it succeeds or fails, ctx
+// ends or the Client is closed; the first attempt, already made, found the
+// lock held for ttl more (negative: unknown). No sleep is longer than most,
+// when most is positive. Every lock and permit call with WithSpin waits
+// here; op names the call in errors.
+func (c *Client) spin(ctx context.Context, op, name string, b *backoff, ttl, most time.Duration, attempt func() (bool, time.Duration, error)) error {
+	next := func(n int, ttl time.Duration) time.Duration {
+		d := b.delay(n, ttl)
+		if most > 0 {
+			d = min(d, most)
+		}
+		return d
+	}
+	timer := time.NewTimer(next(0, ttl))
 	defer timer.Stop()
 	for n := 1; ; n++ {
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
-		case <-m.c.closing:
-			return nil, ErrClosed
+			return fmt.Errorf("relock: %s %q: %w", op, name, ctx.Err())
+		case <-c.closing:
+			return ErrClosed
 		}
-		l, ttl, err := m.attempt(ctx, a)
-		if l != nil || err != nil {
-			return l, err
+		ok, ttl, err := attempt()
+		if ok || err != nil {
+			return err
 		}
-		timer.Reset(a.cfg.spin.delay(n, ttl))
+		timer.Reset(next(n, ttl))
 	}
+}
+
+// spin waits for the lock by backoff (WithSpin).
+func (m *Mutex) spin(ctx context.Context, a *acquire, ttl time.Duration) (l *Lease, err error) {
+	m.c.stats.waits.Add(1)
+	err = m.c.spin(ctx, "lock", m.name, a.cfg.spin, ttl, 0, func() (bool, time.Duration, error) {
+		var err error
+		l, ttl, err = m.attempt(ctx, a)
+		return l != nil, ttl, err
+	})
+	return l, err
 }
