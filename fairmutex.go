@@ -251,7 +251,7 @@ func (m *FairMutex) newLease(owner string, reentrant bool, token uint64) *Lease 
 		c:         m.c,
 		rel:       m,
 		name:      m.name,
-		owner:     owner,
+		field:     owner,
 		reentrant: reentrant,
 		token:     token,
 		end:       newEnding(),
@@ -286,7 +286,7 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	if m.c.rsync.mayWait() {
 		grants = argZero
 	}
-	args := []any{l.owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants}
+	args := []any{l.field, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants}
 	if !m.c.rsync.mayWait() {
 		var buf [fairMaxCandidates]*waiter
 		if ws := m.c.fair.claim(m.name, buf[:]); len(ws) > 0 {

@@ -192,7 +192,7 @@ func (c *Client) granted(l *Lease, group int, cfg lockConfig, g *grant, from int
 // accept makes the Lease of a grant to call a, or returns nil when the
 // grant may have run out already (see Client.granted).
 func (m *Mutex) accept(a *acquire, g *grant) *Lease {
-	l := &Lease{c: m.c, rel: m, name: m.name, owner: a.owner, token: g.token, end: newEnding()}
+	l := &Lease{c: m.c, rel: m, name: m.name, field: a.owner, token: g.token, end: newEnding()}
 	if !m.c.granted(l, m.group, a.cfg, g, a.joined) {
 		return nil
 	}
@@ -249,7 +249,7 @@ func (m *Mutex) settle(w *waiter, r int64, err error, sent int64) {
 	ws := []*waiter{w}
 	switch {
 	case err == nil && r < 0:
-		next := &Lease{c: m.c, rel: m, name: m.name, owner: w.owner, token: uint64(-r), end: newEnding()}
+		next := &Lease{c: m.c, rel: m, name: m.name, field: w.owner, token: uint64(-r), end: newEnding()}
 		m.c.watch(next, m.group, w.lease, w.fixed, sent)
 		m.c.stats.acquired.Add(1)
 		m.c.stats.handoffs.Add(1)

@@ -17,8 +17,8 @@ type Lease struct {
 	c         *Client
 	rel       releaser
 	name      string
-	owner     string
-	ownerArg  any // owner boxed once, for a release's arguments; nil when not yet
+	field     string // the hold's field in Redis: the owner id, or "<owner>:write" for an RWMutex writer
+	fieldArg  any    // field boxed once, for a release's arguments; nil when not yet
 	reentrant bool
 	renewal   uint8 // how the watchdog renews it: kindMutex, or kindRead for a reader
 	token     uint64
@@ -41,12 +41,12 @@ type Lease struct {
 	onEnd []func() // called once when the lease ends (see whenDone)
 }
 
-// arg returns the owner as a command argument.
+// arg returns the hold's field as a command argument.
 func (l *Lease) arg() any {
-	if l.ownerArg != nil {
-		return l.ownerArg
+	if l.fieldArg != nil {
+		return l.fieldArg
 	}
-	return l.owner
+	return l.field
 }
 
 // releaser is the primitive behind a Lease.
@@ -165,7 +165,7 @@ func (l *Lease) finish(err error, cause string) {
 		if l.parts == nil { // a composite's members count for it
 			l.c.stats.lost.Add(1)
 		}
-		l.c.cfg.logger.Warn("relock: lock lost", "name", l.name, "owner", l.owner, "token", l.token, "cause", cause)
+		l.c.cfg.logger.Warn("relock: lock lost", "name", l.name, "owner", l.field, "token", l.token, "cause", cause)
 	}
 	l.endMu.Lock()
 	l.ended = true
@@ -226,12 +226,12 @@ func (c *Client) watchUntil(l *Lease, group int, lease time.Duration, fixed bool
 		if fixed {
 			renew = 0 // checked, never extended
 		}
-		l.own = watchdog.Entry{Key: l.name, Owner: l.owner, Kind: l.renewal, Group: group, Lease: renew, Data: watched(l)}
+		l.own = watchdog.Entry{Key: l.name, Owner: l.field, Kind: l.renewal, Group: group, Lease: renew, Data: watched(l)}
 		l.entry = &l.own
 		c.wd.Add(l.entry, deadline)
 		return
 	}
-	key := holdKey{l.name, l.owner}
+	key := holdKey{l.name, l.field}
 	if l.renewal == kindRead {
 		key.owner += readHold
 	}
@@ -240,7 +240,7 @@ func (c *Client) watchUntil(l *Lease, group int, lease time.Duration, fixed bool
 	h := c.holds[key]
 	if h == nil {
 		h = &hold{c: c, key: key, leases: make(map[*Lease]struct{})}
-		h.entry = &watchdog.Entry{Key: l.name, Owner: l.owner, Kind: l.renewal, Group: group, Lease: lease, Data: watched(h)}
+		h.entry = &watchdog.Entry{Key: l.name, Owner: l.field, Kind: l.renewal, Group: group, Lease: lease, Data: watched(h)}
 		c.holds[key] = h
 		c.wd.Add(h.entry, deadline)
 	} else {

@@ -178,7 +178,7 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		c:         rw.c,
 		rel:       rel,
 		name:      rw.name,
-		owner:     a.field,
+		field:     a.field,
 		reentrant: a.reentrant,
 		token:     uint64(r),
 		end:       newEnding(),
@@ -210,7 +210,7 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 	}
 	script, msg := rwUnlockScript(write)
 	return rw.c.batch.Do(ctx, script, []any{rw.name, rw.channel, marker},
-		[]any{l.owner, msg, rw.c.argPublish, mode, rw.c.argMarkerTTL, rw.prefix}, nil)
+		[]any{l.field, msg, rw.c.argPublish, mode, rw.c.argMarkerTTL, rw.prefix}, nil)
 }
 
 // readHold tells a reentrant owner's shared read hold apart from its write

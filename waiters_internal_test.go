@@ -37,7 +37,7 @@ func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
 	if ws := r.claim("l", buf[:]); len(ws) != 1 {
 		t.Fatal("the waiter cannot be claimed again")
 	}
-	next := &Lease{owner: w.owner}
+	next := &Lease{field: w.owner}
 	if !r.settle([]*waiter{w}, 0, next, false) {
 		t.Fatal("handing a lease failed")
 	}
