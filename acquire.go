@@ -33,7 +33,7 @@ func (c *Client) acquire(ctx context.Context, name string, s *scripts.Script, ke
 			return 0, 0, err
 		}
 		sent := c.wd.Now()
-		r, wait, err := c.batch.DoSync(ctx, s, keys, args, undo, t.batchSync())
+		r, ack, err := c.batch.DoSync(ctx, s, keys, args, undo, t.batchSync())
 		if err != nil {
 			if t != nil && rs.redirected(ctx, err, &redirects) {
 				continue
@@ -43,7 +43,7 @@ func (c *Client) acquire(ctx context.Context, name string, s *scripts.Script, ke
 		if t == nil || !granted(r) {
 			return r, sent, nil
 		}
-		serr := rs.judge(ctx, t, wait)
+		serr := rs.judge(ctx, t, ack)
 		if serr == nil {
 			return r, sent, nil
 		}

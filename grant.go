@@ -132,7 +132,7 @@ func (c *Client) routeGrant(payload string) int {
 // the same lock may sleep on a time that this one knew better: it is told
 // to check again by then (the lock may be free once this call's lease runs
 // out unannounced, or this call was to be the one to check). See
-// stalewait.go.
+// waiters.go.
 func (c *Client) passOn(name string, w *waiter, got bool, lease time.Duration, due time.Time) {
 	var d time.Duration
 	switch {
@@ -301,7 +301,7 @@ func (m *Mutex) handOff(ctx context.Context, l *Lease, w *waiter, keys []any, fl
 		return unlock()
 	}
 	sent := m.c.wd.Now()
-	cmd, wait := batch.Synced(ctx, scripts.Unlock, keys, args, &t.bs)
+	cmd, ack := batch.Synced(ctx, scripts.Unlock, keys, args, &t.bs)
 	r, err := cmd.Int64()
 	if err != nil && s.cc != nil && isServerError(err) && isRedirect(err) {
 		s.cc.ReloadState(ctx)
@@ -311,7 +311,7 @@ func (m *Mutex) handOff(ctx context.Context, l *Lease, w *waiter, keys []any, fl
 		m.settle(w, r, err, sent)
 		return r, err
 	}
-	if serr := s.judge(ctx, t, wait); serr != nil {
+	if serr := s.judge(ctx, t, ack); serr != nil {
 		// Released, but the waiter may not have it: free it again.
 		m.c.stats.syncShort.Add(1)
 		m.c.undo(ctx, &handed{m: m, owner: w.owner})

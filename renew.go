@@ -141,8 +141,8 @@ func (c *Client) sendRenewals(ctx context.Context, calls []*renewCall) {
 			for _, cl := range g.calls {
 				cl.cmd = cl.script.Queue(ctx, pipe, cl.keys, cl.args...)
 			}
-			g.wait = g.t.node.wait(ctx, g.t.need)
-			_ = pipe.Process(ctx, g.wait)
+			g.ack = g.t.node.ack(ctx, g.t.need)
+			_ = pipe.Process(ctx, g.ack)
 			_, _ = pipe.Exec(ctx)
 		}()
 	}
@@ -162,7 +162,7 @@ func (c *Client) sendRenewals(ctx context.Context, calls []*renewCall) {
 				cl.short = true
 			}
 		}
-		if err := s.judge(ctx, &g.t, g.wait); err != nil {
+		if err := s.judge(ctx, &g.t, g.ack); err != nil {
 			c.stats.renewSyncShort.Add(1)
 			for _, cl := range g.calls {
 				cl.short = true
@@ -178,5 +178,5 @@ func (c *Client) sendRenewals(ctx context.Context, calls []*renewCall) {
 type renewGroup struct {
 	t     syncTarget
 	calls []*renewCall
-	wait  redis.Cmder
+	ack   redis.Cmder
 }

@@ -139,7 +139,7 @@ type syncer struct {
 type syncNode struct {
 	addr   string
 	client atomic.Pointer[redis.Client]
-	wait   func(ctx context.Context, n int) redis.Cmder // queues this node's WAIT
+	ack    func(ctx context.Context, n int) redis.Cmder // queues this node's WAIT
 
 	mu       sync.Mutex   // serialises probes and reads
 	ready    atomic.Bool  // the replica count was read once
@@ -200,11 +200,11 @@ func (s *syncer) newNode(client *redis.Client) *syncNode {
 	n.client.Store(client)
 	ms := s.cfg.Timeout.Milliseconds()
 	if s.cfg.AOF {
-		n.wait = func(ctx context.Context, k int) redis.Cmder {
+		n.ack = func(ctx context.Context, k int) redis.Cmder {
 			return &waitAOFCmd{redis.NewIntSliceCmd(ctx, "waitaof", n.local.Load(), k, ms)}
 		}
 	} else {
-		n.wait = func(ctx context.Context, k int) redis.Cmder {
+		n.ack = func(ctx context.Context, k int) redis.Cmder {
 			return &waitCmd{redis.NewIntCmd(ctx, "wait", k, ms)}
 		}
 	}
@@ -278,7 +278,7 @@ func (s *syncer) target(ctx context.Context, key string) (*syncTarget, error) {
 		return nil, fmt.Errorf("%w: the server refuses %s (set ReplicaSync.Fallback or WithoutReplicaSync): %w", ErrReplicaSync, s.verb, *p)
 	}
 	t := &syncTarget{node: n, need: need}
-	t.bs = batch.Sync{Node: n.client.Load(), Replicas: need, Wait: n.wait}
+	t.bs = batch.Sync{Node: n.client.Load(), Replicas: need, Ack: n.ack}
 	return t, nil
 }
 

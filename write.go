@@ -52,13 +52,13 @@ func (c *Client) write(ctx context.Context, w writeCall) (int64, error) {
 		if err != nil {
 			return 0, err // nothing was sent
 		}
-		v, wait, err := c.send(ctx, t, &w)
+		v, ack, err := c.send(ctx, t, &w)
 		if err != nil && t != nil && rs.redirected(ctx, err, &redirects) {
 			continue
 		}
 		if lostReply(&w, err) {
 			var err2 error
-			if v, wait, err2 = c.resend(ctx, t, &w); err2 != nil {
+			if v, ack, err2 = c.resend(ctx, t, &w); err2 != nil {
 				return 0, err
 			}
 			err = nil
@@ -66,7 +66,7 @@ func (c *Client) write(ctx context.Context, w writeCall) (int64, error) {
 		if err != nil || t == nil || !w.changed(v) {
 			return v, err
 		}
-		if serr := rs.judge(ctx, t, wait); serr != nil {
+		if serr := rs.judge(ctx, t, ack); serr != nil {
 			c.stats.syncShort.Add(1)
 			return v, &unconfirmedError{err: serr}
 		}
@@ -84,9 +84,9 @@ func (c *Client) send(ctx context.Context, t *syncTarget, w *writeCall) (int64, 
 		v, err := w.script.Run(ctx, c.rdb, w.keys, w.args...).Int64()
 		return v, nil, err
 	}
-	cmd, wait := batch.Synced(ctx, w.script, w.keys, w.args, &t.bs)
+	cmd, ack := batch.Synced(ctx, w.script, w.keys, w.args, &t.bs)
 	v, err := cmd.Int64()
-	return v, wait, err
+	return v, ack, err
 }
 
 // resend runs w again, with the same request marker, after its reply was
@@ -107,11 +107,11 @@ func (c *Client) resend(ctx context.Context, t *syncTarget, w *writeCall) (int64
 	pipe := t.bs.Node.Pipeline()
 	cmd := w.script.QueueSource(ctx, pipe, w.keys, w.args...)
 	pipe.PExpire(ctx, w.marker, c.markerTTL())
-	wait := t.node.wait(ctx, t.need)
-	_ = pipe.Process(ctx, wait)
+	ack := t.node.ack(ctx, t.need)
+	_ = pipe.Process(ctx, ack)
 	_, _ = pipe.Exec(ctx)
 	v, err := cmd.Int64()
-	return v, wait, err
+	return v, ack, err
 }
 
 // lostReply reports whether err leaves the outcome of w unknown and w can

@@ -87,9 +87,9 @@ type Sync struct {
 	// Replicas is how many replicas the WAIT asks for; a shared WAIT asks
 	// for the most any of its calls asks for.
 	Replicas int
-	// Wait returns the command to queue after the calls, asking for n
-	// replicas.
-	Wait func(ctx context.Context, n int) redis.Cmder
+	// Ack returns the WAIT (or WAITAOF) to queue after the calls, asking
+	// for n replicas: their acknowledgement.
+	Ack func(ctx context.Context, n int) redis.Cmder
 }
 
 // DoSync is Do with a replica acknowledgement when sync is not nil: it
@@ -101,9 +101,9 @@ func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []any, arg
 	if b.inflight.Add(1) == 1 {
 		defer b.inflight.Add(-1)
 		var cmd *redis.Cmd
-		var wait redis.Cmder
+		var ack redis.Cmder
 		if sync != nil {
-			cmd, wait = Synced(ctx, s, keys, args, sync)
+			cmd, ack = Synced(ctx, s, keys, args, sync)
 		} else {
 			cmd = s.Run(ctx, b.cfg.Client, keys, args...)
 		}
@@ -111,7 +111,7 @@ func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []any, arg
 		if err != nil && undo != nil && !isServerError(err) {
 			b.undo(ctx, undo)
 		}
-		return v, wait, err
+		return v, ack, err
 	}
 	defer b.inflight.Add(-1)
 	r := &request{script: s, keys: keys, args: args, undo: undo, sync: sync, done: make(chan struct{})}
@@ -120,7 +120,7 @@ func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []any, arg
 	}
 	select {
 	case <-r.done:
-		return r.val, r.wait, r.err
+		return r.val, r.ack, r.err
 	case <-ctx.Done():
 	}
 	if r.state.CompareAndSwap(queued, abandoned) {
@@ -156,45 +156,45 @@ func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []any, arg
 // of its own. It returns the script's command and the WAIT that covers it.
 func Synced(ctx context.Context, s *scripts.Script, keys []any, args []any, sync *Sync) (*redis.Cmd, redis.Cmder) {
 	r := &request{script: s, keys: keys, args: args}
-	cmds, waits := runSynced(ctx, sync.Node, sync.Replicas, sync.Wait, []*request{r})
-	return cmds[0], waits[0]
+	cmds, acks := runSynced(ctx, sync.Node, sync.Replicas, sync.Ack, []*request{r})
+	return cmds[0], acks[0]
 }
 
 // runSynced runs the calls of reqs in one pipeline on node followed by one
 // WAIT for n replicas, then those the server answered NOSCRIPT by EVAL,
 // followed by a WAIT of their own. It returns each call's command and the
 // WAIT covering it.
-func runSynced(ctx context.Context, node *redis.Client, n int, wait func(context.Context, int) redis.Cmder, reqs []*request) ([]*redis.Cmd, []redis.Cmder) {
+func runSynced(ctx context.Context, node *redis.Client, n int, ack func(context.Context, int) redis.Cmder, reqs []*request) ([]*redis.Cmd, []redis.Cmder) {
 	cmds := make([]*redis.Cmd, len(reqs))
-	waits := make([]redis.Cmder, len(reqs))
+	acks := make([]redis.Cmder, len(reqs))
 	pipe := node.Pipeline()
 	for i, r := range reqs {
 		cmds[i] = r.script.Queue(ctx, pipe, r.keys, r.args...)
 	}
-	w := wait(ctx, n)
+	w := ack(ctx, n)
 	_ = pipe.Process(ctx, w)
 	_, _ = pipe.Exec(ctx)
 	var again []int
 	for i := range reqs {
-		waits[i] = w
+		acks[i] = w
 		if scripts.IsNoScript(cmds[i].Err()) {
 			again = append(again, i)
 		}
 	}
 	if len(again) == 0 {
-		return cmds, waits
+		return cmds, acks
 	}
 	pipe = node.Pipeline()
 	for _, i := range again {
 		cmds[i] = reqs[i].script.QueueSource(ctx, pipe, reqs[i].keys, reqs[i].args...)
 	}
-	w = wait(ctx, n)
+	w = ack(ctx, n)
 	_ = pipe.Process(ctx, w)
 	_, _ = pipe.Exec(ctx)
 	for _, i := range again {
-		waits[i] = w
+		acks[i] = w
 	}
-	return cmds, waits
+	return cmds, acks
 }
 
 func (b *Batcher) undo(ctx context.Context, undo Undo) {
@@ -233,16 +233,16 @@ type request struct {
 	sync   *Sync
 	state  atomic.Int32
 	val    int64
-	wait   redis.Cmder // the WAIT that followed a call with sync
+	ack    redis.Cmder // the WAIT that followed a call with sync
 	err    error
 	done   chan struct{}
 }
 
 // deliver hands the outcome to the waiting caller, or, if the caller gave
 // up, undoes a call that succeeded or whose outcome is unknown.
-func (r *request) deliver(v int64, err error, wait redis.Cmder, b *Batcher) {
+func (r *request) deliver(v int64, err error, ack redis.Cmder, b *Batcher) {
 	if r.state.CompareAndSwap(sent, delivered) || r.state.CompareAndSwap(queued, delivered) {
-		r.val, r.wait, r.err = v, wait, err
+		r.val, r.ack, r.err = v, ack, err
 		close(r.done)
 		return
 	}
@@ -310,7 +310,7 @@ func (b *Batcher) send(batch []*request) {
 			}
 		}
 		if g == nil {
-			g = &syncGroup{node: r.sync.Node, wait: r.sync.Wait}
+			g = &syncGroup{node: r.sync.Node, ack: r.sync.Ack}
 			nodes = append(nodes, g)
 		}
 		g.reqs = append(g.reqs, r)
@@ -334,7 +334,7 @@ func (b *Batcher) send(batch []*request) {
 type syncGroup struct {
 	node *redis.Client
 	n    int
-	wait func(context.Context, int) redis.Cmder
+	ack  func(context.Context, int) redis.Cmder
 	reqs []*request
 }
 
@@ -352,21 +352,21 @@ func (b *Batcher) sendPlain(batch []*request) {
 }
 
 func (b *Batcher) sendSynced(g *syncGroup) {
-	cmds, waits := runSynced(b.ctx, g.node, g.n, g.wait, g.reqs)
+	cmds, acks := runSynced(b.ctx, g.node, g.n, g.ack, g.reqs)
 	for i, r := range g.reqs {
-		b.finish(r, cmds[i], waits[i])
+		b.finish(r, cmds[i], acks[i])
 	}
 }
 
 // finish delivers the outcome of a call that was sent.
-func (b *Batcher) finish(r *request, cmd *redis.Cmd, wait redis.Cmder) {
+func (b *Batcher) finish(r *request, cmd *redis.Cmd, ack redis.Cmder) {
 	v, err := cmd.Int64()
 	if err != nil && r.undo != nil && !isServerError(err) && r.state.Load() == sent {
 		// Unknown outcome for a caller still waiting: undo before it
 		// hears of the failure, as a direct call would.
 		b.undo(b.ctx, r.undo)
 	}
-	r.deliver(v, err, wait, b)
+	r.deliver(v, err, ack, b)
 }
 
 func isServerError(err error) bool {
