@@ -11,7 +11,7 @@ import (
 )
 
 func TestSyncHeaders(t *testing.T) {
-	for _, s := range SyncScripts {
+	for _, s := range SynchronizerScripts {
 		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
 		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
 			if !strings.Contains(header, want) {

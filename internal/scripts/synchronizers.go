@@ -22,8 +22,8 @@ var (
 	LatchCountDown   = load("latch_countdown")
 )
 
-// SyncScripts lists the synchronizers' scripts, for tests.
-var SyncScripts = []*Script{
+// SynchronizerScripts lists the synchronizers' scripts, for tests.
+var SynchronizerScripts = []*Script{
 	SemAcquire, SemUndo, SemRelease, SemTrySetPermits, SemDrain,
 	PermitAcquire, PermitRelease, PermitAvailable, PermitUpdateLease, PermitRenew,
 	LatchTrySetCount, LatchCountDown,
