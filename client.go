@@ -34,9 +34,11 @@ type Client struct {
 
 	// script arguments boxed once
 	argPublish, argLease, argMarkerTTL any
-	argFencing                         any    // fencing mode of fence.lua
-	argID, argNumsub                   any    // id and numsub, boxed
-	id                                 string // the "<uuid>" of owner ids "<uuid>:<n>"
+	argFencing                         any       // fencing mode of fence.lua
+	argID, argNumsub                   any       // id and numsub, boxed
+	id                                 string    // the "<uuid>" of owner ids "<uuid>:<n>"
+	started                            time.Time // when New made the Client
+	info                               []any     // the fields of its identity hash (identity.go)
 	cfg                                config
 
 	hub   *notify.Hub
@@ -92,11 +94,13 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		rdb:     rdb,
 		publish: "publish",
 		id:      newUUID(),
+		started: time.Now(),
 		cfg:     cfg,
 		holds:   make(map[holdKey]*hold),
 		closing: make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.info = c.identity()
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		c.cluster = true
 		c.publish = c.clusterPublish()
@@ -131,6 +135,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		Interval: cfg.watchdog / 3,
 		Renew:    c.renew,
 		Lost:     c.lost,
+		Every:    c.announce,
 		Logger:   cfg.logger,
 	})
 	c.batch = batch.New(batch.Config{Client: rdb, Cleanup: cfg.cleanup})
@@ -207,6 +212,7 @@ func (c *Client) Close() error {
 	c.hub.Close()
 	c.batch.Close()
 	c.wg.Wait()
+	c.retire()
 	return nil
 }
 

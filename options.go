@@ -26,7 +26,8 @@ type config struct {
 	meter    metric.MeterProvider
 	tracer   trace.Tracer // nil without WithTracerProvider
 
-	perNameTokens bool // WithPerNameTokens
+	perNameTokens bool   // WithPerNameTokens
+	name          string // WithClientName
 }
 
 // WithWatchdogTimeout sets the lease of holds taken without WithLease. The

@@ -70,6 +70,7 @@ var commands = []*command{
 	showCommand,
 	unlockCommand,
 	webCommand,
+	versionCommand,
 }
 
 func lookup(name string) *command {

@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/layout"
 )
 
@@ -24,9 +29,17 @@ func TestLsAndShow(t *testing.T) {
 	if len(lines) != 3 || !strings.HasPrefix(lines[1], "jobs:nightly ") || !strings.HasPrefix(lines[2], "orders:42 ") {
 		t.Fatalf("ls listed %q, want a header and the two locks in order", lines)
 	}
-	owner, _, _ := strings.Cut(strings.Fields(lines[2])[4], " ")
-	if !isOwner(owner) {
-		t.Errorf("ls owner column %q is not an owner id", owner)
+	// Holders show as their Clients: host, pid and program.
+	host, _ := os.Hostname()
+	me := host + " pid " + strconv.Itoa(os.Getpid()) + " " + filepath.Base(os.Args[0])
+	if !strings.HasSuffix(lines[2], me) {
+		t.Errorf("ls line %q does not end with the holder's Client %q", lines[2], me)
+	}
+	r = relockCmd(t, "ls", "--redis", url, "--ids")
+	fields := strings.Fields(strings.Split(strings.TrimSpace(r.stdout), "\n")[2])
+	owner := fields[len(fields)-1]
+	if r.code != exitOK || !isOwner(owner) {
+		t.Fatalf("ls --ids: exit %d, last column %q is not an owner id", r.code, owner)
 	}
 
 	r = relockCmd(t, "ls", "--redis", url, "--match", "orders:*")
@@ -38,7 +51,7 @@ func TestLsAndShow(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("show: exit %d", r.code)
 	}
-	for _, want := range []string{"state    held", "holder   " + owner + " (holds 1)", "token    1", "redisson_lock__channel:{orders:42}"} {
+	for _, want := range []string{"state    held", "holder   " + me + "  " + owner + " (holds 1)", "token    1", "redisson_lock__channel:{orders:42}"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("show lacks %q", want)
 		}
@@ -111,5 +124,18 @@ func TestCompanion(t *testing.T) {
 				t.Errorf("companion(%q) = %q, want %q", tt.name, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestVersion: relock version prints the library's version and the
+// toolchain it was built with, and takes no arguments.
+func TestVersion(t *testing.T) {
+	r := relockCmd(t, "version")
+	want := "relock " + relock.Version() + " " + runtime.Version() + " "
+	if r.code != exitOK || !strings.HasPrefix(r.stdout, want) {
+		t.Fatalf("version: exit %d, stdout %q, want it to begin %q", r.code, r.stdout, want)
+	}
+	if r := relockCmd(t, "version", "extra"); r.code != exitUsage {
+		t.Fatalf("version extra: exit %d, want %d", r.code, exitUsage)
 	}
 }

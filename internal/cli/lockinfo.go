@@ -123,9 +123,10 @@ type lockInfo struct {
 
 // holder is one owner and its hold count.
 type holder struct {
-	owner string
-	write bool // the write side of a read-write lock
-	count int64
+	owner  string
+	write  bool // the write side of a read-write lock
+	count  int64
+	client *clientInfo // who the owner's Client is; nil when unknown (see identify)
 }
 
 // holds returns the total hold count.
@@ -217,11 +218,16 @@ func isUUID(s string) bool {
 	return true
 }
 
-// owners formats the holders as "owner" or "owner ×n", comma-separated.
-func (li *lockInfo) owners() string {
+// owners lists the holders, comma-separated: each as its Client ("host
+// pid N program"), followed by its owner id when ids is set or the Client
+// is unknown, "(write)" for a writer, and "×n" for n holds.
+func (li *lockInfo) owners(ids bool) string {
 	parts := make([]string, len(li.holders))
 	for i, h := range li.holders {
-		s := h.owner
+		s := h.client.String()
+		if ids || h.client == nil {
+			s += " " + h.owner
+		}
 		if h.write {
 			s += " (write)"
 		}

@@ -39,6 +39,7 @@ func runLs(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "ls", "[flags]", lsAbout)
 	rf := addRedisFlags(fs)
 	match := fs.String("match", "*", "list only lock names matching this glob `pattern`")
+	ids := fs.Bool("ids", false, "show each holder's owner id \"<uuid>:<n>\" beside its Client")
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -62,7 +63,7 @@ func runLs(ctx context.Context, e *env, args []string) int {
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "NAME\tKIND\tTTL\tHOLDS\tOWNERS\n")
 	for _, li := range locks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", li.name, li.kind, fmtTTL(li.ttl), li.holds(), li.owners())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", li.name, li.kind, fmtTTL(li.ttl), li.holds(), li.owners(*ids))
 	}
 	tw.Flush()
 	return exitOK
@@ -98,6 +99,9 @@ func scanLocks(ctx context.Context, rdb redis.UniversalClient, pattern string) (
 		locks = append(locks, li)
 	}
 	if err := markFair(ctx, rdb, locks); err != nil {
+		return nil, err
+	}
+	if err := identify(ctx, rdb, locks); err != nil {
 		return nil, err
 	}
 	sort.Slice(locks, func(i, j int) bool { return locks[i].name < locks[j].name })

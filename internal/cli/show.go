@@ -70,7 +70,10 @@ func runShow(ctx context.Context, e *env, args []string) int {
 			if h.write {
 				side = ", write"
 			}
-			fmt.Fprintf(tw, "holder\t%s (holds %d%s)\n", h.owner, h.count, side)
+			fmt.Fprintf(tw, "holder\t%s\t%s (holds %d%s)\n", h.client, h.owner, h.count, side)
+			if h.client != nil && h.client.Version != "" {
+				fmt.Fprintf(tw, "\t\trelock %s, started %s\n", h.client.Version, h.client.Started)
+			}
 		}
 	case s.kind == "none" && s.fair:
 		fmt.Fprintf(tw, "state\tfree (fair lock with owners queued)\n")
@@ -124,6 +127,9 @@ func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*
 		case ok:
 			li.ttl = ttl
 			s.lock = li
+			if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {
+				return nil, err
+			}
 		case len(fields) == 0:
 			s.kind = "none" // released between the calls
 		default:

@@ -102,9 +102,10 @@ type webLock struct {
 }
 
 type webHolder struct {
-	Owner string `json:"owner"`
-	Count int64  `json:"count"`
-	Write bool   `json:"write,omitempty"`
+	Owner  string      `json:"owner"`
+	Count  int64       `json:"count"`
+	Write  bool        `json:"write,omitempty"`
+	Client *clientInfo `json:"client,omitempty"` // absent for a holder whose Client is unknown
 }
 
 // webPage is what one refresh shows.
@@ -136,12 +137,12 @@ func (v *webView) snapshot(r *http.Request) (*webPage, int) {
 	p.Locks = make([]webLock, 0, len(locks))
 	for _, li := range locks {
 		wl := webLock{Name: li.name, Kind: li.kind, TTLms: li.ttl.Milliseconds(), TTL: fmtTTL(li.ttl),
-			Holds: li.holds(), Owners: li.owners()}
+			Holds: li.holds(), Owners: li.owners(false)}
 		if li.ttl == -1 {
 			wl.TTLms = -1
 		}
 		for _, h := range li.holders {
-			wl.Holders = append(wl.Holders, webHolder{Owner: h.owner, Count: h.count, Write: h.write})
+			wl.Holders = append(wl.Holders, webHolder{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client})
 		}
 		wl.Token = li.token
 		var err error

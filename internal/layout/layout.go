@@ -21,6 +21,9 @@ const (
 	// A relock Client's channel for the grants made to its waiting calls:
 	// GrantChannel + ":" + uuid, or per slot on a cluster.
 	GrantChannel = "relock_grant"
+	// A relock Client's hash of who it is: ClientInfo + ":" + uuid, with
+	// fields host, pid, program, version, started and name.
+	ClientInfo = "relock_client"
 )
 
 // TokenField is the field of a lock hash that holds the current holder's

@@ -73,7 +73,11 @@ type Config struct {
 	Interval time.Duration // time between renewal rounds
 	Renew    Renewer
 	Lost     func(e *Entry, err error) // called once for each entry lost
-	Logger   *slog.Logger
+	// Every, when not nil, is called in every round, every Interval from
+	// the start, whether or not there are entries to renew, beside the
+	// renewals (a Client keeps its own keys alive with it).
+	Every  func(ctx context.Context)
+	Logger *slog.Logger
 }
 
 // Watchdog renews holds in batches and detects their loss. It is safe for
@@ -239,12 +243,15 @@ func (w *Watchdog) loop() {
 	finished := make(chan round, 1)
 	running := false
 	nextRound := w.Now() + interval
+	if w.cfg.Every != nil {
+		nextRound = w.Now() // the first round at once
+	}
 	for {
 		now := w.Now()
 		earliest := w.expire(now)
 		if !running && now >= nextRound {
 			nextRound = now + interval
-			if batch := w.snapshot(); len(batch) > 0 {
+			if batch := w.snapshot(); len(batch) > 0 || w.cfg.Every != nil {
 				running = true
 				go w.renew(now, batch, finished)
 			}
@@ -312,7 +319,21 @@ func (w *Watchdog) snapshot() []*Entry {
 func (w *Watchdog) renew(sent int64, batch []*Entry, finished chan<- round) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.Interval)
 	defer cancel()
-	finished <- round{sent: sent, batch: batch, results: w.cfg.Renew(ctx, batch)}
+	every := make(chan struct{})
+	if w.cfg.Every != nil {
+		go func() {
+			defer close(every)
+			w.cfg.Every(ctx)
+		}()
+	} else {
+		close(every)
+	}
+	var results []Result
+	if len(batch) > 0 {
+		results = w.cfg.Renew(ctx, batch)
+	}
+	<-every
+	finished <- round{sent: sent, batch: batch, results: results}
 }
 
 // confirmations takes the pending probes due by now whose entries are

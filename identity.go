@@ -1,0 +1,103 @@
+package relock
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/relock-go/relock/internal/layout"
+)
+
+// Every Client makes itself known in Redis, so that an operator can tell
+// who holds what: a hash layout.ClientInfo + ":" + uuid with its host name,
+// process id, program, relock version, start time and the name given by
+// WithClientName. The watchdog writes it when the Client starts and keeps
+// it alive every round, off the path of every lock call; Close deletes it,
+// and a Client that dies leaves it to expire. Lock data keeps Redisson's
+// "<uuid>:<n>" owner fields: the uuid leads to the hash.
+
+// WithClientName gives the Client a name that `relock ls`, `relock show`
+// and `relock web` show beside its host and process, such as the service
+// or job it runs. It must be at most 200 bytes, or New fails with
+// ErrInvalidOption.
+func WithClientName(name string) Option {
+	return func(c *config) error {
+		if len(name) > 200 {
+			return fmt.Errorf("%w: client name of %d bytes is over 200", ErrInvalidOption, len(name))
+		}
+		c.name = name
+		return nil
+	}
+}
+
+// Version returns the version of relock built into the program, as the Go
+// toolchain recorded it: a module version such as "v1.2.3", or "(devel)"
+// for a build from a work tree.
+func Version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	if info.Main.Path == modulePath {
+		return info.Main.Version
+	}
+	for _, d := range info.Deps {
+		if d.Path == modulePath {
+			if d.Replace != nil {
+				return d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return "(unknown)"
+}
+
+const modulePath = "github.com/relock-go/relock"
+
+// identity returns the fields of the Client's hash.
+func (c *Client) identity() []any {
+	host, _ := os.Hostname()
+	program := ""
+	if len(os.Args) > 0 {
+		program = filepath.Base(os.Args[0])
+	}
+	return []any{
+		"host", host,
+		"pid", strconv.Itoa(os.Getpid()),
+		"program", program,
+		"version", Version(),
+		"started", c.started.UTC().Format(time.RFC3339),
+		"name", c.cfg.name,
+	}
+}
+
+// infoKey is the key of the Client's hash.
+func (c *Client) infoKey() string { return layout.ClientInfo + ":" + c.id }
+
+// infoTTL is how long the hash outlives the last round that wrote it.
+func (c *Client) infoTTL() time.Duration { return 2 * c.cfg.watchdog }
+
+// announce writes the Client's hash with a fresh TTL, in one transaction
+// so that it never stands without one. It is the watchdog's Every.
+func (c *Client) announce(ctx context.Context) {
+	key := c.infoKey()
+	pipe := c.rdb.TxPipeline()
+	pipe.HSet(ctx, key, c.info...)
+	pipe.PExpire(ctx, key, c.infoTTL())
+	if _, err := pipe.Exec(ctx); err != nil {
+		c.cfg.logger.Debug("relock: cannot write the client's identity", "key", key, "err", err)
+	}
+}
+
+// retire deletes the Client's hash as it closes.
+func (c *Client) retire() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
+	defer cancel()
+	if err := c.rdb.Del(ctx, c.infoKey()).Err(); err != nil {
+		c.cfg.logger.Debug("relock: cannot delete the client's identity; it expires", "key", c.infoKey(), "err", err)
+	}
+}
