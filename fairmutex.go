@@ -32,11 +32,7 @@ import (
 // A FairMutex is a cheap handle, safe for concurrent use; its zero value
 // is not usable: make it with Client.FairMutex.
 type FairMutex struct {
-	c       *Client
-	name    string
-	channel string // waiter <owner> listens on channel + ":" + owner
-	group   int
-	err     error // an invalid name or option, returned by every call
+	lockName // waiter <owner> listens on channel + ":" + owner
 
 	waiterTimeout time.Duration
 	argWaiter     any // waiterTimeout in ms, boxed
@@ -79,7 +75,7 @@ func WithWaiterTimeout(d time.Duration) FairOption {
 // reported by every call on it with ErrInvalidName, an invalid option with
 // ErrInvalidOption.
 func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
-	m := &FairMutex{c: c, name: name}
+	m := &FairMutex{lockName: lockName{c: c, name: name}}
 	cfg := fairConfig{waiterTimeout: DefaultWaiterTimeout}
 	for _, o := range opts {
 		if o == nil {
@@ -107,9 +103,6 @@ func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
 	return m
 }
 
-// Name returns the lock's name, which is also its Redis key.
-func (m *FairMutex) Name() string { return m.name }
-
 // Lock blocks until the lock is held, ctx ends, or the Client is closed.
 // A call that cannot have the lock at once joins the lock's queue and is
 // granted the lock after every waiter that joined before it. Without
@@ -134,23 +127,6 @@ func (m *FairMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, er
 	return m.c.traced(ctx, "TryLock", "fair", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, false) })
 }
 
-// IsLocked reports whether any owner holds the lock.
-func (m *FairMutex) IsLocked(ctx context.Context) (bool, error) {
-	if err := m.check(); err != nil {
-		return false, err
-	}
-	return m.c.isLocked(ctx, m.name)
-}
-
-// TTL returns the time the current hold has left, like Redis PTTL: -2ns
-// when the lock is not held, -1ns when it has no expiry.
-func (m *FairMutex) TTL(ctx context.Context) (time.Duration, error) {
-	if err := m.check(); err != nil {
-		return 0, err
-	}
-	return m.c.ttl(ctx, m.name)
-}
-
 // ForceUnlock deletes the lock whoever holds it and tells the first
 // waiter. It reports whether the lock was held. The holder's Lease reports
 // ErrLockLost at its watchdog's next renewal. The queue is left as it is.
@@ -163,13 +139,6 @@ func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, opError("force unlock", m.name, err)
 	}
 	return n == 1, nil
-}
-
-func (m *FairMutex) check() error {
-	if m.err != nil {
-		return m.err
-	}
-	return m.c.checkOpen()
 }
 
 // fairAcquire is one lock call's fixed arguments, shared by its attempts.

@@ -241,17 +241,10 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 			continue // not first: a release from now on tells us
 		}
 		if fw != nil && asleep && !handed && !m.c.fair.wake(fw) {
-			// A release may be handing us the lock: wait for the outcome.
-			select {
-			case l = <-fw.handed:
-				if l != nil {
-					taken = true
-					return l, nil
-				}
-			case <-ctx.Done():
-				return nil, fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
-			case <-m.c.closing:
-				return nil, ErrClosed
+			// A release may be handing us the lock.
+			if l, err = m.c.outcome(ctx, fw, m.name); l != nil || err != nil {
+				taken = l != nil
+				return l, err
 			}
 		}
 		l, ttl, err = m.attempt(ctx, a)

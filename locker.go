@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Locker is what every lock of relock offers: the Mutex, and the locks
@@ -72,4 +73,47 @@ func (c *Client) startLock(ctx context.Context, check error, op, name string, op
 // owner on name, which makes a retried request apply once.
 func requestMarker(name, owner string) string {
 	return suffixed(requestPrefix, name, owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
+}
+
+// lockName is what the handles of Mutex, FairMutex and RWMutex start with:
+// the Client, the name and its companion keys, what is wrong with them,
+// and the calls that only read the lock's hash.
+type lockName struct {
+	c       *Client
+	name    string
+	channel string // the release channel
+	group   int    // the name's slot
+	err     error  // an invalid name or option, returned by every call
+
+	// fencing keys: the slot's counter and the lock's own token key
+	counter, named string
+}
+
+// Name returns the lock's name, which is also its Redis key.
+func (h *lockName) Name() string { return h.name }
+
+// IsLocked reports whether anyone holds the lock (in either mode, for an
+// RWMutex).
+func (h *lockName) IsLocked(ctx context.Context) (bool, error) {
+	if err := h.check(); err != nil {
+		return false, err
+	}
+	return h.c.isLocked(ctx, h.name)
+}
+
+// TTL returns the time the lock has left, like Redis PTTL of its hash: -2ns
+// when the lock is not held, -1ns when it has no expiry. For an RWMutex
+// that is the longest of its holds' (a reader's own hold may end sooner).
+func (h *lockName) TTL(ctx context.Context) (time.Duration, error) {
+	if err := h.check(); err != nil {
+		return 0, err
+	}
+	return h.c.ttl(ctx, h.name)
+}
+
+func (h *lockName) check() error {
+	if h.err != nil {
+		return h.err
+	}
+	return h.c.checkOpen()
 }

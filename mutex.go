@@ -16,14 +16,7 @@ import (
 // whether two calls exclude each other depends on their owners (see
 // WithOwner), never on the *Mutex value.
 type Mutex struct {
-	c       *Client
-	name    string
-	channel string
-	group   int
-	err     error // an invalid name, returned by every call
-
-	// fencing keys: the slot's counter and the lock's own token key
-	counter, named string
+	lockName
 
 	queue  string // the queue of waiters (see grant.go)
 	grants string // the Client's grant channel for the lock's slot
@@ -38,7 +31,7 @@ type Mutex struct {
 // Mutex returns the Mutex of the given name. An invalid name is reported
 // by every call on it with ErrInvalidName.
 func (c *Client) Mutex(name string) *Mutex {
-	m := &Mutex{c: c, name: name}
+	m := &Mutex{lockName: lockName{c: c, name: name}}
 	if m.err = checkName(name); m.err != nil {
 		return m
 	}
@@ -52,9 +45,6 @@ func (c *Client) Mutex(name string) *Mutex {
 	m.unlockKeys = []any{name, m.channel, name, m.counter, m.named, m.queue}
 	return m
 }
-
-// Name returns the lock's name, which is also its Redis key.
-func (m *Mutex) Name() string { return m.name }
 
 // Lock blocks until the lock is held, ctx ends, or the Client is closed.
 // Without WithLease the watchdog keeps the hold alive until Unlock. While
@@ -75,23 +65,6 @@ func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
 // ErrNotAcquired; other errors are as for Lock.
 func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
 	return m.c.traced(ctx, "TryLock", "mutex", m.name, func(ctx context.Context) (*Lease, error) { return m.lock(ctx, opts, false) })
-}
-
-// IsLocked reports whether any owner holds the lock.
-func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
-	if err := m.check(); err != nil {
-		return false, err
-	}
-	return m.c.isLocked(ctx, m.name)
-}
-
-// TTL returns the time the current hold has left, like Redis PTTL: -2ns
-// when the lock is not held, -1ns when it has no expiry.
-func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
-	if err := m.check(); err != nil {
-		return 0, err
-	}
-	return m.c.ttl(ctx, m.name)
 }
 
 // ForceUnlock deletes the lock whoever holds it and wakes its waiters. It
@@ -124,13 +97,6 @@ func (c *Client) ttl(ctx context.Context, name string) (time.Duration, error) {
 		return 0, opError("ttl", name, err)
 	}
 	return ttl, nil
-}
-
-func (m *Mutex) check() error {
-	if m.err != nil {
-		return m.err
-	}
-	return m.c.checkOpen()
 }
 
 // acquire is one lock call's fixed arguments, shared by its attempts.
@@ -317,19 +283,11 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 			return nil, err
 		}
 		if asleep && !handed && !m.c.local.wake(lw) {
-			// A release of this Client may be handing us the lock: wait
-			// for the outcome.
-			select {
-			case h := <-lw.handed:
-				if h != nil {
-					return h, nil
-				}
-				try = true
-			case <-ctx.Done():
-				return nil, fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
-			case <-m.c.closing:
-				return nil, ErrClosed
+			// A release of this Client may be handing us the lock.
+			if h, err := m.c.outcome(ctx, lw, m.name); h != nil || err != nil {
+				return h, err
 			}
+			try = true
 		}
 		if !try {
 			continue

@@ -2,7 +2,6 @@ package relock
 
 import (
 	"context"
-	"time"
 
 	"github.com/relock-go/relock/internal/scripts"
 )
@@ -31,15 +30,8 @@ import (
 // each other depends on their owners and modes, never on the *RWMutex
 // value. Its zero value is not usable.
 type RWMutex struct {
-	c       *Client
-	name    string
-	channel string
-	prefix  any // tagged(name), boxed: the start of reader hold keys
-	group   int
-	err     error // an invalid name, returned by every call
-
-	// fencing keys: the slot's counter and the lock's own token key
-	counter, named string
+	lockName
+	prefix any // tagged(name), boxed: the start of reader hold keys
 
 	r ReadLocker
 	w WriteLocker
@@ -48,7 +40,7 @@ type RWMutex struct {
 // RWMutex returns the read-write lock of the given name. An invalid name
 // is reported by every call on it with ErrInvalidName.
 func (c *Client) RWMutex(name string) *RWMutex {
-	rw := &RWMutex{c: c, name: name}
+	rw := &RWMutex{lockName: lockName{c: c, name: name}}
 	rw.r.rw, rw.w.rw = rw, rw
 	if rw.err = checkName(name); rw.err != nil {
 		return rw
@@ -59,9 +51,6 @@ func (c *Client) RWMutex(name string) *RWMutex {
 	rw.group = slot(name)
 	return rw
 }
-
-// Name returns the lock's name, which is also its Redis key.
-func (rw *RWMutex) Name() string { return rw.name }
 
 // RLock blocks until the read lock is held, ctx ends, or the Client is
 // closed. Readers share the lock; a writer excludes them, except the
@@ -109,24 +98,6 @@ func (rw *RWMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, err
 	return rw.c.traced(ctx, "TryLock", "rw", rw.name, func(ctx context.Context) (*Lease, error) { return rw.lock(ctx, opts, true, false) })
 }
 
-// IsLocked reports whether anyone holds the lock, in either mode.
-func (rw *RWMutex) IsLocked(ctx context.Context) (bool, error) {
-	if err := rw.check(); err != nil {
-		return false, err
-	}
-	return rw.c.isLocked(ctx, rw.name)
-}
-
-// TTL returns the time the lock has left in either mode, like Redis PTTL
-// of its hash: the longest of its holds' (a reader's own hold may end
-// sooner), -2ns when the lock is not held, -1ns when it has no expiry.
-func (rw *RWMutex) TTL(ctx context.Context) (time.Duration, error) {
-	if err := rw.check(); err != nil {
-		return 0, err
-	}
-	return rw.c.ttl(ctx, rw.name)
-}
-
 // ForceUnlock deletes the lock, in whatever mode and whoever holds it,
 // with its reader hold keys, and wakes every waiter. It reports whether
 // the lock was held. The holders' Leases report ErrLockLost at their
@@ -150,13 +121,6 @@ func (rw *RWMutex) RLocker() *ReadLocker { return &rw.r }
 // WLocker returns the write lock as a Locker: its Lock and TryLock are
 // the RWMutex's.
 func (rw *RWMutex) WLocker() *WriteLocker { return &rw.w }
-
-func (rw *RWMutex) check() error {
-	if rw.err != nil {
-		return rw.err
-	}
-	return rw.c.checkOpen()
-}
 
 // ReadLocker is the read side of an RWMutex as a Locker. It is safe for
 // concurrent use. Get one from RWMutex.RLocker; its zero value is not

@@ -1,6 +1,8 @@
 package relock
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,6 +184,19 @@ func (r *waiters) settle(ws []*waiter, chosen int, l *Lease, retry bool) bool {
 		}
 	}
 	return delivered
+}
+
+// outcome waits, after wake failed, for the outcome of the claim on w, a
+// lock call on name: the Lease it is handed, or nil to attempt.
+func (c *Client) outcome(ctx context.Context, w *waiter, name string) (*Lease, error) {
+	select {
+	case l := <-w.handed:
+		return l, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("relock: lock %q: %w", name, ctx.Err())
+	case <-c.closing:
+		return nil, ErrClosed
+	}
 }
 
 // hand gives w an outcome. The channel is empty whenever a release settles
