@@ -35,18 +35,14 @@ const msgLatchZero = "0"
 // A CountDownLatch is a cheap handle; make it with Client.CountDownLatch.
 // It is safe for concurrent use. Its zero value is not usable.
 type CountDownLatch struct {
-	c       *Client
-	name    string
-	channel string
-	err     error // an invalid name, returned by every call
-	req     *requests
+	countName
 }
 
 // CountDownLatch returns the CountDownLatch of the given name. An invalid
 // name is reported by every call on it with ErrInvalidName. A latch that
 // was never set has a count of zero: Await returns at once.
 func (c *Client) CountDownLatch(name string) *CountDownLatch {
-	l := &CountDownLatch{c: c, name: name}
+	l := &CountDownLatch{countName{c: c, name: name}}
 	if l.err = checkName(name); l.err != nil {
 		return l
 	}
@@ -54,9 +50,6 @@ func (c *Client) CountDownLatch(name string) *CountDownLatch {
 	l.req = newRequests(c, latchRequestPrefix, name)
 	return l
 }
-
-// Name returns the latch's name, which is also its Redis key.
-func (l *CountDownLatch) Name() string { return l.name }
 
 // TrySetCount sets the count to n if the latch is not set (never set, or
 // back at zero), and reports whether it did. n must be positive. It is
@@ -165,14 +158,4 @@ func latchPolicy(payload string) int {
 		return -1
 	}
 	return 0
-}
-
-func (l *CountDownLatch) check(ctx context.Context, op string, n int) error {
-	if l.err != nil {
-		return l.err
-	}
-	if err := l.c.checkOpen(); err != nil {
-		return err
-	}
-	return checkCall(ctx, op, l.name, n)
 }

@@ -30,21 +30,17 @@ import (
 // Client.PermitSemaphore. It is safe for concurrent use. Its zero value is
 // not usable.
 type PermitSemaphore struct {
-	c          *Client
-	name       string
-	channel    string
+	countName
 	timeoutKey string
 	group      int
 	keys       []any // free permits, held permits, channel: shared, never modified
-	err        error // an invalid name, returned by every call
-	req        *requests
 }
 
 // PermitSemaphore returns the PermitSemaphore of the given name. An
 // invalid name is reported by every call on it with ErrInvalidName. The
 // semaphore has no permits until TrySetPermits or AddPermits gives it some.
 func (c *Client) PermitSemaphore(name string) *PermitSemaphore {
-	ps := &PermitSemaphore{c: c, name: name}
+	ps := &PermitSemaphore{countName: countName{c: c, name: name}}
 	if ps.err = checkName(name); ps.err != nil {
 		return ps
 	}
@@ -55,10 +51,6 @@ func (c *Client) PermitSemaphore(name string) *PermitSemaphore {
 	ps.req = newRequests(c, semRequestPrefix, name)
 	return ps
 }
-
-// Name returns the semaphore's name, which is also the key of its free
-// permits.
-func (ps *PermitSemaphore) Name() string { return ps.name }
 
 // TrySetPermits sets the number of permits to n if the semaphore has none
 // set, and reports whether it did. n must be positive. With replica sync,
@@ -199,16 +191,6 @@ func (ps *PermitSemaphore) updateLease(ctx context.Context, raw string, d time.D
 		return r == 1 && isUnconfirmed(err), opError("update lease", ps.name, err)
 	}
 	return r == 1, nil
-}
-
-func (ps *PermitSemaphore) check(ctx context.Context, op string, n int) error {
-	if ps.err != nil {
-		return ps.err
-	}
-	if err := ps.c.checkOpen(); err != nil {
-		return err
-	}
-	return checkCall(ctx, op, ps.name, n)
 }
 
 func (ps *PermitSemaphore) checkID(ctx context.Context, op, id string) (string, error) {

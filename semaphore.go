@@ -27,18 +27,14 @@ import (
 // A Semaphore is a cheap handle; make it with Client.Semaphore. It is safe
 // for concurrent use. Its zero value is not usable.
 type Semaphore struct {
-	c       *Client
-	name    string
-	channel string
-	err     error // an invalid name, returned by every call
-	req     *requests
+	countName
 }
 
 // Semaphore returns the Semaphore of the given name. An invalid name is
 // reported by every call on it with ErrInvalidName. The semaphore has no
 // permits until TrySetPermits, AddPermits or Release gives it some.
 func (c *Client) Semaphore(name string) *Semaphore {
-	s := &Semaphore{c: c, name: name}
+	s := &Semaphore{countName{c: c, name: name}}
 	if s.err = checkName(name); s.err != nil {
 		return s
 	}
@@ -46,9 +42,6 @@ func (c *Client) Semaphore(name string) *Semaphore {
 	s.req = newRequests(c, semRequestPrefix, name)
 	return s
 }
-
-// Name returns the semaphore's name, which is also its Redis key.
-func (s *Semaphore) Name() string { return s.name }
 
 // TrySetPermits sets the number of permits to n if the semaphore has none
 // set (its key does not exist), and reports whether it did. n must be
@@ -190,15 +183,32 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 	return int(v), nil
 }
 
-// check validates a call before it does any I/O.
-func (s *Semaphore) check(ctx context.Context, op string, n int) error {
-	if s.err != nil {
-		return s.err
+// countName is what the handles of Semaphore, PermitSemaphore and
+// CountDownLatch start with: the Client, the name of the count in Redis,
+// its channel, what is wrong with the name, and the request markers that
+// make the handle's writes apply once.
+type countName struct {
+	c       *Client
+	name    string
+	channel string
+	err     error // an invalid name, returned by every call
+	req     *requests
+}
+
+// Name returns the name, which is also the Redis key of the count: the
+// permits available of a semaphore, a latch's count.
+func (h *countName) Name() string { return h.name }
+
+// check refuses a call op with n on an invalid handle, a closed Client, an
+// n that is not positive, or an ended ctx.
+func (h *countName) check(ctx context.Context, op string, n int) error {
+	if h.err != nil {
+		return h.err
 	}
-	if err := s.c.checkOpen(); err != nil {
+	if err := h.c.checkOpen(); err != nil {
 		return err
 	}
-	return checkCall(ctx, op, s.name, n)
+	return checkCall(ctx, op, h.name, n)
 }
 
 // checkCall checks a permit or count argument and ctx.
