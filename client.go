@@ -70,7 +70,8 @@ type Client struct {
 // is no home for locks. relock never closes rdb. New asks the server, in
 // one round trip bounded by the cleanup timeout, whether the Redis user
 // may run scripts, and fails with ErrNoPermission if its ACL says no; a
-// server that does not answer is left to the calls that need it.
+// server that does not answer is left to the calls that need it. The same
+// round trip makes the Client known to operators (see WithClientName).
 func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrUnsupportedClient)

@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/scripts"
 )
 
 // Every Client makes itself known in Redis, so that an operator can tell
 // who holds what: a hash layout.ClientInfo + ":" + uuid with its host name,
 // process id, program, relock version, start time and the name given by
-// WithClientName. The watchdog writes it when the Client starts and keeps
-// it alive every round, off the path of every lock call; Close deletes it,
-// and a Client that dies leaves it to expire. Lock data keeps Redisson's
+// WithClientName. New writes it in its one round trip, and the watchdog
+// keeps it alive every round, off the path of every lock call; Close
+// deletes it, and a Client that dies leaves it to expire. Lock data keeps Redisson's
 // "<uuid>:<n>" owner fields: the uuid leads to the hash.
 
 // WithClientName gives the Client a name that `relock ls`, `relock show`
@@ -81,15 +82,17 @@ func (c *Client) infoKey() string { return layout.ClientInfo + ":" + c.id }
 // infoTTL is how long the hash outlives the last round that wrote it.
 func (c *Client) infoTTL() time.Duration { return 2 * c.cfg.watchdog }
 
-// announce writes the Client's hash with a fresh TTL, in one transaction
-// so that it never stands without one. It is the watchdog's Every.
+// announceArgs returns the KEYS and ARGV of announce.lua.
+func (c *Client) announceArgs() ([]any, []any) {
+	return []any{c.infoKey()}, append([]any{c.infoTTL().Milliseconds()}, c.info...)
+}
+
+// announce writes the Client's hash with a fresh TTL (announce.lua). New
+// writes it first, in its one round trip; the watchdog's rounds keep it.
 func (c *Client) announce(ctx context.Context) {
-	key := c.infoKey()
-	pipe := c.rdb.TxPipeline()
-	pipe.HSet(ctx, key, c.info...)
-	pipe.PExpire(ctx, key, c.infoTTL())
-	if _, err := pipe.Exec(ctx); err != nil {
-		c.cfg.logger.Debug("relock: cannot write the client's identity", "key", key, "err", err)
+	keys, args := c.announceArgs()
+	if err := scripts.Announce.Run(ctx, c.rdb, keys, args...).Err(); err != nil {
+		c.cfg.logger.Debug("relock: cannot write the client's identity", "key", c.infoKey(), "err", err)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/scripts"
 )
 
 // probeScript is the script New runs to learn whether the Redis user may
@@ -27,6 +29,10 @@ func (c *Client) checkScripts() error {
 	pipe := c.rdb.Pipeline()
 	eval := pipe.Eval(ctx, probeScript, nil)
 	evalsha := pipe.EvalSha(ctx, probeSHA, nil)
+	// The same round trip makes the Client known (identity.go); the
+	// watchdog's rounds keep it so.
+	keys, args := c.announceArgs()
+	scripts.Announce.QueueSource(ctx, pipe, keys, args...)
 	_, _ = pipe.Exec(ctx)
 	var denied []string
 	var first error

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -137,5 +138,52 @@ func TestVersion(t *testing.T) {
 	}
 	if r := relockCmd(t, "version", "extra"); r.code != exitUsage {
 		t.Fatalf("version extra: exit %d, want %d", r.code, exitUsage)
+	}
+}
+
+// TestLsAndShowJSON: ls --json and show --json print the documented
+// schema: every lock with its kind, TTL, holders (owner id, count, and the
+// holder's Client: host, pid, program) and waiters; a free name and a key
+// that is not a lock say so.
+func TestLsAndShowJSON(t *testing.T) {
+	mr, url := server(t)
+	c := lockClient(t, mr)
+	lock(t, c, "orders:42")
+	mr.Set("plain", "x")
+	host, _ := os.Hostname()
+
+	r := relockCmd(t, "ls", "--redis", url, "--json")
+	var l listing
+	if err := json.Unmarshal([]byte(r.stdout), &l); r.code != exitOK || err != nil {
+		t.Fatalf("ls --json: exit %d, %v: %q", r.code, err, r.stdout)
+	}
+	if len(l.Locks) != 1 || l.Locks[0].Name != "orders:42" || l.Locks[0].Kind != kindLock || l.Locks[0].TTLms <= 0 {
+		t.Fatalf("ls --json locks = %+v", l.Locks)
+	}
+	h := l.Locks[0].Holders
+	if len(h) != 1 || !isOwner(h[0].Owner) || h[0].Count != 1 || h[0].Client == nil ||
+		h[0].Client.Host != host || h[0].Client.PID != strconv.Itoa(os.Getpid()) {
+		t.Fatalf("ls --json holders = %+v", h)
+	}
+
+	r = relockCmd(t, "show", "--redis", url, "--json", "orders:42")
+	var s shown
+	if err := json.Unmarshal([]byte(r.stdout), &s); r.code != exitOK || err != nil {
+		t.Fatalf("show --json: exit %d, %v: %q", r.code, err, r.stdout)
+	}
+	if s.State != "held" || s.Kind != kindLock || s.TTLms == nil || *s.TTLms <= 0 || s.Token != "1" ||
+		len(s.Holders) != 1 || s.Holders[0].Client == nil || s.Holders[0].Client.Host != host {
+		t.Fatalf("show --json = %+v", s)
+	}
+
+	for name, want := range map[string]struct {
+		state string
+		code  int
+	}{"free": {"free", exitOK}, "plain": {"not-a-lock", exitFailure}} {
+		r = relockCmd(t, "show", "--redis", url, "--json", name)
+		s = shown{}
+		if err := json.Unmarshal([]byte(r.stdout), &s); r.code != want.code || err != nil || s.State != want.state {
+			t.Fatalf("show --json %s: exit %d, %v, state %q; want exit %d, state %q", name, r.code, err, s.State, want.code, want.state)
+		}
 	}
 }

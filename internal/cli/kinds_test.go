@@ -142,11 +142,11 @@ func TestKindsShownAndCounted(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET /locks.json: %d %s", code, body)
 	}
-	var p webPage
+	var p listing
 	if err := json.Unmarshal([]byte(body), &p); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]webLock{}
+	got := map[string]lockRow{}
 	for _, l := range p.Locks {
 		got[l.Name] = l
 	}

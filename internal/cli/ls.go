@@ -40,6 +40,7 @@ func runLs(ctx context.Context, e *env, args []string) int {
 	rf := addRedisFlags(fs)
 	match := fs.String("match", "*", "list only lock names matching this glob `pattern`")
 	ids := fs.Bool("ids", false, "show each holder's owner id \"<uuid>:<n>\" beside its Client")
+	asJSON := fs.Bool("json", false, "print the locks as JSON, with their waiters (schema in docs/cli.md)")
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -55,6 +56,13 @@ func runLs(ctx context.Context, e *env, args []string) int {
 	locks, err := scanLocks(ctx, rdb, *match)
 	if err != nil {
 		return fail(e, fs, err)
+	}
+	if *asJSON {
+		l := listing{Match: *match, At: time.Now()}
+		if l.Locks, err = rows(ctx, rdb, locks); err != nil {
+			return fail(e, fs, err)
+		}
+		return printJSON(e, fs, l)
 	}
 	if len(locks) == 0 {
 		fmt.Fprintf(e.stderr, "no locks match %q\n", *match)

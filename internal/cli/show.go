@@ -32,6 +32,7 @@ waiting goroutines or threads.`
 func runShow(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "show", "[flags] NAME", showAbout)
 	rf := addRedisFlags(fs)
+	asJSON := fs.Bool("json", false, "print the lock as JSON (schema in docs/cli.md)")
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -51,6 +52,15 @@ func runShow(ctx context.Context, e *env, args []string) int {
 	s, err := inspectLock(ctx, rdb, name)
 	if err != nil {
 		return fail(e, fs, err)
+	}
+	if *asJSON {
+		if code := printJSON(e, fs, s.report(name)); code != exitOK {
+			return code
+		}
+		if s.lock == nil && s.kind != "none" {
+			return exitFailure
+		}
+		return exitOK
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "lock\t%s\n", name)
@@ -94,6 +104,51 @@ func runShow(ctx context.Context, e *env, args []string) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// shown is what `relock show --json` prints (docs/cli.md); fields are only
+// ever added to it.
+type shown struct {
+	Name  string `json:"name"`
+	State string `json:"state"` // held, free, or not-a-lock
+	// Kind is lock, fair, read or write while held; fair for a free fair
+	// lock with owners queued; else the key's Redis type ("none" when free).
+	Kind        string      `json:"kind"`
+	TTLms       *int64      `json:"ttl_ms,omitempty"` // while held; -1: no expiry
+	Holders     []holderRow `json:"holders"`
+	Token       string      `json:"token,omitempty"`     // the holder's, or the last handed out
+	TokenKey    string      `json:"token_key,omitempty"` // where the last handed out was read
+	Waiters     int64       `json:"waiters"`
+	WaitersWhat string      `json:"waiters_counted"`
+}
+
+// report makes what show --json prints of the name s describes.
+func (s *lockState) report(name string) shown {
+	r := shown{Name: name, Kind: s.kind, Holders: []holderRow{}, Waiters: s.waiters, WaitersWhat: s.waitersWhat}
+	switch {
+	case s.lock != nil:
+		r.State, r.Kind = "held", s.lock.kind
+		ttl := s.lock.ttl.Milliseconds()
+		if s.lock.ttl == -1 {
+			ttl = -1
+		}
+		r.TTLms = &ttl
+		for _, h := range s.lock.holders {
+			r.Holders = append(r.Holders, holderRow{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client})
+		}
+		r.Token = s.lock.token
+	case s.kind == "none":
+		r.State = "free"
+		if s.fair {
+			r.Kind = kindFair
+		}
+	default:
+		r.State = "not-a-lock"
+	}
+	if r.Token == "" && s.token != "" {
+		r.Token, r.TokenKey = s.token, s.tokenKey
+	}
+	return r
 }
 
 // lockState is everything show reports about one name.

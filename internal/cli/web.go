@@ -88,30 +88,11 @@ func newWebView(rdb redis.UniversalClient, refresh time.Duration) http.Handler {
 	return mux
 }
 
-// webLock is one row of the view.
-type webLock struct {
-	Name    string      `json:"name"`
-	Kind    string      `json:"kind"`
-	TTLms   int64       `json:"ttl_ms"` // -1: no expiry
-	TTL     string      `json:"-"`
-	Holds   int64       `json:"holds"`
-	Holders []webHolder `json:"holders"`
-	Owners  string      `json:"-"`
-	Token   string      `json:"token,omitempty"` // the holder's, when recorded
-	Waiting int64       `json:"waiting_clients"`
-}
-
-type webHolder struct {
-	Owner  string      `json:"owner"`
-	Count  int64       `json:"count"`
-	Write  bool        `json:"write,omitempty"`
-	Client *clientInfo `json:"client,omitempty"` // absent for a holder whose Client is unknown
-}
-
-// webPage is what one refresh shows.
-type webPage struct {
+// listing is what one refresh of the web view shows, and what
+// `relock ls --json` prints (docs/cli.md).
+type listing struct {
 	Match     string    `json:"match"`
-	Locks     []webLock `json:"locks"`
+	Locks     []lockRow `json:"locks"`
 	Truncated bool      `json:"truncated,omitempty"`
 	At        time.Time `json:"at"`
 	Refresh   int       `json:"-"` // seconds
@@ -119,8 +100,8 @@ type webPage struct {
 }
 
 // snapshot reads the locks matching the request's match parameter.
-func (v *webView) snapshot(r *http.Request) (*webPage, int) {
-	p := &webPage{Match: r.URL.Query().Get("match"), At: time.Now(), Refresh: int(v.refresh / time.Second)}
+func (v *webView) snapshot(r *http.Request) (*listing, int) {
+	p := &listing{Match: r.URL.Query().Get("match"), At: time.Now(), Refresh: int(v.refresh / time.Second)}
 	if p.Match == "" {
 		p.Match = "*"
 	}
@@ -134,23 +115,9 @@ func (v *webView) snapshot(r *http.Request) (*webPage, int) {
 	if len(locks) > webLimit {
 		locks, p.Truncated = locks[:webLimit], true
 	}
-	p.Locks = make([]webLock, 0, len(locks))
-	for _, li := range locks {
-		wl := webLock{Name: li.name, Kind: li.kind, TTLms: li.ttl.Milliseconds(), TTL: fmtTTL(li.ttl),
-			Holds: li.holds(), Owners: li.owners(false)}
-		if li.ttl == -1 {
-			wl.TTLms = -1
-		}
-		for _, h := range li.holders {
-			wl.Holders = append(wl.Holders, webHolder{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client})
-		}
-		wl.Token = li.token
-		var err error
-		if wl.Waiting, _, err = waiters(ctx, v.rdb, li.name, li.kind); err != nil {
-			p.Err = err.Error()
-			return p, http.StatusBadGateway
-		}
-		p.Locks = append(p.Locks, wl)
+	if p.Locks, err = rows(ctx, v.rdb, locks); err != nil {
+		p.Err = err.Error()
+		return p, http.StatusBadGateway
 	}
 	return p, http.StatusOK
 }

@@ -51,7 +51,7 @@ func TestWebView(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET /locks.json: %d %s", code, body)
 	}
-	var p webPage
+	var p listing
 	if err := json.Unmarshal([]byte(body), &p); err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,7 @@ var (
 	Abandon     = load("abandon")
 	Renew       = load("renew")
 	ForceUnlock = loadWith("forceunlock", "queue")
+	Announce    = load("announce")
 )
 
 // loadWith loads a script with the functions of the library files libs

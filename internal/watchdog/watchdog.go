@@ -73,9 +73,9 @@ type Config struct {
 	Interval time.Duration // time between renewal rounds
 	Renew    Renewer
 	Lost     func(e *Entry, err error) // called once for each entry lost
-	// Every, when not nil, is called in every round, every Interval from
-	// the start, whether or not there are entries to renew, beside the
-	// renewals (a Client keeps its own keys alive with it).
+	// Every, when not nil, is called in every round, every Interval,
+	// whether or not there are entries to renew, beside the renewals (a
+	// Client keeps its own keys alive with it).
 	Every  func(ctx context.Context)
 	Logger *slog.Logger
 }
@@ -243,9 +243,6 @@ func (w *Watchdog) loop() {
 	finished := make(chan round, 1)
 	running := false
 	nextRound := w.Now() + interval
-	if w.cfg.Every != nil {
-		nextRound = w.Now() // the first round at once
-	}
 	for {
 		now := w.Now()
 		earliest := w.expire(now)
