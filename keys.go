@@ -29,29 +29,16 @@ const (
 // Keys and channels of the synchronizers (Semaphore, PermitSemaphore,
 // CountDownLatch); see permitTimeoutKey and latchChannel for the rest.
 const (
-	semaphoreChannelPrefix = "redisson_sc"                        // "redisson_sc:{name}", as Redisson
-	latchChannelPrefix     = "redisson_countdownlatch__channel__" // followed by "{name}", as Redisson
-	semRequestPrefix       = "relock_semaphore_request"           // request markers of semaphore calls
-	latchRequestPrefix     = "relock_latch_request"               // request markers of latch calls
+	semaphoreChannelPrefix = layout.SemaphoreChannel    // "redisson_sc:{name}", as Redisson
+	semRequestPrefix       = "relock_semaphore_request" // request markers of semaphore calls
+	latchRequestPrefix     = "relock_latch_request"     // request markers of latch calls
 )
 
 // permitTimeoutKey returns the zset of a permit semaphore's held permits.
 func permitTimeoutKey(name string) string { return layout.PermitTimeouts(name) }
 
-// latchChannel returns a countdown latch's channel. Redisson always names
-// it "redisson_countdownlatch__channel__{" + name + "}", and so does relock
-// on a standalone server or Sentinel. On a cluster (cluster true) a name
-// with its own hash tag, such as "{batch}:done", would give a channel of
-// another slot ("{{batch}" is its tag), which a script of the name's slot
-// cannot publish on (CROSSSLOT: Redisson cannot count such a latch down on
-// a cluster either); relock then uses the prefix followed by the bare name,
-// which hashes to the name's slot.
-func latchChannel(name string, cluster bool) string {
-	if cluster && strings.IndexByte(name, '{') >= 0 {
-		return latchChannelPrefix + name
-	}
-	return latchChannelPrefix + "{" + name + "}"
-}
+// latchChannel returns a countdown latch's channel (layout.LatchChannel).
+func latchChannel(name string, cluster bool) string { return layout.LatchChannel(name, cluster) }
 
 // fencingCounter is the key of the fencing counter of a standalone server;
 // a cluster has one per hash slot in use, "relock_fencing:{<tag>}" (see

@@ -41,6 +41,22 @@ func startWaiter(t *testing.T, lock func(ctx context.Context) (*relock.Lease, er
 	return w
 }
 
+// startCall runs a blocking call in the background until it returns or
+// the test ends.
+func startCall(t *testing.T, call func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = call(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
 // until polls cond (a Redis read) until it holds; the test fails at
 // processDeadline.
 func until(t *testing.T, what string, cond func(ctx context.Context, rdb *redis.Client) bool, srv *redistest.Server) {
@@ -211,5 +227,77 @@ func TestUnlockForceByKind(t *testing.T) {
 				t.Errorf("reader hold keys left: %v", keys)
 			}
 		})
+	}
+}
+
+// TestShowEveryPrimitive: show tells a permit semaphore (available
+// permits, each held permit with its expiry), a semaphore and a latch
+// apart by who waits on their channels, and lists a fair lock's queue in
+// order with each waiter's Client, in text and JSON.
+func TestShowEveryPrimitive(t *testing.T) {
+	srv, url := realServer(t)
+	ctx := context.Background()
+	c, c2 := realClient(t, srv), realClient(t, srv)
+
+	ps := c.PermitSemaphore("permits")
+	if ok, err := ps.TrySetPermits(ctx, 2); !ok || err != nil {
+		t.Fatalf("TrySetPermits: %v %v", ok, err)
+	}
+	p, err := ps.Acquire(ctx, relock.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sem := c.Semaphore("sem")
+	if ok, err := sem.TrySetPermits(ctx, 1); !ok || err != nil {
+		t.Fatalf("sem TrySetPermits: %v %v", ok, err)
+	}
+	if err := sem.Acquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	startCall(t, func(ctx context.Context) error { return c2.Semaphore("sem").Acquire(ctx, 1) })
+	until(t, "semaphore waiter", subscribed(companion(layout.SemaphoreChannel, "sem")), srv)
+	latch := c.CountDownLatch("latch")
+	if ok, err := latch.TrySetCount(ctx, 2); !ok || err != nil {
+		t.Fatalf("TrySetCount: %v %v", ok, err)
+	}
+	startCall(t, func(ctx context.Context) error { return c2.CountDownLatch("latch").Await(ctx) })
+	until(t, "latch awaiter", subscribed(layout.LatchChannel("latch", false)), srv)
+	if _, err := c.FairMutex("fair").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	startWaiter(t, func(ctx context.Context) (*relock.Lease, error) { return c2.FairMutex("fair").Lock(ctx) })
+	until(t, "fair waiter queued", queued("fair", 1), srv)
+
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{"permits", []string{"kind permit-semaphore", "available 1", "held 1", "permit " + p.ID() + " expires in "}},
+		{"sem", []string{"kind semaphore", "available 0", "waiters 1"}},
+		{"latch", []string{"kind latch", "count 2", "waiters 1"}},
+		{"fair", []string{"held (fair lock)", "queued 1", " pid ", "keeps its place for"}},
+	} {
+		r := relockCmd(t, "show", "--redis", url, tc.name)
+		if r.code != exitOK {
+			t.Fatalf("show %s: exit %d", tc.name, r.code)
+		}
+		out := strings.Join(strings.Fields(r.stdout), " ") // columns padded as tabwriter likes
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("show %s lacks %q", tc.name, w)
+			}
+		}
+	}
+
+	r := relockCmd(t, "show", "--redis", url, "--json", "permits")
+	var s shown
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.Kind != kindPermits || s.Count == nil || *s.Count != 1 ||
+		len(s.Permits) != 1 || s.Permits[0].ID != p.ID() || s.Permits[0].ExpiresInMs == nil || *s.Permits[0].ExpiresInMs <= 0 {
+		t.Fatalf("show --json permits = %+v, %v", s, err)
+	}
+	r = relockCmd(t, "show", "--redis", url, "--json", "fair")
+	s = shown{}
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || len(s.Queue) != 1 || s.Queue[0].Client == nil || s.Queue[0].DeadlineInMs <= 0 {
+		t.Fatalf("show --json fair = %+v, %v", s, err)
 	}
 }

@@ -19,11 +19,16 @@ var showCommand = &command{
 }
 
 const showAbout = `
-Shows the lock NAME: its kind, its holders and their hold counts, its TTL,
-the holder's fencing token (or the last one of the name's own token key,
-where one is kept), and who waits for it. A fair
-lock's waiters are the owners in its queue (a fair lock nobody waits for
-looks like a plain one, and is shown as one). The waiters of other locks
+Shows the lock NAME: its kind, its holders (host, pid and program of their
+clients) and their hold counts, its TTL, the holder's fencing token (or the
+last one of the name's own token key, where one is kept), and who waits for
+it. A fair lock's waiters are the owners in its queue, listed in order with
+how long each keeps its place (a fair lock nobody waits for looks like a
+plain one, and is shown as one). NAME may also be a synchronizer: a permit
+semaphore shows its available permits and each held permit with its
+expiry; a semaphore its available permits, a countdown latch its count
+(the two have one layout: who waits on their channels tells them apart,
+else show says it is one or the other). The waiters of other locks
 are counted as the connections subscribed to the release channel they
 listen to: each relock client and each Redisson instance waits on one
 shared subscription, so the count is of waiting processes, not of
@@ -57,13 +62,13 @@ func runShow(ctx context.Context, e *env, args []string) int {
 		if code := printJSON(e, fs, s.report(name)); code != exitOK {
 			return code
 		}
-		if s.lock == nil && s.kind != "none" {
+		if s.lock == nil && s.count == nil && s.kind != "none" {
 			return exitFailure
 		}
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "lock\t%s\n", name)
+	fmt.Fprintf(tw, "name\t%s\n", name)
 	switch {
 	case s.lock != nil:
 		state := "held"
@@ -85,6 +90,26 @@ func runShow(ctx context.Context, e *env, args []string) int {
 				fmt.Fprintf(tw, "\t\trelock %s, started %s\n", h.client.Version, h.client.Started)
 			}
 		}
+	case s.count != nil:
+		fmt.Fprintf(tw, "kind\t%s\n", s.count.kind)
+		switch s.count.kind {
+		case kindPermits:
+			fmt.Fprintf(tw, "available\t%d\n", s.count.count)
+			fmt.Fprintf(tw, "held\t%d\n", len(s.count.permits))
+			for _, p := range s.count.permits {
+				left := "no lease"
+				if p.ExpiresInMs != nil {
+					left = "expires in " + fmtMs(*p.ExpiresInMs)
+				}
+				fmt.Fprintf(tw, "permit\t%s\t%s\n", p.ID, left)
+			}
+		case kindLatch:
+			fmt.Fprintf(tw, "count\t%d\n", s.count.count)
+		case kindSem:
+			fmt.Fprintf(tw, "available\t%d\n", s.count.count)
+		default:
+			fmt.Fprintf(tw, "value\t%d\t(a semaphore's available permits or a latch's count: nobody waits to tell which)\n", s.count.count)
+		}
 	case s.kind == "none" && s.fair:
 		fmt.Fprintf(tw, "state\tfree (fair lock with owners queued)\n")
 	case s.kind == "none":
@@ -98,9 +123,12 @@ func runShow(ctx context.Context, e *env, args []string) int {
 	case s.token != "":
 		fmt.Fprintf(tw, "token\t%s\t(%s, the last handed out)\n", s.token, s.tokenKey)
 	}
+	for i, q := range s.queue {
+		fmt.Fprintf(tw, "queued %d\t%s\t%s (keeps its place for %s)\n", i+1, q.Client, q.Owner, fmtMs(q.DeadlineInMs))
+	}
 	fmt.Fprintf(tw, "waiters\t%d\t(%s)\n", s.waiters, s.waitersWhat)
 	tw.Flush()
-	if s.lock == nil && s.kind != "none" {
+	if s.lock == nil && s.count == nil && s.kind != "none" {
 		return exitFailure
 	}
 	return exitOK
@@ -120,6 +148,11 @@ type shown struct {
 	TokenKey    string      `json:"token_key,omitempty"` // where the last handed out was read
 	Waiters     int64       `json:"waiters"`
 	WaitersWhat string      `json:"waiters_counted"`
+	Queue       []queuedRow `json:"queue,omitempty"` // a fair lock's, first to last
+	// Count is a synchronizer's number: the permits available of a
+	// semaphore or permit semaphore, a latch's count.
+	Count   *int64      `json:"count,omitempty"`
+	Permits []permitRow `json:"permits,omitempty"` // a permit semaphore's held permits
 }
 
 // report makes what show --json prints of the name s describes.
@@ -137,6 +170,10 @@ func (s *lockState) report(name string) shown {
 			r.Holders = append(r.Holders, holderRow{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client})
 		}
 		r.Token = s.lock.token
+	case s.count != nil:
+		r.State, r.Kind = "count", s.count.kind
+		r.Count = &s.count.count
+		r.Permits = s.count.permits
 	case s.kind == "none":
 		r.State = "free"
 		if s.fair {
@@ -145,10 +182,29 @@ func (s *lockState) report(name string) shown {
 	default:
 		r.State = "not-a-lock"
 	}
+	r.Queue = s.queue
 	if r.Token == "" && s.token != "" {
 		r.Token, r.TokenKey = s.token, s.tokenKey
 	}
 	return r
+}
+
+// countWaiters counts who waits on a synchronizer's channel.
+func (s *lockState) countWaiters(ctx context.Context, rdb redis.UniversalClient, name string, cluster bool) error {
+	ch := layout.Companion(layout.SemaphoreChannel, name)
+	if s.count.kind == kindLatch {
+		ch = layout.LatchChannel(name, cluster)
+	}
+	var err error
+	s.waiters, err = subscribers(ctx, rdb, ch)
+	s.waitersWhat = "subscribers of " + ch
+	if s.count.kind == kindCount {
+		var latch int64
+		latch, err = subscribers(ctx, rdb, layout.LatchChannel(name, cluster))
+		s.waiters += latch
+		s.waitersWhat += " and of " + layout.LatchChannel(name, cluster)
+	}
+	return err
 }
 
 // lockState is everything show reports about one name.
@@ -159,7 +215,9 @@ type lockState struct {
 	token       string // "" when no token was handed out
 	fair        bool   // a fair lock's queue exists
 	waiters     int64
-	waitersWhat string // what waiters counts
+	waitersWhat string      // what waiters counts
+	queue       []queuedRow // a fair lock's queue, first to last
+	count       *counted    // a synchronizer's count, when name holds one
 }
 
 func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*lockState, error) {
@@ -198,11 +256,25 @@ func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*
 	if err != nil {
 		return nil, err
 	}
+	if s.kind == "string" || s.kind == "none" {
+		_, cluster := rdb.(*redis.ClusterClient)
+		if s.count, err = inspectCount(ctx, rdb, name, cluster); err != nil {
+			return nil, err
+		}
+		if s.count != nil {
+			return s, s.countWaiters(ctx, rdb, name, cluster)
+		}
+	}
 	kind, err := lockKind(ctx, rdb, name)
 	if err != nil {
 		return nil, err
 	}
 	s.fair = kind == kindFair
+	if s.fair {
+		if s.queue, err = fairQueue(ctx, rdb, name); err != nil {
+			return nil, err
+		}
+	}
 	if s.lock != nil && s.fair {
 		s.lock.kind = kindFair
 	}

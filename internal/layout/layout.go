@@ -24,7 +24,31 @@ const (
 	// A relock Client's hash of who it is: ClientInfo + ":" + uuid, with
 	// fields host, pid, program, version, started and name.
 	ClientInfo = "relock_client"
+	// A semaphore's channel (Semaphore and PermitSemaphore), told the
+	// number of permits available: SemaphoreChannel + ":{name}".
+	SemaphoreChannel = "redisson_sc"
+	// A countdown latch's channel: see LatchChannel.
+	LatchChannelPrefix = "redisson_countdownlatch__channel__"
 )
+
+// LatchChannel returns a countdown latch's channel. Redisson always names
+// it "redisson_countdownlatch__channel__{" + name + "}", and so does relock
+// on a standalone server or Sentinel. On a cluster (cluster true) a name
+// with its own hash tag, such as "{batch}:done", would give a channel of
+// another slot ("{{batch}" is its tag), which a script of the name's slot
+// cannot publish on (CROSSSLOT: Redisson cannot count such a latch down on
+// a cluster either); relock then uses the prefix followed by the bare name,
+// which hashes to the name's slot.
+func LatchChannel(name string, cluster bool) string {
+	if cluster && strings.IndexByte(name, '{') >= 0 {
+		return LatchChannelPrefix + name
+	}
+	return LatchChannelPrefix + "{" + name + "}"
+}
+
+// PermitNoLease is the expiry score of a permit held without a lease in a
+// permit semaphore's zset (Redisson's).
+const PermitNoLease = 922337203685477
 
 // TokenField is the field of a lock hash that holds the current holder's
 // fencing token.

@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/layout"
+)
+
+// What show tells of the synchronizers and of a fair lock's queue, for
+// relock's objects and Redisson's alike (the layouts are the same).
+
+// Kinds of synchronizers, as show names them.
+const (
+	kindPermits = "permit-semaphore" // PermitSemaphore / RPermitExpirableSemaphore
+	kindCount   = "semaphore-or-latch"
+	kindSem     = "semaphore" // Semaphore / RSemaphore
+	kindLatch   = "latch"     // CountDownLatch / RCountDownLatch
+)
+
+// permitRow is one held permit of a permit semaphore.
+type permitRow struct {
+	ID string `json:"id"` // 32 hex digits, as Redisson shows permit ids
+	// ExpiresInMs is how long the permit has left by the server's clock;
+	// absent for a permit held without a lease.
+	ExpiresInMs *int64 `json:"expires_in_ms,omitempty"`
+}
+
+// queuedRow is one owner in a fair lock's queue, first to last.
+type queuedRow struct {
+	Owner  string      `json:"owner"`
+	Client *clientInfo `json:"client,omitempty"`
+	// DeadlineInMs is how long the owner keeps its place without
+	// refreshing it, by the server's clock.
+	DeadlineInMs int64 `json:"deadline_in_ms"`
+}
+
+// counted is what show finds in a name that holds a count.
+type counted struct {
+	kind    string
+	count   int64 // permits available, or a latch's count
+	permits []permitRow
+}
+
+// inspectCount reads name as a synchronizer: a string holding an integer
+// (a semaphore's available permits, a latch's count), and, for a permit
+// semaphore, the zset of its held permits beside it. A semaphore and a
+// latch have the same layout: the subscribers of their channels tell them
+// apart while someone waits, else show says it is one or the other. It
+// returns nil when name is no synchronizer.
+func inspectCount(ctx context.Context, rdb redis.UniversalClient, name string, cluster bool) (*counted, error) {
+	zset := layout.PermitTimeouts(name)
+	var value *redis.StringCmd
+	var permits *redis.ZSliceCmd
+	var now *redis.TimeCmd
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		value = p.Get(ctx, name)
+		permits = p.ZRangeWithScores(ctx, zset, 0, -1)
+		now = p.Time(ctx)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	n, convErr := strconv.ParseInt(value.Val(), 10, 64)
+	if value.Err() == nil && convErr != nil {
+		return nil, nil // a string, but no count
+	}
+	held := permits.Val()
+	if value.Err() != nil && len(held) == 0 {
+		return nil, nil // nothing here
+	}
+	c := &counted{count: n}
+	if len(held) > 0 || value.Err() != nil {
+		c.kind = kindPermits
+		at := now.Val().UnixMilli()
+		for _, z := range held {
+			id, _ := z.Member.(string)
+			r := permitRow{ID: hex.EncodeToString([]byte(id))}
+			if int64(z.Score) < layout.PermitNoLease {
+				left := int64(z.Score) - at
+				r.ExpiresInMs = &left
+			}
+			c.permits = append(c.permits, r)
+		}
+		return c, nil
+	}
+	sem, err := subscribers(ctx, rdb, layout.Companion(layout.SemaphoreChannel, name))
+	if err != nil {
+		return nil, err
+	}
+	latch, err := subscribers(ctx, rdb, layout.LatchChannel(name, cluster))
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case sem > 0 && latch == 0:
+		c.kind = kindSem
+	case latch > 0 && sem == 0:
+		c.kind = kindLatch
+	default:
+		c.kind = kindCount
+	}
+	return c, nil
+}
+
+// fairQueue reads a fair lock's queue, first to last, with each owner's
+// deadline: a relock waiter's liveness deadline, else its score (Redisson's
+// rule, as the scripts judge them).
+func fairQueue(ctx context.Context, rdb redis.UniversalClient, name string) ([]queuedRow, error) {
+	owners, err := rdb.LRange(ctx, layout.Companion(layout.FairQueue, name), 0, -1).Result()
+	if err != nil || len(owners) == 0 {
+		return nil, err
+	}
+	scores := make([]*redis.FloatCmd, len(owners))
+	alive := make([]*redis.StringCmd, len(owners))
+	var now *redis.TimeCmd
+	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, o := range owners {
+			scores[i] = p.ZScore(ctx, layout.Companion(layout.FairTimeout, name), o)
+			alive[i] = p.HGet(ctx, layout.Companion(layout.FairAlive, name), o)
+		}
+		now = p.Time(ctx)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	at := now.Val().UnixMilli()
+	rows := make([]queuedRow, len(owners))
+	holders := make([]holder, len(owners))
+	for i, o := range owners {
+		deadline := int64(scores[i].Val())
+		if v := alive[i].Val(); v != "" {
+			d, _, _ := cutInt(v)
+			deadline = d
+		}
+		rows[i] = queuedRow{Owner: o, DeadlineInMs: deadline - at}
+		holders[i] = holder{owner: o}
+	}
+	li := &lockInfo{holders: holders}
+	if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		rows[i].Client = li.holders[i].client
+	}
+	return rows, nil
+}
+
+// cutInt reads the integer that begins s ("<deadline>:<lease>" in a fair
+// lock's liveness hash).
+func cutInt(s string) (int64, string, error) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	n, err := strconv.ParseInt(s[:i], 10, 64)
+	return n, s[i:], err
+}
+
+// fmtMs formats a duration in milliseconds for show.
+func fmtMs(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }
