@@ -45,6 +45,19 @@ type counted struct {
 	kind    string
 	count   int64 // permits available, or a latch's count
 	permits []permitRow
+	held    int64 // a permit semaphore's held permits (ls)
+	waiting int64 // subscribers of its channel (ls)
+}
+
+// describe says what ls shows of a synchronizer in place of holders.
+func (c *counted) describe() string {
+	switch c.kind {
+	case kindLatch:
+		return "count " + strconv.FormatInt(c.count, 10)
+	case kindPermits:
+		return "available " + strconv.FormatInt(c.count, 10) + ", held " + strconv.FormatInt(c.held, 10)
+	}
+	return "available " + strconv.FormatInt(c.count, 10)
 }
 
 // inspectCount reads name as a synchronizer: a string holding an integer

@@ -289,7 +289,29 @@ func TestShowEveryPrimitive(t *testing.T) {
 		}
 	}
 
-	r := relockCmd(t, "show", "--redis", url, "--json", "permits")
+	// ls lists the permit semaphore, and the semaphore and latch someone
+	// waits on; an idle number is any counter, and is not listed.
+	rdb := srv.Client()
+	defer rdb.Close()
+	if err := rdb.Set(ctx, "hits", "5", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := relockCmd(t, "ls", "--redis", url)
+	listed := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n")[1:] {
+		f := strings.Fields(line)
+		listed[f[0]] = strings.Join(f[1:], " ")
+	}
+	for name, want := range map[string]string{"permits": "permit-semaphore - 1 available 1, held 1", "sem": "semaphore - 0 available 0", "latch": "latch - 0 count 2"} {
+		if listed[name] != want {
+			t.Errorf("ls %s: %q, want %q", name, listed[name], want)
+		}
+	}
+	if _, ok := listed["hits"]; ok {
+		t.Errorf("ls listed an idle counter: %v", listed)
+	}
+
+	r = relockCmd(t, "show", "--redis", url, "--json", "permits")
 	var s shown
 	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.Kind != kindPermits || s.Count == nil || *s.Count != 1 ||
 		len(s.Permits) != 1 || s.Permits[0].ID != p.ID() || s.Permits[0].ExpiresInMs == nil || *s.Permits[0].ExpiresInMs <= 0 {

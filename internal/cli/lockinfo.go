@@ -119,6 +119,7 @@ type lockInfo struct {
 	holders []holder
 	ttl     time.Duration // as PTTL: -1 for no expiry
 	token   string        // the holder's fencing token; "" when none is recorded
+	count   *counted      // a synchronizer's, listed by ls; nil for a lock
 }
 
 // holder is one owner and its hold count.

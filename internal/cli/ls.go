@@ -5,16 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/layout"
 )
 
 var lsCommand = &command{
 	name:    "ls",
-	summary: "list held locks: name, holders, hold counts, TTL",
+	summary: "list held locks and synchronizers: name, kind, holders (host, pid, program), TTL",
 	run:     runLs,
 }
 
@@ -23,7 +27,10 @@ Scans the keyspace (every master of a cluster) for hashes laid out as relock
 or Redisson locks, whose fields are owner ids "<uuid>:<n>" with hold counts,
 and lists them. The kind is lock, fair (a fair lock with owners queued;
 one nobody waits for looks like a plain lock), or read or write: a
-read-write lock's mode. The scan is
+read-write lock's mode. Synchronizers are listed too: a permit semaphore
+(kind permit-semaphore) with its available and held permits, and a
+semaphore or countdown latch while someone waits on it (an idle one holds
+a plain number, like any counter; show NAME reads it). The scan is
 incremental (SCAN with COUNT) and pipelined, so it is safe on a busy server,
 but like any SCAN it may miss keys created or deleted while it runs.`
 
@@ -71,6 +78,10 @@ func runLs(ctx context.Context, e *env, args []string) int {
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "NAME\tKIND\tTTL\tHOLDS\tOWNERS\n")
 	for _, li := range locks {
+		if li.count != nil {
+			fmt.Fprintf(tw, "%s\t%s\t-\t%d\t%s\n", li.name, li.kind, li.count.held, li.count.describe())
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", li.name, li.kind, fmtTTL(li.ttl), li.holds(), li.owners(*ids))
 	}
 	tw.Flush()
@@ -148,11 +159,19 @@ func inspectKeys(ctx context.Context, node *redis.Client, keys []string, found f
 	}); !isReply(err) {
 		return err
 	}
-	var hashes []string
+	var hashes, strs []string
 	for i, k := range keys {
-		if types[i].Val() == "hash" {
+		switch types[i].Val() {
+		case "hash":
 			hashes = append(hashes, k)
+		case "string":
+			if !ownKey(k) {
+				strs = append(strs, k)
+			}
 		}
+	}
+	if err := inspectCounts(ctx, node, strs, found); err != nil {
+		return err
 	}
 	if len(hashes) == 0 {
 		return nil
@@ -191,6 +210,74 @@ func inspectKeys(ctx context.Context, node *redis.Client, keys []string, found f
 		li.ttl = ttls[i].Val()
 		if ttls[i].Err() != nil {
 			li.ttl = -2 * time.Nanosecond
+		}
+		found(li)
+	}
+	return nil
+}
+
+// ownKey reports whether a string key is one of the lock layouts' own
+// (fencing counters and token keys, request and release markers), never a
+// synchronizer.
+func ownKey(k string) bool {
+	for _, p := range []string{"relock_", layout.Token + ":", layout.UnlockLatch + ":"} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// inspectCounts finds the synchronizers among string keys of one server:
+// a permit semaphore (a number with its zset of held permits beside it),
+// and a semaphore or latch someone waits on (a number whose channel has
+// subscribers; an idle one cannot be told from any counter, and is left
+// to show). Their lockInfo carries count.
+func inspectCounts(ctx context.Context, node *redis.Client, keys []string, found func(*lockInfo)) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	values := make([]*redis.StringCmd, len(keys))
+	held := make([]*redis.IntCmd, len(keys))
+	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			values[i] = p.Get(ctx, k)
+			held[i] = p.ZCard(ctx, layout.PermitTimeouts(k))
+		}
+		return nil
+	}); !isReply(err) {
+		return err
+	}
+	var idle []*lockInfo
+	var channels []string
+	for i, k := range keys {
+		n, err := strconv.ParseInt(values[i].Val(), 10, 64)
+		if values[i].Err() != nil || err != nil {
+			continue
+		}
+		li := &lockInfo{name: k, kind: kindPermits, ttl: -1, count: &counted{kind: kindPermits, count: n}}
+		if h := held[i].Val(); h > 0 {
+			li.count.held = h
+			found(li)
+			continue
+		}
+		idle = append(idle, li)
+		channels = append(channels, layout.Companion(layout.SemaphoreChannel, k), layout.LatchChannel(k, false), layout.LatchChannel(k, true))
+	}
+	subs, err := subscribersOf(ctx, node, channels)
+	if err != nil {
+		return err
+	}
+	for _, li := range idle {
+		sem := subs[layout.Companion(layout.SemaphoreChannel, li.name)]
+		latch := subs[layout.LatchChannel(li.name, false)] + subs[layout.LatchChannel(li.name, true)]
+		switch {
+		case sem > 0:
+			li.kind, li.count.kind, li.count.waiting = kindSem, kindSem, sem
+		case latch > 0:
+			li.kind, li.count.kind, li.count.waiting = kindLatch, kindLatch, latch
+		default:
+			continue
 		}
 		found(li)
 	}

@@ -6,6 +6,8 @@ import (
 	"flag"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/layout"
 )
 
 // printJSON prints v as indented JSON on stdout.
@@ -31,6 +33,10 @@ type lockRow struct {
 	Owners  string      `json:"-"`
 	Token   string      `json:"token,omitempty"` // the holder's, when recorded
 	Waiting int64       `json:"waiting_clients"`
+	// Count is a synchronizer's number (kind permit-semaphore, semaphore
+	// or latch): the permits available, or a latch's count. Holds is then
+	// a permit semaphore's held permits.
+	Count *int64 `json:"count,omitempty"`
 }
 
 // holderRow is one holder of a lockRow.
@@ -52,6 +58,19 @@ func rows(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo) ([]
 		}
 		for _, h := range li.holders {
 			r.Holders = append(r.Holders, holderRow{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client})
+		}
+		if c := li.count; c != nil {
+			r.Count, r.Holds, r.Owners = &c.count, c.held, c.describe()
+			if c.kind == kindPermits {
+				var err error
+				if r.Waiting, err = subscribers(ctx, rdb, layout.Companion(layout.SemaphoreChannel, li.name)); err != nil {
+					return nil, err
+				}
+			} else {
+				r.Waiting = c.waiting
+			}
+			out = append(out, r)
+			continue
 		}
 		var err error
 		if r.Waiting, _, err = waiters(ctx, rdb, li.name, li.kind); err != nil {
