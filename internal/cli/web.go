@@ -25,7 +25,8 @@ TTL, holders and hold counts, the holder's fencing token, and how
 many wait for each: the owners queued for a fair lock, else the clients
 subscribed to the release channel its waiters listen to. The page
 refreshes itself every --refresh; /locks.json serves the same data as JSON,
-and ?match=PATTERN narrows both to matching names. The view only reads:
+and ?match=PATTERN narrows both to matching names. /metrics serves gauges
+by kind in the Prometheus text format (docs/cli.md). The view only reads:
 it never takes, renews or deletes a lock. It listens on localhost by
 default; Ctrl-C stops it.`
 
@@ -85,6 +86,7 @@ func newWebView(rdb redis.UniversalClient, refresh time.Duration) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", v.page)
 	mux.HandleFunc("GET /locks.json", v.json)
+	mux.HandleFunc("GET /metrics", v.metrics)
 	return mux
 }
 
