@@ -30,8 +30,13 @@ Starts several relock clients, each on its own Redis connection pool, and
 workers spread over them that contend for a few locks. Every hold is
 recorded with its fencing token and checked: no two holds of one lock may
 overlap, tokens must grow, and a counter that the workers update without
-any other synchronisation must come out exact. The last line of the output
-is the verdict; the exit code is 1 if mutual exclusion was violated.
+any other synchronisation must come out exact. Then three short scenes
+show, and check, what else relock does: the watchdog keeping a hold four
+leases long alive, a holder cut off from Redis told it lost the lock
+before another client gets it, and a store refusing that holder's stale
+fencing token (--scenes=false skips them). The last line of the output is
+the verdict; the exit code is 1 if mutual exclusion was violated or a
+scene failed.
 
 Without --redis or $` + envRedisURL + ` the demo runs on an embedded,
 in-process Redis (miniredis). On a real server it uses the lock names
@@ -48,6 +53,7 @@ type demoConfig struct {
 	prefix       string
 	watchdog     time.Duration
 	every        time.Duration // progress interval; 0 picks by terminal
+	scenes       bool          // show the watchdog, the lost-lock signal and fencing after the run
 }
 
 func runDemo(ctx context.Context, e *env, args []string) int {
@@ -63,6 +69,7 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.prefix, "prefix", "relock-demo", "prefix of the lock names")
 	fs.DurationVar(&cfg.watchdog, "watchdog", relock.DefaultWatchdogTimeout, "the clients' watchdog timeout")
 	fs.DurationVar(&cfg.every, "progress", 0, "progress interval (default 200ms on a terminal, else 1s)")
+	fs.BoolVar(&cfg.scenes, "scenes", true, "after the run, show the watchdog, the lost-lock signal and fencing tokens at work (about 4s)")
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -94,8 +101,9 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return usageError(e, fs, "%v", err)
 	}
+	var mr *miniredis.Miniredis
 	if t == nil {
-		mr, err := miniredis.Run()
+		mr, err = miniredis.Run()
 		if err != nil {
 			return fail(e, fs, fmt.Errorf("cannot start the embedded Redis: %w", err))
 		}
@@ -112,6 +120,7 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(e, fs, err)
 	}
+	d.target, d.mr = t, mr
 	defer d.close()
 	return d.run(ctx)
 }
@@ -120,6 +129,8 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 type demo struct {
 	e       *env
 	cfg     demoConfig
+	target  *target
+	mr      *miniredis.Miniredis // the embedded Redis, or nil
 	rdbs    []redis.UniversalClient
 	clients []*relock.Client
 	locks   []*demoLock
@@ -326,6 +337,14 @@ func (d *demo) report(ctx context.Context, elapsed time.Duration) int {
 	if n := d.lost.Load(); n > 0 {
 		fmt.Fprintf(out, "warning: %d holds were lost before their unlock\n", n)
 	}
+	var sceneFailed bool
+	if d.cfg.scenes && ctx.Err() == nil && d.err == nil {
+		for _, f := range d.scenes(ctx, d.target, d.mr) {
+			fmt.Fprintf(out, "scene failed: %s\n", f)
+			sceneFailed = true
+		}
+		fmt.Fprintln(out)
+	}
 
 	violations := d.rec.Check()
 	var overlaps, backwards int
@@ -366,7 +385,7 @@ func (d *demo) report(ctx context.Context, elapsed time.Duration) int {
 	if len(violations) == 0 && crowded == 0 && mismatches == 0 {
 		fmt.Fprintf(out, "mutual exclusion held: %d acquisitions, 0 overlaps, %s\n", acquired, handoff)
 		switch {
-		case d.err != nil:
+		case d.err != nil, sceneFailed:
 			return exitFailure
 		case interrupted:
 			return exitInterrupted

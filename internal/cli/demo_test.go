@@ -30,6 +30,19 @@ func TestDemoEmbedded(t *testing.T) {
 			t.Errorf("the table lacks %s", name)
 		}
 	}
+	// The scenes show, and checked, what else relock does.
+	for _, re := range []*regexp.Regexp{
+		regexp.MustCompile(`watchdog: a 2s hold under a 500ms lease stayed held`),
+		regexp.MustCompile(`lost-lock signal: a holder cut off from Redis was told at \S+; another client got the lock at \S+, after it`),
+		regexp.MustCompile(`fencing: the store took token (\d+) from the new holder and refused the stale holder's token (\d+)`),
+	} {
+		if !re.MatchString(r.stdout) {
+			t.Errorf("the demo lacks a line matching %q", re)
+		}
+	}
+	if strings.Contains(r.stdout, "scene failed") {
+		t.Errorf("a scene failed:\n%s", r.stdout)
+	}
 }
 
 // TestDemoFirstRunIsQuiet: the first command a newcomer runs, the demo on
@@ -51,7 +64,9 @@ func TestDemoFirstRunIsQuiet(t *testing.T) {
 func TestDemoOnServerForDuration(t *testing.T) {
 	_, url := server(t)
 	r := relockCmd(t, "demo", "--redis", url, "--acquisitions", "0", "--duration", "300ms",
-		"--clients", "3", "--workers", "4", "--locks", "1", "--prefix", "t:demo", "--progress", "100ms")
+		"--clients", "3", "--workers", "4", "--locks", "1", "--prefix", "t:demo", "--progress", "100ms",
+		"--scenes=false") // a test miniredis: its keys never expire
+
 	if r.code != exitOK {
 		t.Fatalf("exit %d, want 0", r.code)
 	}
@@ -60,6 +75,21 @@ func TestDemoOnServerForDuration(t *testing.T) {
 	}
 	if strings.Count(r.stderr, "acquisitions ") < 2 {
 		t.Errorf("want progress lines on stderr")
+	}
+}
+
+// TestDemoScenesOnServer: on a real server the scenes pass too, and the
+// verdict stays the last line.
+func TestDemoScenesOnServer(t *testing.T) {
+	_, url := realServer(t)
+	r := relockCmd(t, "demo", "--redis", url, "--acquisitions", "100", "--workers", "2", "--locks", "1")
+	if r.code != exitOK || !heldLine.MatchString(r.lastLine()) {
+		t.Fatalf("exit %d, last line %q", r.code, r.lastLine())
+	}
+	for _, want := range []string{"watchdog: ", "lost-lock signal: ", "fencing: the store took token"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the demo lacks %q", want)
+		}
 	}
 }
 

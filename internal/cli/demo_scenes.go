@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+)
+
+// The demo's scenes: after the contention run, three things a lock needs
+// and a bare SET NX lock does not give, each shown and checked on the same
+// Redis: the watchdog keeping a long hold alive, the holder told it lost
+// the lock before anyone else can have it, and fencing tokens refusing the
+// stale holder's write.
+
+// sceneLease is the watchdog timeout of the scenes' clients: short, so
+// that the scenes take seconds.
+const sceneLease = 500 * time.Millisecond
+
+// fencedStore is a resource that remembers the highest fencing token it
+// has seen and refuses writes that carry a lower one.
+type fencedStore struct {
+	mu   sync.Mutex
+	last uint64
+}
+
+func (s *fencedStore) write(token uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if token < s.last {
+		return false
+	}
+	s.last = token
+	return true
+}
+
+// scenes runs the scenes, printing a line each, and returns a failure for
+// each property that did not hold. mr, when not nil, is the embedded
+// Redis, whose clock only moves when told to: the scenes move it with
+// real time, so that keys expire.
+func (d *demo) scenes(ctx context.Context, t *target, mr *miniredis.Miniredis) []string {
+	out := d.e.stdout
+	// Each scene takes a few leases; a Redis whose keys never expire (a
+	// miniredis whose clock nobody moves) would keep the last one waiting.
+	ctx, cancel := context.WithTimeout(ctx, 20*sceneLease)
+	defer cancel()
+	if mr != nil {
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			last := time.Now()
+			for {
+				select {
+				case now := <-tick.C:
+					mr.FastForward(now.Sub(last))
+					last = now
+				case <-stop:
+					return
+				}
+			}
+		}()
+		defer func() { close(stop); <-done }()
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil)) // the losses here are on purpose
+	open := func() (redis.UniversalClient, *relock.Client, error) {
+		rdb, err := t.connect(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := relock.New(rdb, relock.WithWatchdogTimeout(sceneLease), relock.WithLogger(quiet),
+			relock.WithClientName("relock demo"))
+		if err != nil {
+			rdb.Close()
+			return nil, nil, err
+		}
+		return rdb, c, nil
+	}
+	fmt.Fprintf(out, "\nwhat else relock does (watchdog lease %v):\n", sceneLease)
+	var failed []string
+	if msg, err := d.watchdogScene(ctx, open); err != nil {
+		failed = append(failed, "watchdog: "+err.Error())
+	} else {
+		fmt.Fprintln(out, "  "+msg)
+	}
+	msgs, err := d.lossScene(ctx, open)
+	for _, m := range msgs {
+		fmt.Fprintln(out, "  "+m)
+	}
+	if err != nil {
+		failed = append(failed, err.Error())
+	}
+	return failed
+}
+
+// watchdogScene holds a lock four leases long: the watchdog renews it in
+// the background, and the hold is never lost.
+func (d *demo) watchdogScene(ctx context.Context, open func() (redis.UniversalClient, *relock.Client, error)) (string, error) {
+	rdb, c, err := open()
+	if err != nil {
+		return "", err
+	}
+	defer rdb.Close()
+	defer c.Close()
+	l, err := c.Mutex(d.cfg.prefix + ":watchdog").Lock(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer l.Unlock(context.WithoutCancel(ctx))
+	hold := 4 * sceneLease
+	select {
+	case <-l.Done():
+		return "", fmt.Errorf("the hold was lost after less than %v: %v", hold, l.Err())
+	case <-time.After(hold):
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	if err := l.Err(); err != nil {
+		return "", fmt.Errorf("the hold ended: %v", err)
+	}
+	ttl, err := c.Mutex(l.Name()).TTL(ctx)
+	if err != nil || ttl <= 0 {
+		return "", fmt.Errorf("the lock has TTL %v (%v) after %v", ttl, err, hold)
+	}
+	return fmt.Sprintf("watchdog: a %v hold under a %v lease stayed held, renewed in the background (TTL now %v)",
+		hold, sceneLease, ttl.Round(time.Millisecond)), nil
+}
+
+// lossScene cuts a holder off from Redis: it is told it lost the lock
+// before another client gets it, and when it writes anyway, its stale
+// fencing token is refused.
+func (d *demo) lossScene(ctx context.Context, open func() (redis.UniversalClient, *relock.Client, error)) ([]string, error) {
+	name := d.cfg.prefix + ":fenced"
+	hrdb, holder, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer holder.Close()
+	ordb, other, err := open()
+	if err != nil {
+		hrdb.Close()
+		return nil, err
+	}
+	defer ordb.Close()
+	defer other.Close()
+
+	var store fencedStore
+	held, err := holder.Mutex(name).Lock(ctx)
+	if err != nil {
+		hrdb.Close()
+		return nil, err
+	}
+	if !store.write(held.Token()) {
+		hrdb.Close()
+		return nil, errors.New("fencing: the store refused the first holder's write")
+	}
+	start := time.Now()
+	hrdb.Close() // the holder can no longer reach Redis: its renewals fail
+
+	type got struct {
+		l   *relock.Lease
+		err error
+		at  time.Duration
+	}
+	gotc := make(chan got, 1)
+	go func() {
+		l, err := other.Mutex(name).Lock(ctx)
+		gotc <- got{l, err, time.Since(start)}
+	}()
+	var told time.Duration
+	select {
+	case <-held.Done():
+		told = time.Since(start)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	g := <-gotc
+	if g.err != nil {
+		return nil, g.err
+	}
+	defer g.l.Unlock(context.WithoutCancel(ctx))
+	// When the other client got the lock, the holder had been told.
+	stale := held.Err()
+	msgs := []string{fmt.Sprintf("lost-lock signal: a holder cut off from Redis was told at %v; another client got the lock at %v, after it",
+		told.Round(time.Millisecond), g.at.Round(time.Millisecond))}
+	if !errors.Is(stale, relock.ErrLockLost) || told > g.at {
+		return msgs, fmt.Errorf("lost-lock signal: the holder was told at %v (%v), the other client got the lock at %v", told, stale, g.at)
+	}
+	if !store.write(g.l.Token()) {
+		return msgs, fmt.Errorf("fencing: the store refused the new holder's token %d", g.l.Token())
+	}
+	if store.write(held.Token()) {
+		return msgs, fmt.Errorf("fencing: the store took the stale holder's token %d after %d", held.Token(), g.l.Token())
+	}
+	msgs = append(msgs, fmt.Sprintf("fencing: the store took token %d from the new holder and refused the stale holder's token %d",
+		g.l.Token(), held.Token()))
+	return msgs, nil
+}
