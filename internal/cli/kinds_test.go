@@ -310,6 +310,13 @@ func TestShowEveryPrimitive(t *testing.T) {
 	if _, ok := listed["hits"]; ok {
 		t.Errorf("ls listed an idle counter: %v", listed)
 	}
+	r = relockCmd(t, "ls", "--redis", url, "--kind", "latch")
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); r.code != exitOK || len(lines) != 2 || !strings.HasPrefix(lines[1], "latch ") {
+		t.Errorf("ls --kind latch: exit %d, %q", r.code, r.stdout)
+	}
+	if r = relockCmd(t, "ls", "--redis", url, "--kind", "nonsense"); r.code != exitUsage {
+		t.Errorf("ls --kind nonsense: exit %d, want %d", r.code, exitUsage)
+	}
 
 	r = relockCmd(t, "show", "--redis", url, "--json", "permits")
 	var s shown

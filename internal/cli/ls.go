@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,6 +49,7 @@ func runLs(ctx context.Context, e *env, args []string) int {
 	match := fs.String("match", "*", "list only lock names matching this glob `pattern`")
 	ids := fs.Bool("ids", false, "show each holder's owner id \"<uuid>:<n>\" beside its Client")
 	asJSON := fs.Bool("json", false, "print the locks as JSON, with their waiters (schema in docs/cli.md)")
+	kind := fs.String("kind", "", "list only objects of this `kind`: "+strings.Join(metricKinds, ", "))
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -60,12 +62,16 @@ func runLs(ctx context.Context, e *env, args []string) int {
 	}
 	defer rdb.Close()
 
+	if *kind != "" && !slices.Contains(metricKinds, *kind) {
+		return usageError(e, fs, "unknown --kind %q", *kind)
+	}
 	locks, err := scanLocks(ctx, rdb, *match)
 	if err != nil {
 		return fail(e, fs, err)
 	}
+	locks = ofKind(locks, *kind)
 	if *asJSON {
-		l := listing{Match: *match, At: time.Now()}
+		l := listing{Match: *match, Kind: *kind, At: time.Now()}
 		if l.Locks, err = rows(ctx, rdb, locks); err != nil {
 			return fail(e, fs, err)
 		}
@@ -214,6 +220,20 @@ func inspectKeys(ctx context.Context, node *redis.Client, keys []string, found f
 		found(li)
 	}
 	return nil
+}
+
+// ofKind keeps the objects of kind among locks; all of them for "".
+func ofKind(locks []*lockInfo, kind string) []*lockInfo {
+	if kind == "" {
+		return locks
+	}
+	var kept []*lockInfo
+	for _, li := range locks {
+		if li.kind == kind {
+			kept = append(kept, li)
+		}
+	}
+	return kept
 }
 
 // ownKey reports whether a string key is one of the lock layouts' own

@@ -94,16 +94,19 @@ func newWebView(rdb redis.UniversalClient, refresh time.Duration) http.Handler {
 // `relock ls --json` prints (docs/cli.md).
 type listing struct {
 	Match     string    `json:"match"`
+	Kind      string    `json:"kind,omitempty"` // only objects of this kind, when set`
 	Locks     []lockRow `json:"locks"`
 	Truncated bool      `json:"truncated,omitempty"`
 	At        time.Time `json:"at"`
 	Refresh   int       `json:"-"` // seconds
+	Kinds     []string  `json:"-"` // the kinds the page offers to filter by
 	Err       string    `json:"error,omitempty"`
 }
 
 // snapshot reads the locks matching the request's match parameter.
 func (v *webView) snapshot(r *http.Request) (*listing, int) {
-	p := &listing{Match: r.URL.Query().Get("match"), At: time.Now(), Refresh: int(v.refresh / time.Second)}
+	q := r.URL.Query()
+	p := &listing{Match: q.Get("match"), Kind: q.Get("kind"), At: time.Now(), Refresh: int(v.refresh / time.Second), Kinds: metricKinds}
 	if p.Match == "" {
 		p.Match = "*"
 	}
@@ -114,6 +117,7 @@ func (v *webView) snapshot(r *http.Request) (*listing, int) {
 		p.Err = err.Error()
 		return p, http.StatusBadGateway
 	}
+	locks = ofKind(locks, p.Kind)
 	if len(locks) > webLimit {
 		locks, p.Truncated = locks[:webLimit], true
 	}
@@ -156,8 +160,10 @@ code { font-size: 12px; }
 .err { color: #b00; }
 </style></head><body>
 <h1>relock</h1>
-<form method="get"><label>names matching <input name="match" value="{{.Match}}"></label> <button>show</button>
-<a href="locks.json?match={{.Match}}">JSON</a></form>
+<form method="get"><label>names matching <input name="match" value="{{.Match}}"></label>
+<label>kind <select name="kind"><option value="">any</option>{{range .Kinds}}<option{{if eq . $.Kind}} selected{{end}}>{{.}}</option>{{end}}</select></label>
+<button>show</button>
+<a href="locks.json?match={{.Match}}&amp;kind={{.Kind}}">JSON</a> <a href="metrics">metrics</a></form>
 {{if .Err}}<p class="err">cannot read the locks: {{.Err}}</p>{{end}}
 <p>{{len .Locks}} held{{if .Truncated}} (the first of more){{end}}, as of {{.At.Format "15:04:05"}}; reloads every {{.Refresh}}s.</p>
 {{if .Locks}}<table>

@@ -75,6 +75,15 @@ func TestWebView(t *testing.T) {
 		t.Errorf("a lock name is not escaped in the page")
 	}
 
+	// ?kind= keeps the objects of one kind.
+	for kind, want := range map[string]int{"lock": 2, "fair": 0} {
+		_, body = get(t, srv.URL+"/locks.json?kind="+kind)
+		var k listing
+		if err := json.Unmarshal([]byte(body), &k); err != nil || len(k.Locks) != want || k.Kind != kind {
+			t.Fatalf("kind=%s: %d objects (%v), want %d: %s", kind, len(k.Locks), err, want, body)
+		}
+	}
+
 	// A released lock leaves the view.
 	if err := held.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
