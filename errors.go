@@ -94,6 +94,14 @@ var (
 	// ErrClosed is returned by every operation of a closed Client, and
 	// wrapped with ErrLockLost by the leases a Close cut short.
 	ErrClosed = errors.New("relock: client closed")
+
+	// ErrNoLeader is returned by Election.Leader when the election has no
+	// leader.
+	ErrNoLeader = errors.New("relock: no leader")
+
+	// ErrInvalidValue is returned for a leader's value longer than
+	// MaxValueLen.
+	ErrInvalidValue = errors.New("relock: invalid value")
 )
 
 // errClosedLost ends the leases and permits a Close cut short: it matches

@@ -76,6 +76,17 @@ func (c *Client) identity() []any {
 	}
 }
 
+// infoField returns the value of one field of the Client's identity.
+func (c *Client) infoField(name string) string {
+	for i := 0; i+1 < len(c.info); i += 2 {
+		if c.info[i] == name {
+			s, _ := c.info[i+1].(string)
+			return s
+		}
+	}
+	return ""
+}
+
 // infoKey is the key of the Client's hash.
 func (c *Client) infoKey() string { return layout.ClientInfo + ":" + c.id }
 

@@ -29,6 +29,23 @@ const (
 	SemaphoreChannel = "redisson_sc"
 	// A countdown latch's channel: see LatchChannel.
 	LatchChannelPrefix = "redisson_countdownlatch__channel__"
+	// An election's lock: a lock hash (as a Mutex's) whose holder is the
+	// leader, with the leader's record in the fields LeaderField and
+	// LeaderHolderField: Election + ":{name}".
+	Election = "relock_election"
+	// An election's log of leader records, a stream: ElectionLog + ":{name}".
+	ElectionLog = "relock_election_log"
+	// An election's channel, told the term of every change:
+	// ElectionChannel + ":{name}".
+	ElectionChannel = "relock_election_channel"
+)
+
+// Fields of an election's lock hash that hold the leader's record (JSON:
+// since, term, value, holder, host, pid, program, client) and the owner
+// id of the holder that wrote it.
+const (
+	LeaderField       = "relock_leader"
+	LeaderHolderField = "relock_leader_holder"
 )
 
 // LatchChannel returns a countdown latch's channel. Redisson always names

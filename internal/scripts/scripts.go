@@ -172,3 +172,10 @@ func toInt64(v any) int64 {
 	}
 	return 0
 }
+
+// The election's scripts (see election_proclaim.lua).
+var (
+	ElectionProclaim = loadWith("election_proclaim", "clock")
+	ElectionResign   = loadWith("election_resign", "clock")
+	ElectionRead     = load("election_read")
+)

@@ -55,7 +55,7 @@ func unlockArgs(owner, flag string) []any {
 }
 
 func TestHeaders(t *testing.T) {
-	for _, s := range []*Script{Lock, Unlock, Abandon, Renew, ForceUnlock} {
+	for _, s := range []*Script{Lock, Unlock, Abandon, Renew, ForceUnlock, ElectionProclaim, ElectionResign, ElectionRead} {
 		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
 		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
 			if !strings.Contains(header, want) {

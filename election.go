@@ -1,0 +1,487 @@
+package relock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/scripts"
+)
+
+// MaxValueLen is the longest value a leader may publish, in bytes.
+const MaxValueLen = 64 << 10
+
+// Election is a leader election on one name: of the callers that campaign
+// for it, in any process, one at a time is the leader, and publishes a
+// value (an address, say) that anyone can read or follow.
+//
+// It is built on a Mutex: the leader is the holder of the lock
+// "relock_election:{name}", kept alive by the watchdog while the leader's
+// process lives and told of its loss as a Lease is, before any other
+// campaigner can be elected. Every new leader gets a term, the fencing
+// token of its hold, greater than every earlier leader's. The leader's
+// record (value, term, host, process) lives in the lock's hash, and every
+// change is appended to a short log, "relock_election_log:{name}" (about
+// the last 128 changes, kept a minute after the last one), and announced
+// on the channel "relock_election_channel:{name}", so that observers see
+// each change in order. Waiting campaigners sleep as a Mutex's waiters do:
+// a resignation hands the lock to the next one, and a leader that dies is
+// replaced once its lock expires, within the watchdog timeout.
+//
+// An Election is a cheap handle: make it with Client.Election. It is safe
+// for concurrent use.
+type Election struct {
+	c       *Client
+	name    string
+	err     error  // an invalid name, returned by every call
+	mu      *Mutex // the election's lock
+	channel string
+
+	keys     []any // the lock, the log and the channel: KEYS of proclaim and resign
+	readKeys []any // the lock and the log
+}
+
+// Election returns the Election of the given name. An invalid name is
+// reported by every call on it with ErrInvalidName (Observe closes its
+// channel at once).
+func (c *Client) Election(name string) *Election {
+	e := &Election{c: c, name: name}
+	if e.err = checkName(name); e.err != nil {
+		return e
+	}
+	e.mu = c.Mutex(companion(layout.Election, name))
+	if e.err = e.mu.err; e.err != nil {
+		return e
+	}
+	log := companion(layout.ElectionLog, name)
+	e.channel = companion(layout.ElectionChannel, name)
+	e.keys = []any{e.mu.name, log, e.channel}
+	e.readKeys = []any{e.mu.name, log}
+	return e
+}
+
+// Name returns the election's name.
+func (e *Election) Name() string { return e.name }
+
+func (e *Election) check() error {
+	if e.err != nil {
+		return e.err
+	}
+	return e.c.checkOpen()
+}
+
+// Campaign blocks until the caller is the leader, ctx ends, or the Client
+// is closed, and then publishes value as the leader's. Each call is a
+// campaigner of its own (a ctx carrying WithOwner makes no difference): a
+// second Campaign of the same process waits for the first to resign. opts
+// are the lock options of the election's lock: WithLease gives a
+// leadership that ends after that time, WithReplicaSync and WithSpin apply
+// as to Mutex.Lock.
+//
+// When ctx ends the error wraps ctx.Err(), and nothing is left behind, as
+// for Mutex.Lock. Other errors: ErrInvalidName, ErrInvalidValue (value
+// longer than MaxValueLen), ErrInvalidOption, ErrClosed, ErrReplicaSync
+// (the lock or the record too few replicas acknowledged: nothing is held
+// then), and Redis errors, wrapped.
+func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOption) (*Leadership, error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	if len(value) > MaxValueLen {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidValue, len(value), MaxValueLen)
+	}
+	// A nil owner makes the lock call its own one-shot owner.
+	ctx1 := context.WithValue(ctx, ownerKey{}, nil)
+	for {
+		lease, err := e.mu.Lock(ctx1, opts...)
+		if err != nil {
+			return nil, err
+		}
+		l := &Leadership{e: e, lease: lease, value: value}
+		ok, err := l.proclaim(ctx, value, true)
+		if ok && err == nil {
+			return l, nil
+		}
+		// Not published: give the lock up; one lost before it could be
+		// published is campaigned for again.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.c.cfg.cleanup)
+		_ = lease.Unlock(cctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Leader returns the current leader. With no leader (none elected, the
+// last one resigned or lost its lock, or one elected a moment ago has not
+// published its value yet) it returns an error wrapping ErrNoLeader.
+// Other errors: ErrInvalidName, ErrClosed, and Redis errors, wrapped.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	if err := e.check(); err != nil {
+		return Leader{}, err
+	}
+	r, err := e.read(ctx, "", 0)
+	if err != nil {
+		return Leader{}, err
+	}
+	if r.leader.Holder == "" {
+		return Leader{}, fmt.Errorf("relock: leader of %q: %w", e.name, ErrNoLeader)
+	}
+	return r.leader, nil
+}
+
+// Leader is an election's leader, as Election.Leader and Election.Observe
+// report it.
+type Leader struct {
+	Value string `json:"value"`
+	// Term is the leader's fencing token: every new leader of the name has
+	// a greater one. Proclaim keeps it.
+	Term uint64 `json:"term"`
+	// Holder is the leader's owner id, "<uuid>:<n>", whose uuid names its
+	// Client. An Observe value with an empty Holder says that the election
+	// has no leader now: the leader of Term resigned or lost its lock.
+	Holder string `json:"holder"`
+	// Where the leader runs: its host, process id and program, and the
+	// name given by WithClientName.
+	Host    string `json:"host,omitempty"`
+	PID     int    `json:"pid,omitempty"`
+	Program string `json:"program,omitempty"`
+	Client  string `json:"client,omitempty"`
+	// Since is when the term began, by the Redis server's clock (for a
+	// value without a leader: when the term ended).
+	Since time.Time `json:"since"`
+}
+
+// record is a leader's record as stored: Leader with Since in unix ms.
+type record struct {
+	Since int64 `json:"since"`
+	recordBody
+}
+
+// recordBody is a record without its start, which election_proclaim.lua
+// writes by the server's clock.
+type recordBody struct {
+	Term    uint64 `json:"term"`
+	Value   string `json:"value"`
+	Holder  string `json:"holder"`
+	Host    string `json:"host,omitempty"`
+	PID     int    `json:"pid,omitempty"`
+	Program string `json:"program,omitempty"`
+	Client  string `json:"client,omitempty"`
+}
+
+func parseRecord(s string) (Leader, error) {
+	var r record
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return Leader{}, fmt.Errorf("relock: unreadable leader record: %w", err)
+	}
+	return Leader{Value: r.Value, Term: r.Term, Holder: r.Holder, Host: r.Host, PID: r.PID,
+		Program: r.Program, Client: r.Client, Since: time.UnixMilli(r.Since)}, nil
+}
+
+// reading is one read of an election (election_read.lua).
+type reading struct {
+	leader  Leader        // the current leader; Holder is "" for none
+	ttl     time.Duration // the lock's PTTL
+	last    string        // the id of the log's newest entry, "" for no log
+	ids     []string      // the entries read, oldest first
+	entries []Leader
+}
+
+// read reads the election's leader and up to n log entries after the
+// entry after (none when after is "").
+func (e *Election) read(ctx context.Context, after string, n int) (reading, error) {
+	v, err := scripts.ElectionRead.Run(ctx, e.c.rdb, e.readKeys, after, n).Slice()
+	if err != nil {
+		return reading{}, opError("read leader", e.name, err)
+	}
+	var r reading
+	if len(v) < 3 {
+		return r, fmt.Errorf("relock: read leader %q: unexpected reply %v", e.name, v)
+	}
+	if s, ok := v[0].(string); ok {
+		if r.leader, err = parseRecord(s); err != nil {
+			return r, err
+		}
+	}
+	ttl, _ := v[1].(int64)
+	r.ttl = time.Duration(ttl) * time.Millisecond
+	r.last, _ = v[2].(string)
+	for i := 3; i+1 < len(v); i += 2 {
+		id, _ := v[i].(string)
+		s, _ := v[i+1].(string)
+		l, err := parseRecord(s)
+		if err != nil {
+			return r, err
+		}
+		r.ids = append(r.ids, id)
+		r.entries = append(r.entries, l)
+	}
+	return r, nil
+}
+
+// Observe returns a channel that receives the election's leader and then
+// every change of leader or value, in order and without repeats, from
+// any process: a new leader, a new value, and, as a Leader with an empty
+// Holder, the end of a term with no successor yet. Changes come from the
+// election's log as they are announced; a term that ends by its lock
+// expiring (its leader died) is seen when the lock would have expired. An
+// observer that is disconnected from Redis reads the log again on
+// reconnecting and sends what it missed, in order (changes more than the
+// log's length ago are skipped).
+//
+// The channel is closed when ctx ends or the Client is closed, or at once
+// when the election's name is invalid (Leader reports why). A receiver
+// that does not keep up holds the observer back, never the election.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	out := make(chan Leader)
+	if e.check() != nil || ctx.Err() != nil {
+		close(out)
+		return out
+	}
+	hw, err := e.c.hub.Subscribe(e.channel, wakeAll)
+	if err != nil {
+		close(out)
+		return out
+	}
+	o := &observer{e: e, out: out}
+	go func() {
+		defer close(out)
+		defer hw.Close()
+		o.run(ctx, hw.Ready(), hw.Wake())
+	}()
+	return out
+}
+
+// wakeAll wakes every local observer of an election's channel.
+func wakeAll(string) int { return -1 }
+
+// observer is one Observe call's state.
+type observer struct {
+	e    *Election
+	out  chan<- Leader
+	last Leader // the last value sent
+	sent bool
+	seen string // the id of the last log entry read; "" before the first read
+}
+
+// observeBatch is the most log entries an observer reads at once.
+const observeBatch = 64
+
+// run reads and sends until ctx ends or the Client closes. It reads once
+// subscribed (ready), then whenever woken (a change announced, or a
+// reconnect) or when the leader's lock would expire.
+func (o *observer) run(ctx context.Context, ready, wake <-chan struct{}) {
+	c := o.e.c
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ready:
+			ready = nil
+		case <-wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			return
+		case <-c.closing:
+			return
+		}
+		if ready != nil {
+			continue // nothing is read before the subscription is in place
+		}
+		next, ok := o.catchUp(ctx)
+		if !ok {
+			return
+		}
+		timer.Reset(next)
+	}
+}
+
+// catchUp reads the log since the last entry seen and the current leader,
+// sends every change, and returns when to look again. It returns false
+// when ctx ended or the Client closed.
+func (o *observer) catchUp(ctx context.Context) (time.Duration, bool) {
+	c := o.e.c
+	for {
+		n := observeBatch
+		if o.seen == "" {
+			n = 0 // the first read starts from the current leader
+		}
+		r, err := o.e.read(ctx, o.seen, n)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, false
+			}
+			c.cfg.logger.Debug("relock: cannot read the election; trying again", "name", o.e.name, "err", err)
+			return fallbackRecheck, true
+		}
+		for i, l := range r.entries {
+			if !o.send(ctx, l) {
+				return 0, false
+			}
+			o.seen = r.ids[i]
+		}
+		if o.seen == "" {
+			o.seen = r.last
+			if o.seen == "" {
+				o.seen = "0-0" // no log yet: every entry to come is new
+			}
+		}
+		if len(r.entries) == n && n > 0 {
+			continue // more to read
+		}
+		if !o.send(ctx, r.leader) {
+			return 0, false
+		}
+		if r.leader.Holder != "" && r.ttl > 0 {
+			return r.ttl + time.Millisecond, true
+		}
+		return c.cfg.watchdog, true
+	}
+}
+
+// send sends l unless it repeats the last value sent or is older than it.
+// A value without a leader carries the term of the last leader sent. It
+// returns false when ctx ended or the Client closed.
+func (o *observer) send(ctx context.Context, l Leader) bool {
+	if l.Holder == "" {
+		if !o.sent || o.last.Holder == "" {
+			return true // nothing ended that an observer was told of
+		}
+		if l.Term == 0 || l.Term < o.last.Term {
+			l.Term = o.last.Term
+		}
+	}
+	if o.sent && (l.Term < o.last.Term || sameLeader(l, o.last)) {
+		return true
+	}
+	select {
+	case o.out <- l:
+		o.last, o.sent = l, true
+		return true
+	case <-ctx.Done():
+	case <-o.e.c.closing:
+	}
+	return false
+}
+
+// sameLeader reports whether a and b tell the same: the same term, holder
+// and value.
+func sameLeader(a, b Leader) bool {
+	return a.Term == b.Term && a.Holder == b.Holder && a.Value == b.Value
+}
+
+// Leadership is a won election: the leader's hold of the election's lock.
+// It ends when Resign is called or the lock is lost, which Done and Err
+// report as a Lease's do. A Leadership is safe for concurrent use.
+type Leadership struct {
+	e     *Election
+	lease *Lease
+
+	mu    sync.Mutex // serialises Proclaim and Resign
+	value string
+}
+
+// Name returns the election's name.
+func (l *Leadership) Name() string { return l.e.name }
+
+// Term returns the leadership's term: a fencing token greater than every
+// earlier leader's of the election, to give to the storage the leader
+// writes to, as Lease.Token.
+func (l *Leadership) Term() uint64 { return l.lease.Token() }
+
+// Value returns the value last published.
+func (l *Leadership) Value() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.value
+}
+
+// Done returns a channel closed when the leadership ends: resigned, or
+// lost (the lock expired or was deleted, or the Client was closed). A
+// leadership whose lock could not be renewed is ended by its local
+// deadline, before the lock expires in Redis: before any other campaigner
+// can be elected.
+func (l *Leadership) Done() <-chan struct{} { return l.lease.Done() }
+
+// Err returns nil while the leadership holds, and after it ended
+// ErrReleased (resigned) or an error wrapping ErrLockLost (lost).
+func (l *Leadership) Err() error { return l.lease.Err() }
+
+// Context returns a copy of parent that is cancelled when the leadership
+// ends, with Err as its cause; call cancel when done with it.
+func (l *Leadership) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	return l.lease.Context(parent)
+}
+
+// Proclaim publishes a new value without a new election: the term stays,
+// and observers see the change. It returns an error wrapping ErrNotHeld
+// when the leadership has ended, ErrInvalidValue for a value longer than
+// MaxValueLen, and Redis errors, wrapped. With replica sync, a value too
+// few replicas acknowledged stays published on the master, with an error
+// wrapping ErrUnconfirmed.
+func (l *Leadership) Proclaim(ctx context.Context, value string) error {
+	if len(value) > MaxValueLen {
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidValue, len(value), MaxValueLen)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.lease.Err(); err != nil {
+		return fmt.Errorf("relock: proclaim %q: %w (%w)", l.e.name, ErrNotHeld, err)
+	}
+	ok, err := l.proclaim(ctx, value, false)
+	if ok && (err == nil || errors.Is(err, ErrUnconfirmed)) {
+		l.value = value
+	}
+	if err == nil && !ok {
+		return fmt.Errorf("relock: proclaim %q: %w", l.e.name, ErrNotHeld)
+	}
+	return err
+}
+
+// proclaim writes the leader's record with value (election_proclaim.lua),
+// for a new term when first, and reports whether the hold was still there
+// to write it.
+func (l *Leadership) proclaim(ctx context.Context, value string, first bool) (bool, error) {
+	c := l.e.c
+	body, err := json.Marshal(recordBody{Term: l.lease.token, Value: value, Holder: l.lease.field,
+		Host: c.infoField("host"), PID: os.Getpid(), Program: c.infoField("program"), Client: c.cfg.name})
+	if err != nil {
+		return false, err
+	}
+	flag := argZero
+	if first {
+		flag = argOne
+	}
+	v, err := c.write(ctx, writeCall{name: l.e.mu.name, script: scripts.ElectionProclaim, keys: l.e.keys,
+		args: []any{l.lease.field, string(body), flag, c.argPublish, c.argMarkerTTL, strconv.FormatUint(l.lease.token, 10)}, changed: isOne})
+	if err != nil {
+		return v == 1, opError("proclaim", l.e.name, err)
+	}
+	return v == 1, nil
+}
+
+// Resign ends the leadership: the record is withdrawn (observers see the
+// term end), then the lock is released and handed to the next campaigner.
+// It returns an error wrapping ErrNotHeld when the leadership had already
+// ended. If it fails with a Redis or context error the leadership may
+// still hold: Resign may be called again.
+func (l *Leadership) Resign(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.e.c
+	_, err := c.write(ctx, writeCall{name: l.e.mu.name, script: scripts.ElectionResign, keys: l.e.keys,
+		args: []any{l.lease.field, strconv.FormatUint(l.lease.token, 10), c.argPublish, c.argMarkerTTL}, changed: isOne})
+	if err != nil && !errors.Is(err, ErrUnconfirmed) {
+		return opError("resign", l.e.name, err)
+	}
+	// A hold gone already makes Unlock report ErrNotHeld.
+	return l.lease.Unlock(ctx)
+}

@@ -1,0 +1,350 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+)
+
+// electionKey is the key of an election's lock.
+func electionKey(name string) string { return "relock_election:{" + name + "}" }
+
+// TestElectionCampaignResign: one leader at a time; Leader reports its
+// value, term, host and process; Proclaim changes the value in the same
+// term; Resign hands leadership to the waiting campaigner, whose term is
+// greater; after the last Resign no lock is left and Leader says none.
+func TestElectionCampaignResign(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		ctx := ctxTimeout(t, 20*time.Second)
+		a := top.newClient(t, relock.WithClientName("node-a"))
+		b := top.newClient(t)
+		name := lockName(t)
+		ea, eb := a.Election(name), b.Election(name)
+
+		la, err := ea.Campaign(ctx, "10.0.0.1:80")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := eb.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, _ := os.Hostname()
+		if got.Value != "10.0.0.1:80" || got.Term != la.Term() || got.Host != host || got.PID != os.Getpid() ||
+			got.Client != "node-a" || got.Holder == "" || got.Since.IsZero() {
+			t.Fatalf("Leader = %+v; want value 10.0.0.1:80, term %d, host %s, pid %d, client node-a", got, la.Term(), host, os.Getpid())
+		}
+
+		won := make(chan *relock.Leadership, 1)
+		go func() {
+			lb, err := eb.Campaign(ctx, "10.0.0.2:80")
+			if err != nil {
+				t.Error(err)
+			}
+			won <- lb
+		}()
+		eventually(t, 10*time.Second, "the second campaigner to wait", func() bool { return b.Stats().Asleep == 1 })
+
+		if err := la.Proclaim(ctx, "10.0.0.1:81"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := eb.Leader(ctx); err != nil || got.Value != "10.0.0.1:81" || got.Term != la.Term() {
+			t.Fatalf("after Proclaim: Leader = %+v, %v; want 10.0.0.1:81 in term %d", got, err, la.Term())
+		}
+		select {
+		case lb := <-won:
+			t.Fatalf("second campaigner elected while the first leads: %+v", lb)
+		default:
+		}
+
+		if err := la.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := la.Err(); !errors.Is(err, relock.ErrReleased) {
+			t.Fatalf("resigned leadership: Err = %v; want ErrReleased", err)
+		}
+		if err := la.Resign(ctx); !errors.Is(err, relock.ErrNotHeld) {
+			t.Fatalf("second Resign: %v; want ErrNotHeld", err)
+		}
+		if err := la.Proclaim(ctx, "x"); !errors.Is(err, relock.ErrNotHeld) {
+			t.Fatalf("Proclaim after Resign: %v; want ErrNotHeld", err)
+		}
+		lb := <-won
+		if lb == nil {
+			t.FailNow()
+		}
+		if lb.Term() <= la.Term() {
+			t.Fatalf("new term %d not greater than %d", lb.Term(), la.Term())
+		}
+		if got, err := ea.Leader(ctx); err != nil || got.Value != "10.0.0.2:80" || got.Term != lb.Term() {
+			t.Fatalf("Leader = %+v, %v; want 10.0.0.2:80 in term %d", got, err, lb.Term())
+		}
+		if err := lb.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ea.Leader(ctx); !errors.Is(err, relock.ErrNoLeader) {
+			t.Fatalf("Leader after the last Resign: %v; want ErrNoLeader", err)
+		}
+		for _, k := range keysOf(t, top.rdb(t), name) {
+			if !strings.HasPrefix(k, "relock_election_log:") {
+				t.Errorf("key %q left after the last Resign", k)
+			}
+		}
+	})
+}
+
+// recv receives the next value of an Observe channel within a bound.
+func recv(t *testing.T, ch <-chan relock.Leader) relock.Leader {
+	t.Helper()
+	select {
+	case l, ok := <-ch:
+		if !ok {
+			t.Fatal("Observe channel closed")
+		}
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change observed within 10s")
+	}
+	return relock.Leader{}
+}
+
+// describe renders a Leader as "term:value", or "term:-" for none.
+func describe(l relock.Leader) string {
+	if l.Holder == "" {
+		return fmt.Sprintf("%d:-", l.Term)
+	}
+	return fmt.Sprintf("%d:%s", l.Term, l.Value)
+}
+
+// TestElectionObserve: an observer in another Client sees every change in
+// order and once: each value of a burst of Proclaims, a resignation, the
+// next leader, and the end of a term whose lock expired; an observer that
+// comes later starts from the current leader.
+func TestElectionObserve(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		ctx := ctxTimeout(t, 30*time.Second)
+		a, b, o := top.newClient(t), top.newClient(t), top.newClient(t)
+		name := lockName(t)
+		la, err := a.Election(name).Campaign(ctx, "v0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		octx, stop := context.WithCancel(ctx)
+		defer stop()
+		ch := o.Election(name).Observe(octx)
+		want := []string{fmt.Sprintf("%d:v0", la.Term())}
+		if got := describe(recv(t, ch)); got != want[0] {
+			t.Fatalf("observer starts with %s; want %s", got, want[0])
+		}
+		for i := 1; i <= 100; i++ {
+			v := fmt.Sprintf("v%d", i)
+			if err := la.Proclaim(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, fmt.Sprintf("%d:%s", la.Term(), v))
+		}
+		if err := la.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, fmt.Sprintf("%d:-", la.Term()))
+		lb, err := b.Election(name).Campaign(ctx, "w", relock.WithLease(300*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, fmt.Sprintf("%d:w", lb.Term()))
+		late := o.Election(name).Observe(octx)
+		if got := describe(recv(t, late)); got != want[len(want)-1] {
+			t.Fatalf("late observer starts with %s; want %s", got, want[len(want)-1])
+		}
+		<-lb.Done() // the lock expires, unrenewed
+		want = append(want, fmt.Sprintf("%d:-", lb.Term()))
+		for i, w := range want[1:] {
+			if got := describe(recv(t, ch)); got != w {
+				t.Fatalf("change %d observed as %s; want %s (all: %v)", i, got, w, want)
+			}
+		}
+		if got := describe(recv(t, late)); got != want[len(want)-1] {
+			t.Fatalf("late observer then sees %s; want %s", got, want[len(want)-1])
+		}
+		stop()
+		for range ch {
+			t.Fatal("a change observed twice or after the last")
+		}
+		for range late {
+		}
+		eventually(t, 10*time.Second, "the observers to unsubscribe", func() bool { return o.Stats().Channels == 0 })
+	})
+}
+
+// TestElectionObserveReconnect: changes made while the observer's pub/sub
+// connection is being replaced are read from the log on reconnecting, in
+// order.
+func TestElectionObserveReconnect(t *testing.T) {
+	ctx := ctxTimeout(t, 30*time.Second)
+	rdb := closeLater(t, standalone.Client())
+	a, o := newClient(t, closeLater(t, standalone.Client())), newClient(t, rdb)
+	name := lockName(t)
+	la, err := a.Election(name).Campaign(ctx, "v0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	ch := o.Election(name).Observe(octx)
+	if got := describe(recv(t, ch)); got != fmt.Sprintf("%d:v0", la.Term()) {
+		t.Fatalf("observed %s first", got)
+	}
+	if err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 20; i++ {
+		if err := la.Proclaim(ctx, fmt.Sprintf("v%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i <= 20; i++ {
+		if got, want := describe(recv(t, ch)), fmt.Sprintf("%d:v%d", la.Term(), i); got != want {
+			t.Fatalf("after the reconnect observed %s; want %s", got, want)
+		}
+	}
+	if err := la.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := describe(recv(t, ch)); got != fmt.Sprintf("%d:-", la.Term()) {
+		t.Fatalf("observed %s after Resign", got)
+	}
+}
+
+// TestElectionLoss: a leader whose lock is deleted is told by Done and Err
+// (ErrLockLost); Proclaim and Resign then report ErrNotHeld; the next
+// campaigner is elected with a greater term.
+func TestElectionLoss(t *testing.T) {
+	forEach(t, func(t *testing.T, top topology) {
+		ctx := ctxTimeout(t, 20*time.Second)
+		c := top.newClient(t, relock.WithWatchdogTimeout(600*time.Millisecond))
+		name := lockName(t)
+		e := c.Election(name)
+		l, err := e.Campaign(ctx, "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := top.rdb(t).Del(ctx, electionKey(name)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		waitLeadership(t, l)
+		if err := l.Err(); !errors.Is(err, relock.ErrLockLost) {
+			t.Fatalf("Err = %v; want ErrLockLost", err)
+		}
+		if err := l.Proclaim(ctx, "w"); !errors.Is(err, relock.ErrNotHeld) {
+			t.Fatalf("Proclaim of a lost leadership: %v; want ErrNotHeld", err)
+		}
+		if err := l.Resign(ctx); !errors.Is(err, relock.ErrNotHeld) {
+			t.Fatalf("Resign of a lost leadership: %v; want ErrNotHeld", err)
+		}
+		l2, err := e.Campaign(ctx, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l2.Term() <= l.Term() {
+			t.Fatalf("term %d after %d", l2.Term(), l.Term())
+		}
+		if err := l2.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func waitLeadership(t *testing.T, l *relock.Leadership) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("leadership not ended within 10s")
+	}
+}
+
+// TestElectionCampaignCancelled: a campaign whose ctx ends returns its
+// error and leaves no key, subscription or waiter behind; a second
+// Campaign of the same owner context waits rather than re-entering.
+func TestElectionCampaignCancelled(t *testing.T) {
+	ctx := ctxTimeout(t, 20*time.Second)
+	rdb := closeLater(t, standalone.Client())
+	c := newClient(t, rdb)
+	name := lockName(t)
+	e := c.Election(name)
+	owner := relock.WithOwner(ctx)
+	l, err := e.Campaign(owner, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(owner, 300*time.Millisecond)
+	defer cancel()
+	if l2, err := e.Campaign(cctx, "b"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Campaign of one owner: %v, %v; want it to wait until ctx ends", l2, err)
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keysOf(t, rdb, name) {
+		if !strings.HasPrefix(k, "relock_election_log:") {
+			t.Errorf("key %q left", k)
+		}
+	}
+	eventually(t, 10*time.Second, "no subscription left", func() bool { return c.Stats().Channels == 0 })
+	if s := c.Stats(); s.Asleep != 0 || s.Held != 0 {
+		t.Fatalf("Stats after: %+v", s)
+	}
+}
+
+// TestElectionBadInput: invalid names, a value over MaxValueLen and a
+// closed Client are refused with typed errors, leaving no key.
+func TestElectionBadInput(t *testing.T) {
+	ctx := ctxTimeout(t, 10*time.Second)
+	rdb := closeLater(t, standalone.Client())
+	c := newClient(t, rdb)
+	for _, name := range []string{"", "a}b", strings.Repeat("n", relock.MaxNameLen+1)} {
+		e := c.Election(name)
+		if _, err := e.Campaign(ctx, "v"); !errors.Is(err, relock.ErrInvalidName) {
+			t.Errorf("Campaign(%.20q): %v; want ErrInvalidName", name, err)
+		}
+		if _, err := e.Leader(ctx); !errors.Is(err, relock.ErrInvalidName) {
+			t.Errorf("Leader(%.20q): %v; want ErrInvalidName", name, err)
+		}
+		if _, ok := <-e.Observe(ctx); ok {
+			t.Errorf("Observe(%.20q) sent a value", name)
+		}
+	}
+	name := lockName(t)
+	if _, err := c.Election(name).Campaign(ctx, strings.Repeat("v", relock.MaxValueLen+1)); !errors.Is(err, relock.ErrInvalidValue) {
+		t.Errorf("Campaign with a long value: %v; want ErrInvalidValue", err)
+	}
+	if keys := keysOf(t, rdb, name); len(keys) != 0 {
+		t.Errorf("keys left by refused calls: %v", keys)
+	}
+	l, err := c.Election(name).Campaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Proclaim(ctx, strings.Repeat("v", relock.MaxValueLen+1)); !errors.Is(err, relock.ErrInvalidValue) {
+		t.Errorf("Proclaim of a long value: %v; want ErrInvalidValue", err)
+	}
+	if got, err := c.Election(name).Leader(ctx); err != nil || got.Value != "v" {
+		t.Errorf("Leader after a refused Proclaim: %+v, %v", got, err)
+	}
+	_ = c.Close()
+	if !errors.Is(l.Err(), relock.ErrLockLost) {
+		t.Errorf("leadership after Close: %v; want ErrLockLost", l.Err())
+	}
+	if _, err := c.Election(name).Campaign(ctx, "v"); !errors.Is(err, relock.ErrClosed) {
+		t.Errorf("Campaign on a closed Client: %v; want ErrClosed", err)
+	}
+	if _, ok := <-c.Election(name).Observe(ctx); ok {
+		t.Error("Observe on a closed Client sent a value")
+	}
+}
