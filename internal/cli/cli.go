@@ -66,6 +66,7 @@ type command struct {
 var commands = []*command{
 	demoCommand,
 	runCommand,
+	electCommand,
 	lsCommand,
 	showCommand,
 	unlockCommand,

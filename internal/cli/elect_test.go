@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+)
+
+func TestElectRunsWhileLeader(t *testing.T) {
+	needCommand(t, "sh")
+	mr, url := server(t)
+	r := relockCmd(t, "elect", "--redis", url, "--value", "10.0.0.1:80", "jobs", "--", "sh", "-c", `echo "$RELOCK_ELECTION $RELOCK_TERM $RELOCK_VALUE"`)
+	if r.code != exitOK || strings.TrimSpace(r.stdout) != "jobs 1 10.0.0.1:80" {
+		t.Fatalf("exit %d, stdout %q; want 0 and %q", r.code, r.stdout, "jobs 1 10.0.0.1:80")
+	}
+	if mr.Exists("relock_election:{jobs}") {
+		t.Errorf("still leader after the command ended")
+	}
+}
+
+func TestElectNotElected(t *testing.T) {
+	mr, url := server(t)
+	l, err := lockClient(t, mr).Election("jobs").Campaign(context.Background(), "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Resign(context.Background())
+	r := relockCmd(t, "elect", "--redis", url, "--wait", "100ms", "jobs", "--", "true")
+	if r.code != exitNotAcquired {
+		t.Fatalf("exit %d, want %d", r.code, exitNotAcquired)
+	}
+}
+
+func TestElectUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"elect", "jobs"},
+		{"elect", "--wait", "0", "jobs", "--", "true"},
+		{"elect", "--json", "jobs", "--", "true"},
+		{"elect", "--observe"},
+		{"elect", "--observe", "jobs", "extra"},
+		{"elect", "--value", strings.Repeat("v", relock.MaxValueLen+1), "jobs", "--", "true"},
+	} {
+		if r := relockCmd(t, args...); r.code != exitUsage {
+			t.Errorf("relock %v: exit %d, want %d", args, r.code, exitUsage)
+		}
+	}
+}
+
+// TestElectAgainAndObserve: on a real server, relock elect --again runs
+// its command once per term, leadership lost by the command's own
+// deletion of the lock ends that term with exit 4 and a new campaign, and
+// relock elect --observe --json prints every term in increasing order.
+func TestElectAgainAndObserve(t *testing.T) {
+	needCommand(t, "sh")
+	srv, url := realServer(t)
+	ctx := context.Background()
+	first, err := realClient(t, srv).Election("jobs").Campaign(ctx, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := startRelock(t, "elect", "--redis", url, "--observe", "--json", "jobs")
+	var l relock.Leader
+	if err := json.Unmarshal([]byte(obs.line(t)), &l); err != nil || l.Value != "first" || l.Term != first.Term() {
+		t.Fatalf("observer starts with %+v, %v; want the first leader", l, err)
+	}
+	if err := first.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The command prints its term and ends after a short while; relock
+	// resigns and campaigns again.
+	leader := startRelock(t, "elect", "--redis", url, "--again", "--value", "v", "jobs", "--", "sh", "-c", `echo "$RELOCK_TERM"; sleep 0.2`)
+	var terms []uint64
+	for len(terms) < 3 {
+		var term uint64
+		if _, err := fmt.Sscan(leader.line(t), &term); err != nil {
+			t.Fatal(err)
+		}
+		if len(terms) > 0 && term <= terms[len(terms)-1] {
+			t.Fatalf("term %d after %v", term, terms)
+		}
+		terms = append(terms, term)
+	}
+	leader.signal(t, syscall.SIGTERM)
+	if code := leader.exitCode(t); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("relock elect --again exit %d after SIGTERM; want %d", code, 128+int(syscall.SIGTERM))
+	}
+	// The observer saw each term begin (value v) and end, in order.
+	var seen []string
+	deadline := time.Now().Add(processDeadline)
+	for want := 2 * len(terms); len(seen) < want && time.Now().Before(deadline); {
+		var l relock.Leader
+		if err := json.Unmarshal([]byte(obs.line(t)), &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Term < terms[0] {
+			continue // the first leader's end
+		}
+		s := fmt.Sprintf("%d:-", l.Term)
+		if l.Holder != "" {
+			s = fmt.Sprintf("%d:%s", l.Term, l.Value)
+		}
+		seen = append(seen, s)
+	}
+	for i, term := range terms {
+		if got, want := seen[2*i:2*i+2], []string{fmt.Sprintf("%d:v", term), fmt.Sprintf("%d:-", term)}; got[0] != want[0] || got[1] != want[1] {
+			t.Fatalf("observed %v; want every term begun and ended in order: %v", seen, terms)
+		}
+	}
+	obs.signal(t, syscall.SIGINT)
+	if code := obs.exitCode(t); code != 130 {
+		t.Fatalf("observer exit %d after SIGINT; want 130", code)
+	}
+}
+
+// TestElectStopsCommandOnLoss: a leadership whose lock is deleted is lost
+// at the watchdog's next renewal; relock elect stops the command and exits
+// with code 4.
+func TestElectStopsCommandOnLoss(t *testing.T) {
+	needCommand(t, "sh")
+	srv, url := realServer(t)
+	p := startRelock(t, append([]string{"elect", "--redis", url, "--watchdog", "600ms", "--grace", "2s", "jobs", "--"}, holdingCommand...)...)
+	pid := p.childPID(t)
+	rdb := srv.Client()
+	defer rdb.Close()
+	if err := rdb.Del(context.Background(), "relock_election:{jobs}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.exitCode(t); code != exitLost {
+		t.Fatalf("exit %d, want %d", code, exitLost)
+	}
+	processGone(t, pid)
+	if !strings.Contains(p.stderr.String(), "leadership of \"jobs\"") {
+		t.Errorf("stderr does not name the lost leadership")
+	}
+}
