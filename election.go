@@ -21,26 +21,28 @@ const MaxValueLen = 64 << 10
 // for it, in any process, one at a time is the leader, and publishes a
 // value (an address, say) that anyone can read or follow.
 //
-// It is built on a Mutex: the leader is the holder of the lock
+// It is built on a FairMutex: the leader is the holder of the lock
 // "relock_election:{name}", kept alive by the watchdog while the leader's
 // process lives and told of its loss as a Lease is, before any other
-// campaigner can be elected. Every new leader gets a term, the fencing
+// campaigner can be elected. Campaigners are elected in the order they
+// came, across processes, as by etcd's Election; one that died waiting
+// keeps its place for one watchdog timeout at most. Every new leader gets a term, the fencing
 // token of its hold, greater than every earlier leader's. The leader's
 // record (value, term, host, process) lives in the lock's hash, and every
 // change is appended to a short log, "relock_election_log:{name}" (about
 // the last 128 changes, kept a minute after the last one), and announced
 // on the channel "relock_election_channel:{name}", so that observers see
-// each change in order. Waiting campaigners sleep as a Mutex's waiters do:
-// a resignation hands the lock to the next one, and a leader that dies is
-// replaced once its lock expires, within the watchdog timeout.
+// each change in order. Waiting campaigners sleep as a FairMutex's waiters
+// do: a resignation hands the lock to the next one, and a leader that dies
+// is replaced once its lock expires, within the watchdog timeout.
 //
 // An Election is a cheap handle: make it with Client.Election. It is safe
 // for concurrent use.
 type Election struct {
 	c       *Client
 	name    string
-	err     error  // an invalid name, returned by every call
-	mu      *Mutex // the election's lock
+	err     error      // an invalid name, returned by every call
+	mu      *FairMutex // the election's lock: campaigners are elected in the order they came
 	channel string
 
 	keys     []any // the lock, the log and the channel: KEYS of proclaim and resign
@@ -55,7 +57,9 @@ func (c *Client) Election(name string) *Election {
 	if e.err = checkName(name); e.err != nil {
 		return e
 	}
-	e.mu = c.Mutex(companion(layout.Election, name))
+	// A campaigner that died waiting keeps its place for one watchdog
+	// timeout at most, as a dead leader keeps the lock.
+	e.mu = c.FairMutex(companion(layout.Election, name), WithWaiterTimeout(c.cfg.watchdog))
 	if e.err = e.mu.err; e.err != nil {
 		return e
 	}

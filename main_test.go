@@ -24,8 +24,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	permitHelper() // exits in a permit-holder child process
-	faultHelper()  // exits in a fault-suite child process
+	permitHelper()     // exits in a permit-holder child process
+	faultHelper()      // exits in a fault-suite child process
+	campaignerHelper() // exits in an election campaigner child process
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helperProcess())
 	}

@@ -164,12 +164,35 @@ func (r *Recorder) BeginShared(who, name string, token uint64) *Hold {
 func (r *Recorder) begin(who, name string, token uint64, shared bool, capacity int) *Hold {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.beginAt(who, name, token, shared, capacity, r.now())
+}
+
+// Add records an exclusive hold that was observed elsewhere, such as in
+// another process: who held the lock name with token from begin to end
+// on a clock of the caller's (the same for every hold added), and lost
+// tells whether it ended by a loss signal. Add the holds of a name in the
+// order of their tokens; do not mix added holds and begun ones in one
+// Recorder. Check compares the added holds' intervals as it does begun
+// ones'.
+func (r *Recorder) Add(who, name string, token uint64, begin, end time.Duration, lost bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.beginAt(who, name, token, false, 0, begin)
+	h.info.End, h.info.Lost = end, lost
+	if lost {
+		h.info.Signalled, h.info.SignalAt = true, end
+	}
+	delete(r.names[name].open, h)
+}
+
+// beginAt records a hold begun at the time at. r.mu is held.
+func (r *Recorder) beginAt(who, name string, token uint64, shared bool, capacity int, at time.Duration) *Hold {
 	h := &Hold{r: r, info: HoldInfo{
 		Who:      who,
 		Name:     name,
 		Token:    token,
 		Seq:      len(r.holds) + 1,
-		Begin:    r.now(),
+		Begin:    at,
 		End:      -1,
 		Shared:   shared,
 		Capacity: capacity,

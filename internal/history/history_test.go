@@ -225,3 +225,24 @@ func TestPercentile(t *testing.T) {
 		t.Errorf("Percentile(nil) = %v, want 0", got)
 	}
 }
+
+// TestAdd: holds reported from elsewhere with their own times are checked
+// like begun ones: an overlap of intervals, and a token that goes back.
+func TestAdd(t *testing.T) {
+	r := New()
+	ms := time.Millisecond
+	r.Add("p1", "x", 1, 0, 10*ms, false)
+	r.Add("p2", "x", 2, 11*ms, 20*ms, true)
+	if v := r.Check(); len(v) != 0 {
+		t.Fatalf("disjoint holds: %v", v)
+	}
+	r.Add("p3", "x", 3, 19*ms, 30*ms, false)
+	v := r.Check()
+	if len(v) != 1 || v[0].Kind != KindOverlap || v[0].A.Who != "p2" || v[0].B.Who != "p3" {
+		t.Fatalf("overlapping holds: %v; want one overlap of p2 and p3", v)
+	}
+	r.Add("p4", "x", 2, 40*ms, 50*ms, false)
+	if v := r.Check(); len(v) != 2 || v[1].Kind != KindTokenBackwards {
+		t.Fatalf("token 2 after 3: %v; want a backwards token", v)
+	}
+}
