@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -137,5 +139,46 @@ func TestElectStopsCommandOnLoss(t *testing.T) {
 	processGone(t, pid)
 	if !strings.Contains(p.stderr.String(), "leadership of \"jobs\"") {
 		t.Errorf("stderr does not name the lost leadership")
+	}
+}
+
+// TestElectionListed: an election held by a test program shows in ls
+// (text, --json, --kind election) and show (by its name) with its leader's
+// value, term and holder's pid; unlock --force takes its name too.
+func TestElectionListed(t *testing.T) {
+	srv, url := realServer(t)
+	ctx := context.Background()
+	l, err := realClient(t, srv).Election("jobs").Campaign(ctx, "10.0.0.1:80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := relockCmd(t, "ls", "--redis", url, "--json", "--kind", "election")
+	var listed struct {
+		Locks []lockRow `json:"locks"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &listed); err != nil || len(listed.Locks) != 1 {
+		t.Fatalf("ls --json --kind election: %v, %d rows; want one", err, len(listed.Locks))
+	}
+	row := listed.Locks[0]
+	if row.Name != "relock_election:{jobs}" || row.Kind != kindElection || row.Leader == nil ||
+		row.Leader.Value != "10.0.0.1:80" || row.Leader.Term != l.Term() || len(row.Holders) != 1 ||
+		row.Holders[0].Client == nil || row.Holders[0].Client.PID != strconv.Itoa(os.Getpid()) {
+		t.Fatalf("ls row %+v (leader %+v); want the election with its leader and this process as holder", row, row.Leader)
+	}
+	if r := relockCmd(t, "ls", "--redis", url); !strings.Contains(r.stdout, `leader "10.0.0.1:80", term `+strconv.FormatUint(l.Term(), 10)) {
+		t.Errorf("ls does not show the leader: %q", r.stdout)
+	}
+	r = relockCmd(t, "show", "--redis", url, "--json", "jobs")
+	var s shown
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.Kind != kindElection || s.State != "held" || s.Leader == nil || s.Leader.Value != "10.0.0.1:80" {
+		t.Fatalf("show --json jobs: %+v, %v; want the held election with its leader", s, err)
+	}
+	if r := relockCmd(t, "unlock", "--force", "--redis", url, "jobs"); r.code != exitOK || !strings.Contains(r.stdout, "force-unlocked (election)") {
+		t.Fatalf("unlock --force jobs: exit %d, %q", r.code, r.stdout)
+	}
+	rdb := srv.Client()
+	defer rdb.Close()
+	if n, err := rdb.Exists(ctx, "relock_election:{jobs}").Result(); err != nil || n != 0 {
+		t.Fatalf("the election's lock is still there after unlock --force: %d, %v", n, err)
 	}
 }

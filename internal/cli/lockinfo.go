@@ -13,7 +13,7 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 )
 
-// Lock kinds, as ls, show and web name them.
+// Lock kinds, as ls, show and web name them (and kindElection).
 const (
 	kindLock  = "lock"  // Mutex
 	kindFair  = "fair"  // FairMutex with owners queued
@@ -43,12 +43,17 @@ func lockKind(ctx context.Context, rdb redis.UniversalClient, name string) (stri
 	switch {
 	case mode.Val() == kindRead || mode.Val() == kindWrite:
 		return mode.Val(), nil
+	case isElection(name) && queued.Val() > 0:
+		return kindElection, nil
 	case queued.Val() > 0:
 		return kindFair, nil
 	}
 	n, err := rdb.Exists(ctx, name).Result()
 	if err != nil || n == 0 {
 		return "", err
+	}
+	if isElection(name) {
+		return kindElection, nil
 	}
 	return kindLock, nil
 }
@@ -85,7 +90,7 @@ func markFair(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo)
 // relock).
 func waiters(ctx context.Context, rdb redis.UniversalClient, name, kind string) (n int64, what string, err error) {
 	switch {
-	case kind == kindFair:
+	case kind == kindFair || kind == kindElection:
 		key := companion(layout.FairQueue, name)
 		n, err = rdb.LLen(ctx, key).Result()
 		return n, "owners queued in " + key, err
@@ -120,6 +125,7 @@ type lockInfo struct {
 	ttl     time.Duration // as PTTL: -1 for no expiry
 	token   string        // the holder's fencing token; "" when none is recorded
 	count   *counted      // a synchronizer's, listed by ls; nil for a lock
+	leader  *leaderRow    // an election's leader; nil when it has none
 }
 
 // holder is one owner and its hold count.
@@ -149,6 +155,10 @@ func parseLock(name string, fields map[string]string) (*lockInfo, bool) {
 		return nil, false
 	}
 	li := &lockInfo{name: name, kind: kindLock}
+	if isElection(name) {
+		li.kind = kindElection
+		li.leader = parseLeader(fields)
+	}
 	if mode, ok := fields["mode"]; ok {
 		if !isRW(mode) {
 			return nil, false
@@ -161,6 +171,9 @@ func parseLock(name string, fields map[string]string) (*lockInfo, bool) {
 		}
 		if f == layout.TokenField {
 			li.token = v
+			continue
+		}
+		if li.kind == kindElection && (f == layout.LeaderField || f == layout.LeaderHolderField) {
 			continue
 		}
 		h := holder{owner: f}
@@ -237,7 +250,11 @@ func (li *lockInfo) owners(ids bool) string {
 		}
 		parts[i] = s
 	}
-	return strings.Join(parts, ", ")
+	s := strings.Join(parts, ", ")
+	if li.leader != nil {
+		s += "; " + li.leader.describe()
+	}
+	return s
 }
 
 // fmtTTL formats a PTTL reply.

@@ -28,7 +28,8 @@ Scans the keyspace (every master of a cluster) for hashes laid out as relock
 or Redisson locks, whose fields are owner ids "<uuid>:<n>" with hold counts,
 and lists them. The kind is lock, fair (a fair lock with owners queued;
 one nobody waits for looks like a plain lock), or read or write: a
-read-write lock's mode. Synchronizers are listed too: a permit semaphore
+read-write lock's mode, or election: an election's lock
+relock_election:{NAME}, with its leader's value and term. Synchronizers are listed too: a permit semaphore
 (kind permit-semaphore) with its available and held permits, and a
 semaphore or countdown latch while someone waits on it (an idle one holds
 a plain number, like any counter; show NAME reads it). The scan is

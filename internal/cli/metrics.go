@@ -12,7 +12,7 @@ import (
 
 // metricKinds are the kinds /metrics always reports, so that every series
 // exists whether or not an object of the kind is held now.
-var metricKinds = []string{kindLock, kindFair, kindRead, kindWrite, kindPermits, kindSem, kindLatch}
+var metricKinds = []string{kindLock, kindFair, kindRead, kindWrite, kindPermits, kindSem, kindLatch, kindElection}
 
 // metric is one gauge family of /metrics: per kind, from the rows of a
 // snapshot.

@@ -25,7 +25,7 @@ func printJSON(e *env, fs *flag.FlagSet, v any) int {
 // are only ever added to it.
 type lockRow struct {
 	Name    string      `json:"name"`
-	Kind    string      `json:"kind"`   // lock, fair, read or write
+	Kind    string      `json:"kind"`   // lock, fair, read, write, election, or a synchronizer's
 	TTLms   int64       `json:"ttl_ms"` // -1: no expiry
 	TTL     string      `json:"-"`
 	Holds   int64       `json:"holds"`
@@ -37,6 +37,8 @@ type lockRow struct {
 	// or latch): the permits available, or a latch's count. Holds is then
 	// a permit semaphore's held permits.
 	Count *int64 `json:"count,omitempty"`
+	// Leader is an election's leader (kind election), absent when none.
+	Leader *leaderRow `json:"leader,omitempty"`
 }
 
 // holderRow is one holder of a lockRow.
@@ -59,6 +61,7 @@ func rows(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo) ([]
 		for _, h := range li.holders {
 			r.Holders = append(r.Holders, holderRow{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client})
 		}
+		r.Leader = li.leader
 		if c := li.count; c != nil {
 			r.Count, r.Holds, r.Owners = &c.count, c.held, c.describe()
 			if c.kind == kindPermits {

@@ -54,6 +54,10 @@ func runShow(ctx context.Context, e *env, args []string) int {
 	}
 	defer rdb.Close()
 
+	name, err := resolveElection(ctx, rdb, name)
+	if err != nil {
+		return fail(e, fs, err)
+	}
 	s, err := inspectLock(ctx, rdb, name)
 	if err != nil {
 		return fail(e, fs, err)
@@ -77,8 +81,15 @@ func runShow(ctx context.Context, e *env, args []string) int {
 			state += " (read-write lock, " + s.lock.kind + " mode)"
 		case s.lock.kind == kindFair:
 			state += " (fair lock)"
+		case s.lock.kind == kindElection:
+			state += " (election)"
 		}
 		fmt.Fprintf(tw, "state\t%s\n", state)
+		if l := s.lock.leader; l != nil {
+			fmt.Fprintf(tw, "leader\t%q\tterm %d since %s\n", l.Value, l.Term, l.Since)
+		} else if s.lock.kind == kindElection {
+			fmt.Fprintf(tw, "leader\tnone published yet\n")
+		}
 		fmt.Fprintf(tw, "ttl\t%s\n", fmtTTL(s.lock.ttl))
 		for _, h := range s.lock.holders {
 			side := ""
@@ -153,6 +164,7 @@ type shown struct {
 	// semaphore or permit semaphore, a latch's count.
 	Count   *int64      `json:"count,omitempty"`
 	Permits []permitRow `json:"permits,omitempty"` // a permit semaphore's held permits
+	Leader  *leaderRow  `json:"leader,omitempty"`  // an election's leader
 }
 
 // report makes what show --json prints of the name s describes.
@@ -169,14 +181,17 @@ func (s *lockState) report(name string) shown {
 		for _, h := range s.lock.holders {
 			r.Holders = append(r.Holders, holderRow{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client})
 		}
-		r.Token = s.lock.token
+		r.Token, r.Leader = s.lock.token, s.lock.leader
 	case s.count != nil:
 		r.State, r.Kind = "count", s.count.kind
 		r.Count = &s.count.count
 		r.Permits = s.count.permits
 	case s.kind == "none":
 		r.State = "free"
-		if s.fair {
+		switch {
+		case s.fair && isElection(name):
+			r.Kind = kindElection
+		case s.fair:
 			r.Kind = kindFair
 		}
 	default:
@@ -269,13 +284,13 @@ func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*
 	if err != nil {
 		return nil, err
 	}
-	s.fair = kind == kindFair
+	s.fair = kind == kindFair || kind == kindElection
 	if s.fair {
 		if s.queue, err = fairQueue(ctx, rdb, name); err != nil {
 			return nil, err
 		}
 	}
-	if s.lock != nil && s.fair {
+	if s.lock != nil && s.fair && s.lock.kind == kindLock {
 		s.lock.kind = kindFair
 	}
 	if s.waiters, s.waitersWhat, err = waiters(ctx, rdb, name, kind); err != nil {

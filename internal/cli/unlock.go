@@ -45,13 +45,16 @@ func runUnlock(ctx context.Context, e *env, args []string) int {
 		return fail(e, fs, err)
 	}
 	defer c.Close()
+	if name, err = resolveElection(ctx, rdb, name); err != nil {
+		return fail(e, fs, err)
+	}
 	kind, err := lockKind(ctx, rdb, name)
 	if err != nil {
 		return fail(e, fs, err)
 	}
 	var held bool
 	switch {
-	case kind == kindFair:
+	case kind == kindFair || kind == kindElection:
 		held, err = c.FairMutex(name).ForceUnlock(ctx)
 	case isRW(kind):
 		held, err = c.RWMutex(name).ForceUnlock(ctx)
@@ -74,6 +77,8 @@ func kindName(kind string) string {
 	switch {
 	case kind == kindFair:
 		return "fair lock"
+	case kind == kindElection:
+		return "election"
 	case isRW(kind):
 		return "read-write lock"
 	}

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/layout"
+)
+
+// kindElection is the kind of an election's lock (relock.Election): a
+// fair lock whose holder leads, with the leader's record in its hash.
+const kindElection = "election"
+
+// isElection reports whether the lock key name is an election's.
+func isElection(name string) bool { return strings.HasPrefix(name, layout.Election+":") }
+
+// electionKey returns the lock key of the election name.
+func electionKey(name string) string { return companion(layout.Election, name) }
+
+// leaderRow is an election's leader as ls --json, show --json and the web
+// view show it (docs/cli.md).
+type leaderRow struct {
+	Value   string `json:"value"`
+	Term    uint64 `json:"term"`
+	Holder  string `json:"holder"`
+	Host    string `json:"host,omitempty"`
+	PID     int    `json:"pid,omitempty"`
+	Program string `json:"program,omitempty"`
+	Client  string `json:"client,omitempty"`
+	Since   string `json:"since"` // RFC 3339, by the server's clock
+}
+
+// parseLeader reads the leader's record of an election's lock hash, and
+// returns nil when there is none or its writer no longer holds the lock.
+func parseLeader(fields map[string]string) *leaderRow {
+	rec, holder := fields[layout.LeaderField], fields[layout.LeaderHolderField]
+	if rec == "" || fields[holder] == "" {
+		return nil
+	}
+	var r struct {
+		leaderRow
+		SinceMs int64 `json:"since"`
+	}
+	if err := json.Unmarshal([]byte(rec), &r); err != nil || r.Holder != holder {
+		return nil
+	}
+	l := r.leaderRow
+	l.Since = time.UnixMilli(r.SinceMs).UTC().Format(time.RFC3339)
+	return &l
+}
+
+// describe renders a leader for ls and the web view.
+func (l *leaderRow) describe() string {
+	return fmt.Sprintf("leader %q, term %d, since %s", l.Value, l.Term, l.Since)
+}
+
+// resolveElection returns the election's lock key when name itself is not
+// a key but the election of that name exists: show takes either.
+func resolveElection(ctx context.Context, rdb redis.UniversalClient, name string) (string, error) {
+	if isElection(name) {
+		return name, nil
+	}
+	n, err := rdb.Exists(ctx, name).Result()
+	if err != nil || n > 0 {
+		return name, err
+	}
+	key := electionKey(name)
+	if n, err = rdb.Exists(ctx, key, companion(layout.FairQueue, key)).Result(); err != nil || n == 0 {
+		return name, err
+	}
+	return key, nil
+}
