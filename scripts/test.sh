@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs relock's test suite. Installs what the tests need when it is missing
-# (redis-server, redis-sentinel and redis-cli from Debian packages), then
+# (redis-server, redis-sentinel and redis-cli, and Chromium with its
+# WebDriver for the web view's browser test, from Debian packages), then
 # runs every package under the race detector. Extra arguments go to go test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,8 @@ missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if ((${#missing[@]})); then
 	sudo=""
 	[ "$(id -u)" = 0 ] || sudo=sudo

@@ -41,6 +41,7 @@ func (v *webView) metrics(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		rs, err = rows(ctx, v.rdb, locks)
 	}
+	v.s.annotateRows(rs)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	writeMetrics(w, rs, err == nil, time.Since(start))
@@ -72,6 +73,11 @@ func writeMetrics(w io.Writer, rs []lockRow, up bool, took time.Duration) {
 		if least >= 0 {
 			fmt.Fprintf(&b, "relock_lock_min_ttl_seconds{kind=%q} %s\n", k, strconv.FormatFloat(least, 'g', -1, 64))
 		}
+	}
+	gauge("relock_oldest_hold_age_seconds", "The age of the oldest hold of the kind the web view has seen (holds it found at its start count from then), by kind.")
+	ages := oldest(rs)
+	for _, k := range metricKinds {
+		fmt.Fprintf(&b, "relock_oldest_hold_age_seconds{kind=%q} %s\n", k, strconv.FormatFloat(ages[k], 'g', -1, 64))
 	}
 	gauge("relock_up", "1 when the last scrape read Redis, 0 when it could not.")
 	if up {

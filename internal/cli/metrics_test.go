@@ -101,6 +101,9 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want %v", k, got, ok, want)
 		}
 	}
+	if age, ok := s[`relock_oldest_hold_age_seconds{kind="lock"}`]; !ok || age < 0 {
+		t.Errorf("oldest hold age %v (present %v), want a non-negative age", age, ok)
+	}
 	if ttl := s[`relock_lock_min_ttl_seconds{kind="lock"}`]; ttl <= 0 || ttl > 30 {
 		t.Errorf("min TTL %v, want within the watchdog lease", ttl)
 	}

@@ -47,6 +47,11 @@ type holderRow struct {
 	Count  int64       `json:"count"`
 	Write  bool        `json:"write,omitempty"`
 	Client *clientInfo `json:"client,omitempty"` // absent for a holder whose Client is unknown
+	// HeldForMs is how long the web view has seen the hold (web view
+	// only: the layouts keep no acquisition time); AtLeast says it was
+	// held when the view started, so it may be older.
+	HeldForMs int64 `json:"held_for_ms,omitempty"`
+	AtLeast   bool  `json:"held_for_at_least,omitempty"`
 }
 
 // rows makes the rows of locks, counting each one's waiters.

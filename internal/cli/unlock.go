@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/relock-go/relock"
 )
 
@@ -45,22 +47,7 @@ func runUnlock(ctx context.Context, e *env, args []string) int {
 		return fail(e, fs, err)
 	}
 	defer c.Close()
-	if name, err = resolveElection(ctx, rdb, name); err != nil {
-		return fail(e, fs, err)
-	}
-	kind, err := lockKind(ctx, rdb, name)
-	if err != nil {
-		return fail(e, fs, err)
-	}
-	var held bool
-	switch {
-	case kind == kindFair || kind == kindElection:
-		held, err = c.FairMutex(name).ForceUnlock(ctx)
-	case isRW(kind):
-		held, err = c.RWMutex(name).ForceUnlock(ctx)
-	default:
-		held, err = c.Mutex(name).ForceUnlock(ctx)
-	}
+	name, kind, held, err := forceUnlock(ctx, c, rdb, name)
 	if err != nil {
 		return fail(e, fs, err)
 	}
@@ -70,6 +57,27 @@ func runUnlock(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stdout, "%s: was not locked\n", name)
 	}
 	return exitOK
+}
+
+// forceUnlock deletes the lock name (or the election of that name) as its
+// kind requires, and returns the key it acted on, the kind, and whether it
+// was held.
+func forceUnlock(ctx context.Context, c *relock.Client, rdb redis.UniversalClient, name string) (key, kind string, held bool, err error) {
+	if name, err = resolveElection(ctx, rdb, name); err != nil {
+		return name, "", false, err
+	}
+	if kind, err = lockKind(ctx, rdb, name); err != nil {
+		return name, "", false, err
+	}
+	switch {
+	case kind == kindFair || kind == kindElection:
+		held, err = c.FairMutex(name).ForceUnlock(ctx)
+	case isRW(kind):
+		held, err = c.RWMutex(name).ForceUnlock(ctx)
+	default:
+		held, err = c.Mutex(name).ForceUnlock(ctx)
+	}
+	return name, kind, held, err
 }
 
 // kindName describes a lock kind for messages.

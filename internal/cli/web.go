@@ -1,16 +1,23 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
 )
 
 var webCommand = &command{
@@ -20,50 +27,73 @@ var webCommand = &command{
 }
 
 const webAbout = `
-Serves a page listing the held locks (as ls finds them) with their kind,
-TTL, holders and hold counts, the holder's fencing token, and how
-many wait for each: the owners queued for a fair lock, else the clients
-subscribed to the release channel its waiters listen to. The page
-refreshes itself every --refresh; /locks.json serves the same data as JSON,
-and ?match=PATTERN narrows both to matching names. /metrics serves gauges
-by kind in the Prometheus text format (docs/cli.md). The view only reads:
-it never takes, renews or deletes a lock. It listens on localhost by
-default; Ctrl-C stops it.`
+Serves a live page of every lock and synchronizer (as ls finds them) with
+its kind, TTL, holders by host, process and program, how long each hold
+has been seen, the holder's fencing token, and how many wait. The page
+updates itself in place (server-sent events from /events), and each object
+has a page of its own with charts of its holds, waiters and oldest hold
+over the last --history, and its events: holders that came and went, locks
+that expired instead of being released, force-unlocks. One sampler reads
+Redis once per --refresh whoever looks. /locks.json serves the listing as
+JSON, and ?match=PATTERN and ?kind=KIND narrow the page and the JSON.
+/metrics serves gauges by kind in the Prometheus text format (docs/cli.md).
 
-// webLimit bounds the locks one page shows, and so the calls each refresh
-// makes (one per lock, for its waiters).
+The view only reads, unless started with --allow-force-unlock: object pages
+then offer a force-unlock button (a POST from the page itself, checked
+against a token the page carries). It listens on localhost by default;
+Ctrl-C stops it.`
+
+// webLimit bounds the objects one sample reads, and so the calls each
+// refresh makes (one per lock, for its waiters).
 const webLimit = 500
 
 func runWeb(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "web", "[flags]", webAbout)
 	rf := addRedisFlags(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "serve on this `address`")
-	refresh := fs.Duration("refresh", 2*time.Second, "how often the page reloads itself")
+	refresh := fs.Duration("refresh", 2*time.Second, "how often the view reads Redis")
+	history := fs.Duration("history", 15*time.Minute, "how much history object pages keep and chart")
+	allowUnlock := fs.Bool("allow-force-unlock", false, "offer a force-unlock button on object pages")
 	if code, done := parse(fs, args); done {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return usageError(e, fs, "unexpected argument %q", fs.Arg(0))
 	}
-	if *refresh < time.Second {
-		return usageError(e, fs, "--refresh must be at least 1s")
+	if *refresh < 100*time.Millisecond {
+		return usageError(e, fs, "--refresh must be at least 100ms")
+	}
+	if *history < *refresh || *history > 24*time.Hour {
+		return usageError(e, fs, "--history must be between --refresh and 24h")
 	}
 	rdb, code := rf.open(ctx, e, fs)
 	if rdb == nil {
 		return code
 	}
 	defer rdb.Close()
+	cfg := webConfig{refresh: *refresh, history: *history}
+	if *allowUnlock {
+		c, err := relock.New(rdb, relock.WithClientName("relock web"))
+		if err != nil {
+			return fail(e, fs, err)
+		}
+		defer c.Close()
+		cfg.unlocker = c
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fail(e, fs, err)
 	}
-	srv := &http.Server{Handler: newWebView(rdb, *refresh), ReadHeaderTimeout: 5 * time.Second}
+	view := newWebView(rdb, cfg)
+	defer view.Close()
+	srv := &http.Server{Handler: view, ReadHeaderTimeout: 5 * time.Second}
 	fmt.Fprintf(e.stdout, "relock web: serving http://%s/\n", ln.Addr())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err = <-served:
 	case <-ctx.Done():
+		view.Close() // ends the event streams, which Shutdown would wait for
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err = srv.Shutdown(sctx)
 		cancel()
@@ -75,38 +105,86 @@ func runWeb(ctx context.Context, e *env, args []string) int {
 	return exitOK
 }
 
-// webView serves the web view.
-type webView struct {
-	rdb     redis.UniversalClient
-	refresh time.Duration
+// webConfig configures a web view.
+type webConfig struct {
+	refresh, history time.Duration
+	unlocker         *relock.Client // force-unlocks from the page; nil: read-only
 }
 
-func newWebView(rdb redis.UniversalClient, refresh time.Duration) http.Handler {
-	v := &webView{rdb: rdb, refresh: refresh}
+// webView serves the web view. Close stops its sampler and ends its event
+// streams.
+type webView struct {
+	http.Handler
+	rdb   redis.UniversalClient
+	cfg   webConfig
+	s     *sampler
+	token string // carried by the page, required by a force-unlock
+
+	stop context.CancelFunc
+	done chan struct{} // closed when the sampler has stopped
+	once sync.Once
+}
+
+func newWebView(rdb redis.UniversalClient, cfg webConfig) *webView {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	v := &webView{rdb: rdb, cfg: cfg, s: newSampler(rdb, cfg.refresh, cfg.history), token: hex.EncodeToString(b[:]), done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", v.page)
+	mux.HandleFunc("GET /object", v.objectPage)
+	mux.HandleFunc("GET /events", v.events)
 	mux.HandleFunc("GET /locks.json", v.json)
 	mux.HandleFunc("GET /metrics", v.metrics)
-	return mux
+	mux.HandleFunc("POST /unlock", v.unlock)
+	v.Handler = mux
+	ctx, stop := context.WithCancel(context.Background())
+	v.stop = stop
+	go func() {
+		defer close(v.done)
+		v.s.run(ctx)
+	}()
+	return v
+}
+
+// Close stops the sampler, which ends every event stream, and waits for it.
+func (v *webView) Close() {
+	v.once.Do(func() {
+		v.stop()
+		<-v.done
+	})
 }
 
 // listing is what one refresh of the web view shows, and what
 // `relock ls --json` prints (docs/cli.md).
 type listing struct {
 	Match     string    `json:"match"`
-	Kind      string    `json:"kind,omitempty"` // only objects of this kind, when set`
+	Kind      string    `json:"kind,omitempty"` // only objects of this kind, when set
 	Locks     []lockRow `json:"locks"`
 	Truncated bool      `json:"truncated,omitempty"`
 	At        time.Time `json:"at"`
-	Refresh   int       `json:"-"` // seconds
-	Kinds     []string  `json:"-"` // the kinds the page offers to filter by
 	Err       string    `json:"error,omitempty"`
 }
 
-// snapshot reads the locks matching the request's match parameter.
+// filter returns the part of p the request's match and kind select.
+func filter(p *listing, r *http.Request) *listing {
+	q := r.URL.Query()
+	out := &listing{Match: q.Get("match"), Kind: q.Get("kind"), At: p.At, Truncated: p.Truncated, Err: p.Err, Locks: []lockRow{}}
+	if out.Match == "" {
+		out.Match = "*"
+	}
+	for _, l := range p.Locks {
+		if globMatch(out.Match, l.Name) && (out.Kind == "" || l.Kind == out.Kind) {
+			out.Locks = append(out.Locks, l)
+		}
+	}
+	return out
+}
+
+// snapshot reads the objects matching the request's match and kind now,
+// with the hold ages the sampler knows.
 func (v *webView) snapshot(r *http.Request) (*listing, int) {
 	q := r.URL.Query()
-	p := &listing{Match: q.Get("match"), Kind: q.Get("kind"), At: time.Now(), Refresh: int(v.refresh / time.Second), Kinds: metricKinds}
+	p := &listing{Match: q.Get("match"), Kind: q.Get("kind"), At: time.Now()}
 	if p.Match == "" {
 		p.Match = "*"
 	}
@@ -125,6 +203,7 @@ func (v *webView) snapshot(r *http.Request) (*listing, int) {
 		p.Err = err.Error()
 		return p, http.StatusBadGateway
 	}
+	v.s.annotateRows(p.Locks)
 	return p, http.StatusOK
 }
 
@@ -138,37 +217,164 @@ func (v *webView) json(w http.ResponseWriter, r *http.Request) {
 	_ = enc.Encode(p)
 }
 
+// events streams server-sent events: the listing the request's match and
+// kind select, or with ?object=NAME that object's view, at every sample
+// that changes it.
+func (v *webView) events(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	object, isObject := r.URL.Query()["object"]
+	var last []byte
+	for {
+		p, next := v.s.current()
+		if p != nil {
+			var msg any = filter(p, r)
+			if isObject {
+				msg = v.s.object(object[0])
+			}
+			b, err := json.Marshal(msg)
+			if err == nil && !bytes.Equal(b, last) {
+				if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+					return
+				}
+				flusher.Flush()
+				last = b
+			}
+		}
+		select {
+		case <-next:
+		case <-r.Context().Done():
+			return
+		case <-v.done:
+			return
+		}
+	}
+}
+
+// unlock force-unlocks an object from its page, when the view allows it.
+func (v *webView) unlock(w http.ResponseWriter, r *http.Request) {
+	if v.cfg.unlocker == nil {
+		http.Error(w, "this view is read-only: start relock web with --allow-force-unlock", http.StatusForbidden)
+		return
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		http.Error(w, "cross-site request refused", http.StatusForbidden)
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(r.FormValue("token")), []byte(v.token)) != 1 {
+		http.Error(w, "missing or wrong token: force-unlock from the object's page", http.StatusForbidden)
+		return
+	}
+	name := r.FormValue("name")
+	if name == "" {
+		http.Error(w, "no name", http.StatusBadRequest)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	key, kind, held, err := forceUnlock(ctx, v.cfg.unlocker, v.rdb, name)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	v.s.forced(key, kind, held)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"name": key, "kind": kind, "held": held})
+}
+
 func (v *webView) page(w http.ResponseWriter, r *http.Request) {
 	p, status := v.snapshot(r)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_ = pageTemplate.Execute(w, p)
+	_ = pageTemplate.Execute(w, pageData{listing: p, Kinds: metricKinds, Refresh: v.cfg.refresh.String()})
 }
 
-var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="refresh" content="{{.Refresh}}">
-<title>relock: locks</title>
-<style>
-body { font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }
-table { border-collapse: collapse; }
-th, td { text-align: left; padding: .3em .8em; border-bottom: 1px solid #ddd; vertical-align: top; }
-th { background: #f4f4f4; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; }
-code { font-size: 12px; }
-.err { color: #b00; }
-</style></head><body>
-<h1>relock</h1>
-<form method="get"><label>names matching <input name="match" value="{{.Match}}"></label>
-<label>kind <select name="kind"><option value="">any</option>{{range .Kinds}}<option{{if eq . $.Kind}} selected{{end}}>{{.}}</option>{{end}}</select></label>
-<button>show</button>
-<a href="locks.json?match={{.Match}}&amp;kind={{.Kind}}">JSON</a> <a href="metrics">metrics</a></form>
-{{if .Err}}<p class="err">cannot read the locks: {{.Err}}</p>{{end}}
-<p>{{len .Locks}} held{{if .Truncated}} (the first of more){{end}}, as of {{.At.Format "15:04:05"}}; reloads every {{.Refresh}}s.</p>
-{{if .Locks}}<table>
-<tr><th>name</th><th>kind</th><th>TTL</th><th>holds</th><th>holders</th><th>token</th><th>waiting clients</th></tr>
-{{range .Locks}}<tr><td>{{.Name}}</td><td>{{.Kind}}</td><td class="n">{{.TTL}}</td><td class="n">{{.Holds}}</td><td><code>{{.Owners}}</code></td><td class="n">{{.Token}}</td><td class="n">{{.Waiting}}</td></tr>
-{{end}}</table>{{end}}
-</body></html>
-`))
+func (v *webView) objectPage(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Query().Get("name")
+	if name == "" {
+		http.Redirect(w, r, "./", http.StatusSeeOther)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	d := objectData{Name: name, History: v.cfg.history.String(), Refresh: v.cfg.refresh.String()}
+	if v.cfg.unlocker != nil {
+		d.Token = v.token
+	}
+	_ = objectTemplate.Execute(w, d)
+}
+
+// pageData is what the main page's template is given.
+type pageData struct {
+	*listing
+	Kinds   []string
+	Refresh string
+}
+
+// objectData is what an object page's template is given.
+type objectData struct {
+	Name, History, Refresh string
+	Token                  string // set when the page may force-unlock
+}
+
+// globMatch reports whether s matches the Redis glob pattern (as SCAN's
+// MATCH): * and ? over any byte, [abc], [^a-z] and \ escapes.
+func globMatch(pattern, s string) bool {
+	for len(pattern) > 0 {
+		switch pattern[0] {
+		case '*':
+			for i := len(s); i >= 0; i-- {
+				if globMatch(pattern[1:], s[i:]) {
+					return true
+				}
+			}
+			return false
+		case '?':
+			if s == "" {
+				return false
+			}
+			pattern, s = pattern[1:], s[1:]
+			continue
+		case '[':
+			end := strings.IndexByte(pattern[1:], ']')
+			if end < 0 || s == "" {
+				return pattern == s
+			}
+			class, negate := pattern[1:1+end], false
+			if strings.HasPrefix(class, "^") {
+				class, negate = class[1:], true
+			}
+			in := false
+			for i := 0; i < len(class); i++ {
+				if i+2 < len(class) && class[i+1] == '-' {
+					in = in || class[i] <= s[0] && s[0] <= class[i+2]
+					i += 2
+					continue
+				}
+				in = in || class[i] == s[0]
+			}
+			if in == negate {
+				return false
+			}
+			pattern, s = pattern[end+2:], s[1:]
+			continue
+		case '\\':
+			if len(pattern) > 1 {
+				pattern = pattern[1:]
+			}
+		}
+		if s == "" || pattern[0] != s[0] {
+			return false
+		}
+		pattern, s = pattern[1:], s[1:]
+	}
+	return s == ""
+}
