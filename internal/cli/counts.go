@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,9 +36,12 @@ type permitRow struct {
 type queuedRow struct {
 	Owner  string      `json:"owner"`
 	Client *clientInfo `json:"client,omitempty"`
-	// DeadlineInMs is how long the owner keeps its place without
-	// refreshing it, by the server's clock.
-	DeadlineInMs int64 `json:"deadline_in_ms"`
+	// DeadlineInMs is how long a fair lock's owner keeps its place
+	// without refreshing it, by the server's clock.
+	DeadlineInMs int64 `json:"deadline_in_ms,omitempty"`
+	// WaitingMs is how long a lock's waiting call has been queued, by the
+	// server's clock.
+	WaitingMs int64 `json:"waiting_ms,omitempty"`
 }
 
 // counted is what show finds in a name that holds a count.
@@ -155,6 +159,42 @@ func fairQueue(ctx context.Context, rdb redis.UniversalClient, name string) ([]q
 		}
 		rows[i] = queuedRow{Owner: o, DeadlineInMs: deadline - at}
 		holders[i] = holder{owner: o}
+	}
+	li := &lockInfo{holders: holders}
+	if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		rows[i].Client = li.holders[i].client
+	}
+	return rows, nil
+}
+
+// lockQueue lists the relock calls waiting for the lock name, in the
+// order they joined its queue (members "<lease ms>|<kind>|<owner>", scored
+// by the server time they joined), with their Clients.
+func lockQueue(ctx context.Context, rdb redis.UniversalClient, name string) ([]queuedRow, error) {
+	var members *redis.ZSliceCmd
+	var now *redis.TimeCmd
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		members = p.ZRangeWithScores(ctx, layout.Companion(layout.LockQueue, name), 0, -1)
+		now = p.Time(ctx)
+		return nil
+	})
+	if err != nil || len(members.Val()) == 0 {
+		return nil, err
+	}
+	at := now.Val().UnixMilli()
+	var rows []queuedRow
+	var holders []holder
+	for _, z := range members.Val() {
+		m, _ := z.Member.(string)
+		parts := strings.SplitN(m, "|", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		rows = append(rows, queuedRow{Owner: parts[2], WaitingMs: max(at-int64(z.Score), 0)})
+		holders = append(holders, holder{owner: parts[2]})
 	}
 	li := &lockInfo{holders: holders}
 	if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/layout"
@@ -186,4 +188,43 @@ func TestLsAndShowJSON(t *testing.T) {
 			t.Fatalf("show --json %s: exit %d, %v, state %q; want exit %d, state %q", name, r.code, err, s.State, want.code, want.state)
 		}
 	}
+}
+
+// TestShowLockWaiters: show lists a lock's waiting relock calls in the
+// order they came, each with its Client (host and pid) and how long it has
+// waited.
+func TestShowLockWaiters(t *testing.T) {
+	srv, url := realServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder := realClient(t, srv)
+	lock(t, holder, "job")
+	waiter := realClient(t, srv)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = waiter.Mutex("job").Lock(ctx) // until cancelled
+	}()
+	rdb := srv.Client()
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for n, _ := rdb.ZCard(ctx, "relock_lock_queue:{job}").Result(); n != 1; n, _ = rdb.ZCard(ctx, "relock_lock_queue:{job}").Result() {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting call did not queue within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r := relockCmd(t, "show", "--redis", url, "--json", "job")
+	var s shown
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Queue) != 1 || s.Queue[0].Client == nil || s.Queue[0].Client.PID != strconv.Itoa(os.Getpid()) {
+		t.Fatalf("queue %+v; want the one waiting call with this process as its client", s.Queue)
+	}
+	if r := relockCmd(t, "show", "--redis", url, "job"); !strings.Contains(r.stdout, "queued 1") || !strings.Contains(r.stdout, "waiting for") {
+		t.Fatalf("show does not list the waiter: %q", r.stdout)
+	}
+	cancel()
+	<-done
 }

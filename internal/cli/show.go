@@ -135,6 +135,10 @@ func runShow(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(tw, "token\t%s\t(%s, the last handed out)\n", s.token, s.tokenKey)
 	}
 	for i, q := range s.queue {
+		if !s.fair {
+			fmt.Fprintf(tw, "queued %d\t%s\t%s (waiting for %s)\n", i+1, q.Client, q.Owner, fmtMs(q.WaitingMs))
+			continue
+		}
 		fmt.Fprintf(tw, "queued %d\t%s\t%s (keeps its place for %s)\n", i+1, q.Client, q.Owner, fmtMs(q.DeadlineInMs))
 	}
 	fmt.Fprintf(tw, "waiters\t%d\t(%s)\n", s.waiters, s.waitersWhat)
@@ -285,8 +289,13 @@ func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*
 		return nil, err
 	}
 	s.fair = kind == kindFair || kind == kindElection
-	if s.fair {
+	switch {
+	case s.fair:
 		if s.queue, err = fairQueue(ctx, rdb, name); err != nil {
+			return nil, err
+		}
+	case kind == kindLock:
+		if s.queue, err = lockQueue(ctx, rdb, name); err != nil {
 			return nil, err
 		}
 	}
