@@ -153,7 +153,9 @@ func TestElectionObserve(t *testing.T) {
 			t.Fatal(err)
 		}
 		want = append(want, fmt.Sprintf("%d:-", la.Term()))
-		lb, err := b.Election(name).Campaign(ctx, "w", relock.WithLease(300*time.Millisecond))
+		// A fixed lease long enough for the late observer to find the
+		// leader before it expires.
+		lb, err := b.Election(name).Campaign(ctx, "w", relock.WithLease(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
