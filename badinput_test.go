@@ -14,13 +14,14 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 func TestBadInput(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		rdb := top.rdb(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		rdb := top.RDB(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		long := strings.Repeat("x", relock.MaxNameLen+1)
 		for _, tc := range []struct {
 			name string
@@ -57,7 +58,7 @@ func TestBadInput(t *testing.T) {
 					}
 				}
 				if tc.lock != "" && len(tc.lock) < 100 {
-					if keys := keysOf(t, rdb, tc.lock); len(keys) > 0 {
+					if keys := testkit.KeysOf(t, rdb, tc.lock); len(keys) > 0 {
 						t.Errorf("keys left: %v", keys)
 					}
 				}
@@ -72,11 +73,11 @@ func TestBadInput(t *testing.T) {
 // TestWrongType: a name that holds another kind of value is refused with
 // ErrWrongType and left as it was.
 func TestWrongType(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		rdb := top.rdb(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		rdb := top.RDB(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		if err := rdb.Set(ctx, name, "not a lock", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -102,17 +103,17 @@ func TestWrongType(t *testing.T) {
 // room.
 func TestOutOfMemory(t *testing.T) {
 	srv := redistest.Standalone(t)
-	rdb := closeLater(t, srv.Client())
-	c := newClient(t, rdb)
-	ctx := ctxTimeout(t, 10*time.Second)
+	rdb := testkit.CloseLater(t, srv.Client())
+	c := testkit.NewClient(t, rdb)
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	m := c.Mutex(lockName(t))
+	m := c.Mutex(testkit.LockName(t))
 	if _, err := m.TryLock(ctx); !errors.Is(err, relock.ErrOutOfMemory) {
 		t.Fatalf("TryLock at maxmemory: %v, want ErrOutOfMemory", err)
 	}
-	if keys := keysOf(t, rdb, m.Name()); len(keys) > 0 {
+	if keys := testkit.KeysOf(t, rdb, m.Name()); len(keys) > 0 {
 		t.Fatalf("keys left: %v", keys)
 	}
 	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
@@ -128,7 +129,7 @@ func TestOutOfMemory(t *testing.T) {
 }
 
 func TestBadOptions(t *testing.T) {
-	rdb := closeLater(t, standalone.Client())
+	rdb := testkit.CloseLater(t, testkit.Standalone.Client())
 	for _, opt := range []relock.Option{
 		relock.WithWatchdogTimeout(0),
 		relock.WithWatchdogTimeout(-time.Second),
@@ -143,7 +144,7 @@ func TestBadOptions(t *testing.T) {
 			}
 		}
 	}
-	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": standalone.Addr}})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": testkit.Standalone.Addr}})
 	defer ring.Close()
 	if _, err := relock.New(ring); !errors.Is(err, relock.ErrUnsupportedClient) {
 		t.Errorf("New(ring): %v, want ErrUnsupportedClient", err)
@@ -154,23 +155,23 @@ func TestBadOptions(t *testing.T) {
 }
 
 func TestClosedClient(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		other := top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		other := top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		held, err := c.Mutex(name).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// A waiter blocked in Lock returns ErrClosed when its Client closes.
-		w := top.newClient(t)
+		w := top.NewClient(t)
 		blocked := make(chan error, 1)
 		go func() {
 			_, err := w.Mutex(name).Lock(ctx)
 			blocked <- err
 		}()
-		eventually(t, 5*time.Second, "the waiter to wait", func() bool { return w.Stats().Asleep == 1 })
+		testkit.Eventually(t, 5*time.Second, "the waiter to wait", func() bool { return w.Stats().Asleep == 1 })
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +195,7 @@ func TestClosedClient(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		waitDone(t, held, time.Second)
+		testkit.WaitDone(t, held, time.Second)
 		if err := held.Err(); !errors.Is(err, relock.ErrLockLost) || !errors.Is(err, relock.ErrClosed) {
 			t.Fatalf("lease after Close: %v, want ErrLockLost and ErrClosed", err)
 		}
@@ -220,12 +221,12 @@ func TestClosedClient(t *testing.T) {
 func TestEvictionWarning(t *testing.T) {
 	srv := redistest.Standalone(t, redistest.Options{Args: []string{"maxmemory-policy allkeys-lru"}})
 	var log syncBuffer
-	c, err := relock.New(closeLater(t, srv.Client()), relock.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	c, err := relock.New(testkit.CloseLater(t, srv.Client()), relock.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	eventually(t, 5*time.Second, "the eviction warning", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the eviction warning", func() bool {
 		return strings.Contains(log.String(), "maxmemory-policy=allkeys-lru")
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // electionKey is the key of an election's lock.
@@ -20,11 +21,11 @@ func electionKey(name string) string { return "relock_election:{" + name + "}" }
 // term; Resign hands leadership to the waiting campaigner, whose term is
 // greater; after the last Resign no lock is left and Leader says none.
 func TestElectionCampaignResign(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		ctx := ctxTimeout(t, 20*time.Second)
-		a := top.newClient(t, relock.WithClientName("node-a"))
-		b := top.newClient(t)
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
+		a := top.NewClient(t, relock.WithClientName("node-a"))
+		b := top.NewClient(t)
+		name := testkit.LockName(t)
 		ea, eb := a.Election(name), b.Election(name)
 
 		la, err := ea.Campaign(ctx, "10.0.0.1:80")
@@ -49,7 +50,7 @@ func TestElectionCampaignResign(t *testing.T) {
 			}
 			won <- lb
 		}()
-		eventually(t, 10*time.Second, "the second campaigner to wait", func() bool { return b.Stats().Asleep == 1 })
+		testkit.Eventually(t, 10*time.Second, "the second campaigner to wait", func() bool { return b.Stats().Asleep == 1 })
 
 		if err := la.Proclaim(ctx, "10.0.0.1:81"); err != nil {
 			t.Fatal(err)
@@ -91,7 +92,7 @@ func TestElectionCampaignResign(t *testing.T) {
 		if _, err := ea.Leader(ctx); !errors.Is(err, relock.ErrNoLeader) {
 			t.Fatalf("Leader after the last Resign: %v; want ErrNoLeader", err)
 		}
-		for _, k := range keysOf(t, top.rdb(t), name) {
+		for _, k := range testkit.KeysOf(t, top.RDB(t), name) {
 			if !strings.HasPrefix(k, "relock_election_log:") {
 				t.Errorf("key %q left after the last Resign", k)
 			}
@@ -127,10 +128,10 @@ func describe(l relock.Leader) string {
 // next leader, and the end of a term whose lock expired; an observer that
 // comes later starts from the current leader.
 func TestElectionObserve(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		ctx := ctxTimeout(t, 30*time.Second)
-		a, b, o := top.newClient(t), top.newClient(t), top.newClient(t)
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		ctx := testkit.CtxTimeout(t, 30*time.Second)
+		a, b, o := top.NewClient(t), top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
 		la, err := a.Election(name).Campaign(ctx, "v0")
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +181,7 @@ func TestElectionObserve(t *testing.T) {
 		}
 		for range late {
 		}
-		eventually(t, 10*time.Second, "the observers to unsubscribe", func() bool { return o.Stats().Channels == 0 })
+		testkit.Eventually(t, 10*time.Second, "the observers to unsubscribe", func() bool { return o.Stats().Channels == 0 })
 	})
 }
 
@@ -188,10 +189,10 @@ func TestElectionObserve(t *testing.T) {
 // connection is being replaced are read from the log on reconnecting, in
 // order.
 func TestElectionObserveReconnect(t *testing.T) {
-	ctx := ctxTimeout(t, 30*time.Second)
-	rdb := closeLater(t, standalone.Client())
-	a, o := newClient(t, closeLater(t, standalone.Client())), newClient(t, rdb)
-	name := lockName(t)
+	ctx := testkit.CtxTimeout(t, 30*time.Second)
+	rdb := testkit.CloseLater(t, testkit.Standalone.Client())
+	a, o := testkit.NewClient(t, testkit.CloseLater(t, testkit.Standalone.Client())), testkit.NewClient(t, rdb)
+	name := testkit.LockName(t)
 	la, err := a.Election(name).Campaign(ctx, "v0")
 	if err != nil {
 		t.Fatal(err)
@@ -227,16 +228,16 @@ func TestElectionObserveReconnect(t *testing.T) {
 // (ErrLockLost); Proclaim and Resign then report ErrNotHeld; the next
 // campaigner is elected with a greater term.
 func TestElectionLoss(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		ctx := ctxTimeout(t, 20*time.Second)
-		c := top.newClient(t, relock.WithWatchdogTimeout(600*time.Millisecond))
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
+		c := top.NewClient(t, relock.WithWatchdogTimeout(600*time.Millisecond))
+		name := testkit.LockName(t)
 		e := c.Election(name)
 		l, err := e.Campaign(ctx, "v")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := top.rdb(t).Del(ctx, electionKey(name)).Err(); err != nil {
+		if err := top.RDB(t).Del(ctx, electionKey(name)).Err(); err != nil {
 			t.Fatal(err)
 		}
 		waitLeadership(t, l)
@@ -275,10 +276,10 @@ func waitLeadership(t *testing.T, l *relock.Leadership) {
 // error and leaves no key, subscription or waiter behind; a second
 // Campaign of the same owner context waits rather than re-entering.
 func TestElectionCampaignCancelled(t *testing.T) {
-	ctx := ctxTimeout(t, 20*time.Second)
-	rdb := closeLater(t, standalone.Client())
-	c := newClient(t, rdb)
-	name := lockName(t)
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	rdb := testkit.CloseLater(t, testkit.Standalone.Client())
+	c := testkit.NewClient(t, rdb)
+	name := testkit.LockName(t)
 	e := c.Election(name)
 	owner := relock.WithOwner(ctx)
 	l, err := e.Campaign(owner, "a")
@@ -293,12 +294,12 @@ func TestElectionCampaignCancelled(t *testing.T) {
 	if err := l.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range keysOf(t, rdb, name) {
+	for _, k := range testkit.KeysOf(t, rdb, name) {
 		if !strings.HasPrefix(k, "relock_election_log:") {
 			t.Errorf("key %q left", k)
 		}
 	}
-	eventually(t, 10*time.Second, "no subscription left", func() bool { return c.Stats().Channels == 0 })
+	testkit.Eventually(t, 10*time.Second, "no subscription left", func() bool { return c.Stats().Channels == 0 })
 	if s := c.Stats(); s.Asleep != 0 || s.Held != 0 {
 		t.Fatalf("Stats after: %+v", s)
 	}
@@ -307,9 +308,9 @@ func TestElectionCampaignCancelled(t *testing.T) {
 // TestElectionBadInput: invalid names, a value over MaxValueLen and a
 // closed Client are refused with typed errors, leaving no key.
 func TestElectionBadInput(t *testing.T) {
-	ctx := ctxTimeout(t, 10*time.Second)
-	rdb := closeLater(t, standalone.Client())
-	c := newClient(t, rdb)
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	rdb := testkit.CloseLater(t, testkit.Standalone.Client())
+	c := testkit.NewClient(t, rdb)
 	for _, name := range []string{"", "a}b", strings.Repeat("n", relock.MaxNameLen+1)} {
 		e := c.Election(name)
 		if _, err := e.Campaign(ctx, "v"); !errors.Is(err, relock.ErrInvalidName) {
@@ -322,11 +323,11 @@ func TestElectionBadInput(t *testing.T) {
 			t.Errorf("Observe(%.20q) sent a value", name)
 		}
 	}
-	name := lockName(t)
+	name := testkit.LockName(t)
 	if _, err := c.Election(name).Campaign(ctx, strings.Repeat("v", relock.MaxValueLen+1)); !errors.Is(err, relock.ErrInvalidValue) {
 		t.Errorf("Campaign with a long value: %v; want ErrInvalidValue", err)
 	}
-	if keys := keysOf(t, rdb, name); len(keys) != 0 {
+	if keys := testkit.KeysOf(t, rdb, name); len(keys) != 0 {
 		t.Errorf("keys left by refused calls: %v", keys)
 	}
 	l, err := c.Election(name).Campaign(ctx, "v")

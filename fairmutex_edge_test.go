@@ -10,13 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 func TestFairMutexBadInput(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		c := top.newClient(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c := top.NewClient(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		for _, name := range []string{"", string(make([]byte, relock.MaxNameLen+1)), "a}b", "a{}b", "a{b"} {
 			m := c.FairMutex(name)
 			if _, err := m.Lock(ctx); !errors.Is(err, relock.ErrInvalidName) {
@@ -35,7 +36,7 @@ func TestFairMutexBadInput(t *testing.T) {
 				t.Fatalf("ForceUnlock(%.10q): %v", name, err)
 			}
 		}
-		name := lockName(t)
+		name := testkit.LockName(t)
 		for _, d := range []time.Duration{0, -time.Second, time.Millisecond} {
 			if _, err := c.FairMutex(name, relock.WithWaiterTimeout(d)).Lock(ctx); !errors.Is(err, relock.ErrInvalidOption) {
 				t.Fatalf("WithWaiterTimeout(%v): %v", d, err)
@@ -48,7 +49,7 @@ func TestFairMutexBadInput(t *testing.T) {
 			t.Fatalf("WithSpin(0, 0): %v", err)
 		}
 		// Keys of another type.
-		for _, key := range []string{name, fairQueueKey(name)} {
+		for _, key := range []string{name, testkit.FairQueueKey(name)} {
 			if err := rdb.Set(ctx, key, "x", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -65,9 +66,9 @@ func TestFairMutexBadInput(t *testing.T) {
 			t.Fatalf("ForceUnlock of a string: %v", err)
 		}
 		rdb.Del(ctx, name)
-		noKeysLeft(t, rdb, name)
+		testkit.NoKeysLeft(t, rdb, name)
 		// A closed client.
-		closed := top.newClient(t)
+		closed := top.NewClient(t)
 		_ = closed.Close()
 		if _, err := closed.FairMutex(name).Lock(ctx); !errors.Is(err, relock.ErrClosed) {
 			t.Fatalf("Lock on a closed client: %v", err)
@@ -79,12 +80,12 @@ func TestFairMutexBadInput(t *testing.T) {
 // waiter, even while the lock is free, and Lock queues behind it; once the
 // waiter's deadline passes it is skipped.
 func TestFairMutexTryLockRespectsQueue(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		c := top.newClient(t)
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c := top.NewClient(t)
+		name := testkit.LockName(t)
 		m := c.FairMutex(name, relock.WithWaiterTimeout(300*time.Millisecond))
-		ctx := ctxTimeout(t, 10*time.Second)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		// A waiter of another process, queued while the lock is free: its
 		// deadline is 500ms away on the server's clock.
 		now, err := rdb.Time(ctx).Result()
@@ -92,35 +93,35 @@ func TestFairMutexTryLockRespectsQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 		ghost := "00000000-0000-4000-8000-000000000000:1"
-		rdb.ZAdd(ctx, fairTimeoutKey(name), redis.Z{Score: float64(now.UnixMilli() + 500), Member: ghost})
-		rdb.RPush(ctx, fairQueueKey(name), ghost)
+		rdb.ZAdd(ctx, testkit.FairTimeoutKey(name), redis.Z{Score: float64(now.UnixMilli() + 500), Member: ghost})
+		rdb.RPush(ctx, testkit.FairQueueKey(name), ghost)
 		if _, err := m.TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
 			t.Fatalf("TryLock past a live waiter: %v", err)
 		}
-		if q := queued(t, rdb, name); len(q) != 1 {
+		if q := testkit.Queued(t, rdb, name); len(q) != 1 {
 			t.Fatalf("TryLock joined the queue: %v", q)
 		}
 		l, err := m.Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if q := queued(t, rdb, name); len(q) != 0 {
+		if q := testkit.Queued(t, rdb, name); len(q) != 0 {
 			t.Fatalf("queue %v after the dead waiter was skipped", q)
 		}
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		noKeysLeft(t, rdb, name)
+		testkit.NoKeysLeft(t, rdb, name)
 	})
 }
 
 // TestFairMutexFixedLease: a WithLease hold expires and the first waiter,
 // told by nobody, takes the lock when the holder's TTL runs out.
 func TestFairMutexFixedLease(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		a, b := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		a, b := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		stale, err := a.FairMutex(name).Lock(ctx, relock.WithLease(150*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -147,17 +148,17 @@ func TestFairMutexFixedLease(t *testing.T) {
 		if locked, err := b.FairMutex(name).IsLocked(ctx); err != nil || locked {
 			t.Fatalf("IsLocked after Unlock: %v, %v", locked, err)
 		}
-		noKeysLeft(t, top.rdb(t), name)
+		testkit.NoKeysLeft(t, top.RDB(t), name)
 	})
 }
 
 // TestFairMutexSpin: waiters that poll (WithSpin) keep the order too.
 func TestFairMutexSpin(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		c := top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 20*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c := top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
 		holder, err := c.FairMutex(name).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +181,7 @@ func TestFairMutexSpin(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			waitQueued(t, rdb, name, i+1)
+			testkit.WaitQueued(t, rdb, name, i+1)
 		}
 		if s := c.Stats(); s.Channels != 0 {
 			t.Fatalf("spinning waiters subscribed: %+v", s)
@@ -194,19 +195,19 @@ func TestFairMutexSpin(t *testing.T) {
 			}
 		}
 		wg.Wait()
-		noKeysLeft(t, rdb, name)
+		testkit.NoKeysLeft(t, rdb, name)
 	})
 }
 
 // TestFairMutexHeartbeat: waiters queued for several waiter timeouts keep
 // their places by refreshing them.
 func TestFairMutexHeartbeat(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		const timeout = 150 * time.Millisecond
-		rdb := top.rdb(t)
-		a, b := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+		rdb := top.RDB(t)
+		a, b := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		holder, err := a.FairMutex(name).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -230,11 +231,11 @@ func TestFairMutexHeartbeat(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			waitQueued(t, rdb, name, i+1)
+			testkit.WaitQueued(t, rdb, name, i+1)
 		}
-		q := queued(t, rdb, name)
+		q := testkit.Queued(t, rdb, name)
 		time.Sleep(4 * timeout) // the passing of time is what is tested
-		if got := queued(t, rdb, name); fmt.Sprint(got) != fmt.Sprint(q) {
+		if got := testkit.Queued(t, rdb, name); fmt.Sprint(got) != fmt.Sprint(q) {
 			t.Fatalf("queue %v after %v, was %v", got, 4*timeout, q)
 		}
 		if err := holder.Unlock(ctx); err != nil {
@@ -246,6 +247,6 @@ func TestFairMutexHeartbeat(t *testing.T) {
 			}
 		}
 		wg.Wait()
-		noKeysLeft(t, rdb, name)
+		testkit.NoKeysLeft(t, rdb, name)
 	})
 }

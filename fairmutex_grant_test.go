@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestFairMutexGrants: a FairMutex release grants the lock to the head of
@@ -16,10 +17,10 @@ import (
 // queue's. A head that died after it was granted costs the next one the
 // short grant and a heartbeat at most.
 func TestFairMutexGrants(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		ctx := ctxTimeout(t, 30*time.Second)
-		rdb := top.rdb(t)
-		newClient := func() *relock.Client { return top.newClient(t, relock.WithoutReplicaSync()) }
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		ctx := testkit.CtxTimeout(t, 30*time.Second)
+		rdb := top.RDB(t)
+		newClient := func() *relock.Client { return top.NewClient(t, relock.WithoutReplicaSync()) }
 		lockFor := func(c *relock.Client, name string) <-chan *relock.Lease {
 			got := make(chan *relock.Lease, 1)
 			go func() {
@@ -33,21 +34,21 @@ func TestFairMutexGrants(t *testing.T) {
 		}
 		queued := func(name string, n int64) {
 			t.Helper()
-			eventually(t, 5*time.Second, "the waiters to queue", func() bool {
+			testkit.Eventually(t, 5*time.Second, "the waiters to queue", func() bool {
 				return rdb.LLen(ctx, "redisson_lock_queue:{"+name+"}").Val() == n
 			})
 		}
 
 		t.Run("in-order", func(t *testing.T) {
 			h, a, b := newClient(), newClient(), newClient()
-			name := lockName(t)
+			name := testkit.LockName(t)
 			holder, err := h.FairMutex(name).Lock(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			gotA := lockFor(a, name)
 			queued(name, 1)
-			eventually(t, 5*time.Second, "the first waiter to sleep", func() bool { return a.Stats().Asleep == 1 })
+			testkit.Eventually(t, 5*time.Second, "the first waiter to sleep", func() bool { return a.Stats().Asleep == 1 })
 			gotB := lockFor(b, name)
 			queued(name, 2)
 			if err := holder.Unlock(ctx); err != nil {
@@ -63,7 +64,7 @@ func TestFairMutexGrants(t *testing.T) {
 			if la.Token() != holder.Token()+1 {
 				t.Errorf("granted token %d after %d", la.Token(), holder.Token())
 			}
-			eventually(t, 5*time.Second, "the grant to be confirmed", func() bool {
+			testkit.Eventually(t, 5*time.Second, "the grant to be confirmed", func() bool {
 				return rdb.PTTL(ctx, name).Val() > 3*time.Second
 			})
 			if err := la.Unlock(ctx); err != nil {
@@ -79,12 +80,12 @@ func TestFairMutexGrants(t *testing.T) {
 			if err := lb.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
-			noKeysLeft(t, rdb, name)
+			testkit.NoKeysLeft(t, rdb, name)
 		})
 
 		t.Run("dead-grantee", func(t *testing.T) {
 			h, a := newClient(), newClient()
-			name := lockName(t)
+			name := testkit.LockName(t)
 			holder, err := h.FairMutex(name).Lock(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -117,7 +118,7 @@ func TestFairMutexGrants(t *testing.T) {
 			if err := la.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
-			noKeysLeft(t, rdb, name)
+			testkit.NoKeysLeft(t, rdb, name)
 		})
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // javaFair acts on a fair lock name the way Redisson's RFairLock does,
@@ -108,7 +109,7 @@ end
 return 1`
 
 func newJavaFair(rdb redis.UniversalClient, name string, sharded bool) *javaFair {
-	return &javaFair{java: newJavaLock(rdb, name, sharded), queue: fairQueueKey(name), timeout: fairTimeoutKey(name), wait: 5 * time.Minute}
+	return &javaFair{java: newJavaLock(rdb, name, sharded), queue: testkit.FairQueueKey(name), timeout: testkit.FairTimeoutKey(name), wait: 5 * time.Minute}
 }
 
 // thread returns the same lock as used by another Java thread.
@@ -165,12 +166,12 @@ func (j *javaFair) subscribe(t *testing.T, ctx context.Context) *redis.PubSub {
 }
 
 func TestFairMutexRedissonInterop(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		a, b := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		java := newJavaFair(rdb, name, top.name == "cluster")
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		a, b := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		java := newJavaFair(rdb, name, top.Name == "cluster")
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		lock := func(c *relock.Client) <-chan *relock.Lease {
 			got := make(chan *relock.Lease, 1)
 			go func() {
@@ -192,8 +193,8 @@ func TestFairMutexRedissonInterop(t *testing.T) {
 			t.Fatalf("relock TryLock over a Java hold: %v", err)
 		}
 		first := lock(a)
-		waitQueued(t, rdb, name, 1)
-		eventually(t, 5*time.Second, "relock to sleep", func() bool { return a.Stats().Asleep == 1 })
+		testkit.WaitQueued(t, rdb, name, 1)
+		testkit.Eventually(t, 5*time.Second, "relock to sleep", func() bool { return a.Stats().Asleep == 1 })
 		if err := java.unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -212,8 +213,8 @@ func TestFairMutexRedissonInterop(t *testing.T) {
 		}
 		ps := java.subscribe(t, ctx)
 		second := lock(b)
-		waitQueued(t, rdb, name, 2)
-		if q := queued(t, rdb, name); q[0] != java.java.field {
+		testkit.WaitQueued(t, rdb, name, 2)
+		if q := testkit.Queued(t, rdb, name); q[0] != java.java.field {
 			t.Fatalf("queue %v: Java is not first", q)
 		}
 		if err := l.Unlock(ctx); err != nil {
@@ -242,7 +243,7 @@ func TestFairMutexRedissonInterop(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		noKeysLeft(t, rdb, name)
+		testkit.NoKeysLeft(t, rdb, name)
 	})
 }
 
@@ -252,13 +253,13 @@ func TestFairMutexRedissonInterop(t *testing.T) {
 // place, be told by R1's release, and be served before R3, whose turn
 // comes at W2's release. The shared queue keys never get a TTL.
 func TestFairMutexRedissonMixedQueue(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		c := top.newClient(t)
-		name := lockName(t)
-		r0 := newJavaFair(rdb, name, top.name == "cluster")
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c := top.NewClient(t)
+		name := testkit.LockName(t)
+		r0 := newJavaFair(rdb, name, top.Name == "cluster")
 		r1, r3 := r0.thread(2), r0.thread(3)
-		ctx := ctxTimeout(t, 20*time.Second)
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
 		if w, err := r0.tryLock(ctx, 30*time.Second); err != nil || w != 0 {
 			t.Fatalf("R0 tryLock: %v %v", w, err)
 		}
@@ -273,8 +274,8 @@ func TestFairMutexRedissonMixedQueue(t *testing.T) {
 			}
 			got <- l
 		}()
-		waitQueued(t, rdb, name, 2)
-		eventually(t, 5*time.Second, "relock to sleep", func() bool { return c.Stats().Asleep == 1 })
+		testkit.WaitQueued(t, rdb, name, 2)
+		testkit.Eventually(t, 5*time.Second, "relock to sleep", func() bool { return c.Stats().Asleep == 1 })
 		if w, err := r3.tryLock(ctx, 30*time.Second); err != nil || w == 0 {
 			t.Fatalf("R3 tryLock: %v %v", w, err)
 		}
@@ -291,7 +292,7 @@ func TestFairMutexRedissonMixedQueue(t *testing.T) {
 		if w, err := r1.tryLock(ctx, 30*time.Second); err != nil || w != 0 {
 			t.Fatalf("R1 tryLock as the head: %v %v", w, err)
 		}
-		if q := queued(t, rdb, name); len(q) != 2 || q[1] != r3.java.field {
+		if q := testkit.Queued(t, rdb, name); len(q) != 2 || q[1] != r3.java.field {
 			t.Fatalf("queue after R1's grant %v, want [relock waiter, R3]", q)
 		}
 		if err := r1.unlock(ctx); err != nil {
@@ -329,6 +330,6 @@ func TestFairMutexRedissonMixedQueue(t *testing.T) {
 		if err := r3.unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		noKeysLeft(t, rdb, name)
+		testkit.NoKeysLeft(t, rdb, name)
 	})
 }

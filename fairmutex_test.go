@@ -6,73 +6,24 @@ import (
 	"fmt"
 	"math/rand"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/history"
+	"github.com/relock-go/relock/internal/testkit"
 )
-
-func fairQueueKey(name string) string   { return "redisson_lock_queue:{" + name + "}" }
-func fairTimeoutKey(name string) string { return "redisson_lock_timeout:{" + name + "}" }
-
-// queued returns the owners in a fair lock's queue, first one first, and
-// checks that the deadline zset holds the same owners.
-func queued(t testing.TB, rdb redis.UniversalClient, name string) []string {
-	t.Helper()
-	ctx := ctxTimeout(t, 5*time.Second)
-	var lr *redis.StringSliceCmd
-	var zc *redis.IntCmd
-	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		lr = p.LRange(ctx, fairQueueKey(name), 0, -1)
-		zc = p.ZCard(ctx, fairTimeoutKey(name))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, n := lr.Val(), zc.Val()
-	if int(n) != len(q) {
-		t.Fatalf("queue of %d owners, %d deadlines", len(q), n)
-	}
-	return q
-}
-
-// waitQueued waits until a fair lock's queue holds n owners.
-func waitQueued(t testing.TB, rdb redis.UniversalClient, name string, n int) {
-	t.Helper()
-	eventually(t, 5*time.Second, fmt.Sprintf("%d queued", n), func() bool { return len(queued(t, rdb, name)) == n })
-}
-
-// noKeysLeft fails the test if the lock, its queue or its deadlines (or
-// any other key of name but the fencing counter and the request markers of
-// reentrant owners, which expire on their own) are left.
-func noKeysLeft(t testing.TB, rdb redis.UniversalClient, name string) {
-	t.Helper()
-	var left []string
-	for _, k := range keysOf(t, rdb, name) {
-		if !strings.HasPrefix(k, "relock_lock_request:") && !strings.HasPrefix(k, "redisson_unlock_latch:") {
-			left = append(left, k)
-		}
-	}
-	if len(left) > 0 {
-		t.Fatalf("keys left behind: %v", left)
-	}
-}
 
 // TestFairMutexOrder: 50 waiters over 3 Clients, queued one at a time,
 // acquire in the order they queued, and each release wakes only the first.
 func TestFairMutexOrder(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		clients := []*relock.Client{top.newClient(t), top.newClient(t), top.newClient(t)}
-		name := lockName(t)
-		ctx := ctxTimeout(t, time.Minute)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		clients := []*relock.Client{top.NewClient(t), top.NewClient(t), top.NewClient(t)}
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, time.Minute)
 		holder, err := clients[0].FairMutex(name).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -98,7 +49,7 @@ func TestFairMutexOrder(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			waitQueued(t, rdb, name, i+1)
+			testkit.WaitQueued(t, rdb, name, i+1)
 		}
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
@@ -125,7 +76,7 @@ func TestFairMutexOrder(t *testing.T) {
 		if wakeups+handoffs > waiters {
 			t.Fatalf("%d wakeups and %d handoffs for %d handovers: more than the first waiter was woken", wakeups, handoffs, waiters)
 		}
-		noKeysLeft(t, rdb, name)
+		testkit.NoKeysLeft(t, rdb, name)
 	})
 }
 
@@ -133,11 +84,11 @@ func TestFairMutexOrder(t *testing.T) {
 // queue (cancelled, or past their deadline) leave it before Lock returns,
 // and the others keep their order.
 func TestFairMutexCancelInQueue(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		a, b := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 30*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		a, b := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 30*time.Second)
 		holder, err := a.FairMutex(name).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -164,20 +115,20 @@ func TestFairMutexCancelInQueue(t *testing.T) {
 				}
 				errs[i] <- err
 			}()
-			waitQueued(t, rdb, name, i+1)
+			testkit.WaitQueued(t, rdb, name, i+1)
 		}
-		q := queued(t, rdb, name)
+		q := testkit.Queued(t, rdb, name)
 		cancels[2]()
 		if err := <-errs[2]; !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled waiter: %v", err)
 		}
-		if got := queued(t, rdb, name); len(got) != waiters-1 || contains(got, q[2]) {
+		if got := testkit.Queued(t, rdb, name); len(got) != waiters-1 || testkit.Contains(got, q[2]) {
 			t.Fatalf("queue %v after waiter 2 of %v left", got, q)
 		}
 		if err := <-errs[5]; !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("timed-out waiter: %v", err)
 		}
-		if got := queued(t, rdb, name); len(got) != waiters-2 || contains(got, q[5]) {
+		if got := testkit.Queued(t, rdb, name); len(got) != waiters-2 || testkit.Contains(got, q[5]) {
 			t.Fatalf("queue %v after waiter 5 of %v left", got, q)
 		}
 		if err := holder.Unlock(ctx); err != nil {
@@ -199,7 +150,7 @@ func TestFairMutexCancelInQueue(t *testing.T) {
 				t.Fatalf("state left behind: %+v", s)
 			}
 		}
-		noKeysLeft(t, rdb, name)
+		testkit.NoKeysLeft(t, rdb, name)
 	})
 }
 
@@ -207,13 +158,13 @@ func TestFairMutexCancelInQueue(t *testing.T) {
 // counter with the fair lock; -race and the history checker catch any
 // overlap. The second round gives up at random points of the wait.
 func TestFairMutexHammer(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		for _, cancelling := range []bool{false, true} {
 			t.Run(fmt.Sprintf("cancelling=%v", cancelling), func(t *testing.T) {
-				clients := []*relock.Client{top.newClient(t), top.newClient(t)}
-				name := lockName(t)
+				clients := []*relock.Client{top.NewClient(t), top.NewClient(t)}
+				name := testkit.LockName(t)
 				rec := history.New()
-				ctx := ctxTimeout(t, time.Minute)
+				ctx := testkit.CtxTimeout(t, time.Minute)
 				const workers, rounds = 12, 25
 				counter := 0
 				var acquired, gaveUp atomic.Int64
@@ -270,19 +221,19 @@ func TestFairMutexHammer(t *testing.T) {
 						t.Fatalf("state left behind: %+v", s)
 					}
 				}
-				noKeysLeft(t, top.rdb(t), name)
+				testkit.NoKeysLeft(t, top.RDB(t), name)
 			})
 		}
 	})
 }
 
 func TestFairMutexReentrancy(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		c, other := top.newClient(t), top.newClient(t)
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c, other := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
 		m := c.FairMutex(name)
-		ctx := ctxTimeout(t, 10*time.Second)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		owner := relock.WithOwner(ctx)
 		first, err := m.Lock(owner)
 		if err != nil {
@@ -296,7 +247,7 @@ func TestFairMutexReentrancy(t *testing.T) {
 			}
 			got <- l
 		}()
-		waitQueued(t, rdb, name, 1)
+		testkit.WaitQueued(t, rdb, name, 1)
 		// Re-entry does not wait behind the queue.
 		second, err := m.TryLock(owner)
 		if err != nil {
@@ -309,7 +260,7 @@ func TestFairMutexReentrancy(t *testing.T) {
 		if second.Token() != first.Token() || third.Token() != first.Token() {
 			t.Fatalf("re-entry tokens %d, %d; holder's %d", second.Token(), third.Token(), first.Token())
 		}
-		if n := holdCount(t, rdb, name); n != 3 {
+		if n := testkit.HoldCount(t, rdb, name); n != 3 {
 			t.Fatalf("hold count %d, want 3", n)
 		}
 		if _, err := m.TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
@@ -326,10 +277,10 @@ func TestFairMutexReentrancy(t *testing.T) {
 		if err := second.Unlock(ctx); !errors.Is(err, relock.ErrNotHeld) {
 			t.Fatalf("second Unlock of a lease: %v", err)
 		}
-		if n := holdCount(t, rdb, name); n != 1 {
+		if n := testkit.HoldCount(t, rdb, name); n != 1 {
 			t.Fatalf("hold count %d, want 1", n)
 		}
-		if q := queued(t, rdb, name); len(q) != 1 {
+		if q := testkit.Queued(t, rdb, name); len(q) != 1 {
 			t.Fatalf("queue %v while a hold remains", q)
 		}
 		if err := first.Unlock(ctx); err != nil {
@@ -345,6 +296,6 @@ func TestFairMutexReentrancy(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		noKeysLeft(t, rdb, name)
+		testkit.NoKeysLeft(t, rdb, name)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // namedTokenKey is a lock's own token key, as Redisson's RFencedLock and
@@ -17,12 +18,12 @@ func namedTokenKey(name string) string { return "redisson_lock_token:{" + name +
 // release (or Redisson's RFencedLock) incrementing it meanwhile still
 // draws a greater token, and the next token is above that again.
 func TestFencingUpgrade(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		c := top.newClient(t)
-		ctx := ctxTimeout(t, 20*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c := top.NewClient(t)
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
 		for _, k := range keyspaceKinds() {
-			name := lockName(t) + ":" + k.name
+			name := testkit.LockName(t) + ":" + k.name
 			key := namedTokenKey(name)
 			if err := rdb.Set(ctx, key, 1000, 0).Err(); err != nil {
 				t.Fatal(err)
@@ -57,12 +58,12 @@ func TestFencingUpgrade(t *testing.T) {
 // RFencedLock's increments and relock's tokens form one growing sequence;
 // a Client without the option on the same name keeps tokens growing too.
 func TestPerNameTokens(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		named := top.newClient(t, relock.WithPerNameTokens())
-		bounded := top.newClient(t)
-		ctx := ctxTimeout(t, 20*time.Second)
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		named := top.NewClient(t, relock.WithPerNameTokens())
+		bounded := top.NewClient(t)
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
+		name := testkit.LockName(t)
 		key := namedTokenKey(name)
 		var last uint64
 		step := func(who string, c *relock.Client) {
@@ -101,10 +102,10 @@ func TestPerNameTokens(t *testing.T) {
 // the token of the hold it re-enters, and the next fresh hold a greater
 // one.
 func TestTokenOnReentryAfterOtherNames(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		ctx := relock.WithOwner(ctxTimeout(t, 10*time.Second))
-		tag := "{" + lockName(t) + "}"
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		ctx := relock.WithOwner(testkit.CtxTimeout(t, 10*time.Second))
+		tag := "{" + testkit.LockName(t) + "}"
 		a, b := c.Mutex(tag+":a"), c.Mutex(tag+":b")
 		outer, err := a.Lock(ctx)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestGrants: a release grants the lock to the first waiter of the lock's
@@ -20,10 +21,10 @@ import (
 // in Redis. With replica sync a Client grants to its own waiters only (a
 // grant pushed to another would return before replicas acknowledged it).
 func TestGrants(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		ctx := ctxTimeout(t, 30*time.Second)
-		rdb := top.rdb(t)
-		newClient := func(t *testing.T) *relock.Client { return top.newClient(t, relock.WithoutReplicaSync()) }
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		ctx := testkit.CtxTimeout(t, 30*time.Second)
+		rdb := top.RDB(t)
+		newClient := func(t *testing.T) *relock.Client { return top.NewClient(t, relock.WithoutReplicaSync()) }
 		lockFor := func(c *relock.Client, name string) <-chan *relock.Lease {
 			got := make(chan *relock.Lease, 1)
 			go func() {
@@ -37,7 +38,7 @@ func TestGrants(t *testing.T) {
 		}
 		asleep := func(c *relock.Client, n int64) {
 			t.Helper()
-			eventually(t, 5*time.Second, "the waiters to sleep", func() bool { return c.Stats().Asleep == n })
+			testkit.Eventually(t, 5*time.Second, "the waiters to sleep", func() bool { return c.Stats().Asleep == n })
 		}
 		unlock := func(l *relock.Lease) {
 			t.Helper()
@@ -47,7 +48,7 @@ func TestGrants(t *testing.T) {
 		}
 		nothingLeft := func(name string) {
 			t.Helper()
-			eventually(t, 5*time.Second, "the lock and its queue to go", func() bool {
+			testkit.Eventually(t, 5*time.Second, "the lock and its queue to go", func() bool {
 				n, err := rdb.Exists(ctx, name, queueKey(name)).Result()
 				return err == nil && n == 0
 			})
@@ -55,7 +56,7 @@ func TestGrants(t *testing.T) {
 
 		t.Run("same-client", func(t *testing.T) {
 			c := newClient(t)
-			name := lockName(t)
+			name := testkit.LockName(t)
 			holder, err := c.Mutex(name).Lock(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -73,7 +74,7 @@ func TestGrants(t *testing.T) {
 			if next.Token() != holder.Token()+1 {
 				t.Fatalf("handed token %d after %d", next.Token(), holder.Token())
 			}
-			if n := holdCount(t, rdb, name); n != 1 {
+			if n := testkit.HoldCount(t, rdb, name); n != 1 {
 				t.Fatalf("hold count %d", n)
 			}
 			unlock(next)
@@ -82,7 +83,7 @@ func TestGrants(t *testing.T) {
 
 		t.Run("other-clients-in-order", func(t *testing.T) {
 			h, a, b := newClient(t), newClient(t), newClient(t)
-			name := lockName(t)
+			name := testkit.LockName(t)
 			holder, err := h.Mutex(name).Lock(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -103,7 +104,7 @@ func TestGrants(t *testing.T) {
 				t.Errorf("granted token %d after %d", la.Token(), holder.Token())
 			}
 			// The grant is confirmed to the waiter's full lease.
-			eventually(t, 5*time.Second, "the grant to be confirmed", func() bool {
+			testkit.Eventually(t, 5*time.Second, "the grant to be confirmed", func() bool {
 				return rdb.PTTL(ctx, name).Val() > 3*time.Second
 			})
 			if s := b.Stats(); s.Asleep != 1 {
@@ -126,7 +127,7 @@ func TestGrants(t *testing.T) {
 
 		t.Run("foreign-listener", func(t *testing.T) {
 			h, a := newClient(t), newClient(t)
-			name := lockName(t)
+			name := testkit.LockName(t)
 			channel := "redisson_lock__channel:{" + name + "}"
 			var ps *redis.PubSub
 			if cc, ok := rdb.(*redis.ClusterClient); ok {
@@ -158,7 +159,7 @@ func TestGrants(t *testing.T) {
 
 		t.Run("dead-grantee", func(t *testing.T) {
 			h, a := newClient(t), newClient(t)
-			name := lockName(t)
+			name := testkit.LockName(t)
 			holder, err := h.Mutex(name).Lock(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -184,10 +185,10 @@ func TestGrants(t *testing.T) {
 			nothingLeft(name)
 		})
 
-		if top.name == "cluster" { // its masters have replicas
+		if top.Name == "cluster" { // its masters have replicas
 			t.Run("replica-sync", func(t *testing.T) {
-				h, a := top.newClient(t), top.newClient(t)
-				name := lockName(t)
+				h, a := top.NewClient(t), top.NewClient(t)
+				name := testkit.LockName(t)
 				holder, err := h.Mutex(name).Lock(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -209,7 +210,7 @@ func TestGrants(t *testing.T) {
 
 		t.Run("given-up", func(t *testing.T) {
 			h, a := newClient(t), newClient(t)
-			name := lockName(t)
+			name := testkit.LockName(t)
 			holder, err := h.Mutex(name).Lock(ctx)
 			if err != nil {
 				t.Fatal(err)

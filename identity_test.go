@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestClientIdentity: a Client makes itself known in Redis in New
@@ -19,16 +20,16 @@ import (
 // hash with a TTL, whose key ends with the uuid of its holds' owner ids,
 // and deletes it on Close.
 func TestClientIdentity(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		label := "identity-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		c, err := relock.New(rdb, relock.WithClientName(label))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		l, err := c.Mutex(lockName(t)).Lock(ctx)
+		l, err := c.Mutex(testkit.LockName(t)).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +79,7 @@ func TestClientIdentity(t *testing.T) {
 
 // TestClientNameTooLong: WithClientName refuses a name over 200 bytes.
 func TestClientNameTooLong(t *testing.T) {
-	rdb := standalone.Client()
+	rdb := testkit.Standalone.Client()
 	defer rdb.Close()
 	_, err := relock.New(rdb, relock.WithClientName(strings.Repeat("x", 201)))
 	if !errors.Is(err, relock.ErrInvalidOption) {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // javaLock acts on a lock name the way a Redisson RLock does: a hash
@@ -117,13 +118,13 @@ func (j *javaLock) subscribe(ctx context.Context) *redis.PubSub {
 }
 
 func TestRedissonInterop(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		c := top.newClient(t)
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c := top.NewClient(t)
+		name := testkit.LockName(t)
 		m := c.Mutex(name)
-		java := newJavaLock(rdb, name, top.name == "cluster")
-		ctx := ctxTimeout(t, 10*time.Second)
+		java := newJavaLock(rdb, name, top.Name == "cluster")
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 
 		// Java holds (30s lease): relock is excluded, waits, and is woken by
 		// Java's release message.
@@ -141,7 +142,7 @@ func TestRedissonInterop(t *testing.T) {
 			}
 			got <- l
 		}()
-		eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 && subscribers(t, top, name) == 1 })
+		testkit.Eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 && testkit.Subscribers(t, top, name) == 1 })
 		if err := java.unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -214,13 +215,13 @@ func (j *javaLock) fencedLock(ctx context.Context, lease time.Duration) (int64, 
 // relock Mutex and its release wakes relock's waiter; a relock holder
 // excludes RFencedLock, whose waiter hears relock's release.
 func TestRedissonFencedLockInterop(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		c := top.newClient(t)
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c := top.NewClient(t)
+		name := testkit.LockName(t)
 		m := c.Mutex(name)
-		java := newJavaLock(rdb, name, top.name == "cluster")
-		ctx := ctxTimeout(t, 10*time.Second)
+		java := newJavaLock(rdb, name, top.Name == "cluster")
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 
 		first, ttl, err := java.fencedLock(ctx, 30*time.Second)
 		if err != nil || first <= 0 || ttl != 0 {
@@ -240,7 +241,7 @@ func TestRedissonFencedLockInterop(t *testing.T) {
 			}
 			got <- l
 		}()
-		eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 && subscribers(t, top, name) == 1 })
+		testkit.Eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 && testkit.Subscribers(t, top, name) == 1 })
 		for range 2 {
 			if err := java.unlock(ctx); err != nil {
 				t.Fatal(err)
@@ -283,11 +284,11 @@ func TestRedissonFencedLockInterop(t *testing.T) {
 // on the release channel, releases free the lock and announce it instead
 // of granting it.
 func TestRedissonWaiterNotStarved(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 30*time.Second)
-		java := newJavaLock(rdb, name, top.name == "cluster")
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 30*time.Second)
+		java := newJavaLock(rdb, name, top.Name == "cluster")
 		ps := java.subscribe(ctx)
 		defer ps.Close()
 		if _, err := ps.Receive(ctx); err != nil {
@@ -301,7 +302,7 @@ func TestRedissonWaiterNotStarved(t *testing.T) {
 		defer stop()
 		var relockHolds atomic.Int64
 		for i := range 2 {
-			c := top.newClient(t, relock.WithoutReplicaSync())
+			c := top.NewClient(t, relock.WithoutReplicaSync())
 			for range 4 {
 				wg.Add(1)
 				go func() {

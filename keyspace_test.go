@@ -13,6 +13,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/slots"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // keyspaceNames is how many distinct names each lock kind locks in
@@ -99,14 +100,14 @@ func TestKeyspaceBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	for _, top := range []topology{
-		{"standalone", func(t testing.TB) redis.UniversalClient { return closeLater(t, srv.Client()) }},
-		{"cluster", func(t testing.TB) redis.UniversalClient { return closeLater(t, cl.Client()) }},
+	for _, top := range []testkit.Topology{
+		{Name: "standalone", RDB: func(t testing.TB) redis.UniversalClient { return testkit.CloseLater(t, srv.Client()) }},
+		{Name: "cluster", RDB: func(t testing.TB) redis.UniversalClient { return testkit.CloseLater(t, cl.Client()) }},
 	} {
-		t.Run(top.name, func(t *testing.T) {
-			rdb := top.rdb(t)
-			a, b := newClient(t, rdb), newClient(t, top.rdb(t))
-			ctx := ctxTimeout(t, 5*time.Minute)
+		t.Run(top.Name, func(t *testing.T) {
+			rdb := top.RDB(t)
+			a, b := testkit.NewClient(t, rdb), testkit.NewClient(t, top.RDB(t))
+			ctx := testkit.CtxTimeout(t, 5*time.Minute)
 			slotsUsed := make(map[int]bool)
 			for _, k := range keyspaceKinds() {
 				names := make([]string, keyspaceNames)
@@ -126,7 +127,7 @@ func TestKeyspaceBounded(t *testing.T) {
 				}
 			}
 			bound := 1
-			if top.name == "cluster" {
+			if top.Name == "cluster" {
 				bound = len(slotsUsed)
 			}
 			if len(persistent) == 0 || len(persistent) > bound {

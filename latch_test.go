@@ -9,17 +9,18 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestLatchReleasesAll: 24 awaiters over four Clients all return once the
 // count reaches zero, woken by the zero message, and none returns before
 // the last CountDown.
 func TestLatchReleasesAll(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		const awaiters = 24
-		clients := []*relock.Client{top.newClient(t), top.newClient(t), top.newClient(t), top.newClient(t)}
-		name := lockName(t)
-		ctx := ctxTimeout(t, 20*time.Second)
+		clients := []*relock.Client{top.NewClient(t), top.NewClient(t), top.NewClient(t), top.NewClient(t)}
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
 		l := clients[0].CountDownLatch(name)
 		if ok, err := l.TrySetCount(ctx, 3); !ok || err != nil {
 			t.Fatalf("TrySetCount: %v %v", ok, err)
@@ -46,7 +47,7 @@ func TestLatchReleasesAll(t *testing.T) {
 			}
 			return n
 		}
-		eventually(t, 10*time.Second, "every awaiter to sleep", func() bool {
+		testkit.Eventually(t, 10*time.Second, "every awaiter to sleep", func() bool {
 			return sum(func(s relock.Stats) int64 { return s.Asleep }) == awaiters
 		})
 		for i := 0; i < 2; i++ {
@@ -73,16 +74,16 @@ func TestLatchReleasesAll(t *testing.T) {
 				t.Fatalf("state left behind: %+v", s)
 			}
 		}
-		if n := top.rdb(t).Exists(ctx, name).Val(); n != 0 {
+		if n := top.RDB(t).Exists(ctx, name).Val(); n != 0 {
 			t.Fatal("the latch's key outlived its zero")
 		}
 	})
 }
 
 func TestLatchReuse(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		l := top.newClient(t).CountDownLatch(lockName(t))
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		l := top.NewClient(t).CountDownLatch(testkit.LockName(t))
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		if err := l.Await(ctx); err != nil {
 			t.Fatalf("Await of an unset latch: %v", err)
 		}
@@ -115,24 +116,24 @@ func TestLatchReuse(t *testing.T) {
 }
 
 func TestLatchCancelledAwaiterLeavesNothing(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		rdb := top.rdb(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		rdb := top.RDB(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		l := c.CountDownLatch(name)
 		if ok, err := l.TrySetCount(ctx, 1); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
-		before := keysOf(t, rdb, name)
+		before := testkit.KeysOf(t, rdb, name)
 		waitCancelled(t, c, l.Await)
 		if s := c.Stats(); s.Channels != 0 || s.Asleep != 0 {
 			t.Fatalf("awaiter left %+v", s)
 		}
-		eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
+		testkit.Eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
 			return channelSubscribers(t, top, "redisson_countdownlatch__channel__{"+name+"}") == 0
 		})
-		noNewKeys(t, before, keysOf(t, rdb, name))
+		noNewKeys(t, before, testkit.KeysOf(t, rdb, name))
 		if n, _ := l.Count(ctx); n != 1 {
 			t.Fatalf("count %d, want 1", n)
 		}
@@ -140,10 +141,10 @@ func TestLatchCancelledAwaiterLeavesNothing(t *testing.T) {
 }
 
 func TestLatchBadInput(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		ctx := ctxTimeout(t, 10*time.Second)
-		l := c.CountDownLatch(lockName(t))
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
+		l := c.CountDownLatch(testkit.LockName(t))
 		for _, n := range []int{0, -1} {
 			if _, err := l.TrySetCount(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
 				t.Errorf("TrySetCount(%d): %v", n, err)
@@ -167,19 +168,19 @@ func TestLatchBadInput(t *testing.T) {
 // TestLatchLostReply: a CountDown whose reply is lost is resolved, and
 // counts once.
 func TestLatchLostReply(t *testing.T) {
-	rdb := closeLater(t, standalone.Client())
-	drop := &dropReply{script: "latch_countdown.lua"}
+	rdb := testkit.CloseLater(t, testkit.Standalone.Client())
+	drop := &testkit.DropReply{Script: "latch_countdown.lua"}
 	rdb.AddHook(drop)
-	l := newClient(t, rdb).CountDownLatch(lockName(t))
-	ctx := ctxTimeout(t, 10*time.Second)
+	l := testkit.NewClient(t, rdb).CountDownLatch(testkit.LockName(t))
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	if ok, err := l.TrySetCount(ctx, 2); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	drop.armed.Store(true)
+	drop.Armed.Store(true)
 	if err := l.CountDown(ctx); err != nil {
 		t.Fatalf("CountDown with a lost reply: %v, want it resolved", err)
 	}
-	if n, err := l.Count(ctx); n != 1 || err != nil || drop.dropped.Load() != 1 {
+	if n, err := l.Count(ctx); n != 1 || err != nil || drop.Dropped.Load() != 1 {
 		t.Fatalf("Count = %d, %v after one CountDown whose reply was lost; want 1", n, err)
 	}
 }

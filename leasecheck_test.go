@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestLeaseCheck: Check finds a force-unlocked hold gone at once, without
 // waiting for the watchdog's renewal (30s away here), and leaves a hold
 // still in place held.
 func TestLeaseCheck(t *testing.T) {
-	ctx := ctxTimeout(t, 10*time.Second)
-	a := newClient(t, closeLater(t, standalone.Client()))
-	b := newClient(t, closeLater(t, standalone.Client()))
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	a := testkit.NewClient(t, testkit.CloseLater(t, testkit.Standalone.Client()))
+	b := testkit.NewClient(t, testkit.CloseLater(t, testkit.Standalone.Client()))
 	type kind struct {
 		name  string
 		lock  func(c *relock.Client, name string) (*relock.Lease, error)
@@ -41,7 +42,7 @@ func TestLeaseCheck(t *testing.T) {
 			func(c *relock.Client, n string) (bool, error) { return c.Mutex(n).ForceUnlock(ctx) }},
 	} {
 		t.Run(k.name, func(t *testing.T) {
-			name := lockName(t)
+			name := testkit.LockName(t)
 			l, err := k.lock(a, name)
 			if err != nil {
 				t.Fatal(err)
@@ -63,7 +64,7 @@ func TestLeaseCheck(t *testing.T) {
 		})
 	}
 
-	l, err := a.Mutex(lockName(t)).Lock(ctx)
+	l, err := a.Mutex(testkit.LockName(t)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestLeaseCheck(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	l, err = a.Mutex(lockName(t)).Lock(ctx)
+	l, err = a.Mutex(testkit.LockName(t)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

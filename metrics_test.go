@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // collect reads every relock instrument's data points from r, by
@@ -55,13 +56,13 @@ func TestMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
-	c, err := relock.New(closeLater(t, standalone.Client()), relock.WithMeterProvider(mp))
+	c, err := relock.New(testkit.CloseLater(t, testkit.Standalone.Client()), relock.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := ctxTimeout(t, 10*time.Second)
-	m := c.Mutex(lockName(t))
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	m := c.Mutex(testkit.LockName(t))
 	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestMetricsNilProvider(t *testing.T) {
-	_, err := relock.New(closeLater(t, standalone.Client()), relock.WithMeterProvider(nil))
+	_, err := relock.New(testkit.CloseLater(t, testkit.Standalone.Client()), relock.WithMeterProvider(nil))
 	if !errors.Is(err, relock.ErrInvalidOption) {
 		t.Fatalf("New with a nil meter provider: %v, want ErrInvalidOption", err)
 	}

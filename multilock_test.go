@@ -3,69 +3,21 @@ package relock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
-
-// slotNames returns n lock names for a test. Their hash tags {a}, {b},
-// {c} hash to slots 15495, 3300 and 7365, one on each master of the
-// 3-master test cluster, so that a MultiLock over them spans nodes.
-func slotNames(t testing.TB, n int) []string {
-	names := make([]string, n)
-	base := lockName(t)
-	for i := range names {
-		names[i] = fmt.Sprintf("%s:{%c}", base, 'a'+i%3)
-		if i >= 3 {
-			names[i] += fmt.Sprint(i)
-		}
-	}
-	return names
-}
-
-// noKeys fails the test if any of the names has a key left.
-func noKeys(t testing.TB, rdb redis.UniversalClient, names ...string) {
-	t.Helper()
-	for _, name := range names {
-		if keys := keysOf(t, rdb, name); len(keys) > 0 {
-			t.Fatalf("keys left behind: %v", keys)
-		}
-	}
-}
-
-// free fails the test if any of the names is locked. Unlike noKeys it
-// allows the request markers reentrant owners leave to expire.
-func free(t testing.TB, rdb redis.UniversalClient, names ...string) {
-	t.Helper()
-	for _, name := range names {
-		if n, err := rdb.Exists(context.Background(), name).Result(); err != nil || n != 0 {
-			t.Fatalf("%q still locked (%d, %v)", name, n, err)
-		}
-	}
-}
-
-// idle fails the test if a Client still watches holds or waits.
-func idle(t testing.TB, clients ...*relock.Client) {
-	t.Helper()
-	for _, c := range clients {
-		if s := c.Stats(); s.Held != 0 || s.Asleep != 0 || s.Channels != 0 {
-			t.Fatalf("state left behind: %+v", s)
-		}
-	}
-}
 
 // TestMultiLock: all members held across slots and Clients, one lease for
 // them, and everything released by its Unlock.
 func TestMultiLock(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c1, c2, other := top.newClient(t), top.newClient(t), top.newClient(t)
-		rdb := top.rdb(t)
-		names := slotNames(t, 3)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c1, c2, other := top.NewClient(t), top.NewClient(t), top.NewClient(t)
+		rdb := top.RDB(t)
+		names := testkit.SlotNames(t, 3)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		ml := relock.Multi(c1.Mutex(names[0]), c2.Mutex(names[1]), c1.Mutex(names[2]))
 		if want := names[0] + "," + names[1] + "," + names[2]; ml.Name() != want {
 			t.Fatalf("Name() = %q, want %q", ml.Name(), want)
@@ -89,25 +41,25 @@ func TestMultiLock(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		waitDone(t, l, time.Second)
+		testkit.WaitDone(t, l, time.Second)
 		if !errors.Is(l.Err(), relock.ErrReleased) {
 			t.Fatalf("Err() after Unlock = %v", l.Err())
 		}
 		if err := l.Unlock(ctx); !errors.Is(err, relock.ErrNotHeld) {
 			t.Fatalf("second Unlock: %v, want ErrNotHeld", err)
 		}
-		noKeys(t, rdb, names...)
-		idle(t, c1, c2)
+		testkit.NoKeys(t, rdb, names...)
+		testkit.Idle(t, c1, c2)
 	})
 }
 
 // TestMultiLockMixedLockers: a MultiLock takes any mix of relock's locks;
 // read locks stay shared between MultiLocks.
 func TestMultiLockMixedLockers(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c1, c2, other := top.newClient(t), top.newClient(t), top.newClient(t)
-		names := slotNames(t, 4)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c1, c2, other := top.NewClient(t), top.NewClient(t), top.NewClient(t)
+		names := testkit.SlotNames(t, 4)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		first := relock.Multi(c1.FairMutex(names[0]), c2.RWMutex(names[1]).RLocker(), c1.Mutex(names[2]))
 		second := relock.Multi(c2.RWMutex(names[1]).RLocker(), c2.Mutex(names[3]))
 		a, err := first.Lock(ctx)
@@ -129,19 +81,19 @@ func TestMultiLockMixedLockers(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		free(t, top.rdb(t), names...)
-		idle(t, c1, c2)
+		testkit.Free(t, top.RDB(t), names...)
+		testkit.Idle(t, c1, c2)
 	})
 }
 
 // TestMultiLockTryLockPartial: a member held by another makes TryLock
 // fail and leaves nothing of the attempt behind.
 func TestMultiLockTryLockPartial(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c, other := top.newClient(t), top.newClient(t)
-		rdb := top.rdb(t)
-		names := slotNames(t, 3)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c, other := top.NewClient(t), top.NewClient(t)
+		rdb := top.RDB(t)
+		names := testkit.SlotNames(t, 3)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		busy, err := other.Mutex(names[2]).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -150,11 +102,11 @@ func TestMultiLockTryLockPartial(t *testing.T) {
 		if _, err := ml.TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
 			t.Fatalf("TryLock: %v, want ErrNotAcquired", err)
 		}
-		noKeys(t, rdb, names[0], names[1])
-		if n := holdCount(t, rdb, names[2]); n != 1 {
+		testkit.NoKeys(t, rdb, names[0], names[1])
+		if n := testkit.HoldCount(t, rdb, names[2]); n != 1 {
 			t.Fatalf("hold count of the busy member %d, want 1", n)
 		}
-		idle(t, c)
+		testkit.Idle(t, c)
 		if err := busy.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -172,11 +124,11 @@ func TestMultiLockTryLockPartial(t *testing.T) {
 // elsewhere leaves no hold, key, subscription or waiter behind, and
 // succeeds later once the member is free.
 func TestMultiLockCancelMidway(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c1, c2, other := top.newClient(t), top.newClient(t), top.newClient(t)
-		rdb := top.rdb(t)
-		names := slotNames(t, 3)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c1, c2, other := top.NewClient(t), top.NewClient(t), top.NewClient(t)
+		rdb := top.RDB(t)
+		names := testkit.SlotNames(t, 3)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		busy, err := other.Mutex(names[1]).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -187,11 +139,11 @@ func TestMultiLockCancelMidway(t *testing.T) {
 		if _, err := ml.Lock(short); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Lock: %v, want DeadlineExceeded", err)
 		}
-		noKeys(t, rdb, names[0], names[2])
-		if n := holdCount(t, rdb, names[1]); n != 1 {
+		testkit.NoKeys(t, rdb, names[0], names[2])
+		if n := testkit.HoldCount(t, rdb, names[1]); n != 1 {
 			t.Fatalf("hold count of the busy member %d, want 1", n)
 		}
-		idle(t, c1, c2)
+		testkit.Idle(t, c1, c2)
 
 		// A waiting Lock gets everything once the member is freed.
 		got := make(chan error, 1)
@@ -202,14 +154,14 @@ func TestMultiLockCancelMidway(t *testing.T) {
 			}
 			got <- err
 		}()
-		eventually(t, 5*time.Second, "the multi-lock to wait", func() bool { return c2.Stats().Asleep == 1 })
+		testkit.Eventually(t, 5*time.Second, "the multi-lock to wait", func() bool { return c2.Stats().Asleep == 1 })
 		if err := busy.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-got; err != nil {
 			t.Fatal(err)
 		}
-		noKeys(t, rdb, names...)
+		testkit.NoKeys(t, rdb, names...)
 	})
 }
 
@@ -217,13 +169,13 @@ func TestMultiLockCancelMidway(t *testing.T) {
 // lease; the other members are no longer renewed, and Unlock reports
 // ErrNotHeld and frees what is left.
 func TestMultiLockMemberLost(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		const timeout = 300 * time.Millisecond
-		c1 := top.newClient(t, relock.WithWatchdogTimeout(timeout))
-		c2 := top.newClient(t, relock.WithWatchdogTimeout(timeout))
-		rdb := top.rdb(t)
-		names := slotNames(t, 3)
-		ctx := ctxTimeout(t, 10*time.Second)
+		c1 := top.NewClient(t, relock.WithWatchdogTimeout(timeout))
+		c2 := top.NewClient(t, relock.WithWatchdogTimeout(timeout))
+		rdb := top.RDB(t)
+		names := testkit.SlotNames(t, 3)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		// A nested MultiLock: the loss travels up two levels.
 		inner := relock.Multi(c1.Mutex(names[0]), c2.Mutex(names[1]))
 		l, err := relock.Multi(inner, c2.Mutex(names[2])).Lock(ctx)
@@ -236,12 +188,12 @@ func TestMultiLockMemberLost(t *testing.T) {
 		if ok, err := c1.Mutex(names[1]).ForceUnlock(ctx); !ok || err != nil {
 			t.Fatalf("ForceUnlock: %v, %v", ok, err)
 		}
-		waitDone(t, l, 5*time.Second)
+		testkit.WaitDone(t, l, 5*time.Second)
 		if !errors.Is(l.Err(), relock.ErrLockLost) {
 			t.Fatalf("Err() = %v, want ErrLockLost", l.Err())
 		}
 		// The survivors are not renewed any more.
-		eventually(t, 5*time.Second, "renewal of the survivors to stop", func() bool {
+		testkit.Eventually(t, 5*time.Second, "renewal of the survivors to stop", func() bool {
 			return c1.Stats().Held == 0 && c2.Stats().Held == 0
 		})
 		if err := l.Unlock(ctx); !errors.Is(err, relock.ErrNotHeld) {
@@ -250,17 +202,17 @@ func TestMultiLockMemberLost(t *testing.T) {
 		if !errors.Is(l.Err(), relock.ErrLockLost) {
 			t.Fatalf("Err() after Unlock = %v, want ErrLockLost", l.Err())
 		}
-		noKeys(t, rdb, names...)
+		testkit.NoKeys(t, rdb, names...)
 	})
 }
 
 // TestMultiLockFixedLease: WithLease applies to every member; the lease
 // ends when they expire.
 func TestMultiLockFixedLease(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		names := slotNames(t, 2)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		names := testkit.SlotNames(t, 2)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		l, err := relock.Multi(c.Mutex(names[0]), c.Mutex(names[1])).Lock(ctx, relock.WithLease(200*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -270,13 +222,13 @@ func TestMultiLockFixedLease(t *testing.T) {
 				t.Fatalf("TTL of %q = %v, %v", name, ttl, err)
 			}
 		}
-		waitDone(t, l, 5*time.Second)
+		testkit.WaitDone(t, l, 5*time.Second)
 		if !errors.Is(l.Err(), relock.ErrLockLost) {
 			t.Fatalf("Err() = %v, want ErrLockLost", l.Err())
 		}
 		// The local deadline passes a little before the keys expire.
-		rdb := top.rdb(t)
-		eventually(t, 5*time.Second, "the keys to expire", func() bool {
+		rdb := top.RDB(t)
+		testkit.Eventually(t, 5*time.Second, "the keys to expire", func() bool {
 			for _, name := range names {
 				if n, err := rdb.Exists(ctx, name).Result(); err != nil || n != 0 {
 					return false
@@ -293,11 +245,11 @@ func TestMultiLockFixedLease(t *testing.T) {
 // TestMultiLockReentrant: with an owner, a MultiLock re-enters its
 // members, and each lease releases its own holds.
 func TestMultiLockReentrant(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		rdb := top.rdb(t)
-		names := slotNames(t, 2)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		rdb := top.RDB(t)
+		names := testkit.SlotNames(t, 2)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		owner := relock.WithOwner(ctx)
 		ml := relock.Multi(c.Mutex(names[0]), c.Mutex(names[1]))
 		first, err := ml.Lock(owner)
@@ -312,7 +264,7 @@ func TestMultiLockReentrant(t *testing.T) {
 			t.Fatalf("TryLock without the owner: %v", err)
 		}
 		for _, name := range names {
-			if n := holdCount(t, rdb, name); n != 2 {
+			if n := testkit.HoldCount(t, rdb, name); n != 2 {
 				t.Fatalf("hold count of %q %d, want 2", name, n)
 			}
 		}
@@ -323,21 +275,21 @@ func TestMultiLockReentrant(t *testing.T) {
 			t.Fatalf("first lease after the second's Unlock: %v", err)
 		}
 		for _, name := range names {
-			if n := holdCount(t, rdb, name); n != 1 {
+			if n := testkit.HoldCount(t, rdb, name); n != 1 {
 				t.Fatalf("hold count of %q %d, want 1", name, n)
 			}
 		}
 		if err := first.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		free(t, rdb, names...)
+		testkit.Free(t, rdb, names...)
 	})
 }
 
 func TestMultiLockBadInput(t *testing.T) {
-	c := newClient(t, closeLater(t, standalone.Client()))
-	ctx := ctxTimeout(t, 10*time.Second)
-	name := lockName(t)
+	c := testkit.NewClient(t, testkit.CloseLater(t, testkit.Standalone.Client()))
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	name := testkit.LockName(t)
 	m := c.Mutex(name)
 	for _, tc := range []struct {
 		what    string
@@ -371,16 +323,16 @@ func TestMultiLockBadInput(t *testing.T) {
 	if _, err := relock.Multi(m).Lock(ctx, relock.WithLease(0)); !errors.Is(err, relock.ErrInvalidOption) {
 		t.Fatalf("zero lease: %v, want ErrInvalidOption", err)
 	}
-	noKeys(t, closeLater(t, standalone.Client()), name)
-	idle(t, c)
+	testkit.NoKeys(t, testkit.CloseLater(t, testkit.Standalone.Client()), name)
+	testkit.Idle(t, c)
 }
 
 // TestMultiLockClientClosed: closing a member's Client ends the lease.
 func TestMultiLockClientClosed(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c1, c2 := top.newClient(t), top.newClient(t)
-		names := slotNames(t, 2)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c1, c2 := top.NewClient(t), top.NewClient(t)
+		names := testkit.SlotNames(t, 2)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		l, err := relock.Multi(c1.Mutex(names[0]), c2.Mutex(names[1])).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -388,11 +340,11 @@ func TestMultiLockClientClosed(t *testing.T) {
 		if err := c2.Close(); err != nil {
 			t.Fatal(err)
 		}
-		waitDone(t, l, time.Second)
+		testkit.WaitDone(t, l, time.Second)
 		if !errors.Is(l.Err(), relock.ErrLockLost) {
 			t.Fatalf("Err() = %v, want ErrLockLost", l.Err())
 		}
 		_ = l.Unlock(ctx)
-		idle(t, c1)
+		testkit.Idle(t, c1)
 	})
 }

@@ -13,17 +13,18 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/history"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestMutexHammer: 16 goroutines over two Clients on one name guard an
 // unsynchronised counter with the lock only; -race and the history checker
 // catch any overlap.
 func TestMutexHammer(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		clients := []*relock.Client{top.newClient(t), top.newClient(t)}
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		clients := []*relock.Client{top.NewClient(t), top.NewClient(t)}
+		name := testkit.LockName(t)
 		rec := history.New()
-		ctx := ctxTimeout(t, time.Minute)
+		ctx := testkit.CtxTimeout(t, time.Minute)
 		const workers, rounds = 16, 40
 		counter := 0
 		var wg sync.WaitGroup
@@ -59,18 +60,18 @@ func TestMutexHammer(t *testing.T) {
 		if v := rec.Check(); len(v) > 0 {
 			t.Fatalf("%d violations, first: %+v", len(v), v[0])
 		}
-		if keys := keysOf(t, top.rdb(t), name); len(keys) > 0 {
+		if keys := testkit.KeysOf(t, top.RDB(t), name); len(keys) > 0 {
 			t.Fatalf("keys left behind: %v", keys)
 		}
 	})
 }
 
 func TestReentrancy(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		rdb := top.rdb(t)
-		m := c.Mutex(lockName(t))
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		rdb := top.RDB(t)
+		m := c.Mutex(testkit.LockName(t))
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		owner := relock.WithOwner(ctx)
 
 		first, err := m.Lock(owner)
@@ -84,7 +85,7 @@ func TestReentrancy(t *testing.T) {
 		if first.Token() != second.Token() {
 			t.Fatalf("re-entry token %d, holder's %d", second.Token(), first.Token())
 		}
-		if n := holdCount(t, rdb, m.Name()); n != 2 {
+		if n := testkit.HoldCount(t, rdb, m.Name()); n != 2 {
 			t.Fatalf("hold count %d, want 2", n)
 		}
 		// Another owner, and a plain context, are excluded.
@@ -104,7 +105,7 @@ func TestReentrancy(t *testing.T) {
 		if !errors.Is(second.Err(), relock.ErrReleased) {
 			t.Fatalf("unlocked lease Err = %v", second.Err())
 		}
-		if n := holdCount(t, rdb, m.Name()); n != 1 {
+		if n := testkit.HoldCount(t, rdb, m.Name()); n != 1 {
 			t.Fatalf("hold count %d after one Unlock (and a repeated one), want 1", n)
 		}
 		if err := first.Err(); err != nil {
@@ -123,9 +124,9 @@ func TestReentrancy(t *testing.T) {
 }
 
 func TestPlainContextIsNotReentrant(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		m := top.newClient(t).Mutex(lockName(t))
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		m := top.NewClient(t).Mutex(testkit.LockName(t))
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		l, err := m.Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -142,10 +143,10 @@ func TestPlainContextIsNotReentrant(t *testing.T) {
 }
 
 func TestFencingTokensGrow(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		a, b := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		a, b := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		var last uint64
 		for i := 0; i < 10; i++ {
 			c := []*relock.Client{a, b}[i%2]
@@ -166,12 +167,12 @@ func TestFencingTokensGrow(t *testing.T) {
 
 // TestWatchdogKeepsLockAlive holds a lock for over three watchdog timeouts.
 func TestWatchdogKeepsLockAlive(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		const timeout = 300 * time.Millisecond
-		c := top.newClient(t, relock.WithWatchdogTimeout(timeout))
-		other := top.newClient(t)
-		m := c.Mutex(lockName(t))
-		ctx := ctxTimeout(t, 10*time.Second)
+		c := top.NewClient(t, relock.WithWatchdogTimeout(timeout))
+		other := top.NewClient(t)
+		m := c.Mutex(testkit.LockName(t))
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		l, err := m.Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -199,10 +200,10 @@ func TestWatchdogKeepsLockAlive(t *testing.T) {
 // TestFixedLeaseExpires: a WithLease hold expires, its Lease says so, and
 // its stale Unlock leaves the next holder alone.
 func TestFixedLeaseExpires(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		a, b := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		a, b := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		stale, err := a.Mutex(name).Lock(ctx, relock.WithLease(150*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -215,7 +216,7 @@ func TestFixedLeaseExpires(t *testing.T) {
 		if !errors.Is(stale.Err(), relock.ErrLockLost) {
 			t.Fatalf("expired lease Err = %v, want ErrLockLost", stale.Err())
 		}
-		waitDone(t, stale, time.Second)
+		testkit.WaitDone(t, stale, time.Second)
 		if next.Token() <= stale.Token() {
 			t.Fatalf("next token %d, stale %d", next.Token(), stale.Token())
 		}
@@ -235,9 +236,9 @@ func TestFixedLeaseExpires(t *testing.T) {
 }
 
 func TestTryLockAndTTL(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		m := top.newClient(t).Mutex(lockName(t))
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		m := top.NewClient(t).Mutex(testkit.LockName(t))
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		if ttl, err := m.TTL(ctx); err != nil || ttl != -2 {
 			t.Fatalf("TTL of a free lock = %v, %v; want -2ns", ttl, err)
 		}
@@ -266,10 +267,10 @@ func TestTryLockAndTTL(t *testing.T) {
 }
 
 func TestLeaseContext(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		a, b := top.newClient(t), top.newClient(t)
-		m := a.Mutex(lockName(t))
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		a, b := top.NewClient(t), top.NewClient(t)
+		m := a.Mutex(testkit.LockName(t))
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		l, err := m.Lock(ctx, relock.WithLease(time.Minute))
 		if err != nil {
 			t.Fatal(err)
@@ -293,16 +294,16 @@ func TestLeaseContext(t *testing.T) {
 // in the middle of a wait, an attempt or a handoff, never break mutual
 // exclusion and leave nothing behind.
 func TestMutexHammerWithCancellation(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		for _, nclients := range []int{1, 2} {
 			t.Run(fmt.Sprintf("clients=%d", nclients), func(t *testing.T) {
 				var clients []*relock.Client
 				for i := 0; i < nclients; i++ {
-					clients = append(clients, top.newClient(t))
+					clients = append(clients, top.NewClient(t))
 				}
-				name := lockName(t)
+				name := testkit.LockName(t)
 				rec := history.New()
-				ctx := ctxTimeout(t, time.Minute)
+				ctx := testkit.CtxTimeout(t, time.Minute)
 				var acquired, gaveUp atomic.Int64
 				var wg sync.WaitGroup
 				for i := 0; i < 12; i++ {
@@ -342,7 +343,7 @@ func TestMutexHammerWithCancellation(t *testing.T) {
 				if acquired.Load() == 0 || gaveUp.Load() == 0 {
 					t.Fatalf("acquired %d, gave up %d: the test exercised one path only", acquired.Load(), gaveUp.Load())
 				}
-				if keys := keysOf(t, top.rdb(t), name); len(keys) > 0 {
+				if keys := testkit.KeysOf(t, top.RDB(t), name); len(keys) > 0 {
 					t.Fatalf("keys left behind: %v", keys)
 				}
 				for _, c := range clients {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 var aclUsers atomic.Int64
@@ -33,7 +34,7 @@ func aclClient(t *testing.T, srv *redistest.Server, rules ...string) *redis.Clie
 		t.Fatalf("ACL SETUSER %s %v: %v", user, rules, err)
 	}
 	t.Cleanup(func() { _, _ = srv.Do(context.Background(), "ACL", "DELUSER", user) })
-	return closeLater(t, redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: "pw"}))
+	return testkit.CloseLater(t, redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: "pw"}))
 }
 
 // TestNewWithoutScriptPermission: a Redis user that may not run scripts
@@ -48,7 +49,7 @@ func TestNewWithoutScriptPermission(t *testing.T) {
 		{"-@scripting", "EVAL or EVALSHA"},
 	} {
 		t.Run(tc.deny, func(t *testing.T) {
-			rdb := aclClient(t, standalone, "~*", "&*", "+@all", tc.deny)
+			rdb := aclClient(t, testkit.Standalone, "~*", "&*", "+@all", tc.deny)
 			c, err := relock.New(rdb)
 			if err == nil {
 				c.Close()
@@ -68,13 +69,13 @@ func TestNewWithoutScriptPermission(t *testing.T) {
 // ErrNoPermission: a write to keys the user may only read (NOPERM), and a
 // script running a command the user may not (the server's script error).
 func TestNoPermissionFromCalls(t *testing.T) {
-	ctx := ctxTimeout(t, 10*time.Second)
-	readOnly := newClient(t, aclClient(t, standalone, "%R~*", "&*", "+@all"))
-	if _, err := readOnly.Mutex(lockName(t)).TryLock(ctx); !errors.Is(err, relock.ErrNoPermission) {
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	readOnly := testkit.NewClient(t, aclClient(t, testkit.Standalone, "%R~*", "&*", "+@all"))
+	if _, err := readOnly.Mutex(testkit.LockName(t)).TryLock(ctx); !errors.Is(err, relock.ErrNoPermission) {
 		t.Fatalf("TryLock by a read-only user = %v, want ErrNoPermission", err)
 	}
-	noPexpire := newClient(t, aclClient(t, standalone, "~*", "&*", "+@all", "-pexpire"))
-	if _, err := noPexpire.Mutex(lockName(t)).TryLock(ctx); !errors.Is(err, relock.ErrNoPermission) {
+	noPexpire := testkit.NewClient(t, aclClient(t, testkit.Standalone, "~*", "&*", "+@all", "-pexpire"))
+	if _, err := noPexpire.Mutex(testkit.LockName(t)).TryLock(ctx); !errors.Is(err, relock.ErrNoPermission) {
 		t.Fatalf("TryLock by a user without PEXPIRE = %v, want ErrNoPermission", err)
 	}
 }
@@ -103,7 +104,7 @@ func readmeACL(t *testing.T) []string {
 // primitive, waiting included (pub/sub), with nothing refused: no error
 // and no NOPERM in the Client's log.
 func TestReadmeACL(t *testing.T) {
-	ctx := ctxTimeout(t, 30*time.Second)
+	ctx := testkit.CtxTimeout(t, 30*time.Second)
 	rules := readmeACL(t)
 	for i, r := range rules {
 		if strings.HasPrefix(r, ">") {
@@ -111,9 +112,9 @@ func TestReadmeACL(t *testing.T) {
 		}
 	}
 	var sink rsSink
-	a := newClient(t, aclClient(t, standalone, rules...), sink.logger())
-	b := newClient(t, aclClient(t, standalone, rules...), sink.logger())
-	name := lockName(t)
+	a := testkit.NewClient(t, aclClient(t, testkit.Standalone, rules...), sink.logger())
+	b := testkit.NewClient(t, aclClient(t, testkit.Standalone, rules...), sink.logger())
+	name := testkit.LockName(t)
 
 	// contend takes first with hold, starts wait, releases first and checks
 	// that wait then succeeds: the waiter is woken by a release message.

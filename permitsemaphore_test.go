@@ -12,17 +12,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestPermitSemaphoreHammer: goroutines over three Clients hold one of
 // two permits at a time, some giving up at random points; never more than
 // two are held, more than one is, and every permit is back at the end.
 func TestPermitSemaphoreHammer(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		const permits, workers, rounds = 2, 9, 20
-		clients := []*relock.Client{top.newClient(t), top.newClient(t), top.newClient(t)}
-		name := newPermits(t, clients[0], permits).Name()
-		ctx := ctxTimeout(t, time.Minute)
+		clients := []*relock.Client{top.NewClient(t), top.NewClient(t), top.NewClient(t)}
+		name := testkit.NewPermits(t, clients[0], permits).Name()
+		ctx := testkit.CtxTimeout(t, time.Minute)
 		var g gauge
 		var acquired, gaveUp atomic.Int64
 		var wg sync.WaitGroup
@@ -72,7 +73,7 @@ func TestPermitSemaphoreHammer(t *testing.T) {
 		if n, err := clients[1].PermitSemaphore(name).Available(ctx); n != permits || err != nil {
 			t.Fatalf("%d permits free at the end (%v), want %d", n, err, permits)
 		}
-		if n := top.rdb(t).ZCard(ctx, "{"+name+"}:timeout").Val(); n != 0 {
+		if n := top.RDB(t).ZCard(ctx, "{"+name+"}:timeout").Val(); n != 0 {
 			t.Fatalf("%d permits still held", n)
 		}
 		for _, c := range clients {
@@ -87,10 +88,10 @@ func TestPermitSemaphoreHammer(t *testing.T) {
 // server's clock, says so, and goes to the waiter, who sleeps until the
 // expiry it was told of.
 func TestPermitLeaseExpires(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		a, b := top.newClient(t), top.newClient(t)
-		ps := newPermits(t, a, 1)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		a, b := top.NewClient(t), top.NewClient(t)
+		ps := testkit.NewPermits(t, a, 1)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		stale, err := ps.Acquire(ctx, relock.WithLease(150*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -120,11 +121,11 @@ func TestPermitLeaseExpires(t *testing.T) {
 
 // TestPermitRenewed: a watchdog-kept permit outlives three leases.
 func TestPermitRenewed(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		const timeout = 300 * time.Millisecond
-		c := top.newClient(t, relock.WithWatchdogTimeout(timeout))
-		other := top.newClient(t).PermitSemaphore(newPermits(t, c, 1).Name())
-		ctx := ctxTimeout(t, 10*time.Second)
+		c := top.NewClient(t, relock.WithWatchdogTimeout(timeout))
+		other := top.NewClient(t).PermitSemaphore(testkit.NewPermits(t, c, 1).Name())
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		p, err := c.PermitSemaphore(other.Name()).Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -148,10 +149,10 @@ func TestPermitRenewed(t *testing.T) {
 // TestPermitByID: permits addressed by id (as another process or Redisson
 // would), unknown ids, lease updates, and what a local Permit learns.
 func TestPermitByID(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t, relock.WithWatchdogTimeout(300*time.Millisecond))
-		ps := newPermits(t, c, 2)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t, relock.WithWatchdogTimeout(300*time.Millisecond))
+		ps := testkit.NewPermits(t, c, 2)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		unknown := strings.Repeat("ab", 16)
 		if err := ps.Release(ctx, unknown); !errors.Is(err, relock.ErrUnknownPermit) {
 			t.Fatalf("Release of an unknown id: %v", err)
@@ -172,7 +173,7 @@ func TestPermitByID(t *testing.T) {
 		if len(p.ID()) != 32 {
 			t.Fatalf("id %q", p.ID())
 		}
-		if err := top.newClient(t).PermitSemaphore(ps.Name()).Release(ctx, p.ID()); err != nil {
+		if err := top.NewClient(t).PermitSemaphore(ps.Name()).Release(ctx, p.ID()); err != nil {
 			t.Fatal(err)
 		}
 		waitPermitDone(t, p, 5*time.Second)
@@ -201,7 +202,7 @@ func TestPermitByID(t *testing.T) {
 		if err := q.UpdateLease(ctx, 0); !errors.Is(err, relock.ErrInvalidOption) {
 			t.Fatalf("UpdateLease(0): %v", err)
 		}
-		eventually(t, 5*time.Second, "both permits to come back", func() bool {
+		testkit.Eventually(t, 5*time.Second, "both permits to come back", func() bool {
 			n, err := ps.Available(ctx)
 			return n == 2 && err == nil
 		})
@@ -215,11 +216,11 @@ func TestPermitByID(t *testing.T) {
 // publishes, and a waiter that had no expiry to wait for (a permit
 // without lease, as Redisson writes) is woken by that message.
 func TestPermitWaiterToldOfReclaim(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		waiter, other := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		waiter, other := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		zset := "{" + name + "}:timeout"
 		if err := rdb.ZAdd(ctx, zset, redis.Z{Score: 922337203685477, Member: "javajavajavajava"}).Err(); err != nil {
 			t.Fatal(err)
@@ -235,7 +236,7 @@ func TestPermitWaiterToldOfReclaim(t *testing.T) {
 			}
 			got <- p
 		}()
-		eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return waiter.Stats().Asleep == 1 })
+		testkit.Eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return waiter.Stats().Asleep == 1 })
 		if err := rdb.ZAdd(ctx, zset, redis.Z{Score: 1, Member: "javajavajavajava"}).Err(); err != nil { // long expired
 			t.Fatal(err)
 		}
@@ -256,16 +257,16 @@ func TestPermitWaiterToldOfReclaim(t *testing.T) {
 }
 
 func TestPermitSemaphoreCancelledWaiterLeavesNothing(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		rdb := top.rdb(t)
-		ps := newPermits(t, c, 1)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		rdb := top.RDB(t)
+		ps := testkit.NewPermits(t, c, 1)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		p, err := ps.Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := keysOf(t, rdb, ps.Name())
+		before := testkit.KeysOf(t, rdb, ps.Name())
 		waitCancelled(t, c, func(ctx context.Context) error {
 			_, err := ps.Acquire(ctx)
 			return err
@@ -273,10 +274,10 @@ func TestPermitSemaphoreCancelledWaiterLeavesNothing(t *testing.T) {
 		if s := c.Stats(); s.Channels != 0 || s.Asleep != 0 || s.Held != 1 {
 			t.Fatalf("waiter left %+v", s)
 		}
-		eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
+		testkit.Eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
 			return channelSubscribers(t, top, "redisson_sc:{"+ps.Name()+"}") == 0
 		})
-		noNewKeys(t, before, keysOf(t, rdb, ps.Name()))
+		noNewKeys(t, before, testkit.KeysOf(t, rdb, ps.Name()))
 		if n := rdb.ZCard(ctx, "{"+ps.Name()+"}:timeout").Val(); n != 1 {
 			t.Fatalf("%d permits held, want 1", n)
 		}
@@ -287,10 +288,10 @@ func TestPermitSemaphoreCancelledWaiterLeavesNothing(t *testing.T) {
 }
 
 func TestPermitSemaphoreBadInput(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		ps := c.PermitSemaphore(lockName(t))
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		ps := c.PermitSemaphore(testkit.LockName(t))
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		for _, n := range []int{0, -3} {
 			if _, err := ps.TrySetPermits(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
 				t.Errorf("TrySetPermits(%d): %v", n, err)
@@ -320,10 +321,10 @@ func TestPermitSemaphoreBadInput(t *testing.T) {
 // permits away; the semaphore then grants none until enough are added
 // back.
 func TestPermitSemaphoreAddPermitsShrinks(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		ctx := ctxTimeout(t, time.Minute)
-		ps := c.PermitSemaphore(lockName(t))
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		ctx := testkit.CtxTimeout(t, time.Minute)
+		ps := c.PermitSemaphore(testkit.LockName(t))
 		if ok, err := ps.TrySetPermits(ctx, 1); !ok || err != nil {
 			t.Fatalf("TrySetPermits: %v %v", ok, err)
 		}
@@ -352,10 +353,10 @@ func TestPermitSemaphoreAddPermitsShrinks(t *testing.T) {
 // TestPermitSemaphoreSpin: with WithSpin a waiting Acquire polls by
 // backoff and takes the permit once it is released.
 func TestPermitSemaphoreSpin(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		ctx := ctxTimeout(t, time.Minute)
-		ps := c.PermitSemaphore(lockName(t))
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		ctx := testkit.CtxTimeout(t, time.Minute)
+		ps := c.PermitSemaphore(testkit.LockName(t))
 		if ok, err := ps.TrySetPermits(ctx, 1); !ok || err != nil {
 			t.Fatalf("TrySetPermits: %v %v", ok, err)
 		}

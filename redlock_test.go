@@ -11,43 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/history"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
-
-// nodes returns one relock Client per master, on go-redis clients set up
-// as docs/redlock.md recommends: a dead node fails an attempt at once
-// instead of after rounds of dial retries.
-func nodes(t testing.TB, ms redistest.Masters, opts ...relock.Option) []*relock.Client {
-	t.Helper()
-	clients := make([]*relock.Client, len(ms))
-	for i, m := range ms {
-		rdb := redis.NewClient(&redis.Options{Addr: m.Addr, DialerRetries: 1, ContextTimeoutEnabled: true})
-		clients[i] = newClient(t, closeLater(t, rdb), opts...)
-	}
-	return clients
-}
-
-// direct returns a plain go-redis client per master, for looking at keys.
-func direct(t testing.TB, ms redistest.Masters) []redis.UniversalClient {
-	rdbs := make([]redis.UniversalClient, len(ms))
-	for i, m := range ms {
-		rdbs[i] = closeLater(t, m.Client())
-	}
-	return rdbs
-}
-
-func exists(t testing.TB, rdb redis.UniversalClient, name string) bool {
-	t.Helper()
-	n, err := rdb.Exists(context.Background(), name).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n == 1
-}
 
 // TestRedLockQuorum: with k of 5 nodes held by another owner, for every
 // subset of nodes, a RedLock is acquired iff 5-k >= 3; it takes exactly
@@ -56,12 +24,12 @@ func exists(t testing.TB, rdb redis.UniversalClient, name string) bool {
 func TestRedLockQuorum(t *testing.T) {
 	t.Parallel()
 	ms := redistest.NewMasters(t, 5)
-	ours, theirs, rdbs := nodes(t, ms), nodes(t, ms), direct(t, ms)
+	ours, theirs, rdbs := testkit.Nodes(t, ms), testkit.Nodes(t, ms), testkit.Direct(t, ms)
 	for subset := range 1 << 5 {
 		t.Run(fmt.Sprintf("held=%05b", subset), func(t *testing.T) {
 			t.Parallel()
-			name := lockName(t)
-			ctx := ctxTimeout(t, 10*time.Second)
+			name := testkit.LockName(t)
+			ctx := testkit.CtxTimeout(t, 10*time.Second)
 			k := 0
 			for i := range 5 {
 				if subset>>i&1 == 1 {
@@ -95,7 +63,7 @@ func TestRedLockQuorum(t *testing.T) {
 				}
 			}
 			for i := range 5 {
-				if held := subset>>i&1 == 1; exists(t, rdbs[i], name) != held {
+				if held := subset>>i&1 == 1; testkit.Exists(t, rdbs[i], name) != held {
 					t.Fatalf("node %d: pre-held %v, key exists %v", i, held, !held)
 				}
 			}
@@ -110,9 +78,9 @@ func TestRedLockQuorum(t *testing.T) {
 func TestRedLockWaits(t *testing.T) {
 	t.Parallel()
 	ms := redistest.NewMasters(t, 5)
-	ours, theirs, rdbs := nodes(t, ms), nodes(t, ms), direct(t, ms)
-	name := lockName(t)
-	ctx := ctxTimeout(t, 20*time.Second)
+	ours, theirs, rdbs := testkit.Nodes(t, ms), testkit.Nodes(t, ms), testkit.Direct(t, ms)
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
 	var busy []*relock.Lease
 	for i := range 3 {
 		b, err := theirs[i].Mutex(name).Lock(ctx)
@@ -132,11 +100,11 @@ func TestRedLockWaits(t *testing.T) {
 		if i < 3 {
 			want = 1 // the other owner's
 		}
-		if n := holdCount(t, rdbs[i], name); n != want {
+		if n := testkit.HoldCount(t, rdbs[i], name); n != want {
 			t.Fatalf("node %d: hold count %d after a cancelled Lock, want %d", i, n, want)
 		}
 	}
-	idle(t, ours...)
+	testkit.Idle(t, ours...)
 
 	got := make(chan error, 1)
 	go func() {
@@ -155,20 +123,20 @@ func TestRedLockWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range rdbs {
-		if keys := keysOf(t, rdbs[i], name); len(keys) > 0 {
+		if keys := testkit.KeysOf(t, rdbs[i], name); len(keys) > 0 {
 			t.Fatalf("node %d: keys left behind: %v", i, keys)
 		}
 	}
-	idle(t, ours...)
+	testkit.Idle(t, ours...)
 }
 
 // TestRedLockReentrant: with an owner, a RedLock re-enters its node holds.
 func TestRedLockReentrant(t *testing.T) {
 	t.Parallel()
 	ms := redistest.NewMasters(t, 5)
-	ours, theirs, rdbs := nodes(t, ms), nodes(t, ms), direct(t, ms)
-	name := lockName(t)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ours, theirs, rdbs := testkit.Nodes(t, ms), testkit.Nodes(t, ms), testkit.Direct(t, ms)
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	// Another owner holds node 4: the RedLock holds nodes 0 to 3.
 	if _, err := theirs[4].Mutex(name).Lock(ctx); err != nil {
 		t.Fatal(err)
@@ -190,7 +158,7 @@ func TestRedLockReentrant(t *testing.T) {
 		t.Fatalf("plain context TryLock: %v, want ErrNotAcquired", err)
 	}
 	for i := range 4 {
-		if n := holdCount(t, rdbs[i], name); n != 2 {
+		if n := testkit.HoldCount(t, rdbs[i], name); n != 2 {
 			t.Fatalf("node %d hold count %d, want 2", i, n)
 		}
 	}
@@ -201,7 +169,7 @@ func TestRedLockReentrant(t *testing.T) {
 		t.Fatalf("first lease after the second's Unlock: %v", err)
 	}
 	for i := range 4 {
-		if n := holdCount(t, rdbs[i], name); n != 1 {
+		if n := testkit.HoldCount(t, rdbs[i], name); n != 1 {
 			t.Fatalf("node %d hold count %d, want 1", i, n)
 		}
 	}
@@ -209,7 +177,7 @@ func TestRedLockReentrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 4 {
-		if exists(t, rdbs[i], name) {
+		if testkit.Exists(t, rdbs[i], name) {
 			t.Fatalf("node %d still locked", i)
 		}
 	}
@@ -220,18 +188,18 @@ func TestRedLockReentrant(t *testing.T) {
 func TestRedLockFixedLease(t *testing.T) {
 	t.Parallel()
 	ms := redistest.NewMasters(t, 3)
-	ours := nodes(t, ms)
-	name := lockName(t)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ours := testkit.Nodes(t, ms)
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	l, err := relock.NewRedLock(name, ours...).Lock(ctx, relock.WithLease(300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, l, 5*time.Second)
+	testkit.WaitDone(t, l, 5*time.Second)
 	if !errors.Is(l.Err(), relock.ErrLockLost) {
 		t.Fatalf("Err() = %v, want ErrLockLost", l.Err())
 	}
-	idle(t, ours...)
+	testkit.Idle(t, ours...)
 }
 
 // TestRedLockHammerWithCancellation: RedLocks on two sets of Clients over
@@ -240,11 +208,11 @@ func TestRedLockFixedLease(t *testing.T) {
 func TestRedLockHammerWithCancellation(t *testing.T) {
 	t.Parallel()
 	ms := redistest.NewMasters(t, 5)
-	sets := [][]*relock.Client{nodes(t, ms), nodes(t, ms)}
-	rdbs := direct(t, ms)
-	name := lockName(t)
+	sets := [][]*relock.Client{testkit.Nodes(t, ms), testkit.Nodes(t, ms)}
+	rdbs := testkit.Direct(t, ms)
+	name := testkit.LockName(t)
 	rec := history.New()
-	ctx := ctxTimeout(t, time.Minute)
+	ctx := testkit.CtxTimeout(t, time.Minute)
 	var acquired, gaveUp atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 6 {
@@ -287,21 +255,21 @@ func TestRedLockHammerWithCancellation(t *testing.T) {
 		t.Fatalf("acquired %d, gave up %d: the test exercised one path only", acquired.Load(), gaveUp.Load())
 	}
 	for i := range rdbs {
-		if keys := keysOf(t, rdbs[i], name); len(keys) > 0 {
+		if keys := testkit.KeysOf(t, rdbs[i], name); len(keys) > 0 {
 			t.Fatalf("node %d: keys left behind: %v", i, keys)
 		}
 	}
 	for _, set := range sets {
-		idle(t, set...)
+		testkit.Idle(t, set...)
 	}
 }
 
 func TestRedLockBadInput(t *testing.T) {
 	t.Parallel()
 	ms := redistest.NewMasters(t, 3)
-	cs := nodes(t, ms)
-	ctx := ctxTimeout(t, 10*time.Second)
-	name := lockName(t)
+	cs := testkit.Nodes(t, ms)
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	name := testkit.LockName(t)
 	for _, tc := range []struct {
 		what string
 		rl   *relock.RedLock
@@ -324,7 +292,7 @@ func TestRedLockBadInput(t *testing.T) {
 			}
 		})
 	}
-	closed := newClient(t, closeLater(t, ms[1].Client()))
+	closed := testkit.NewClient(t, testkit.CloseLater(t, ms[1].Client()))
 	_ = closed.Close()
 	if _, err := relock.NewRedLock(name, cs[0], closed, cs[2]).TryLock(ctx); !errors.Is(err, relock.ErrClosed) {
 		t.Fatalf("TryLock with a closed Client: %v, want ErrClosed", err)
@@ -332,8 +300,8 @@ func TestRedLockBadInput(t *testing.T) {
 	if got := relock.NewRedLock(name, cs...).Quorum(); got != 2 {
 		t.Fatalf("Quorum() of 3 = %d, want 2", got)
 	}
-	for _, rdb := range direct(t, ms) {
-		if exists(t, rdb, name) {
+	for _, rdb := range testkit.Direct(t, ms) {
+		if testkit.Exists(t, rdb, name) {
 			t.Fatal("bad input left a key")
 		}
 	}

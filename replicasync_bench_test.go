@@ -6,6 +6,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // benchSyncModes are the replica sync settings the benchmarks compare:
@@ -27,8 +28,8 @@ func BenchmarkReplicaSync(b *testing.B) {
 	rsWaitOnline(b, r.Master, 2)
 	for _, bc := range benchSyncModes {
 		b.Run(bc.name, func(b *testing.B) {
-			c := newClient(b, closeLater(b, r.Master.Client()), bc.opt)
-			m := c.Mutex(lockName(b))
+			c := testkit.NewClient(b, testkit.CloseLater(b, r.Master.Client()), bc.opt)
+			m := c.Mutex(testkit.LockName(b))
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -55,8 +56,8 @@ func BenchmarkReplicaSyncSynchronizers(b *testing.B) {
 	rsWaitOnline(b, r.Master, 2)
 	for _, bc := range benchSyncModes {
 		b.Run("semaphore/"+bc.name, func(b *testing.B) {
-			c := newClient(b, closeLater(b, r.Master.Client()), bc.opt)
-			s := c.Semaphore(lockName(b))
+			c := testkit.NewClient(b, testkit.CloseLater(b, r.Master.Client()), bc.opt)
+			s := c.Semaphore(testkit.LockName(b))
 			ctx := context.Background()
 			if _, err := s.TrySetPermits(ctx, 1); err != nil {
 				b.Fatal(err)
@@ -72,8 +73,8 @@ func BenchmarkReplicaSyncSynchronizers(b *testing.B) {
 			}
 		})
 		b.Run("permit/"+bc.name, func(b *testing.B) {
-			c := newClient(b, closeLater(b, r.Master.Client()), bc.opt)
-			ps := c.PermitSemaphore(lockName(b))
+			c := testkit.NewClient(b, testkit.CloseLater(b, r.Master.Client()), bc.opt)
+			ps := c.PermitSemaphore(testkit.LockName(b))
 			ctx := context.Background()
 			if _, err := ps.TrySetPermits(ctx, 1); err != nil {
 				b.Fatal(err)

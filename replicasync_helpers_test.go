@@ -18,6 +18,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // rsTrip is one round trip a client made: one command, or a pipeline.
@@ -165,7 +166,7 @@ func rsReplicas(t testing.TB, master *redistest.Server) (listed, acking int) {
 // WAIT.
 func rsWaitOnline(t testing.TB, master *redistest.Server, n int) {
 	t.Helper()
-	eventually(t, 30*time.Second, strconv.Itoa(n)+" replicas acknowledging", func() bool {
+	testkit.Eventually(t, 30*time.Second, strconv.Itoa(n)+" replicas acknowledging", func() bool {
 		listed, acking := rsReplicas(t, master)
 		return listed == n && acking == n
 	})
@@ -293,8 +294,8 @@ func (d *rsDropPiped) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 			args := c.Args()
 			if err == nil && c.Name() == "evalsha" && len(args) > 1 && args[1] == d.script.SHA() && d.armed.CompareAndSwap(true, false) {
 				d.dropped.Add(1)
-				c.SetErr(errDropped)
-				return errDropped
+				c.SetErr(testkit.ErrDropped)
+				return testkit.ErrDropped
 			}
 		}
 		return err
@@ -306,11 +307,11 @@ func (d *rsDropPiped) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // that client's node clients send.
 func clusterWithLog(t *testing.T) (*relock.Client, *redis.ClusterClient, *rsLog) {
 	t.Helper()
-	for _, m := range cluster.Masters {
+	for _, m := range testkit.Cluster.Masters {
 		rsWaitOnline(t, m, 1)
 	}
 	log := new(rsLog)
-	cc := closeLater(t, cluster.Client())
+	cc := testkit.CloseLater(t, testkit.Cluster.Client())
 	log.onNodes(cc)
-	return newClient(t, cc), cc, log
+	return testkit.NewClient(t, cc), cc, log
 }

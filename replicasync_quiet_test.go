@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestReplicaSyncProbeQuiet: a server that refuses INFO and WAIT (here by
@@ -13,7 +14,7 @@ import (
 // to a Client that did not ask for replica sync: it logs no warning and
 // locks. A Client that asked for replica sync is warned.
 func TestReplicaSyncProbeQuiet(t *testing.T) {
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	rules := []string{"~*", "&*", "+@all", "-info", "-wait"}
 	for _, tc := range []struct {
 		name string
@@ -25,8 +26,8 @@ func TestReplicaSyncProbeQuiet(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var sink rsSink
-			c := newClient(t, aclClient(t, standalone, rules...), append(tc.opts, sink.logger())...)
-			l, err := c.Mutex(lockName(t)).Lock(ctx)
+			c := testkit.NewClient(t, aclClient(t, testkit.Standalone, rules...), append(tc.opts, sink.logger())...)
+			l, err := c.Mutex(testkit.LockName(t)).Lock(ctx)
 			if err != nil {
 				t.Fatalf("Lock: %v", err)
 			}

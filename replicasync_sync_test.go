@@ -12,6 +12,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // Replica sync of the synchronizers: their acquisitions are undone when
@@ -44,12 +45,12 @@ func newSyncFixture(t *testing.T, ctx context.Context) *syncFixture {
 	f.c = syncedClient(t, f.r.Master, &f.log, relock.WithReplicaSync(one))
 	one.Retry = true
 	f.retry = syncedClient(t, f.r.Master, nil, relock.WithReplicaSync(one))
-	f.master = closeLater(t, f.r.Master.Client())
-	f.replica = closeLater(t, f.r.Replicas[0].Client())
+	f.master = testkit.CloseLater(t, f.r.Master.Client())
+	f.replica = testkit.CloseLater(t, f.r.Replicas[0].Client())
 
-	f.sem = f.c.Semaphore(lockName(t))
-	f.ps = f.c.PermitSemaphore(lockName(t))
-	f.latch = f.c.CountDownLatch(lockName(t))
+	f.sem = f.c.Semaphore(testkit.LockName(t))
+	f.ps = f.c.PermitSemaphore(testkit.LockName(t))
+	f.latch = f.c.CountDownLatch(testkit.LockName(t))
 	if ok, err := f.sem.TrySetPermits(ctx, 3); !ok || err != nil {
 		t.Fatalf("Semaphore.TrySetPermits: %v %v", ok, err)
 	}
@@ -92,7 +93,7 @@ func (f *syncFixture) resume(t *testing.T) {
 // back.
 func TestReplicaSyncSynchronizers(t *testing.T) {
 	t.Parallel()
-	ctx := ctxTimeout(t, 2*time.Minute)
+	ctx := testkit.CtxTimeout(t, 2*time.Minute)
 	f := newSyncFixture(t, ctx)
 
 	if !t.Run("acknowledged", func(t *testing.T) { syncAcknowledged(t, ctx, f) }) {
@@ -119,7 +120,7 @@ func syncAcknowledged(t *testing.T, ctx context.Context, f *syncFixture) {
 		}
 	}
 
-	s := c.Semaphore(lockName(t))
+	s := c.Semaphore(testkit.LockName(t))
 	if ok, err := s.TrySetPermits(ctx, 3); !ok || err != nil {
 		t.Fatalf("TrySetPermits: %v %v", ok, err)
 	}
@@ -145,7 +146,7 @@ func syncAcknowledged(t *testing.T, ctx context.Context, f *syncFixture) {
 	}
 	onReplica("Drain", s.Name(), "0")
 
-	ps := c.PermitSemaphore(lockName(t))
+	ps := c.PermitSemaphore(testkit.LockName(t))
 	if ok, err := ps.TrySetPermits(ctx, 2); !ok || err != nil {
 		t.Fatalf("TrySetPermits: %v %v", ok, err)
 	}
@@ -187,7 +188,7 @@ func syncAcknowledged(t *testing.T, ctx context.Context, f *syncFixture) {
 	}
 	onReplica("PermitSemaphore.AddPermits", ps.Name(), "3")
 
-	l := c.CountDownLatch(lockName(t))
+	l := c.CountDownLatch(testkit.LockName(t))
 	if ok, err := l.TrySetCount(ctx, 2); !ok || err != nil {
 		t.Fatalf("TrySetCount: %v %v", ok, err)
 	}
@@ -249,7 +250,7 @@ func syncShortSemaphore(t *testing.T, ctx context.Context, f *syncFixture) {
 	if n != 5 || rsGet(t, f.master, s.Name()) != "0" {
 		t.Fatalf("a short Drain took %d permits and left %s, want 5 and 0", n, rsGet(t, f.master, s.Name()))
 	}
-	fresh := f.c.Semaphore(lockName(t))
+	fresh := f.c.Semaphore(testkit.LockName(t))
 	ok, err = fresh.TrySetPermits(ctx, 2)
 	rsWantApplied(t, "TrySetPermits", err)
 	if !ok || rsGet(t, f.master, fresh.Name()) != "2" {
@@ -319,13 +320,13 @@ func syncShortLatch(t *testing.T, ctx context.Context, f *syncFixture) {
 	if got := rsGet(t, f.master, f.latch.Name()); got != "2" {
 		t.Fatalf("count %q on the master after a short CountDown, want 2", got)
 	}
-	fresh := f.c.CountDownLatch(lockName(t))
+	fresh := f.c.CountDownLatch(testkit.LockName(t))
 	ok, err := fresh.TrySetCount(ctx, 2)
 	rsWantApplied(t, "TrySetCount", err)
 	if !ok || rsGet(t, f.master, fresh.Name()) != "2" {
 		t.Fatalf("a short TrySetCount reported %v and set %q on the master, want true and 2", ok, rsGet(t, f.master, fresh.Name()))
 	}
-	unset := f.c.CountDownLatch(lockName(t))
+	unset := f.c.CountDownLatch(testkit.LockName(t))
 	if err := unset.CountDown(ctx); !errors.Is(err, relock.ErrLatchNotSet) || errors.Is(err, relock.ErrReplicaSync) {
 		t.Fatalf("CountDown of a latch not set: %v, want ErrLatchNotSet alone", err)
 	}
@@ -379,7 +380,7 @@ func syncRetry(t *testing.T, ctx context.Context, f *syncFixture) {
 		p, err := f.retry.PermitSemaphore(f.ps.Name()).Acquire(ctx)
 		psDone <- permit{p, err}
 	}()
-	eventually(t, 10*time.Second, "acquisitions retried", func() bool { return f.retry.Stats().SyncShort-short >= 2 })
+	testkit.Eventually(t, 10*time.Second, "acquisitions retried", func() bool { return f.retry.Stats().SyncShort-short >= 2 })
 	f.resume(t)
 	if err := <-semDone; err != nil {
 		t.Fatalf("Semaphore.Acquire with Retry after the replica came back: %v", err)

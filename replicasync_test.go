@@ -12,17 +12,18 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/history"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // syncedClient returns a relock Client on a new go-redis client of s whose
 // round trips log records.
 func syncedClient(t *testing.T, s *redistest.Server, log *rsLog, opts ...relock.Option) *relock.Client {
 	t.Helper()
-	rdb := closeLater(t, s.Client())
+	rdb := testkit.CloseLater(t, s.Client())
 	if log != nil {
 		rdb.AddHook(log.hook(s.Addr))
 	}
-	return newClient(t, rdb, opts...)
+	return testkit.NewClient(t, rdb, opts...)
 }
 
 // lockTrips returns the round trips that carried lock.lua.
@@ -30,7 +31,7 @@ func lockTrips(log *rsLog) []rsTrip {
 	var out []rsTrip
 	for _, s := range log.all() {
 		for _, c := range s.cmds {
-			if (c[0] == "evalsha" && c[1] == scriptSHA("lock.lua")) || (c[0] == "eval" && strings.HasPrefix(c[1], "-- lock.lua")) {
+			if (c[0] == "evalsha" && c[1] == testkit.ScriptSHA("lock.lua")) || (c[0] == "eval" && strings.HasPrefix(c[1], "-- lock.lua")) {
 				out = append(out, s)
 				break
 			}
@@ -44,7 +45,7 @@ func lockTrips(log *rsLog) []rsTrip {
 func TestReplicaSync(t *testing.T) {
 	t.Parallel()
 	r := redistest.NewReplicated(t, 2)
-	ctx := ctxTimeout(t, time.Minute)
+	ctx := testkit.CtxTimeout(t, time.Minute)
 	dead := r.Replicas[1]
 	// A replica past its first synchronisation (online) answers WAIT.
 	rsWaitOnline(t, r.Master, 2)
@@ -57,7 +58,7 @@ func TestReplicaSync(t *testing.T) {
 	var held *relock.Lease
 
 	if !t.Run("default on", func(t *testing.T) {
-		m := all.Mutex(lockName(t))
+		m := all.Mutex(testkit.LockName(t))
 		l, err := m.Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -79,7 +80,7 @@ func TestReplicaSync(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		held, err = two.Mutex(lockName(t)).Lock(owner) // for "renewal short" below
+		held, err = two.Mutex(testkit.LockName(t)).Lock(owner) // for "renewal short" below
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +91,7 @@ func TestReplicaSync(t *testing.T) {
 	t.Run("without", func(t *testing.T) {
 		var log rsLog
 		c := syncedClient(t, r.Master, &log, relock.WithoutReplicaSync())
-		m := c.Mutex(lockName(t))
+		m := c.Mutex(testkit.LockName(t))
 		for range 3 {
 			l, err := m.Lock(ctx)
 			if err != nil {
@@ -108,14 +109,14 @@ func TestReplicaSync(t *testing.T) {
 	t.Run("renewal", func(t *testing.T) {
 		var log rsLog
 		c := syncedClient(t, r.Master, &log, relock.WithWatchdogTimeout(600*time.Millisecond))
-		l, err := c.Mutex(lockName(t)).Lock(ctx)
+		l, err := c.Mutex(testkit.LockName(t)).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, "a renewal followed by WAIT", func() bool {
+		testkit.Eventually(t, 10*time.Second, "a renewal followed by WAIT", func() bool {
 			for _, s := range log.all() {
 				n := s.names()
-				if len(n) >= 2 && n[0] == "evalsha" && s.cmds[0][1] == scriptSHA("renew.lua") && n[len(n)-1] == "wait" {
+				if len(n) >= 2 && n[0] == "evalsha" && s.cmds[0][1] == testkit.ScriptSHA("renew.lua") && n[len(n)-1] == "wait" {
 					return true
 				}
 			}
@@ -134,18 +135,18 @@ func TestReplicaSync(t *testing.T) {
 	rsWaitOnline(t, r.Master, 1)
 
 	t.Run("too few", func(t *testing.T) {
-		m := two.Mutex(lockName(t))
+		m := two.Mutex(testkit.LockName(t))
 		short := two.Stats().SyncShort
 		for _, try := range []func(context.Context, ...relock.LockOption) (*relock.Lease, error){m.Lock, m.TryLock} {
 			if _, err := try(ctx); !errors.Is(err, relock.ErrReplicaSync) {
 				t.Fatalf("got %v, want ErrReplicaSync", err)
 			}
-			if keys := keysOf(t, closeLater(t, r.Master.Client()), m.Name()); len(keys) != 0 {
+			if keys := testkit.KeysOf(t, testkit.CloseLater(t, r.Master.Client()), m.Name()); len(keys) != 0 {
 				t.Fatalf("keys left on the master: %v", keys)
 			}
 		}
 		// The other locks likewise, the fair lock's queue included.
-		rw, fair := two.RWMutex(lockName(t)), two.FairMutex(lockName(t))
+		rw, fair := two.RWMutex(testkit.LockName(t)), two.FairMutex(testkit.LockName(t))
 		for name, try := range map[string]func(context.Context, ...relock.LockOption) (*relock.Lease, error){
 			"RWMutex.Lock": rw.Lock, "RWMutex.RLock": rw.RLock, "FairMutex.Lock": fair.Lock,
 		} {
@@ -154,7 +155,7 @@ func TestReplicaSync(t *testing.T) {
 			}
 		}
 		for _, name := range []string{rw.Name(), fair.Name()} {
-			if keys := keysOf(t, closeLater(t, r.Master.Client()), name); len(keys) != 0 {
+			if keys := testkit.KeysOf(t, testkit.CloseLater(t, r.Master.Client()), name); len(keys) != 0 {
 				t.Fatalf("keys left on the master: %v", keys)
 			}
 		}
@@ -162,7 +163,7 @@ func TestReplicaSync(t *testing.T) {
 		if _, err := two.Mutex(held.Name()).Lock(owner); !errors.Is(err, relock.ErrReplicaSync) {
 			t.Fatalf("re-entry: got %v, want ErrReplicaSync", err)
 		}
-		if n := holdCount(t, closeLater(t, r.Master.Client()), held.Name()); n != 1 {
+		if n := testkit.HoldCount(t, testkit.CloseLater(t, r.Master.Client()), held.Name()); n != 1 {
 			t.Errorf("hold count %d after a failed re-entry, want 1", n)
 		}
 		if got := two.Stats().SyncShort - short; got != 6 {
@@ -175,11 +176,11 @@ func TestReplicaSync(t *testing.T) {
 	// by the deadline of the last renewal the replicas acknowledged, while
 	// the master still has the hold.
 	t.Run("renewal short", func(t *testing.T) {
-		eventually(t, 10*time.Second, "a renewal counted short", func() bool { return two.Stats().RenewSyncShort > 0 })
+		testkit.Eventually(t, 10*time.Second, "a renewal counted short", func() bool { return two.Stats().RenewSyncShort > 0 })
 		if err := held.Err(); err != nil {
 			t.Fatalf("a hold was declared %v at its first short renewal", err)
 		}
-		waitDone(t, held, 10*time.Second)
+		testkit.WaitDone(t, held, 10*time.Second)
 		if !errors.Is(held.Err(), relock.ErrLockLost) {
 			t.Fatalf("Err = %v, want ErrLockLost", held.Err())
 		}
@@ -191,7 +192,7 @@ func TestReplicaSync(t *testing.T) {
 
 	t.Run("all connected adapts", func(t *testing.T) {
 		short := all.Stats().SyncShort
-		m := all.Mutex(lockName(t))
+		m := all.Mutex(testkit.LockName(t))
 		for range 2 {
 			l, err := m.Lock(ctx)
 			if err != nil {
@@ -215,7 +216,7 @@ func TestReplicaSync(t *testing.T) {
 
 	t.Run("retry", func(t *testing.T) {
 		c := syncedClient(t, r.Master, nil, relock.WithReplicaSync(relock.ReplicaSync{Replicas: 2, Retry: true}))
-		m := c.Mutex(lockName(t))
+		m := c.Mutex(testkit.LockName(t))
 		type result struct {
 			l   *relock.Lease
 			err error
@@ -225,7 +226,7 @@ func TestReplicaSync(t *testing.T) {
 			l, err := m.Lock(ctx)
 			done <- result{l, err}
 		}()
-		eventually(t, 10*time.Second, "an acquisition retried", func() bool { return c.Stats().SyncShort > 0 })
+		testkit.Eventually(t, 10*time.Second, "an acquisition retried", func() bool { return c.Stats().SyncShort > 0 })
 		if err := dead.Restart(); err != nil {
 			t.Fatal(err)
 		}
@@ -251,9 +252,9 @@ func TestReplicaSyncAllGone(t *testing.T) {
 	t.Parallel()
 	r := redistest.NewReplicated(t, 1)
 	rsWaitOnline(t, r.Master, 1)
-	ctx := ctxTimeout(t, 30*time.Second)
+	ctx := testkit.CtxTimeout(t, 30*time.Second)
 	c := syncedClient(t, r.Master, nil)
-	m := c.Mutex(lockName(t))
+	m := c.Mutex(testkit.LockName(t))
 	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +285,7 @@ func TestReplicaSyncAllGone(t *testing.T) {
 func syncedHammer(t *testing.T, ctx context.Context, r *redistest.Replicated, log *rsLog, c *relock.Client) {
 	log.reset()
 	clients := []*relock.Client{c, syncedClient(t, r.Master, log)}
-	shared := lockName(t)
+	shared := testkit.LockName(t)
 	rec := history.New()
 	var wg sync.WaitGroup
 	for i := range 24 {

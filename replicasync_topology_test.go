@@ -11,6 +11,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestReplicaSyncStandaloneOff: on a server without replicas, replica sync
@@ -19,11 +20,11 @@ func TestReplicaSyncStandaloneOff(t *testing.T) {
 	t.Parallel()
 	var log rsLog
 	c := syncedClient(t, redistest.Standalone(t), &log)
-	m := c.Mutex(lockName(t))
-	ctx := ctxTimeout(t, 10*time.Second)
+	m := c.Mutex(testkit.LockName(t))
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	// The Client's first reads of the server (INFO replication, CONFIG GET)
 	// run in the background after New: wait for them, and load the scripts.
-	eventually(t, 5*time.Second, "the first reads", func() bool { return log.count("info") == 1 && log.count("config") == 1 })
+	testkit.Eventually(t, 5*time.Second, "the first reads", func() bool { return log.count("info") == 1 && log.count("config") == 1 })
 	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -59,12 +60,12 @@ func TestReplicaSyncStandaloneOff(t *testing.T) {
 func TestReplicaSyncCluster(t *testing.T) {
 	t.Parallel()
 	c, cc, log := clusterWithLog(t)
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
 	var locks []relock.Locker
 	masters := map[string]bool{}
 	for i := range 6 {
 		// Hash tags of slots 0 and 12739: the first and last master's.
-		m := c.Mutex(fmt.Sprintf("%s:{%s}:%d", lockName(t), []string{"1bz", "za2"}[i%2], i))
+		m := c.Mutex(fmt.Sprintf("%s:{%s}:%d", testkit.LockName(t), []string{"1bz", "za2"}[i%2], i))
 		locks = append(locks, m)
 		log.reset()
 		l, err := m.Lock(ctx)
@@ -75,7 +76,7 @@ func TestReplicaSyncCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		master, err := cluster.MasterForSlot(ctx, int(slot))
+		master, err := testkit.Cluster.MasterForSlot(ctx, int(slot))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,9 +113,9 @@ func TestReplicaSyncCluster(t *testing.T) {
 func TestReplicaSyncRefused(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Standalone(t, redistest.Options{Args: []string{`rename-command WAIT ""`}})
-	ctx := ctxTimeout(t, 20*time.Second)
-	aof := standalone
-	if major, minor := rsVersion(t, standalone); major > 7 || major == 7 && minor >= 2 {
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	aof := testkit.Standalone
+	if major, minor := rsVersion(t, testkit.Standalone); major > 7 || major == 7 && minor >= 2 {
 		aof = redistest.Standalone(t, redistest.Options{Args: []string{`rename-command WAITAOF ""`}})
 	}
 	for _, tc := range []struct {
@@ -128,12 +129,12 @@ func TestReplicaSyncRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var sink rsSink
 			c := syncedClient(t, tc.srv, nil, relock.WithReplicaSync(tc.rs), sink.logger())
-			m := c.Mutex(lockName(t))
+			m := c.Mutex(testkit.LockName(t))
 			_, err := m.Lock(ctx)
 			if !errors.Is(err, relock.ErrReplicaSync) || !strings.Contains(err.Error(), "unknown command") {
 				t.Fatalf("Lock = %v, want ErrReplicaSync wrapping the server's refusal", err)
 			}
-			if keys := keysOf(t, closeLater(t, tc.srv.Client()), m.Name()); len(keys) != 0 {
+			if keys := testkit.KeysOf(t, testkit.CloseLater(t, tc.srv.Client()), m.Name()); len(keys) != 0 {
 				t.Fatalf("keys left behind: %v", keys)
 			}
 
@@ -142,7 +143,7 @@ func TestReplicaSyncRefused(t *testing.T) {
 			rs.Fallback = true
 			c = syncedClient(t, tc.srv, nil, relock.WithReplicaSync(rs), sink.logger())
 			for range 2 {
-				l, err := c.Mutex(lockName(t)).Lock(ctx)
+				l, err := c.Mutex(testkit.LockName(t)).Lock(ctx)
 				if err != nil {
 					t.Fatalf("Lock with Fallback: %v", err)
 				}
@@ -160,7 +161,7 @@ func TestReplicaSyncRefused(t *testing.T) {
 // TestReplicaSyncOptions: invalid settings are refused by New.
 func TestReplicaSyncOptions(t *testing.T) {
 	t.Parallel()
-	rdb := closeLater(t, standalone.Client())
+	rdb := testkit.CloseLater(t, testkit.Standalone.Client())
 	for _, opts := range [][]relock.Option{
 		{relock.WithReplicaSync(relock.ReplicaSync{Replicas: -1})},
 		{relock.WithReplicaSync(relock.ReplicaSync{Timeout: -time.Second})},
@@ -175,7 +176,7 @@ func TestReplicaSyncOptions(t *testing.T) {
 			t.Errorf("New = %v, want ErrInvalidOption", err)
 		}
 	}
-	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": standalone.Addr}})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": testkit.Standalone.Addr}})
 	defer ring.Close()
 	if _, err := relock.New(ring, relock.WithReplicaSync(relock.ReplicaSync{})); !errors.Is(err, relock.ErrUnsupportedClient) {
 		t.Errorf("New(ring) = %v, want ErrUnsupportedClient", err)

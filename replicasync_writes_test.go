@@ -10,6 +10,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestReplicaSyncLostWriteReply: a synced write whose reply is lost is run
@@ -21,8 +22,8 @@ func TestReplicaSyncLostWriteReply(t *testing.T) {
 	t.Parallel()
 	r := redistest.NewReplicated(t, 1)
 	rsWaitOnline(t, r.Master, 1)
-	ctx := ctxTimeout(t, time.Minute)
-	master := closeLater(t, r.Master.Client())
+	ctx := testkit.CtxTimeout(t, time.Minute)
+	master := testkit.CloseLater(t, r.Master.Client())
 	for _, tc := range []struct {
 		name   string
 		script *scripts.Script
@@ -38,16 +39,16 @@ func TestReplicaSyncLostWriteReply(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var log rsLog
 			drop := &rsDropPiped{script: tc.script}
-			rdb := closeLater(t, r.Master.Client())
+			rdb := testkit.CloseLater(t, r.Master.Client())
 			rdb.AddHook(log.hook(r.Master.Addr))
 			rdb.AddHook(drop)
-			c := newClient(t, rdb, relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1}))
+			c := testkit.NewClient(t, rdb, relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1}))
 			// Load the script (on a name not set: nothing to count down).
-			if err := tc.write(c, lockName(t)); err != nil && !errors.Is(err, relock.ErrLatchNotSet) {
+			if err := tc.write(c, testkit.LockName(t)); err != nil && !errors.Is(err, relock.ErrLatchNotSet) {
 				t.Fatal(err)
 			}
 			for _, stopped := range []bool{false, true} {
-				name := lockName(t)
+				name := testkit.LockName(t)
 				if err := master.Set(ctx, name, tc.before, 0).Err(); err != nil {
 					t.Fatal(err)
 				}
@@ -105,9 +106,9 @@ func TestReplicaSyncSynchronizersPlain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var log rsLog
 			c := syncedClient(t, tc.srv, &log, tc.opts...)
-			ctx := ctxTimeout(t, 20*time.Second)
+			ctx := testkit.CtxTimeout(t, 20*time.Second)
 			if tc.opts == nil { // the Client's first reads run in the background
-				eventually(t, 5*time.Second, "the first reads", func() bool { return log.count("info") == 1 && log.count("config") == 1 })
+				testkit.Eventually(t, 5*time.Second, "the first reads", func() bool { return log.count("info") == 1 && log.count("config") == 1 })
 			}
 			synchronizerCalls(t, ctx, c) // loads the scripts
 			log.reset()
@@ -135,7 +136,7 @@ func synchronizerCalls(t *testing.T, ctx context.Context, c *relock.Client) int 
 			t.Fatal(err)
 		}
 	}
-	s := c.Semaphore(lockName(t))
+	s := c.Semaphore(testkit.LockName(t))
 	_, err := s.TrySetPermits(ctx, 3)
 	call(err)
 	_, err = s.TryAcquire(ctx, 1)
@@ -144,7 +145,7 @@ func synchronizerCalls(t *testing.T, ctx context.Context, c *relock.Client) int 
 	call(s.AddPermits(ctx, 1))
 	_, err = s.Drain(ctx)
 	call(err)
-	ps := c.PermitSemaphore(lockName(t))
+	ps := c.PermitSemaphore(testkit.LockName(t))
 	_, err = ps.TrySetPermits(ctx, 2)
 	call(err)
 	p, err := ps.TryAcquire(ctx, relock.WithLease(time.Minute))
@@ -156,7 +157,7 @@ func synchronizerCalls(t *testing.T, ctx context.Context, c *relock.Client) int 
 	call(ps.UpdateLease(ctx, q.ID(), time.Minute))
 	call(ps.Release(ctx, q.ID()))
 	call(ps.AddPermits(ctx, 1))
-	l := c.CountDownLatch(lockName(t))
+	l := c.CountDownLatch(testkit.LockName(t))
 	_, err = l.TrySetCount(ctx, 1)
 	call(err)
 	call(l.CountDown(ctx))
@@ -172,9 +173,9 @@ func synchronizerCalls(t *testing.T, ctx context.Context, c *relock.Client) int 
 func TestReplicaSyncSynchronizersCluster(t *testing.T) {
 	t.Parallel()
 	c, cc, log := clusterWithLog(t)
-	ctx := ctxTimeout(t, 20*time.Second)
-	s := c.Semaphore(lockName(t))
-	l := c.CountDownLatch(lockName(t))
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	s := c.Semaphore(testkit.LockName(t))
+	l := c.CountDownLatch(testkit.LockName(t))
 	log.reset()
 	if ok, err := s.TrySetPermits(ctx, 1); !ok || err != nil {
 		t.Fatalf("TrySetPermits: %v %v", ok, err)
@@ -202,7 +203,7 @@ func TestReplicaSyncSynchronizersCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		master, err := cluster.MasterForSlot(ctx, int(slot))
+		master, err := testkit.Cluster.MasterForSlot(ctx, int(slot))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // javaRW acts on a name the way a Redisson RReadWriteLock does: hash field
@@ -159,7 +160,7 @@ return 1`
 
 func newJavaRW(rdb redis.UniversalClient, name string, sharded bool) *javaRW {
 	return &javaRW{rdb: rdb, name: name, field: "1f0e3dad-9a8b-4c7d-8e6f-5a4b3c2d1e0f:77",
-		channel: rwChannel(name), sharded: sharded}
+		channel: testkit.RWChannel(name), sharded: sharded}
 }
 
 func (j *javaRW) publish() string {
@@ -230,26 +231,26 @@ func rwHear(t *testing.T, ctx context.Context, ps *redis.PubSub, channel, want s
 }
 
 func TestRWMutexRedissonInterop(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		c := top.newClient(t)
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c := top.NewClient(t)
+		name := testkit.LockName(t)
 		rw := c.RWMutex(name)
-		java := newJavaRW(rdb, name, top.name == "cluster")
-		ctx := ctxTimeout(t, 10*time.Second)
-		must := rwMust(t)
+		java := newJavaRW(rdb, name, top.Name == "cluster")
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
+		must := testkit.RWMust(t)
 
 		// A Java reader and a relock reader share the lock, in one hash.
 		if ttl, err := java.readLock(ctx, 30*time.Second); err != nil || ttl != 0 {
 			t.Fatalf("java readLock: %v %v", ttl, err)
 		}
 		rl := must(rw.TryRLock(ctx))
-		fields := rwReaders(t, rdb, name)
+		fields := testkit.RWReaders(t, rdb, name)
 		if len(fields) != 2 || rdb.HGet(ctx, name, "mode").Val() != "read" {
 			t.Fatalf("hash %v", rdb.HGetAll(ctx, name).Val())
 		}
 		for _, f := range fields {
-			if ttl := rdb.PTTL(ctx, rwHoldKey(name, f, 1)).Val(); ttl <= 0 || ttl > relock.DefaultWatchdogTimeout {
+			if ttl := rdb.PTTL(ctx, testkit.RWHoldKey(name, f, 1)).Val(); ttl <= 0 || ttl > relock.DefaultWatchdogTimeout {
 				t.Fatalf("hold key of %s: TTL %v", f, ttl)
 			}
 		}
@@ -261,14 +262,14 @@ func TestRWMutexRedissonInterop(t *testing.T) {
 			t.Fatalf("java renew: %v %v", n, err)
 		}
 		for _, f := range fields {
-			ttl := rdb.PTTL(ctx, rwHoldKey(name, f, 1)).Val()
+			ttl := rdb.PTTL(ctx, testkit.RWHoldKey(name, f, 1)).Val()
 			if mine := f == java.field; mine != (ttl > relock.DefaultWatchdogTimeout) {
 				t.Fatalf("hold key of %s after Java's renewal: TTL %v", f, ttl)
 			}
 		}
 		// relock's read release keeps the lock for the Java reader.
-		rwUnlockAll(t, ctx, rl)
-		if f := rwReaders(t, rdb, name); len(f) != 1 || f[0] != java.field {
+		testkit.RWUnlockAll(t, ctx, rl)
+		if f := testkit.RWReaders(t, rdb, name); len(f) != 1 || f[0] != java.field {
 			t.Fatalf("readers %v after relock's release", f)
 		}
 		// A relock writer waits, and is woken by the Java reader's release.
@@ -280,8 +281,8 @@ func TestRWMutexRedissonInterop(t *testing.T) {
 			}
 			got <- l
 		}()
-		eventually(t, 5*time.Second, "relock's writer to wait", func() bool {
-			return c.Stats().Asleep == 1 && rwSubscribers(t, top, name) == 1
+		testkit.Eventually(t, 5*time.Second, "relock's writer to wait", func() bool {
+			return c.Stats().Asleep == 1 && testkit.RWSubscribers(t, top, name) == 1
 		})
 		if err := java.readUnlock(ctx); err != nil {
 			t.Fatal(err)
@@ -293,7 +294,7 @@ func TestRWMutexRedissonInterop(t *testing.T) {
 		if c.Stats().Wakeups == 0 {
 			t.Fatal("relock's writer was not woken by Java's release message")
 		}
-		if rdb.HGet(ctx, name, "mode").Val() != "write" || holdCount(t, rdb, name) != 1 {
+		if rdb.HGet(ctx, name, "mode").Val() != "write" || testkit.HoldCount(t, rdb, name) != 1 {
 			t.Fatalf("hash under relock's writer: %v", rdb.HGetAll(ctx, name).Val())
 		}
 
@@ -310,7 +311,7 @@ func TestRWMutexRedissonInterop(t *testing.T) {
 		if _, err := ps.Receive(ctx); err != nil { // the subscription confirmation
 			t.Fatal(err)
 		}
-		rwUnlockAll(t, ctx, wl)
+		testkit.RWUnlockAll(t, ctx, wl)
 		rwHear(t, ctx, ps, java.channel, "1")
 
 		// A Java writer excludes relock's readers; its release ("1") wakes
@@ -329,7 +330,7 @@ func TestRWMutexRedissonInterop(t *testing.T) {
 			}
 			gotR <- l
 		}()
-		eventually(t, 5*time.Second, "relock's reader to wait", func() bool { return c.Stats().Asleep == 1 })
+		testkit.Eventually(t, 5*time.Second, "relock's reader to wait", func() bool { return c.Stats().Asleep == 1 })
 		if err := java.writeUnlock(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +341,7 @@ func TestRWMutexRedissonInterop(t *testing.T) {
 		}
 
 		// relock's last reader frees the lock with "0", as Redisson's does.
-		rwUnlockAll(t, ctx, rl)
+		testkit.RWUnlockAll(t, ctx, rl)
 		rwHear(t, ctx, ps, java.channel, "0")
 
 		// A relock writer downgrading to read lets the Java reader in, and
@@ -350,12 +351,12 @@ func TestRWMutexRedissonInterop(t *testing.T) {
 		if ttl, err := java.readLock(ctx, 30*time.Second); err != nil || ttl <= 0 {
 			t.Fatalf("java readLock under relock's writer: %v %v", ttl, err)
 		}
-		rwUnlockAll(t, ctx, wl)
+		testkit.RWUnlockAll(t, ctx, wl)
 		rwHear(t, ctx, ps, java.channel, "1")
 		if ttl, err := java.readLock(ctx, 30*time.Second); err != nil || ttl != 0 {
 			t.Fatalf("java readLock beside relock's downgraded reader: %v %v", ttl, err)
 		}
-		rwUnlockAll(t, ctx, rl)
+		testkit.RWUnlockAll(t, ctx, rl)
 		if err := java.readUnlock(ctx); err != nil {
 			t.Fatal(err)
 		}

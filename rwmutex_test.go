@@ -1,64 +1,24 @@
 package relock_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
-
-// rwChannel is the release channel of a read-write lock.
-func rwChannel(name string) string { return "redisson_rwlock:{" + name + "}" }
-
-// rwSubscribers counts the server's subscribers of a read-write lock's
-// release channel.
-func rwSubscribers(t testing.TB, top topology, name string) int64 {
-	t.Helper()
-	ctx := ctxTimeout(t, 5*time.Second)
-	channel := rwChannel(name)
-	if top.name == "cluster" {
-		c, err := top.rdb(t).(*redis.ClusterClient).MasterForKey(ctx, channel)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.PubSubShardNumSub(ctx, channel).Val()[channel]
-	}
-	return closeLater(t, standalone.Client()).PubSubNumSub(ctx, channel).Val()[channel]
-}
-
-func rwMust(t testing.TB) func(*relock.Lease, error) *relock.Lease {
-	return func(l *relock.Lease, err error) *relock.Lease {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-}
-
-func rwUnlockAll(t testing.TB, ctx context.Context, leases ...*relock.Lease) {
-	t.Helper()
-	for _, l := range leases {
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatalf("unlock: %v", err)
-		}
-	}
-}
 
 // TestRWMutexReadersShare: readers of two clients hold together, a writer
 // is excluded until the last of them leaves, and is woken by its release.
 func TestRWMutexReadersShare(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		a, b, w := top.newClient(t), top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
-		must := rwMust(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		a, b, w := top.NewClient(t), top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
+		must := testkit.RWMust(t)
 		ra := must(a.RWMutex(name).RLock(ctx))
 		rb := must(b.RWMutex(name).TryRLock(ctx))
 		rc := must(b.RWMutex(name).RLock(ctx, relock.WithLease(time.Minute)))
@@ -77,16 +37,16 @@ func TestRWMutexReadersShare(t *testing.T) {
 			}
 			got <- l
 		}()
-		eventually(t, 5*time.Second, "the writer to wait", func() bool {
-			return w.Stats().Asleep == 1 && rwSubscribers(t, top, name) == 1
+		testkit.Eventually(t, 5*time.Second, "the writer to wait", func() bool {
+			return w.Stats().Asleep == 1 && testkit.RWSubscribers(t, top, name) == 1
 		})
-		rwUnlockAll(t, ctx, ra, rb)
+		testkit.RWUnlockAll(t, ctx, ra, rb)
 		select {
 		case <-got:
 			t.Fatal("writer acquired while a reader holds")
 		default:
 		}
-		rwUnlockAll(t, ctx, rc)
+		testkit.RWUnlockAll(t, ctx, rc)
 		wl := <-got
 		if wl == nil {
 			t.FailNow()
@@ -97,8 +57,8 @@ func TestRWMutexReadersShare(t *testing.T) {
 		if wl.Token() <= readers {
 			t.Fatalf("writer's token %d, want above the readers' %d", wl.Token(), readers)
 		}
-		rwUnlockAll(t, ctx, wl)
-		if keys := keysOf(t, top.rdb(t), name); len(keys) > 0 {
+		testkit.RWUnlockAll(t, ctx, wl)
+		if keys := testkit.KeysOf(t, top.RDB(t), name); len(keys) > 0 {
 			t.Fatalf("keys left: %v", keys)
 		}
 	})
@@ -108,11 +68,11 @@ func TestRWMutexReadersShare(t *testing.T) {
 // other owners; waiting readers are all woken by its release; readers
 // carry the writer's token, the next writer a greater one.
 func TestRWMutexWriterExcludes(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c, other := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
-		wl := rwMust(t)(c.RWMutex(name).Lock(ctx))
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c, other := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
+		wl := testkit.RWMust(t)(c.RWMutex(name).Lock(ctx))
 		rw := other.RWMutex(name)
 		if _, err := rw.TryRLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
 			t.Fatalf("TryRLock over a writer: %v", err)
@@ -134,8 +94,8 @@ func TestRWMutexWriterExcludes(t *testing.T) {
 				got <- l
 			}()
 		}
-		eventually(t, 5*time.Second, "the readers to wait", func() bool { return other.Stats().Asleep == readers })
-		rwUnlockAll(t, ctx, wl)
+		testkit.Eventually(t, 5*time.Second, "the readers to wait", func() bool { return other.Stats().Asleep == readers })
+		testkit.RWUnlockAll(t, ctx, wl)
 		var rls []*relock.Lease
 		var last uint64
 		for i := 0; i < readers; i++ {
@@ -149,25 +109,25 @@ func TestRWMutexWriterExcludes(t *testing.T) {
 			last = max(last, l.Token())
 			rls = append(rls, l)
 		}
-		rwUnlockAll(t, ctx, rls...)
-		next := rwMust(t)(rw.Lock(ctx))
+		testkit.RWUnlockAll(t, ctx, rls...)
+		next := testkit.RWMust(t)(rw.Lock(ctx))
 		if next.Token() <= last {
 			t.Fatalf("next writer's token %d after the readers' %d", next.Token(), last)
 		}
-		rwUnlockAll(t, ctx, next)
+		testkit.RWUnlockAll(t, ctx, next)
 	})
 }
 
 // TestRWMutexDowngrade: a writer takes the read lock too, and keeps it
 // after unlocking the write lock; other readers may then join.
 func TestRWMutexDowngrade(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c, other := top.newClient(t), top.newClient(t)
-		rdb := top.rdb(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c, other := top.NewClient(t), top.NewClient(t)
+		rdb := top.RDB(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		owner := relock.WithOwner(ctx)
-		must := rwMust(t)
+		must := testkit.RWMust(t)
 		rw := c.RWMutex(name)
 		wl := must(rw.Lock(owner))
 		rl := must(rw.RLock(owner))
@@ -177,7 +137,7 @@ func TestRWMutexDowngrade(t *testing.T) {
 		if _, err := other.RWMutex(name).TryRLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
 			t.Fatalf("another reader under the writer: %v", err)
 		}
-		rwUnlockAll(t, ctx, wl)
+		testkit.RWUnlockAll(t, ctx, wl)
 		if mode := rdb.HGet(ctx, name, "mode").Val(); mode != "read" {
 			t.Fatalf("mode %q after the write unlock, want read", mode)
 		}
@@ -188,7 +148,7 @@ func TestRWMutexDowngrade(t *testing.T) {
 			t.Fatalf("a writer over the downgraded reader: %v", err)
 		}
 		joined := must(other.RWMutex(name).TryRLock(ctx))
-		rwUnlockAll(t, ctx, rl, joined)
+		testkit.RWUnlockAll(t, ctx, rl, joined)
 		if locked, _ := rw.IsLocked(ctx); locked {
 			t.Fatal("locked after every hold was unlocked")
 		}
@@ -198,14 +158,14 @@ func TestRWMutexDowngrade(t *testing.T) {
 // TestRWMutexUpgrade: a reader asking for the write lock gets ErrUpgrade
 // at once, from Lock as from TryLock, and its read hold is intact.
 func TestRWMutexUpgrade(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		rdb := top.rdb(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		rdb := top.RDB(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		owner := relock.WithOwner(ctx)
 		rw := c.RWMutex(name)
-		rl := rwMust(t)(rw.RLock(owner))
+		rl := testkit.RWMust(t)(rw.RLock(owner))
 		before := rdb.HGetAll(ctx, name).Val()
 		if _, err := rw.TryLock(owner); !errors.Is(err, relock.ErrUpgrade) {
 			t.Fatalf("TryLock by a reader: %v, want ErrUpgrade", err)
@@ -222,43 +182,43 @@ func TestRWMutexUpgrade(t *testing.T) {
 		if err := rl.Err(); err != nil {
 			t.Fatal(err)
 		}
-		rwUnlockAll(t, ctx, rl)
-		wl := rwMust(t)(rw.Lock(owner))
-		rwUnlockAll(t, ctx, wl)
+		testkit.RWUnlockAll(t, ctx, rl)
+		wl := testkit.RWMust(t)(rw.Lock(owner))
+		testkit.RWUnlockAll(t, ctx, wl)
 	})
 }
 
 // TestRWMutexReentrancy: an owner re-enters each side; every lease is
 // unlocked on its own, and a second Unlock of one lease is ErrNotHeld.
 func TestRWMutexReentrancy(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		rdb := top.rdb(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		rdb := top.RDB(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		owner := relock.WithOwner(ctx)
 		rw := c.RWMutex(name)
-		must := rwMust(t)
+		must := testkit.RWMust(t)
 		w1, w2 := must(rw.Lock(owner)), must(rw.Lock(owner))
 		if w1.Token() != w2.Token() {
 			t.Fatalf("write re-entry token %d, holder's %d", w2.Token(), w1.Token())
 		}
 		r1, r2 := must(rw.RLock(owner)), must(rw.TryRLock(owner))
-		if n := holdCount(t, rdb, name); n != 4 {
+		if n := testkit.HoldCount(t, rdb, name); n != 4 {
 			t.Fatalf("hold count %d, want 4", n)
 		}
 		if s := c.Stats(); s.Held != 2 {
 			t.Fatalf("%d watchdog entries, want one per owner and side", s.Held)
 		}
-		rwUnlockAll(t, ctx, w2)
+		testkit.RWUnlockAll(t, ctx, w2)
 		if err := w2.Unlock(ctx); !errors.Is(err, relock.ErrNotHeld) {
 			t.Fatalf("second Unlock: %v", err)
 		}
-		rwUnlockAll(t, ctx, r1, w1)
+		testkit.RWUnlockAll(t, ctx, r1, w1)
 		if err := r2.Err(); err != nil {
 			t.Fatalf("remaining read lease: %v", err)
 		}
-		rwUnlockAll(t, ctx, r2)
+		testkit.RWUnlockAll(t, ctx, r2)
 		if locked, _ := rw.IsLocked(ctx); locked {
 			t.Fatal("still locked")
 		}
@@ -268,15 +228,15 @@ func TestRWMutexReentrancy(t *testing.T) {
 // TestRWMutexWatchdog: reader and writer holds outlive several watchdog
 // timeouts, and a ForceUnlock is reported to all of them as a loss.
 func TestRWMutexWatchdog(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		const timeout = 500 * time.Millisecond
-		c := top.newClient(t, relock.WithWatchdogTimeout(timeout))
-		other := top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+		c := top.NewClient(t, relock.WithWatchdogTimeout(timeout))
+		other := top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		owner := relock.WithOwner(ctx)
 		rw := c.RWMutex(name)
-		must := rwMust(t)
+		must := testkit.RWMust(t)
 		held := func(leases []*relock.Lease, d time.Duration) {
 			t.Helper()
 			start := time.Now()
@@ -292,20 +252,20 @@ func TestRWMutexWatchdog(t *testing.T) {
 		wl := must(rw.Lock(owner))
 		leases := []*relock.Lease{must(rw.RLock(owner)), must(rw.RLock(owner))}
 		held(append(leases, wl), 3*timeout)
-		rwUnlockAll(t, ctx, wl) // downgrade: one-shot readers may join
-		second := top.newClient(t, relock.WithWatchdogTimeout(timeout))
+		testkit.RWUnlockAll(t, ctx, wl) // downgrade: one-shot readers may join
+		second := top.NewClient(t, relock.WithWatchdogTimeout(timeout))
 		leases = append(leases, must(rw.RLock(ctx)), must(second.RWMutex(name).RLock(ctx)))
 		held(leases, 2*timeout)
 		if ok, err := other.RWMutex(name).ForceUnlock(ctx); err != nil || !ok {
 			t.Fatalf("ForceUnlock = %v, %v", ok, err)
 		}
 		for _, l := range leases {
-			waitDone(t, l, 5*time.Second)
+			testkit.WaitDone(t, l, 5*time.Second)
 			if !errors.Is(l.Err(), relock.ErrLockLost) {
 				t.Fatalf("Err = %v after ForceUnlock", l.Err())
 			}
 		}
-		for _, k := range keysOf(t, top.rdb(t), name) {
+		for _, k := range testkit.KeysOf(t, top.RDB(t), name) {
 			if !rwIsMarker(k) {
 				t.Fatalf("ForceUnlock left %q", k)
 			}
@@ -325,10 +285,10 @@ func rwIsMarker(key string) bool {
 // TestRWMutexViews: the read and write views are Lockers that lock the
 // sides of the RWMutex.
 func TestRWMutexViews(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		rw := c.RWMutex(name)
 		lockers := []relock.Locker{rw.RLocker(), rw.RLocker(), rw.WLocker()}
 		for _, l := range lockers {
@@ -336,46 +296,46 @@ func TestRWMutexViews(t *testing.T) {
 				t.Fatalf("Name = %q", l.Name())
 			}
 		}
-		r1 := rwMust(t)(lockers[0].Lock(ctx))
-		r2 := rwMust(t)(lockers[1].TryLock(ctx))
+		r1 := testkit.RWMust(t)(lockers[0].Lock(ctx))
+		r2 := testkit.RWMust(t)(lockers[1].TryLock(ctx))
 		if _, err := lockers[2].TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
 			t.Fatalf("write view over two readers: %v", err)
 		}
-		rwUnlockAll(t, ctx, r1, r2)
-		w := rwMust(t)(lockers[2].Lock(ctx))
+		testkit.RWUnlockAll(t, ctx, r1, r2)
+		w := testkit.RWMust(t)(lockers[2].Lock(ctx))
 		if _, err := lockers[0].TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
 			t.Fatalf("read view over a writer: %v", err)
 		}
-		rwUnlockAll(t, ctx, w)
+		testkit.RWUnlockAll(t, ctx, w)
 	})
 }
 
 // TestRWMutexSpin: WithSpin waits by backoff on either side, subscribing
 // to nothing.
 func TestRWMutexSpin(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c, other := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
-		wl := rwMust(t)(other.RWMutex(name).Lock(ctx, relock.WithLease(100*time.Millisecond)))
-		rl := rwMust(t)(c.RWMutex(name).RLock(ctx, relock.WithSpin(time.Millisecond, 10*time.Millisecond)))
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c, other := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
+		wl := testkit.RWMust(t)(other.RWMutex(name).Lock(ctx, relock.WithLease(100*time.Millisecond)))
+		rl := testkit.RWMust(t)(c.RWMutex(name).RLock(ctx, relock.WithSpin(time.Millisecond, 10*time.Millisecond)))
 		if s := c.Stats(); s.Waits != 1 || s.Channels != 0 {
 			t.Fatalf("stats %+v: want one wait and no channel", s)
 		}
 		if !errors.Is(wl.Err(), relock.ErrLockLost) {
 			t.Fatalf("writer's expired lease: %v", wl.Err())
 		}
-		rwUnlockAll(t, ctx, rl)
+		testkit.RWUnlockAll(t, ctx, rl)
 	})
 }
 
 // TestRWMutexTTL: TTL is the lock's time left in either mode, like the
 // Mutex's: -2ns when free, at most the longest hold's lease while held.
 func TestRWMutexTTL(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		ctx := ctxTimeout(t, time.Minute)
-		rw := c.RWMutex(lockName(t))
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		ctx := testkit.CtxTimeout(t, time.Minute)
+		rw := c.RWMutex(testkit.LockName(t))
 		if d, err := rw.TTL(ctx); d != -2*time.Nanosecond || err != nil {
 			t.Fatalf("TTL of a free lock = %v, %v, want -2ns", d, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestSemaphoreHammer: goroutines over three Clients take one or two of
@@ -17,11 +18,11 @@ import (
 // than three are in use, more than one is, and every permit is back at the
 // end.
 func TestSemaphoreHammer(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		const permits, workers, rounds = 3, 12, 25
-		clients := []*relock.Client{top.newClient(t), top.newClient(t), top.newClient(t)}
-		name := lockName(t)
-		ctx := ctxTimeout(t, time.Minute)
+		clients := []*relock.Client{top.NewClient(t), top.NewClient(t), top.NewClient(t)}
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, time.Minute)
 		if ok, err := clients[0].Semaphore(name).TrySetPermits(ctx, permits); !ok || err != nil {
 			t.Fatalf("TrySetPermits: %v %v", ok, err)
 		}
@@ -82,9 +83,9 @@ func TestSemaphoreHammer(t *testing.T) {
 }
 
 func TestSemaphoreBasics(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		s := top.newClient(t).Semaphore(lockName(t))
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		s := top.NewClient(t).Semaphore(testkit.LockName(t))
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		expect := func(want int) {
 			t.Helper()
 			if n, err := s.Available(ctx); n != want || err != nil {
@@ -128,10 +129,10 @@ func TestSemaphoreBasics(t *testing.T) {
 // TestSemaphoreWakesWhatFits: a release wakes only the local waiters its
 // permits can satisfy, oldest first, skipping a request too large.
 func TestSemaphoreWakesWhatFits(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		waiter, releaser := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 20*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		waiter, releaser := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
 		s := waiter.Semaphore(name)
 		if ok, err := s.TrySetPermits(ctx, 1); !ok || err != nil {
 			t.Fatal(ok, err)
@@ -147,7 +148,7 @@ func TestSemaphoreWakesWhatFits(t *testing.T) {
 				}
 				done <- i
 			}()
-			eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return waiter.Stats().Asleep == int64(i+1) })
+			testkit.Eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return waiter.Stats().Asleep == int64(i+1) })
 		}
 		before := waiter.Stats().Wakeups
 		if err := releaser.Semaphore(name).Release(ctx, 1); err != nil {
@@ -156,7 +157,7 @@ func TestSemaphoreWakesWhatFits(t *testing.T) {
 		if i := <-done; i != 1 {
 			t.Fatalf("waiter %d went first; want the oldest that fits, 1", i)
 		}
-		eventually(t, 5*time.Second, "the others to sleep", func() bool { return waiter.Stats().Asleep == 2 })
+		testkit.Eventually(t, 5*time.Second, "the others to sleep", func() bool { return waiter.Stats().Asleep == 2 })
 		if woken := waiter.Stats().Wakeups - before; woken != 1 {
 			t.Fatalf("one permit woke %d waiters, want 1", woken)
 		}
@@ -178,11 +179,11 @@ func TestSemaphoreWakesWhatFits(t *testing.T) {
 // TestSemaphoreCancelledWaiterLeavesNothing: a waiter whose context ends
 // leaves no subscription, key or goroutine (TestMain checks goroutines).
 func TestSemaphoreCancelledWaiterLeavesNothing(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		rdb := top.rdb(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		rdb := top.RDB(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		s := c.Semaphore(name)
 		if ok, err := s.TrySetPermits(ctx, 1); !ok || err != nil {
 			t.Fatal(ok, err)
@@ -190,15 +191,15 @@ func TestSemaphoreCancelledWaiterLeavesNothing(t *testing.T) {
 		if ok, err := s.TryAcquire(ctx, 1); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
-		before := keysOf(t, rdb, name)
+		before := testkit.KeysOf(t, rdb, name)
 		waitCancelled(t, c, func(ctx context.Context) error { return s.Acquire(ctx, 1) })
 		if s := c.Stats(); s.Channels != 0 || s.Asleep != 0 {
 			t.Fatalf("waiter left %+v", s)
 		}
-		eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
+		testkit.Eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
 			return channelSubscribers(t, top, "redisson_sc:{"+name+"}") == 0
 		})
-		noNewKeys(t, before, keysOf(t, rdb, name))
+		noNewKeys(t, before, testkit.KeysOf(t, rdb, name))
 		if n, _ := s.Available(ctx); n != 0 {
 			t.Fatalf("%d permits available: a cancelled waiter changed the count", n)
 		}
@@ -206,11 +207,11 @@ func TestSemaphoreCancelledWaiterLeavesNothing(t *testing.T) {
 }
 
 func TestSemaphoreBadInput(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		rdb := top.rdb(t)
-		ctx := ctxTimeout(t, 10*time.Second)
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		rdb := top.RDB(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
+		name := testkit.LockName(t)
 		s := c.Semaphore(name)
 		for _, n := range []int{0, -1} {
 			if _, err := s.TrySetPermits(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
@@ -242,10 +243,10 @@ func TestSemaphoreBadInput(t *testing.T) {
 		if _, err := s.TryAcquire(ctx, 1); !errors.Is(err, relock.ErrWrongType) {
 			t.Errorf("TryAcquire of a hash: %v", err)
 		}
-		if keys := keysOf(t, rdb, name); len(keys) != 1 {
+		if keys := testkit.KeysOf(t, rdb, name); len(keys) != 1 {
 			t.Errorf("keys %v: bad input wrote something", keys)
 		}
-		closed := top.newClient(t)
+		closed := top.NewClient(t)
 		_ = closed.Close()
 		if err := closed.Semaphore(name).Release(ctx, 1); !errors.Is(err, relock.ErrClosed) {
 			t.Errorf("Release on a closed client: %v", err)
@@ -256,31 +257,31 @@ func TestSemaphoreBadInput(t *testing.T) {
 // TestSemaphoreLostReply: an acquisition whose reply is lost is undone, and
 // a release whose reply is lost is applied once.
 func TestSemaphoreLostReply(t *testing.T) {
-	rdb := closeLater(t, standalone.Client())
-	c := newClient(t, rdb)
-	s := c.Semaphore(lockName(t))
-	ctx := ctxTimeout(t, 10*time.Second)
+	rdb := testkit.CloseLater(t, testkit.Standalone.Client())
+	c := testkit.NewClient(t, rdb)
+	s := c.Semaphore(testkit.LockName(t))
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	if ok, err := s.TrySetPermits(ctx, 2); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	drop := &dropReply{script: "sem_acquire.lua"}
+	drop := &testkit.DropReply{Script: "sem_acquire.lua"}
 	rdb.AddHook(drop)
-	drop.armed.Store(true)
-	if err := s.Acquire(ctx, 1); !errors.Is(err, errDropped) {
+	drop.Armed.Store(true)
+	if err := s.Acquire(ctx, 1); !errors.Is(err, testkit.ErrDropped) {
 		t.Fatalf("Acquire = %v, want the dropped reply's error", err)
 	}
-	if n, _ := s.Available(ctx); n != 2 || drop.dropped.Load() != 1 {
+	if n, _ := s.Available(ctx); n != 2 || drop.Dropped.Load() != 1 {
 		t.Fatalf("%d permits available after an undone acquisition, want 2", n)
 	}
-	drop.script = "sem_release.lua"
+	drop.Script = "sem_release.lua"
 	if ok, err := s.TryAcquire(ctx, 1); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	drop.armed.Store(true)
+	drop.Armed.Store(true)
 	if err := s.Release(ctx, 1); err != nil {
 		t.Fatalf("Release with a lost reply: %v, want it resolved", err)
 	}
-	if n, _ := s.Available(ctx); n != 2 || drop.dropped.Load() != 2 {
+	if n, _ := s.Available(ctx); n != 2 || drop.Dropped.Load() != 2 {
 		t.Fatalf("%d permits available after a resolved release, want 2", n)
 	}
 }
@@ -288,10 +289,10 @@ func TestSemaphoreLostReply(t *testing.T) {
 // TestSynchronizersHashTagNames: names with their own hash tag keep every
 // key and channel of a synchronizer in one cluster slot.
 func TestSynchronizersHashTagNames(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		name := "test:{" + lockName(t) + "}:tagged"
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		name := "test:{" + testkit.LockName(t) + "}:tagged"
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		s := c.Semaphore(name + ":sem")
 		if ok, err := s.TrySetPermits(ctx, 1); !ok || err != nil {
 			t.Fatalf("semaphore: %v %v", ok, err)
@@ -334,10 +335,10 @@ func TestSynchronizersHashTagNames(t *testing.T) {
 // until holders have released enough; a positive one adds them back and
 // wakes the waiter. Zero is refused.
 func TestSemaphoreAddPermitsResizes(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		ctx := ctxTimeout(t, time.Minute)
-		s := c.Semaphore(lockName(t))
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		ctx := testkit.CtxTimeout(t, time.Minute)
+		s := c.Semaphore(testkit.LockName(t))
 		if ok, err := s.TrySetPermits(ctx, 2); !ok || err != nil {
 			t.Fatalf("TrySetPermits: %v %v", ok, err)
 		}

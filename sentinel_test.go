@@ -7,6 +7,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestSentinel: the Mutex works through a Sentinel failover client, and
@@ -14,10 +15,10 @@ import (
 func TestSentinel(t *testing.T) {
 	t.Parallel()
 	s := redistest.NewSentinel(t)
-	c := newClient(t, closeLater(t, s.FailoverClient()), relock.WithWatchdogTimeout(time.Second))
-	other := newClient(t, closeLater(t, s.FailoverClient()))
-	name := lockName(t)
-	ctx := ctxTimeout(t, 60*time.Second)
+	c := testkit.NewClient(t, testkit.CloseLater(t, s.FailoverClient()), relock.WithWatchdogTimeout(time.Second))
+	other := testkit.NewClient(t, testkit.CloseLater(t, s.FailoverClient()))
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, 60*time.Second)
 
 	l, err := c.Mutex(name).Lock(ctx)
 	if err != nil {
@@ -34,7 +35,7 @@ func TestSentinel(t *testing.T) {
 	// around the whole name, where Redisson runs: a Redisson awaiter hears
 	// relock's messages.
 	latch := "{" + name + "}:done"
-	ps := closeLater(t, s.FailoverClient()).Subscribe(ctx, "redisson_countdownlatch__channel__{"+latch+"}")
+	ps := testkit.CloseLater(t, s.FailoverClient()).Subscribe(ctx, "redisson_countdownlatch__channel__{"+latch+"}")
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func TestSentinel(t *testing.T) {
 	// The failover client reconnects to the new master; the first calls
 	// after the switch may fail while it does.
 	var nl *relock.Lease
-	eventually(t, 30*time.Second, "a lock on the new master", func() bool {
+	testkit.Eventually(t, 30*time.Second, "a lock on the new master", func() bool {
 		nl, err = c.Mutex(name).TryLock(ctx)
 		return err == nil
 	})

@@ -9,16 +9,17 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/history"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestSpinHammer: spinning waiters exclude each other and subscribe to
 // nothing.
 func TestSpinHammer(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		clients := []*relock.Client{top.newClient(t), top.newClient(t)}
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		clients := []*relock.Client{top.NewClient(t), top.NewClient(t)}
+		name := testkit.LockName(t)
 		rec := history.New()
-		ctx := ctxTimeout(t, time.Minute)
+		ctx := testkit.CtxTimeout(t, time.Minute)
 		spin := relock.WithSpin(100*time.Microsecond, 2*time.Millisecond)
 		counter := 0
 		var wg sync.WaitGroup
@@ -61,9 +62,9 @@ func TestSpinHammer(t *testing.T) {
 }
 
 func TestSpinBadOptions(t *testing.T) {
-	c := newClient(t, closeLater(t, standalone.Client()))
-	m := c.Mutex(lockName(t))
-	ctx := ctxTimeout(t, 5*time.Second)
+	c := testkit.NewClient(t, testkit.CloseLater(t, testkit.Standalone.Client()))
+	m := c.Mutex(testkit.LockName(t))
+	ctx := testkit.CtxTimeout(t, 5*time.Second)
 	for _, o := range []relock.LockOption{
 		relock.WithSpin(0, time.Millisecond),
 		relock.WithSpin(-time.Millisecond, time.Millisecond),

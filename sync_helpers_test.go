@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // gauge tracks how many permits are in use, and the most seen at once.
@@ -52,10 +53,10 @@ func waitCancelled(t *testing.T, c *relock.Client, wait func(ctx context.Context
 	}
 }
 
-func subscribe(ctx context.Context, t *testing.T, top topology, rdb redis.UniversalClient, channel string) *redis.PubSub {
+func subscribe(ctx context.Context, t *testing.T, top testkit.Topology, rdb redis.UniversalClient, channel string) *redis.PubSub {
 	t.Helper()
 	var ps *redis.PubSub
-	if top.name == "cluster" {
+	if top.Name == "cluster" {
 		ps = rdb.SSubscribe(ctx, channel)
 	} else {
 		ps = rdb.Subscribe(ctx, channel)
@@ -68,11 +69,11 @@ func subscribe(ctx context.Context, t *testing.T, top topology, rdb redis.Univer
 }
 
 // channelSubscribers counts the server's subscribers of a channel.
-func channelSubscribers(t testing.TB, top topology, channel string) int64 {
+func channelSubscribers(t testing.TB, top testkit.Topology, channel string) int64 {
 	t.Helper()
-	ctx := ctxTimeout(t, 5*time.Second)
-	if top.name == "cluster" {
-		c, err := top.rdb(t).(*redis.ClusterClient).MasterForKey(ctx, channel)
+	ctx := testkit.CtxTimeout(t, 5*time.Second)
+	if top.Name == "cluster" {
+		c, err := top.RDB(t).(*redis.ClusterClient).MasterForKey(ctx, channel)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +83,7 @@ func channelSubscribers(t testing.TB, top topology, channel string) int64 {
 		}
 		return n[channel]
 	}
-	n, err := closeLater(t, standalone.Client()).PubSubNumSub(ctx, channel).Result()
+	n, err := testkit.CloseLater(t, testkit.Standalone.Client()).PubSubNumSub(ctx, channel).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,27 +95,17 @@ func channelSubscribers(t testing.TB, top topology, channel string) int64 {
 func noNewKeys(t testing.TB, before, after []string) {
 	t.Helper()
 	for _, k := range after {
-		if !contains(before, k) {
+		if !testkit.Contains(before, k) {
 			t.Fatalf("key %s left behind (keys before: %v)", k, before)
 		}
 	}
 }
 
-func javaPublish(top topology) string {
-	if top.name == "cluster" {
+func javaPublish(top testkit.Topology) string {
+	if top.Name == "cluster" {
 		return "spublish"
 	}
 	return "publish"
-}
-
-// newPermits returns a PermitSemaphore of a fresh name with n permits.
-func newPermits(t *testing.T, c *relock.Client, n int) *relock.PermitSemaphore {
-	t.Helper()
-	ps := c.PermitSemaphore(lockName(t))
-	if ok, err := ps.TrySetPermits(ctxTimeout(t, 5*time.Second), n); !ok || err != nil {
-		t.Fatalf("TrySetPermits: %v %v", ok, err)
-	}
-	return ps
 }
 
 func waitPermitDone(t testing.TB, p *relock.Permit, bound time.Duration) {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // javaSemaphore acts on a semaphore the way Redisson's RSemaphore does:
@@ -22,7 +23,7 @@ type javaSemaphore struct {
 	publish string
 }
 
-func newJavaSemaphore(top topology, rdb redis.UniversalClient, name string) *javaSemaphore {
+func newJavaSemaphore(top testkit.Topology, rdb redis.UniversalClient, name string) *javaSemaphore {
 	return &javaSemaphore{rdb: rdb, keys: []string{name, "redisson_sc:{" + name + "}"}, publish: javaPublish(top)}
 }
 
@@ -47,13 +48,13 @@ func (j *javaSemaphore) release(ctx context.Context, n int) (int64, error) {
 }
 
 func TestSemaphoreRedissonInterop(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		c := top.newClient(t)
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c := top.NewClient(t)
+		name := testkit.LockName(t)
 		s := c.Semaphore(name)
 		java := newJavaSemaphore(top, rdb, name)
-		ctx := ctxTimeout(t, 10*time.Second)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 
 		// Java sets and takes; relock sees it, waits, and is woken by
 		// Java's release.
@@ -68,7 +69,7 @@ func TestSemaphoreRedissonInterop(t *testing.T) {
 		}
 		got := make(chan error, 1)
 		go func() { got <- s.Acquire(ctx, 1) }()
-		eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
+		testkit.Eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
 		if _, err := java.release(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -161,13 +162,13 @@ return 1`, j.keys, id, time.Now().UnixMilli(), j.publish).Int64()
 }
 
 func TestPermitSemaphoreRedissonInterop(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		c := top.newClient(t, relock.WithWatchdogTimeout(300*time.Millisecond))
-		ps := newPermits(t, c, 1)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c := top.NewClient(t, relock.WithWatchdogTimeout(300*time.Millisecond))
+		ps := testkit.NewPermits(t, c, 1)
 		name := ps.Name()
 		java := &javaPermits{rdb: rdb, keys: []string{name, "{" + name + "}:timeout", "redisson_sc:{" + name + "}"}, publish: javaPublish(top)}
-		ctx := ctxTimeout(t, 10*time.Second)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 
 		// Java holds a permit: relock waits and is woken by Java's release.
 		javaID := []byte("0123456789abcdef")
@@ -185,7 +186,7 @@ func TestPermitSemaphoreRedissonInterop(t *testing.T) {
 			}
 			got <- p
 		}()
-		eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
+		testkit.Eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
 		if v, err := java.release(ctx, hex.EncodeToString(javaID)); v != 1 || err != nil {
 			t.Fatal(v, err)
 		}
@@ -212,7 +213,7 @@ func TestPermitSemaphoreRedissonInterop(t *testing.T) {
 			}
 			got <- p
 		}()
-		eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
+		testkit.Eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
 		wakes := c.Stats().Wakeups
 		if v, err := java.release(ctx, hex.EncodeToString(javaID2)); v != 1 || err != nil {
 			t.Fatal(v, err)
@@ -258,21 +259,21 @@ func TestPermitSemaphoreRedissonInterop(t *testing.T) {
 // cluster Redisson cannot use such a name: its script's channel key hashes
 // to another slot (CROSSSLOT).
 func TestLatchRedissonInterop(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		base := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		base := testkit.LockName(t)
 		for _, name := range []string{base, "{" + base + "}:done"} {
 			t.Run(strings.ReplaceAll(name, "{", "("), func(t *testing.T) { latchRedissonInterop(t, top, name) })
 		}
 	})
 }
 
-func latchRedissonInterop(t *testing.T, top topology, name string) {
-	rdb := top.rdb(t)
-	c := top.newClient(t)
+func latchRedissonInterop(t *testing.T, top testkit.Topology, name string) {
+	rdb := top.RDB(t)
+	c := top.NewClient(t)
 	keys := []string{name, "redisson_countdownlatch__channel__{" + name + "}"}
 	publish := javaPublish(top)
-	ctx := ctxTimeout(t, 10*time.Second)
-	if top.name == "cluster" && strings.HasPrefix(name, "{") {
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	if top.Name == "cluster" && strings.HasPrefix(name, "{") {
 		err := rdb.Eval(ctx, "return redis.call('exists', KEYS[1])", keys).Err()
 		if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 			t.Fatalf("Redisson's latch keys of %q on a cluster: %v, want CROSSSLOT", name, err)
@@ -285,8 +286,8 @@ func latchRedissonInterop(t *testing.T, top topology, name string) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- l.Await(ctx) }()
-		eventually(t, 5*time.Second, "relock to await", func() bool { return c.Stats().Asleep == 1 })
-		if err := top.newClient(t).CountDownLatch(name).CountDown(ctx); err != nil {
+		testkit.Eventually(t, 5*time.Second, "relock to await", func() bool { return c.Stats().Asleep == 1 })
+		if err := top.NewClient(t).CountDownLatch(name).CountDown(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-done; err != nil || c.Stats().Wakeups == 0 {
@@ -322,7 +323,7 @@ return v`, keys, "0", publish).Err()
 	}
 	done := make(chan error, 1)
 	go func() { done <- l.Await(ctx) }()
-	eventually(t, 5*time.Second, "relock to await", func() bool { return c.Stats().Asleep == 1 })
+	testkit.Eventually(t, 5*time.Second, "relock to await", func() bool { return c.Stats().Asleep == 1 })
 	javaCountDown()
 	if err := <-done; err != nil {
 		t.Fatal(err)

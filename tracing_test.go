@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // attrs returns a span's attributes by key.
@@ -25,9 +26,9 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 func TestTracing(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	c := newClient(t, closeLater(t, standalone.Client()), relock.WithTracerProvider(tp))
-	ctx := ctxTimeout(t, 10*time.Second)
-	name := lockName(t)
+	c := testkit.NewClient(t, testkit.CloseLater(t, testkit.Standalone.Client()), relock.WithTracerProvider(tp))
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	name := testkit.LockName(t)
 
 	l, err := c.Mutex(name).Lock(ctx)
 	if err != nil {
@@ -85,7 +86,7 @@ func TestTracing(t *testing.T) {
 }
 
 func TestTracingNilProvider(t *testing.T) {
-	_, err := relock.New(closeLater(t, standalone.Client()), relock.WithTracerProvider(nil))
+	_, err := relock.New(testkit.CloseLater(t, testkit.Standalone.Client()), relock.WithTracerProvider(nil))
 	if !errors.Is(err, relock.ErrInvalidOption) {
 		t.Fatalf("New with a nil tracer provider: %v, want ErrInvalidOption", err)
 	}

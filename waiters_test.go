@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // Waiters never sleep past a free moment: whatever shortens the time a
@@ -48,9 +49,9 @@ func waitInBackground[T any](t *testing.T, ctx context.Context, call func(contex
 func siblingWaits[T any](t *testing.T, ctx context.Context, c *relock.Client, short, long func(context.Context) (T, error), release func() error) waited[T] {
 	t.Helper()
 	shortGot := waitInBackground(t, ctx, short)
-	eventually(t, 5*time.Second, "the first waiter to sleep", func() bool { return c.Stats().Asleep == 1 })
+	testkit.Eventually(t, 5*time.Second, "the first waiter to sleep", func() bool { return c.Stats().Asleep == 1 })
 	longGot := waitInBackground(t, ctx, long)
-	eventually(t, 5*time.Second, "the second waiter to sleep", func() bool { return c.Stats().Asleep == 2 })
+	testkit.Eventually(t, 5*time.Second, "the second waiter to sleep", func() bool { return c.Stats().Asleep == 2 })
 	if err := release(); err != nil {
 		t.Fatal(err)
 	}
@@ -72,27 +73,27 @@ func siblingWaits[T any](t *testing.T, ctx context.Context, c *relock.Client, sh
 // without an unlock. The writer must get the lock when it does, not when
 // the long reader's hold would have ended.
 func TestRWMutexWriterToldWhenReaderLeaves(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		a, b, w := top.newClient(t), top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, staleBound+10*time.Second)
-		must := rwMust(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		a, b, w := top.NewClient(t), top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, staleBound+10*time.Second)
+		must := testkit.RWMust(t)
 		must(a.RWMutex(name).RLock(ctx, relock.WithLease(time.Second))) // left to expire
 		long := must(b.RWMutex(name).RLock(ctx, relock.WithLease(time.Hour)))
 		got := waitInBackground(t, ctx, func(ctx context.Context) (*relock.Lease, error) {
 			return w.RWMutex(name).Lock(ctx)
 		})
-		eventually(t, 5*time.Second, "the writer to wait", func() bool {
-			return w.Stats().Asleep == 1 && rwSubscribers(t, top, name) == 1
+		testkit.Eventually(t, 5*time.Second, "the writer to wait", func() bool {
+			return w.Stats().Asleep == 1 && testkit.RWSubscribers(t, top, name) == 1
 		})
 		left := time.Now()
-		rwUnlockAll(t, ctx, long)
+		testkit.RWUnlockAll(t, ctx, long)
 		r := <-got
 		if r.err != nil {
 			t.Fatalf("writer, told the long reader's hour, did not get the lock freed by the short reader's expiry: %v", r.err)
 		}
 		t.Logf("writer acquired %v after the long reader left", r.at.Sub(left).Round(time.Millisecond))
-		rwUnlockAll(t, ctx, r.v)
+		testkit.RWUnlockAll(t, ctx, r.v)
 	})
 }
 
@@ -101,11 +102,11 @@ func TestRWMutexWriterToldWhenReaderLeaves(t *testing.T) {
 // Client closes. The waiter must get the permit when the short lease runs
 // out, not at the watchdog's expiry it was told.
 func TestPermitWaiterToldOfShorterLease(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		holder := top.newClient(t, relock.WithWatchdogTimeout(time.Hour))
-		waiter := top.newClient(t)
-		name := newPermits(t, holder, 1).Name()
-		ctx := ctxTimeout(t, staleBound+10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		holder := top.NewClient(t, relock.WithWatchdogTimeout(time.Hour))
+		waiter := top.NewClient(t)
+		name := testkit.NewPermits(t, holder, 1).Name()
+		ctx := testkit.CtxTimeout(t, staleBound+10*time.Second)
 		p, err := holder.PermitSemaphore(name).Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -113,7 +114,7 @@ func TestPermitWaiterToldOfShorterLease(t *testing.T) {
 		got := waitInBackground(t, ctx, func(ctx context.Context) (*relock.Permit, error) {
 			return waiter.PermitSemaphore(name).Acquire(ctx)
 		})
-		eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return waiter.Stats().Asleep == 1 })
+		testkit.Eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return waiter.Stats().Asleep == 1 })
 		updated := time.Now()
 		if err := p.UpdateLease(ctx, 300*time.Millisecond); err != nil {
 			t.Fatal(err)
@@ -138,10 +139,10 @@ func TestPermitWaiterToldOfShorterLease(t *testing.T) {
 // other, told the hour at its last attempt, must get the lock when that
 // second is up.
 func TestMutexSiblingToldOfShorterHold(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		holder, c := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, staleBound+10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		holder, c := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, staleBound+10*time.Second)
 		held, err := holder.Mutex(name).Lock(ctx, relock.WithLease(time.Hour))
 		if err != nil {
 			t.Fatal(err)
@@ -163,18 +164,18 @@ func TestMutexSiblingToldOfShorterHold(t *testing.T) {
 // it gives up. The other, told the old hour, must get the lock when the
 // new TTL runs out.
 func TestMutexLeavingWaiterPassesItsTime(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		holder, c := top.newClient(t), top.newClient(t)
-		rdb := top.rdb(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, staleBound+10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		holder, c := top.NewClient(t), top.NewClient(t)
+		rdb := top.RDB(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, staleBound+10*time.Second)
 		if _, err := holder.Mutex(name).Lock(ctx, relock.WithLease(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		got := waitInBackground(t, ctx, func(ctx context.Context) (*relock.Lease, error) {
 			return c.Mutex(name).Lock(ctx)
 		})
-		eventually(t, 5*time.Second, "the first waiter to sleep", func() bool { return c.Stats().Asleep == 1 })
+		testkit.Eventually(t, 5*time.Second, "the first waiter to sleep", func() bool { return c.Stats().Asleep == 1 })
 		if err := rdb.PExpire(ctx, name, 2*time.Second).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +183,7 @@ func TestMutexLeavingWaiterPassesItsTime(t *testing.T) {
 		left := waitInBackground(t, lctx, func(ctx context.Context) (*relock.Lease, error) {
 			return c.Mutex(name).Lock(ctx)
 		})
-		eventually(t, 5*time.Second, "the second waiter to sleep", func() bool { return c.Stats().Asleep == 2 })
+		testkit.Eventually(t, 5*time.Second, "the second waiter to sleep", func() bool { return c.Stats().Asleep == 2 })
 		leave()
 		if r := <-left; r.err == nil {
 			t.Fatal("the second waiter got the lock")
@@ -202,11 +203,11 @@ func TestMutexLeavingWaiterPassesItsTime(t *testing.T) {
 // one of them, which takes the permit for one second and lets it expire.
 // The other must get the permit when that second is up.
 func TestPermitSiblingToldOfShorterLease(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		holder := top.newClient(t, relock.WithWatchdogTimeout(time.Hour))
-		c := top.newClient(t)
-		name := newPermits(t, holder, 1).Name()
-		ctx := ctxTimeout(t, staleBound+10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		holder := top.NewClient(t, relock.WithWatchdogTimeout(time.Hour))
+		c := top.NewClient(t)
+		name := testkit.NewPermits(t, holder, 1).Name()
+		ctx := testkit.CtxTimeout(t, staleBound+10*time.Second)
 		held, err := holder.PermitSemaphore(name).Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -227,10 +228,10 @@ func TestPermitSiblingToldOfShorterLease(t *testing.T) {
 // it expire. The next waiter, told the hour at its last attempt and with a
 // heartbeat of a minute, must get the lock when that second is up.
 func TestFairMutexHeadToldOfShorterHold(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		holder, a, b := top.newClient(t), top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, staleBound+10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		holder, a, b := top.NewClient(t), top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, staleBound+10*time.Second)
 		fair := func(c *relock.Client) *relock.FairMutex {
 			return c.FairMutex(name, relock.WithWaiterTimeout(3*time.Minute))
 		}
@@ -241,11 +242,11 @@ func TestFairMutexHeadToldOfShorterHold(t *testing.T) {
 		first := waitInBackground(t, ctx, func(ctx context.Context) (*relock.Lease, error) {
 			return fair(a).Lock(ctx, relock.WithLease(time.Second)) // left to expire
 		})
-		eventually(t, 5*time.Second, "the first waiter to sleep", func() bool { return a.Stats().Asleep == 1 })
+		testkit.Eventually(t, 5*time.Second, "the first waiter to sleep", func() bool { return a.Stats().Asleep == 1 })
 		got := waitInBackground(t, ctx, func(ctx context.Context) (*relock.Lease, error) {
 			return fair(b).Lock(ctx)
 		})
-		eventually(t, 5*time.Second, "the second waiter to sleep", func() bool { return b.Stats().Asleep == 1 })
+		testkit.Eventually(t, 5*time.Second, "the second waiter to sleep", func() bool { return b.Stats().Asleep == 1 })
 		if err := held.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}

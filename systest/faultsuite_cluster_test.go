@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestFaultCluster runs on a cluster of its own (3 masters, one replica
@@ -25,8 +26,8 @@ import (
 func TestFaultCluster(t *testing.T) {
 	t.Parallel()
 	c := redistest.NewCluster(t, 3, 1)
-	rdb := func() redis.UniversalClient { return closeLater(t, c.Client()) }
-	ctx := ctxTimeout(t, 10*time.Minute)
+	rdb := func() redis.UniversalClient { return testkit.CloseLater(t, c.Client()) }
+	ctx := testkit.CtxTimeout(t, 10*time.Minute)
 
 	t.Run("pubsub-killed", func(t *testing.T) {
 		o, kills := pubsubStorm(t, mutexKind, rdb, c.KillPubSubClients, relock.WithoutReplicaSync())
@@ -38,7 +39,7 @@ func TestFaultCluster(t *testing.T) {
 	clients := make([][]*relock.Client, len(modes))
 	for i, m := range modes {
 		for range 2 {
-			clients[i] = append(clients[i], newClient(t, rdb(), append([]relock.Option{relock.WithWatchdogTimeout(lease)}, m.opts...)...))
+			clients[i] = append(clients[i], testkit.NewClient(t, rdb(), append([]relock.Option{relock.WithWatchdogTimeout(lease)}, m.opts...)...))
 		}
 	}
 	n := rounds(1, 4)
@@ -129,12 +130,12 @@ func clusterPhase(t *testing.T, c *redistest.Cluster, modes []replicaSync, clien
 // of the cluster, so that every slot range is exercised.
 func namesOnEveryMaster(t *testing.T, c *redistest.Cluster, tag string, perMaster int) []string {
 	t.Helper()
-	ctx := ctxTimeout(t, 30*time.Second)
-	rdb := closeLater(t, c.Client())
+	ctx := testkit.CtxTimeout(t, 30*time.Second)
+	rdb := testkit.CloseLater(t, c.Client())
 	count := make(map[*redistest.Server]int)
 	var out []string
 	for len(out) < perMaster*len(c.Masters) {
-		name := lockName(t) + ":" + tag
+		name := testkit.LockName(t) + ":" + tag
 		slot, err := rdb.ClusterKeySlot(ctx, name).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -155,7 +156,7 @@ func namesOnEveryMaster(t *testing.T, c *redistest.Cluster, tag string, perMaste
 // replica with its link up and every node reports cluster_state:ok.
 func waitRejoined(t *testing.T, c *redistest.Cluster, node *redistest.Server) {
 	t.Helper()
-	eventually(t, 60*time.Second, node.Addr+" to rejoin as a replica", func() bool {
+	testkit.Eventually(t, 60*time.Second, node.Addr+" to rejoin as a replica", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		f, err := infoFields(ctx, node, "replication")

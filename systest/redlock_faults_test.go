@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestRedLockMastersKilled: a hold survives the loss of two of five
@@ -15,10 +16,10 @@ func TestRedLockMastersKilled(t *testing.T) {
 	t.Parallel()
 	ms := redistest.NewMasters(t, 5)
 	const timeout = 400 * time.Millisecond
-	ours := nodes(t, ms, relock.WithWatchdogTimeout(timeout))
-	theirs, rdbs := nodes(t, ms), direct(t, ms)
-	name := lockName(t)
-	ctx := ctxTimeout(t, 20*time.Second)
+	ours := testkit.Nodes(t, ms, relock.WithWatchdogTimeout(timeout))
+	theirs, rdbs := testkit.Nodes(t, ms), testkit.Direct(t, ms)
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
 	l, err := relock.NewRedLock(name, ours...).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +28,7 @@ func TestRedLockMastersKilled(t *testing.T) {
 		if err := ms[i].Kill(); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Second, "the node hold on the killed master to be lost", func() bool {
+		testkit.Eventually(t, 5*time.Second, "the node hold on the killed master to be lost", func() bool {
 			return ours[i].Stats().Held == 0
 		})
 		if err := l.Err(); err != nil {
@@ -46,7 +47,7 @@ func TestRedLockMastersKilled(t *testing.T) {
 	if err := ms[2].Kill(); err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, l, 5*time.Second)
+	testkit.WaitDone(t, l, 5*time.Second)
 	if !errors.Is(l.Err(), relock.ErrLockLost) {
 		t.Fatalf("Err() = %v after killing three masters, want ErrLockLost", l.Err())
 	}
@@ -54,11 +55,11 @@ func TestRedLockMastersKilled(t *testing.T) {
 		t.Fatalf("Unlock: %v, want ErrNotHeld", err)
 	}
 	for _, i := range []int{3, 4} {
-		if exists(t, rdbs[i], name) {
+		if testkit.Exists(t, rdbs[i], name) {
 			t.Fatalf("node %d still locked after Unlock", i)
 		}
 	}
-	idle(t, ours[3], ours[4])
+	testkit.Idle(t, ours[3], ours[4])
 }
 
 // TestRedLockMasterRestarted: a master restarted without persistence
@@ -66,10 +67,10 @@ func TestRedLockMastersKilled(t *testing.T) {
 func TestRedLockMasterRestarted(t *testing.T) {
 	t.Parallel()
 	ms := redistest.NewMasters(t, 5)
-	ours := nodes(t, ms, relock.WithWatchdogTimeout(400*time.Millisecond))
-	theirs, rdbs := nodes(t, ms), direct(t, ms)
-	name := lockName(t)
-	ctx := ctxTimeout(t, 20*time.Second)
+	ours := testkit.Nodes(t, ms, relock.WithWatchdogTimeout(400*time.Millisecond))
+	theirs, rdbs := testkit.Nodes(t, ms), testkit.Direct(t, ms)
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
 	l, err := relock.NewRedLock(name, ours...).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -77,10 +78,10 @@ func TestRedLockMasterRestarted(t *testing.T) {
 	if err := ms[0].Restart(); err != nil {
 		t.Fatal(err)
 	}
-	if exists(t, rdbs[0], name) {
+	if testkit.Exists(t, rdbs[0], name) {
 		t.Fatal("the restarted master kept the key without persistence")
 	}
-	eventually(t, 5*time.Second, "the node hold on the restarted master to be lost", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the node hold on the restarted master to be lost", func() bool {
 		return ours[0].Stats().Held == 0
 	})
 	if err := l.Err(); err != nil {
@@ -93,7 +94,7 @@ func TestRedLockMasterRestarted(t *testing.T) {
 		t.Fatalf("Unlock: %v", err)
 	}
 	for i := range rdbs {
-		if exists(t, rdbs[i], name) {
+		if testkit.Exists(t, rdbs[i], name) {
 			t.Fatalf("node %d still locked after Unlock", i)
 		}
 	}
@@ -110,9 +111,9 @@ func TestRedLockRestartGrantsTwice(t *testing.T) {
 	// Fixed leases, checked every 10s (a third of the default watchdog
 	// timeout): the first holder learns of the restart long after the
 	// test is over.
-	ours, theirs, third := nodes(t, ms), nodes(t, ms), nodes(t, ms)
-	name := lockName(t)
-	ctx := ctxTimeout(t, 20*time.Second)
+	ours, theirs, third := testkit.Nodes(t, ms), testkit.Nodes(t, ms), testkit.Nodes(t, ms)
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
 	var blockers []*relock.Lease
 	for i := range 2 {
 		b, err := third[i].Mutex(name).Lock(ctx)

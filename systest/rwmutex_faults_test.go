@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,18 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 const rwReaderEnv = "RELOCK_TEST_RW_READER"
-
-// A test binary started with rwReaderEnv set is a reader process for
-// TestRWMutexReaderKilled. It runs before TestMain, so that it needs no
-// hook there.
-func init() {
-	if os.Getenv(rwReaderEnv) != "" {
-		os.Exit(rwReaderProcess())
-	}
-}
 
 // rwReaderProcess takes the read lock named by the environment with a
 // watchdog lease, says "held", and waits to be killed.
@@ -45,31 +36,14 @@ func rwReaderProcess() int {
 	select {}
 }
 
-// readerFields returns the reader fields of a read-write lock's hash.
-func rwReaders(t testing.TB, rdb redis.UniversalClient, name string) []string {
-	t.Helper()
-	var fields []string
-	for f := range rdb.HGetAll(context.Background(), name).Val() {
-		if f != "mode" && f != "relock_token" && !strings.HasSuffix(f, ":write") {
-			fields = append(fields, f)
-		}
-	}
-	return fields
-}
-
-// holdKey is the key of a reader's i-th hold.
-func rwHoldKey(name, owner string, i int) string {
-	return fmt.Sprintf("{%s}:%s:rwlock_timeout:%d", name, owner, i)
-}
-
 // expiresAlone checks, with the dead reader's field known, that its hold
 // key expires while the live reader keeps its hold and the writer waits,
 // and that the writer gets the lock once the live reader leaves.
 func rwExpiresAlone(t *testing.T, rdb redis.UniversalClient, writer *relock.Client, name, dead string, live *relock.Lease, timeout time.Duration) {
 	t.Helper()
-	ctx := ctxTimeout(t, 20*time.Second)
-	eventually(t, 10*time.Second, "the dead reader's hold to expire", func() bool {
-		return rdb.Exists(ctx, rwHoldKey(name, dead, 1)).Val() == 0
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	testkit.Eventually(t, 10*time.Second, "the dead reader's hold to expire", func() bool {
+		return rdb.Exists(ctx, testkit.RWHoldKey(name, dead, 1)).Val() == 0
 	})
 	got := make(chan *relock.Lease, 1)
 	go func() {
@@ -79,7 +53,7 @@ func rwExpiresAlone(t *testing.T, rdb redis.UniversalClient, writer *relock.Clie
 		}
 		got <- l
 	}()
-	eventually(t, 5*time.Second, "the writer to wait", func() bool { return writer.Stats().Asleep == 1 })
+	testkit.Eventually(t, 5*time.Second, "the writer to wait", func() bool { return writer.Stats().Asleep == 1 })
 	// Several renewals of the live reader later, it still holds and the
 	// writer still waits.
 	time.Sleep(2 * timeout) // the passing of time is what is tested
@@ -94,31 +68,31 @@ func rwExpiresAlone(t *testing.T, rdb redis.UniversalClient, writer *relock.Clie
 	if ttl := rdb.PTTL(ctx, name).Val(); ttl <= 0 {
 		t.Fatalf("lock TTL %v while a reader holds", ttl)
 	}
-	rwUnlockAll(t, ctx, live)
+	testkit.RWUnlockAll(t, ctx, live)
 	wl := <-got
 	if wl == nil {
 		t.FailNow()
 	}
-	if f := rwReaders(t, rdb, name); len(f) != 0 {
+	if f := testkit.RWReaders(t, rdb, name); len(f) != 0 {
 		t.Fatalf("reader fields %v left under the writer", f)
 	}
-	rwUnlockAll(t, ctx, wl)
+	testkit.RWUnlockAll(t, ctx, wl)
 }
 
 // TestRWMutexDeadReaderExpiresAlone: a reader whose fixed lease runs out
 // loses its hold alone; the watchdog-kept reader beside it keeps its own.
 func TestRWMutexDeadReaderExpiresAlone(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		const timeout = 300 * time.Millisecond
-		c := top.newClient(t, relock.WithWatchdogTimeout(timeout))
-		writer := top.newClient(t)
-		rdb := top.rdb(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 20*time.Second)
-		short := rwMust(t)(c.RWMutex(name).RLock(ctx, relock.WithLease(150*time.Millisecond)))
-		dead := rwReaders(t, rdb, name)
-		live := rwMust(t)(c.RWMutex(name).RLock(ctx))
-		waitDone(t, short, 5*time.Second)
+		c := top.NewClient(t, relock.WithWatchdogTimeout(timeout))
+		writer := top.NewClient(t)
+		rdb := top.RDB(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
+		short := testkit.RWMust(t)(c.RWMutex(name).RLock(ctx, relock.WithLease(150*time.Millisecond)))
+		dead := testkit.RWReaders(t, rdb, name)
+		live := testkit.RWMust(t)(c.RWMutex(name).RLock(ctx))
+		testkit.WaitDone(t, short, 5*time.Second)
 		if !errors.Is(short.Err(), relock.ErrLockLost) {
 			t.Fatalf("short reader Err = %v", short.Err())
 		}
@@ -131,10 +105,9 @@ func TestRWMutexDeadReaderExpiresAlone(t *testing.T) {
 // keeps its own.
 func TestRWMutexReaderKilled(t *testing.T) {
 	const timeout = 500 * time.Millisecond
-	name := lockName(t)
-	rdb := closeLater(t, standalone.Client())
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), rwReaderEnv+"="+name, "RELOCK_TEST_ADDR="+standalone.Addr,
+	name := testkit.LockName(t)
+	rdb := testkit.CloseLater(t, testkit.Standalone.Client())
+	cmd := childCommand("rw-reader", rwReaderEnv+"="+name, "RELOCK_TEST_ADDR="+testkit.Standalone.Addr,
 		"RELOCK_TEST_WATCHDOG="+timeout.String())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -147,15 +120,15 @@ func TestRWMutexReaderKilled(t *testing.T) {
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "held\n" {
 		t.Fatalf("reader process said %q, %v", line, err)
 	}
-	dead := rwReaders(t, rdb, name)
-	c := newClient(t, standalone.Client(), relock.WithWatchdogTimeout(timeout))
-	ctx := ctxTimeout(t, 20*time.Second)
-	live := rwMust(t)(c.RWMutex(name).RLock(ctx))
+	dead := testkit.RWReaders(t, rdb, name)
+	c := testkit.NewClient(t, testkit.Standalone.Client(), relock.WithWatchdogTimeout(timeout))
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	live := testkit.RWMust(t)(c.RWMutex(name).RLock(ctx))
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	rwExpiresAlone(t, rdb, newClient(t, standalone.Client()), name, dead[0], live, timeout)
+	rwExpiresAlone(t, rdb, testkit.NewClient(t, testkit.Standalone.Client()), name, dead[0], live, timeout)
 }
 
 // TestRWMutexLostReplyIsUndone: an acquisition of either side applied by
@@ -165,40 +138,40 @@ func TestRWMutexLostReplyIsUndone(t *testing.T) {
 		for _, reentrant := range []bool{false, true} {
 			t.Run(fmt.Sprintf("write=%v/reentrant=%v", write, reentrant), func(t *testing.T) {
 				script := map[bool]string{false: "rw_read_lock.lua", true: "rw_write_lock.lua"}[write]
-				rdb := closeLater(t, standalone.Client())
-				drop := &dropReply{script: script}
+				rdb := testkit.CloseLater(t, testkit.Standalone.Client())
+				drop := &testkit.DropReply{Script: script}
 				rdb.AddHook(drop)
-				c := newClient(t, rdb)
-				rw := c.RWMutex(lockName(t))
+				c := testkit.NewClient(t, rdb)
+				rw := c.RWMutex(testkit.LockName(t))
 				lock := map[bool]func(context.Context, ...relock.LockOption) (*relock.Lease, error){false: rw.RLock, true: rw.Lock}[write]
-				ctx := ctxTimeout(t, 10*time.Second)
+				ctx := testkit.CtxTimeout(t, 10*time.Second)
 				if reentrant {
 					ctx = relock.WithOwner(ctx)
-					l := rwMust(t)(lock(ctx)) // an existing hold the undo must keep
-					defer rwUnlockAll(t, ctx, l)
+					l := testkit.RWMust(t)(lock(ctx)) // an existing hold the undo must keep
+					defer testkit.RWUnlockAll(t, ctx, l)
 				}
-				drop.armed.Store(true)
-				if _, err := lock(ctx); !errors.Is(err, errDropped) {
+				drop.Armed.Store(true)
+				if _, err := lock(ctx); !errors.Is(err, testkit.ErrDropped) {
 					t.Fatalf("lock = %v, want the dropped reply's error", err)
 				}
-				if drop.dropped.Load() != 1 {
+				if drop.Dropped.Load() != 1 {
 					t.Fatal("the reply was not dropped")
 				}
 				want := map[bool]int{false: 0, true: 1}[reentrant]
-				if n := holdCount(t, rdb, rw.Name()); n != want {
+				if n := testkit.HoldCount(t, rdb, rw.Name()); n != want {
 					t.Fatalf("hold count %d after an undone acquisition, want %d", n, want)
 				}
 				if !write && reentrant {
-					owner := rwReaders(t, rdb, rw.Name())[0]
-					if n := rdb.Exists(ctx, rwHoldKey(rw.Name(), owner, 1)).Val(); n != 1 {
+					owner := testkit.RWReaders(t, rdb, rw.Name())[0]
+					if n := rdb.Exists(ctx, testkit.RWHoldKey(rw.Name(), owner, 1)).Val(); n != 1 {
 						t.Fatal("the earlier hold's key was removed")
 					}
-					if n := rdb.Exists(ctx, rwHoldKey(rw.Name(), owner, 2)).Val(); n != 0 {
+					if n := rdb.Exists(ctx, testkit.RWHoldKey(rw.Name(), owner, 2)).Val(); n != 0 {
 						t.Fatal("the undone hold's key is left")
 					}
 				}
 				if !reentrant {
-					if keys := keysOf(t, rdb, rw.Name()); len(keys) > 0 {
+					if keys := testkit.KeysOf(t, rdb, rw.Name()); len(keys) > 0 {
 						t.Fatalf("keys left after the undo: %v", keys)
 					}
 				}
@@ -216,32 +189,32 @@ func TestRWMutexRetriedUnlockAppliedOnce(t *testing.T) {
 	for _, write := range []bool{false, true} {
 		t.Run(fmt.Sprintf("write=%v", write), func(t *testing.T) {
 			script := map[bool]string{false: "rw_read_unlock.lua", true: "rw_write_unlock.lua"}[write]
-			rdb := closeLater(t, standalone.Client())
-			drop := &dropReply{script: script}
+			rdb := testkit.CloseLater(t, testkit.Standalone.Client())
+			drop := &testkit.DropReply{Script: script}
 			rdb.AddHook(drop)
-			rw := newClient(t, rdb).RWMutex(lockName(t))
+			rw := testkit.NewClient(t, rdb).RWMutex(testkit.LockName(t))
 			lock := map[bool]func(context.Context, ...relock.LockOption) (*relock.Lease, error){false: rw.RLock, true: rw.Lock}[write]
-			ctx := relock.WithOwner(ctxTimeout(t, 10*time.Second))
-			a, b := rwMust(t)(lock(ctx)), rwMust(t)(lock(ctx))
-			drop.armed.Store(true)
-			if err := b.Unlock(ctx); !errors.Is(err, errDropped) {
+			ctx := relock.WithOwner(testkit.CtxTimeout(t, 10*time.Second))
+			a, b := testkit.RWMust(t)(lock(ctx)), testkit.RWMust(t)(lock(ctx))
+			drop.Armed.Store(true)
+			if err := b.Unlock(ctx); !errors.Is(err, testkit.ErrDropped) {
 				t.Fatalf("Unlock = %v, want the dropped reply's error", err)
 			}
 			if err := b.Unlock(ctx); err != nil {
 				t.Fatalf("retried Unlock: %v", err)
 			}
-			if n := holdCount(t, rdb, rw.Name()); n != 1 {
+			if n := testkit.HoldCount(t, rdb, rw.Name()); n != 1 {
 				t.Fatalf("hold count %d after a retried release, want 1", n)
 			}
 			if err := a.Err(); err != nil {
 				t.Fatalf("the other hold was disturbed: %v", err)
 			}
-			rwUnlockAll(t, ctx, a)
+			testkit.RWUnlockAll(t, ctx, a)
 			// A one-shot lease's retried release after a lost reply
 			// succeeds too.
-			l := rwMust(t)(lock(context.Background()))
-			drop.armed.Store(true)
-			if err := l.Unlock(ctx); !errors.Is(err, errDropped) {
+			l := testkit.RWMust(t)(lock(context.Background()))
+			drop.Armed.Store(true)
+			if err := l.Unlock(ctx); !errors.Is(err, testkit.ErrDropped) {
 				t.Fatalf("Unlock = %v", err)
 			}
 			if err := l.Unlock(ctx); err != nil {
@@ -255,9 +228,9 @@ func TestRWMutexRetriedUnlockAppliedOnce(t *testing.T) {
 }
 
 func TestRWMutexBadInput(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		long := strings.Repeat("x", relock.MaxNameLen+1)
 		for _, tc := range []struct {
 			name string
@@ -305,11 +278,11 @@ func TestRWMutexBadInput(t *testing.T) {
 // refused with ErrWrongType and left alone; a closed Client refuses every
 // call, and a waiter blocked when it closes returns ErrClosed.
 func TestRWMutexWrongTypeAndClosed(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		rdb := top.rdb(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		rdb := top.RDB(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		if err := rdb.Set(ctx, name, "not a lock", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -328,14 +301,14 @@ func TestRWMutexWrongTypeAndClosed(t *testing.T) {
 		}
 		rdb.Del(ctx, name)
 
-		w := top.newClient(t)
-		held := rwMust(t)(c.RWMutex(name).Lock(ctx))
+		w := top.NewClient(t)
+		held := testkit.RWMust(t)(c.RWMutex(name).Lock(ctx))
 		blocked := make(chan error, 1)
 		go func() {
 			_, err := w.RWMutex(name).RLock(ctx)
 			blocked <- err
 		}()
-		eventually(t, 5*time.Second, "the waiter to wait", func() bool { return w.Stats().Channels == 1 })
+		testkit.Eventually(t, 5*time.Second, "the waiter to wait", func() bool { return w.Stats().Channels == 1 })
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -352,6 +325,6 @@ func TestRWMutexWrongTypeAndClosed(t *testing.T) {
 		if _, err := w.RWMutex(name).IsLocked(ctx); !errors.Is(err, relock.ErrClosed) {
 			t.Fatalf("IsLocked on a closed client: %v", err)
 		}
-		rwUnlockAll(t, ctx, held)
+		testkit.RWUnlockAll(t, ctx, held)
 	})
 }

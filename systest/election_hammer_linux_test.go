@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/history"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // campaignerEnv names the election a campaigner child process runs for.
@@ -75,19 +76,15 @@ func campaign(ctx context.Context, e *relock.Election, who string, seed uint64, 
 	}
 }
 
-// campaignerHelper runs in a campaigner child process and exits; in any
-// other process it returns at once. It campaigns until killed, printing
-// its reports as "<kind> <term> <ns>".
-func campaignerHelper() {
+// campaignerProcess is a campaigner child process (role "campaigner"): it
+// campaigns until killed, printing its reports as "<kind> <term> <ns>".
+func campaignerProcess() int {
 	name := os.Getenv(campaignerEnv)
-	if name == "" {
-		return
-	}
 	timeout, _ := time.ParseDuration(os.Getenv("RELOCK_TEST_WATCHDOG"))
 	c, err := relock.New(topologyClient(os.Getenv("RELOCK_TEST_TOPOLOGY")), relock.WithWatchdogTimeout(timeout))
 	if err != nil {
 		fmt.Println("error", err)
-		os.Exit(1)
+		return 1
 	}
 	out := bufio.NewWriter(os.Stdout)
 	var mu sync.Mutex
@@ -97,7 +94,7 @@ func campaignerHelper() {
 		fmt.Fprintf(out, "%s %d %d\n", kind, term, at)
 		_ = out.Flush()
 	})
-	os.Exit(0)
+	return 0
 }
 
 // topologyClient returns a go-redis client for a topology described as
@@ -187,8 +184,8 @@ func TestElectionHammer(t *testing.T) {
 		name string
 		desc func(t *testing.T) string
 	}{
-		{"standalone", func(*testing.T) string { return "standalone " + standalone.Addr }},
-		{"cluster", func(*testing.T) string { return "cluster " + strings.Join(cluster.Addrs(), ",") }},
+		{"standalone", func(*testing.T) string { return "standalone " + testkit.Standalone.Addr }},
+		{"cluster", func(*testing.T) string { return "cluster " + strings.Join(testkit.Cluster.Addrs(), ",") }},
 		{"sentinel", func(t *testing.T) string {
 			s := redistest.NewSentinel(t)
 			return "sentinel " + s.MasterName + " " + strings.Join(s.SentinelAddrs(), ",")
@@ -203,12 +200,12 @@ func TestElectionHammer(t *testing.T) {
 }
 
 func hammerElection(t *testing.T, desc string, watchdog, run time.Duration) {
-	name := lockName(t)
-	ctx := ctxTimeout(t, run+time.Minute)
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, run+time.Minute)
 	ts := &terms{byTerm: make(map[uint64]*term)}
 
 	// The observer, on a Client of its own.
-	oc := newClient(t, closeLater(t, topologyClient(desc)))
+	oc := testkit.NewClient(t, testkit.CloseLater(t, topologyClient(desc)))
 	octx, stopObserving := context.WithCancel(ctx)
 	defer stopObserving()
 	type seen struct {
@@ -231,7 +228,7 @@ func hammerElection(t *testing.T, desc string, watchdog, run time.Duration) {
 	cctx, stopCampaigns := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for i := range 2 {
-		c := newClient(t, closeLater(t, topologyClient(desc)), relock.WithWatchdogTimeout(watchdog))
+		c := testkit.NewClient(t, testkit.CloseLater(t, topologyClient(desc)), relock.WithWatchdogTimeout(watchdog))
 		who := fmt.Sprintf("client %d", i)
 		wg.Add(1)
 		go func() {
@@ -244,8 +241,7 @@ func hammerElection(t *testing.T, desc string, watchdog, run time.Duration) {
 	var mu sync.Mutex
 	children := map[string]*child{}
 	start := func() {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), campaignerEnv+"="+name, "RELOCK_TEST_TOPOLOGY="+desc, "RELOCK_TEST_WATCHDOG="+watchdog.String())
+		cmd := childCommand("campaigner", campaignerEnv+"="+name, "RELOCK_TEST_TOPOLOGY="+desc, "RELOCK_TEST_WATCHDOG="+watchdog.String())
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -401,7 +397,7 @@ func hammerElection(t *testing.T, desc string, watchdog, run time.Duration) {
 
 	// The observer saw every term, in increasing order.
 	last := numbers[len(numbers)-1]
-	eventually(t, 3*watchdog+10*time.Second, "the observer to see the last term end", func() bool {
+	testkit.Eventually(t, 3*watchdog+10*time.Second, "the observer to see the last term end", func() bool {
 		obsMu.Lock()
 		defer obsMu.Unlock()
 		n := len(observed)

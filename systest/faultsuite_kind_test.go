@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"testing"

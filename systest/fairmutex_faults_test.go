@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 const fairHelperEnv = "RELOCK_TEST_FAIR_WAITER"
@@ -44,21 +44,20 @@ func fairHelperProcess() int {
 // queued is skipped once its deadline passes; the waiter behind it gets
 // the lock and nothing is left.
 func TestFairMutexDeadWaiterSkipped(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		a, b := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 20*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		a, b := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
 		holder, err := a.FairMutex(name).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		addrs := standalone.Addr
-		if top.name == "cluster" {
-			addrs = strings.Join(cluster.Addrs(), ",")
+		addrs := testkit.Standalone.Addr
+		if top.Name == "cluster" {
+			addrs = strings.Join(testkit.Cluster.Addrs(), ",")
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), fairHelperEnv+"="+name, "RELOCK_TEST_ADDRS="+addrs)
+		cmd := childCommand("fair-holder", fairHelperEnv+"="+name, "RELOCK_TEST_ADDRS="+addrs)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -70,8 +69,8 @@ func TestFairMutexDeadWaiterSkipped(t *testing.T) {
 		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "waiting\n" {
 			t.Fatalf("waiter process said %q, %v", line, err)
 		}
-		waitQueued(t, rdb, name, 1)
-		dead := queued(t, rdb, name)[0]
+		testkit.WaitQueued(t, rdb, name, 1)
+		dead := testkit.Queued(t, rdb, name)[0]
 		got := make(chan *relock.Lease, 1)
 		go func() {
 			l, err := b.FairMutex(name, relock.WithWaiterTimeout(300*time.Millisecond)).Lock(ctx)
@@ -80,7 +79,7 @@ func TestFairMutexDeadWaiterSkipped(t *testing.T) {
 			}
 			got <- l
 		}()
-		waitQueued(t, rdb, name, 2)
+		testkit.WaitQueued(t, rdb, name, 2)
 		if err := cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
@@ -92,13 +91,13 @@ func TestFairMutexDeadWaiterSkipped(t *testing.T) {
 		if l == nil {
 			t.FailNow()
 		}
-		if q := queued(t, rdb, name); contains(q, dead) {
+		if q := testkit.Queued(t, rdb, name); testkit.Contains(q, dead) {
 			t.Fatalf("dead waiter still queued: %v", q)
 		}
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		noKeysLeft(t, rdb, name)
+		testkit.NoKeysLeft(t, rdb, name)
 	})
 }
 
@@ -119,8 +118,8 @@ func (d *fairDrop) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		args := cmd.Args()
 		s := d.script.Load()
 		if err == nil && len(args) > 1 && (args[1] == s.SHA() || args[1] == s.Source()) && d.armed.CompareAndSwap(true, false) {
-			cmd.SetErr(errDropped)
-			return errDropped
+			cmd.SetErr(testkit.ErrDropped)
+			return testkit.ErrDropped
 		}
 		return err
 	}
@@ -130,32 +129,32 @@ func (d *fairDrop) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // is undone, whether it took the lock or joined the queue; a release that
 // passed the lock on and lost its reply still lets the waiter have it.
 func TestFairMutexLostReply(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
 		drop := &fairDrop{}
 		drop.script.Store(scripts.FairLock)
 		rdb.AddHook(drop)
 		// Without replica sync: with it, the acquisitions go through the
 		// cluster's node clients, which the hook does not see.
-		c, other := newClient(t, rdb, relock.WithoutReplicaSync()), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+		c, other := testkit.NewClient(t, rdb, relock.WithoutReplicaSync()), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 
 		drop.armed.Store(true)
-		if _, err := c.FairMutex(name).Lock(ctx); !errors.Is(err, errDropped) {
+		if _, err := c.FairMutex(name).Lock(ctx); !errors.Is(err, testkit.ErrDropped) {
 			t.Fatalf("Lock = %v, want the dropped reply's error", err)
 		}
-		noKeysLeft(t, rdb, name) // the hold was undone
+		testkit.NoKeysLeft(t, rdb, name) // the hold was undone
 
 		held, err := other.FairMutex(name).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		drop.armed.Store(true)
-		if _, err := c.FairMutex(name).Lock(ctx); !errors.Is(err, errDropped) {
+		if _, err := c.FairMutex(name).Lock(ctx); !errors.Is(err, testkit.ErrDropped) {
 			t.Fatalf("Lock = %v, want the dropped reply's error", err)
 		}
-		if q := queued(t, rdb, name); len(q) != 0 {
+		if q := testkit.Queued(t, rdb, name); len(q) != 0 {
 			t.Fatalf("queue %v after an undone attempt", q)
 		}
 		if err := held.Unlock(ctx); err != nil {
@@ -176,10 +175,10 @@ func TestFairMutexLostReply(t *testing.T) {
 			}
 			got <- l
 		}()
-		waitQueued(t, rdb, name, 1)
-		eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return c.Stats().Asleep == 1 })
+		testkit.WaitQueued(t, rdb, name, 1)
+		testkit.Eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return c.Stats().Asleep == 1 })
 		drop.armed.Store(true)
-		if err := l.Unlock(ctx); !errors.Is(err, errDropped) {
+		if err := l.Unlock(ctx); !errors.Is(err, testkit.ErrDropped) {
 			t.Fatalf("Unlock = %v, want the dropped reply's error", err)
 		}
 		next := <-got
@@ -195,18 +194,18 @@ func TestFairMutexLostReply(t *testing.T) {
 		if err := next.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		noKeysLeft(t, rdb, name)
+		testkit.NoKeysLeft(t, rdb, name)
 	})
 }
 
 // TestFairMutexClose: a waiter of a Client being closed returns ErrClosed
 // and leaves the queue.
 func TestFairMutexClose(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		rdb := top.rdb(t)
-		a, b := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		a, b := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		held, err := a.FairMutex(name).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -216,17 +215,17 @@ func TestFairMutexClose(t *testing.T) {
 			_, err := b.FairMutex(name).Lock(ctx)
 			errc <- err
 		}()
-		waitQueued(t, rdb, name, 1)
+		testkit.WaitQueued(t, rdb, name, 1)
 		_ = b.Close()
 		if err := <-errc; !errors.Is(err, relock.ErrClosed) {
 			t.Fatalf("Lock during Close: %v", err)
 		}
-		if q := queued(t, rdb, name); len(q) != 0 {
+		if q := testkit.Queued(t, rdb, name); len(q) != 0 {
 			t.Fatalf("queue %v after Close", q)
 		}
 		if err := held.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		noKeysLeft(t, rdb, name)
+		testkit.NoKeysLeft(t, rdb, name)
 	})
 }

@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestFaultServerPaused: a server stopped (SIGSTOP) for three leases while
@@ -23,7 +24,7 @@ func TestFaultServerPaused(t *testing.T) {
 	srv := redistest.Standalone(t)
 	var clients []*relock.Client
 	for range 3 {
-		clients = append(clients, newClient(t, closeLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)))
+		clients = append(clients, testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)))
 	}
 	kinds := lockKinds()
 	holder := func(k lockKind, i int) string { return fmt.Sprintf("%s%d.holder%d", k.tag("c"), i%len(clients), i) }
@@ -54,7 +55,7 @@ func TestFaultServerPaused(t *testing.T) {
 			w.progressed(helds[ki], start, 10*time.Second)
 			// A poacher may have been granted a held lock first: wait for
 			// the holders, whose holds last until the fault.
-			eventually(t, 10*time.Second, "the holders to hold", func() bool {
+			testkit.Eventually(t, 10*time.Second, "the holders to hold", func() bool {
 				for i, name := range helds[ki] {
 					if !w.holds(holder(kinds[ki], i), name) {
 						return false
@@ -117,10 +118,10 @@ func TestFaultServerRestarted(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	srv := redistest.Standalone(t)
 	holders := []*relock.Client{
-		newClient(t, closeLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)),
-		newClient(t, closeLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)),
+		testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)),
+		testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)),
 	}
-	waiter := newClient(t, closeLater(t, srv.Client()), relock.WithWatchdogTimeout(lease))
+	waiter := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease))
 	n := rounds(1, 5)
 	var total outcome
 	early := 0 // locks granted again before Restart returned
@@ -136,7 +137,7 @@ func TestFaultServerRestarted(t *testing.T) {
 		for i, name := range held {
 			w.contend(fmt.Sprintf("waiter%d", i), waiter, []string{name}, holdFor(time.Millisecond, 5*time.Millisecond))
 		}
-		eventually(t, 10*time.Second, "the waiters to sleep", func() bool { return waiter.Stats().Asleep == int64(len(held)) })
+		testkit.Eventually(t, 10*time.Second, "the waiters to sleep", func() bool { return waiter.Stats().Asleep == int64(len(held)) })
 		// Locks may be granted again on the new server before Restart
 		// returns (it polls PING, then INFO), and a holder granted one
 		// then holds it until the workload stops, so that no later grant
@@ -155,7 +156,7 @@ func TestFaultServerRestarted(t *testing.T) {
 			}
 		}
 		for _, l := range inProgress {
-			waitDone(t, l.(*relock.Lease), 10*time.Second)
+			testkit.WaitDone(t, l.(*relock.Lease), 10*time.Second)
 			if err := l.Err(); !errors.Is(err, relock.ErrLockLost) {
 				t.Errorf("round %d: a hold on a restarted server ended with %v, want ErrLockLost", r, err)
 			}

@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 // The fault suite: real servers killed, paused, restarted, failed over,
 // cut off from their clients, while workers contend for locks and a
@@ -21,6 +21,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/history"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // soaking reports whether the suite runs long: RELOCK_SOAK set to
@@ -383,7 +384,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 func names(t testing.TB, tag string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = lockName(t) + ":" + tag
+		out[i] = testkit.LockName(t) + ":" + tag
 	}
 	return out
 }

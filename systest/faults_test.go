@@ -1,13 +1,11 @@
-package relock_test
+package systest
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,7 +16,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
-	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 const helperEnv = "RELOCK_TEST_HOLDER"
@@ -47,9 +45,8 @@ func helperProcess() int {
 // to expire within the watchdog timeout.
 func TestHolderKilled(t *testing.T) {
 	const timeout = 500 * time.Millisecond
-	name := lockName(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+name, "RELOCK_TEST_ADDR="+standalone.Addr,
+	name := testkit.LockName(t)
+	cmd := childCommand("holder", helperEnv+"="+name, "RELOCK_TEST_ADDR="+testkit.Standalone.Addr,
 		"RELOCK_TEST_WATCHDOG="+timeout.String())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -65,9 +62,9 @@ func TestHolderKilled(t *testing.T) {
 	}
 	// Let its watchdog renew at least once, so that expiry after the kill
 	// is the watchdog's lease and not the first one.
-	c := newClient(t, standalone.Client())
+	c := testkit.NewClient(t, testkit.Standalone.Client())
 	m := c.Mutex(name)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	if _, err := m.TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
 		t.Fatalf("TryLock while the child holds: %v", err)
 	}
@@ -95,14 +92,14 @@ func TestHolderKilled(t *testing.T) {
 // TestLossSignalled: a hold whose key is deleted or force-unlocked by
 // another client reports ErrLockLost through Done and Err.
 func TestLossSignalled(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		for _, how := range []string{"deleted", "force-unlocked", "taken over"} {
 			t.Run(how, func(t *testing.T) {
-				c := top.newClient(t, relock.WithWatchdogTimeout(300*time.Millisecond))
-				other := top.newClient(t)
-				rdb := top.rdb(t)
-				name := lockName(t)
-				ctx := ctxTimeout(t, 10*time.Second)
+				c := top.NewClient(t, relock.WithWatchdogTimeout(300*time.Millisecond))
+				other := top.NewClient(t)
+				rdb := top.RDB(t)
+				name := testkit.LockName(t)
+				ctx := testkit.CtxTimeout(t, 10*time.Second)
 				l, err := c.Mutex(name).Lock(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -121,7 +118,7 @@ func TestLossSignalled(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				waitDone(t, l, 5*time.Second)
+				testkit.WaitDone(t, l, 5*time.Second)
 				if !errors.Is(l.Err(), relock.ErrLockLost) {
 					t.Fatalf("Err = %v, want ErrLockLost", l.Err())
 				}
@@ -141,10 +138,10 @@ func TestLossSignalled(t *testing.T) {
 func TestLossBeforeOthersAcquire(t *testing.T) {
 	srv := redistest.Standalone(t)
 	const timeout = 400 * time.Millisecond
-	c := newClient(t, closeLater(t, srv.Client()), relock.WithWatchdogTimeout(timeout))
-	other := newClient(t, closeLater(t, srv.Client()))
-	name := lockName(t)
-	ctx := ctxTimeout(t, 20*time.Second)
+	c := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(timeout))
+	other := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()))
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
 	l, err := c.Mutex(name).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +159,7 @@ func TestLossBeforeOthersAcquire(t *testing.T) {
 		lostFirst.Store(l.Err() != nil)
 		acquired <- nl
 	}()
-	waitDone(t, l, 5*time.Second) // while Redis is still paused
+	testkit.WaitDone(t, l, 5*time.Second) // while Redis is still paused
 	if !errors.Is(l.Err(), relock.ErrLockLost) {
 		t.Fatalf("Err = %v, want ErrLockLost", l.Err())
 	}
@@ -187,13 +184,13 @@ func TestLossBeforeOthersAcquire(t *testing.T) {
 // handed the lock by the release's grant, not left to the TTL, and also
 // after its pub/sub connection was killed.
 func TestWaiterWokenByRelease(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		for _, kill := range []bool{false, true} {
 			t.Run(fmt.Sprintf("pubsub-killed=%v", kill), func(t *testing.T) {
-				holder := top.newClient(t) // 30s watchdog: TTL far beyond the test's bound
-				waiter := top.newClient(t)
-				name := lockName(t)
-				ctx := ctxTimeout(t, 10*time.Second)
+				holder := top.NewClient(t) // 30s watchdog: TTL far beyond the test's bound
+				waiter := top.NewClient(t)
+				name := testkit.LockName(t)
+				ctx := testkit.CtxTimeout(t, 10*time.Second)
 				l, err := holder.Mutex(name).Lock(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -207,12 +204,12 @@ func TestWaiterWokenByRelease(t *testing.T) {
 					got <- nl
 				}()
 				// Asleep: its subscriptions are confirmed.
-				eventually(t, 5*time.Second, "the waiter to subscribe", func() bool { return waiter.Stats().Asleep == 1 })
+				testkit.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool { return waiter.Stats().Asleep == 1 })
 				if kill {
 					before := waiter.Stats().Wakeups
 					killPubSub(t, top)
 					// A re-confirmed subscription wakes its waiters to check.
-					eventually(t, 5*time.Second, "the waiter to resubscribe", func() bool {
+					testkit.Eventually(t, 5*time.Second, "the waiter to resubscribe", func() bool {
 						s := waiter.Stats()
 						return s.Wakeups > before && s.Asleep == 1
 					})
@@ -238,10 +235,10 @@ func TestWaiterWokenByRelease(t *testing.T) {
 // TestCancelledWaiterLeavesNothing: a waiter whose context ends leaves no
 // subscription, key or goroutine (TestMain checks goroutines).
 func TestCancelledWaiterLeavesNothing(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		holder, waiter := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		holder, waiter := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		l, err := holder.Mutex(name).Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -270,13 +267,13 @@ func TestCancelledWaiterLeavesNothing(t *testing.T) {
 		if s := waiter.Stats(); s.Channels != 0 || s.Held != 0 {
 			t.Fatalf("waiter left %+v", s)
 		}
-		eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
-			return subscribers(t, top, name) == 0
+		testkit.Eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
+			return testkit.Subscribers(t, top, name) == 0
 		})
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if keys := keysOf(t, top.rdb(t), name); len(keys) > 0 {
+		if keys := testkit.KeysOf(t, top.RDB(t), name); len(keys) > 0 {
 			t.Fatalf("keys left: %v", keys)
 		}
 	})
@@ -286,9 +283,9 @@ func TestCancelledWaiterLeavesNothing(t *testing.T) {
 // holder learns of the loss and everything works again.
 func TestRedisRestarted(t *testing.T) {
 	srv := redistest.Standalone(t)
-	c := newClient(t, closeLater(t, srv.Client()), relock.WithWatchdogTimeout(300*time.Millisecond))
-	name := lockName(t)
-	ctx := ctxTimeout(t, 20*time.Second)
+	c := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(300*time.Millisecond))
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
 	m := c.Mutex(name)
 	l, err := m.Lock(ctx)
 	if err != nil {
@@ -297,7 +294,7 @@ func TestRedisRestarted(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, l, 5*time.Second)
+	testkit.WaitDone(t, l, 5*time.Second)
 	if !errors.Is(l.Err(), relock.ErrLockLost) {
 		t.Fatalf("Err = %v after a restart without persistence", l.Err())
 	}
@@ -309,7 +306,7 @@ func TestRedisRestarted(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatalf("unlock after restart: %v", err)
 		}
-		if err := closeLater(t, srv.Client()).ScriptFlush(ctx).Err(); err != nil {
+		if err := testkit.CloseLater(t, srv.Client()).ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -320,12 +317,12 @@ func TestRedisRestarted(t *testing.T) {
 func TestLostReplyIsUndone(t *testing.T) {
 	for _, reentrant := range []bool{false, true} {
 		t.Run(fmt.Sprintf("reentrant=%v", reentrant), func(t *testing.T) {
-			rdb := closeLater(t, standalone.Client())
-			drop := &dropReply{script: "lock.lua"}
+			rdb := testkit.CloseLater(t, testkit.Standalone.Client())
+			drop := &testkit.DropReply{Script: "lock.lua"}
 			rdb.AddHook(drop)
-			c := newClient(t, rdb)
-			m := c.Mutex(lockName(t))
-			ctx := ctxTimeout(t, 10*time.Second)
+			c := testkit.NewClient(t, rdb)
+			m := c.Mutex(testkit.LockName(t))
+			ctx := testkit.CtxTimeout(t, 10*time.Second)
 			if reentrant {
 				ctx = relock.WithOwner(ctx)
 				l, err := m.Lock(ctx) // an existing hold the undo must keep
@@ -334,15 +331,15 @@ func TestLostReplyIsUndone(t *testing.T) {
 				}
 				defer func() { _ = l.Unlock(ctx) }()
 			}
-			drop.armed.Store(true)
+			drop.Armed.Store(true)
 			_, err := m.Lock(ctx)
-			if !errors.Is(err, errDropped) {
+			if !errors.Is(err, testkit.ErrDropped) {
 				t.Fatalf("Lock = %v, want the dropped reply's error", err)
 			}
-			if drop.dropped.Load() != 1 {
+			if drop.Dropped.Load() != 1 {
 				t.Fatal("the reply was not dropped")
 			}
-			n := holdCount(t, rdb, m.Name())
+			n := testkit.HoldCount(t, rdb, m.Name())
 			if want := map[bool]int{false: 0, true: 1}[reentrant]; n != want {
 				t.Fatalf("hold count %d after an undone acquisition, want %d", n, want)
 			}
@@ -353,12 +350,12 @@ func TestLostReplyIsUndone(t *testing.T) {
 // TestRetriedUnlockAppliedOnce: a release whose reply was lost and that is
 // retried never releases another hold of the same owner.
 func TestRetriedUnlockAppliedOnce(t *testing.T) {
-	rdb := closeLater(t, standalone.Client())
-	drop := &dropReply{script: "unlock.lua"}
+	rdb := testkit.CloseLater(t, testkit.Standalone.Client())
+	drop := &testkit.DropReply{Script: "unlock.lua"}
 	rdb.AddHook(drop)
-	c := newClient(t, rdb)
-	m := c.Mutex(lockName(t))
-	ctx := relock.WithOwner(ctxTimeout(t, 10*time.Second))
+	c := testkit.NewClient(t, rdb)
+	m := c.Mutex(testkit.LockName(t))
+	ctx := relock.WithOwner(testkit.CtxTimeout(t, 10*time.Second))
 	a, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -367,14 +364,14 @@ func TestRetriedUnlockAppliedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drop.armed.Store(true)
-	if err := b.Unlock(ctx); !errors.Is(err, errDropped) {
+	drop.Armed.Store(true)
+	if err := b.Unlock(ctx); !errors.Is(err, testkit.ErrDropped) {
 		t.Fatalf("Unlock = %v, want the dropped reply's error", err)
 	}
 	if err := b.Unlock(ctx); err != nil { // the retry: applied already
 		t.Fatalf("retried Unlock: %v", err)
 	}
-	if n := holdCount(t, rdb, m.Name()); n != 1 {
+	if n := testkit.HoldCount(t, rdb, m.Name()); n != 1 {
 		t.Fatalf("hold count %d after a retried release, want 1", n)
 	}
 	if err := a.Err(); err != nil {
@@ -388,8 +385,8 @@ func TestRetriedUnlockAppliedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drop.armed.Store(true)
-	if err := l.Unlock(ctx); !errors.Is(err, errDropped) {
+	drop.Armed.Store(true)
+	if err := l.Unlock(ctx); !errors.Is(err, testkit.ErrDropped) {
 		t.Fatalf("Unlock = %v", err)
 	}
 	if err := l.Unlock(ctx); err != nil {
@@ -400,109 +397,17 @@ func TestRetriedUnlockAppliedOnce(t *testing.T) {
 	}
 }
 
-var errDropped = &net.OpError{Op: "read", Net: "tcp", Err: errors.New("reply dropped by the test")}
-
-// dropReply is a go-redis hook that, once armed, lets one script call
-// whose source header names script run on the server and then reports a
-// transport error instead of its reply.
-type dropReply struct {
-	script  string
-	armed   atomic.Bool
-	dropped atomic.Int32
-}
-
-func (d *dropReply) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (d *dropReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (d *dropReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if err == nil && d.matches(cmd) && d.armed.CompareAndSwap(true, false) {
-			d.dropped.Add(1)
-			cmd.SetErr(errDropped)
-			return errDropped
-		}
-		return err
-	}
-}
-
-func (d *dropReply) matches(cmd redis.Cmder) bool {
-	args := cmd.Args()
-	if len(args) < 2 {
-		return false
-	}
-	switch strings.ToLower(fmt.Sprint(args[0])) {
-	case "evalsha":
-		return fmt.Sprint(args[1]) == scriptSHA(d.script)
-	case "eval":
-		return strings.HasPrefix(fmt.Sprint(args[1]), "-- "+d.script)
-	}
-	return false
-}
-
-// holdCount returns the sum of the hold counts in a lock hash.
-func holdCount(t testing.TB, rdb redis.UniversalClient, name string) int {
+func killPubSub(t testing.TB, top testkit.Topology) {
 	t.Helper()
-	fields, err := rdb.HGetAll(context.Background(), name).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for f, v := range fields {
-		if f == "relock_token" { // the holder's fencing token
-			continue
-		}
-		i, _ := strconv.Atoi(v)
-		n += i
-	}
-	return n
-}
-
-// subscribers counts the server's subscribers of a lock's release channel.
-func subscribers(t testing.TB, top topology, name string) int64 {
-	t.Helper()
-	ctx := ctxTimeout(t, 5*time.Second)
-	channel := "redisson_lock__channel:{" + name + "}"
-	if top.name == "cluster" {
-		cc := top.rdb(t).(*redis.ClusterClient)
-		c, err := cc.MasterForKey(ctx, channel)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := c.PubSubShardNumSub(ctx, channel).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n[channel]
-	}
-	n, err := closeLater(t, standalone.Client()).PubSubNumSub(ctx, channel).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n[channel]
-}
-
-func killPubSub(t testing.TB, top topology) {
-	t.Helper()
-	ctx := ctxTimeout(t, 5*time.Second)
+	ctx := testkit.CtxTimeout(t, 5*time.Second)
 	var n int
 	var err error
-	if top.name == "cluster" {
-		n, err = cluster.KillPubSubClients(ctx)
+	if top.Name == "cluster" {
+		n, err = testkit.Cluster.KillPubSubClients(ctx)
 	} else {
-		n, err = standalone.KillPubSubClients(ctx)
+		n, err = testkit.Standalone.KillPubSubClients(ctx)
 	}
 	if err != nil || n == 0 {
 		t.Fatalf("killed %d pub/sub connections: %v", n, err)
 	}
-}
-
-// scriptSHA returns the SHA1 of one of relock's scripts, by file name.
-func scriptSHA(file string) string {
-	s := scripts.Named(strings.TrimSuffix(file, ".lua"))
-	if s == nil {
-		panic("no script " + file)
-	}
-	return s.SHA()
 }

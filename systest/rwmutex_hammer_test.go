@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/history"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestRWMutexHammer: readers and writers over two clients, some giving up
@@ -20,11 +21,11 @@ import (
 // the sections, -race on the data writers change, and the history checker
 // for writers' holds and tokens); readers must overlap; nothing is left.
 func TestRWMutexHammer(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		clients := []*relock.Client{top.newClient(t), top.newClient(t)}
-		name := lockName(t)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		clients := []*relock.Client{top.NewClient(t), top.NewClient(t)}
+		name := testkit.LockName(t)
 		rec := history.New()
-		ctx := ctxTimeout(t, time.Minute)
+		ctx := testkit.CtxTimeout(t, time.Minute)
 		var readers, writers, maxReaders, reads, writes, gaveUp, seen atomic.Int64
 		data := 0 // written by writers, read by readers, guarded by the lock only
 		var wg sync.WaitGroup
@@ -103,7 +104,7 @@ func TestRWMutexHammer(t *testing.T) {
 			t.Fatalf("%d reads, %d writes, %d gave up: the test exercised too little", reads.Load(), writes.Load(), gaveUp.Load())
 		}
 		t.Logf("%d reads (up to %d at once), %d writes, %d gave up", reads.Load(), maxReaders.Load(), writes.Load(), gaveUp.Load())
-		if keys := keysOf(t, top.rdb(t), name); len(keys) > 0 {
+		if keys := testkit.KeysOf(t, top.RDB(t), name); len(keys) > 0 {
 			t.Fatalf("keys left behind: %v", keys)
 		}
 		for _, c := range clients {
@@ -118,17 +119,17 @@ func TestRWMutexHammer(t *testing.T) {
 // writers waiting on readers, whose contexts end, leave no subscription,
 // key or goroutine (TestMain checks goroutines).
 func TestRWMutexCancelledWaiterLeavesNothing(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		holder, waiter := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		holder, waiter := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		for _, write := range []bool{true, false} {
 			hold := holder.RWMutex(name).RLock
 			wait := waiter.RWMutex(name).Lock
 			if write {
 				hold, wait = holder.RWMutex(name).Lock, waiter.RWMutex(name).RLock
 			}
-			l := rwMust(t)(hold(ctx))
+			l := testkit.RWMust(t)(hold(ctx))
 			for _, end := range []string{"deadline", "cancel"} {
 				wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 				if end == "cancel" {
@@ -150,11 +151,11 @@ func TestRWMutexCancelledWaiterLeavesNothing(t *testing.T) {
 			if s := waiter.Stats(); s.Channels != 0 || s.Held != 0 || s.Asleep != 0 {
 				t.Fatalf("waiter left %+v", s)
 			}
-			eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
-				return rwSubscribers(t, top, name) == 0
+			testkit.Eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
+				return testkit.RWSubscribers(t, top, name) == 0
 			})
-			rwUnlockAll(t, ctx, l)
-			if keys := keysOf(t, top.rdb(t), name); len(keys) > 0 {
+			testkit.RWUnlockAll(t, ctx, l)
+			if keys := testkit.KeysOf(t, top.RDB(t), name); len(keys) > 0 {
 				t.Fatalf("keys left: %v", keys)
 			}
 		}
@@ -166,11 +167,11 @@ func TestRWMutexCancelledWaiterLeavesNothing(t *testing.T) {
 // every local waiter, wakes one writer instead of all of them; each still
 // gets the lock.
 func TestRWMutexWritersTakeTurns(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		holder, c := top.newClient(t), top.newClient(t)
-		name := lockName(t)
-		ctx := ctxTimeout(t, 10*time.Second)
-		held := rwMust(t)(holder.RWMutex(name).Lock(ctx))
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		holder, c := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
+		held := testkit.RWMust(t)(holder.RWMutex(name).Lock(ctx))
 		const writers = 6
 		done := make(chan error, writers)
 		for i := 0; i < writers; i++ {
@@ -182,11 +183,11 @@ func TestRWMutexWritersTakeTurns(t *testing.T) {
 				done <- err
 			}()
 		}
-		eventually(t, 5*time.Second, "the writers to wait", func() bool { return c.Stats().Asleep == writers })
-		if n := rwSubscribers(t, top, name); n != 1 {
+		testkit.Eventually(t, 5*time.Second, "the writers to wait", func() bool { return c.Stats().Asleep == writers })
+		if n := testkit.RWSubscribers(t, top, name); n != 1 {
 			t.Fatalf("%d subscribers, want 1", n)
 		}
-		rwUnlockAll(t, ctx, held)
+		testkit.RWUnlockAll(t, ctx, held)
 		for i := 0; i < writers; i++ {
 			if err := <-done; err != nil {
 				t.Fatal(err)

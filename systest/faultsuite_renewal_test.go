@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/faultproxy"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestFaultReplicaSyncRenewalGap checks the one failover that replica
@@ -36,10 +37,10 @@ func TestFaultReplicaSyncRenewalGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	holder := newClient(t, closeLater(t, redis.NewClient(&redis.Options{Addr: p.Addr()})),
+	holder := testkit.NewClient(t, testkit.CloseLater(t, redis.NewClient(&redis.Options{Addr: p.Addr()})),
 		relock.WithWatchdogTimeout(lease), relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1}))
-	name := lockName(t)
-	ctx := ctxTimeout(t, 30*time.Second)
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, 30*time.Second)
 	l, err := holder.Mutex(name).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func TestFaultReplicaSyncRenewalGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	short := holder.Stats().RenewSyncShort
-	eventually(t, 10*time.Second, "a renewal the replica did not acknowledge", func() bool {
+	testkit.Eventually(t, 10*time.Second, "a renewal the replica did not acknowledge", func() bool {
 		return holder.Stats().RenewSyncShort > short
 	})
 	// The master dies; the holder's traffic goes nowhere for now.
@@ -67,12 +68,12 @@ func TestFaultReplicaSyncRenewalGap(t *testing.T) {
 	if _, err := replica.Do(ctx, "REPLICAOF", "NO", "ONE"); err != nil {
 		t.Fatal(err)
 	}
-	direct := closeLater(t, replica.Client())
-	eventually(t, 10*time.Second, "the promoted copy of the lock to expire", func() bool {
+	direct := testkit.CloseLater(t, replica.Client())
+	testkit.Eventually(t, 10*time.Second, "the promoted copy of the lock to expire", func() bool {
 		n, err := direct.Exists(ctx, name).Result()
 		return err == nil && n == 0
 	})
-	other := newClient(t, direct, relock.WithoutReplicaSync())
+	other := testkit.NewClient(t, direct, relock.WithoutReplicaSync())
 	nl, err := other.Mutex(name).TryLock(ctx)
 	if err != nil {
 		t.Fatalf("the lock is gone on the promoted replica, yet TryLock: %v", err)

@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"bufio"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,19 +14,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 const permitHelperEnv = "RELOCK_TEST_PERMIT_HOLDER"
 
-// permitHelper runs a permit-holder child process, if this is one: it
-// takes a permit of the semaphore named by the environment with a
-// watchdog, says "held <id>", and waits to be killed. In any other process
-// it returns at once.
-func permitHelper() {
+// permitHolderProcess is a permit-holder child process (role
+// "permit-holder"): it takes a permit of the semaphore named by the
+// environment with a watchdog, says "held <id>", and waits to be killed.
+func permitHolderProcess() int {
 	name := os.Getenv(permitHelperEnv)
-	if name == "" {
-		return
-	}
 	timeout, _ := time.ParseDuration(os.Getenv("RELOCK_TEST_WATCHDOG"))
 	c, err := relock.New(redis.NewClient(&redis.Options{Addr: os.Getenv("RELOCK_TEST_ADDR")}), relock.WithWatchdogTimeout(timeout))
 	if err != nil {
@@ -47,10 +43,9 @@ func permitHelper() {
 // permit to expire within the watchdog timeout, and a waiter gets it.
 func TestPermitHolderKilled(t *testing.T) {
 	const timeout = 500 * time.Millisecond
-	c := newClient(t, standalone.Client())
-	ps := newPermits(t, c, 1)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), permitHelperEnv+"="+ps.Name(), "RELOCK_TEST_ADDR="+standalone.Addr,
+	c := testkit.NewClient(t, testkit.Standalone.Client())
+	ps := testkit.NewPermits(t, c, 1)
+	cmd := childCommand("permit-holder", permitHelperEnv+"="+ps.Name(), "RELOCK_TEST_ADDR="+testkit.Standalone.Addr,
 		"RELOCK_TEST_WATCHDOG="+timeout.String())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -65,7 +60,7 @@ func TestPermitHolderKilled(t *testing.T) {
 		t.Fatalf("holder process said %q, %v", line, err)
 	}
 	dead := strings.TrimSpace(strings.TrimPrefix(line, "held "))
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	if _, err := ps.TryAcquire(ctx); !errors.Is(err, relock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire while the child holds: %v", err)
 	}
@@ -77,7 +72,7 @@ func TestPermitHolderKilled(t *testing.T) {
 		}
 		got <- p
 	}()
-	eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return c.Stats().Asleep == 1 })
+	testkit.Eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return c.Stats().Asleep == 1 })
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +82,7 @@ func TestPermitHolderKilled(t *testing.T) {
 		t.FailNow()
 	}
 	raw, _ := hex.DecodeString(dead)
-	if _, err := standalone.Client().ZScore(ctx, "{"+ps.Name()+"}:timeout", string(raw)).Result(); !errors.Is(err, redis.Nil) {
+	if _, err := testkit.Standalone.Client().ZScore(ctx, "{"+ps.Name()+"}:timeout", string(raw)).Result(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("the dead holder's permit is still held: %v", err)
 	}
 	if err := p.Release(ctx); err != nil {

@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestFaultSentinel: a Sentinel group (master, two replicas, three
@@ -55,7 +56,7 @@ func TestFaultSentinel(t *testing.T) {
 	for i, m := range modes {
 		for range 3 {
 			opts := append([]relock.Option{relock.WithWatchdogTimeout(lease)}, m.opts...)
-			clients[i] = append(clients[i], newClient(t, closeLater(t, s.FailoverClient()), opts...))
+			clients[i] = append(clients[i], testkit.NewClient(t, testkit.CloseLater(t, s.FailoverClient()), opts...))
 		}
 	}
 	var plain, cut [][]sentinelTotal // kinds by modes
@@ -147,7 +148,7 @@ func sentinelPlans(kinds []lockKind, modes []replicaSync) []sentinelPlan {
 // outcome per load.
 func sentinelRound(t *testing.T, s *redistest.Sentinel, kinds []lockKind, modes []replicaSync, clients [][]*relock.Client, p sentinelPlan) []outcome {
 	t.Helper()
-	ctx := ctxTimeout(t, 3*time.Minute)
+	ctx := testkit.CtxTimeout(t, 3*time.Minute)
 	old, err := s.CurrentMaster(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -231,12 +232,12 @@ func sentinelRound(t *testing.T, s *redistest.Sentinel, kinds []lockKind, modes 
 	promoted := time.Now()
 	rejoin(t, ctx, old, master)
 
-	rdb := closeLater(t, master.Client())
+	rdb := testkit.CloseLater(t, master.Client())
 	for i, w := range ws {
 		w.progressed(hots[i], promoted, 60*time.Second)
 		// Each grabbed lock is either still held on the new master, or was
 		// granted again there.
-		eventually(t, 60*time.Second, "the grabbed locks to settle on the new master", func() bool {
+		testkit.Eventually(t, 60*time.Second, "the grabbed locks to settle on the new master", func() bool {
 			for _, name := range grabs[i] {
 				if w.grantedSince(name, promoted) {
 					continue

@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // replicaSync is one setting of replica-synced acquisition under test.
@@ -41,11 +42,11 @@ func TestFaultReplicaSyncCost(t *testing.T) {
 	r := redistest.NewReplicated(t, 2)
 	waitAcknowledging(t, r.Master, 2)
 	cycles := rounds(300, 3000)
-	ctx := ctxTimeout(t, 2*time.Minute)
+	ctx := testkit.CtxTimeout(t, 2*time.Minute)
 	failures := 0
 	measure := func(opts ...relock.Option) time.Duration {
-		c := newClient(t, closeLater(t, r.Master.Client()), opts...)
-		m := c.Mutex(lockName(t))
+		c := testkit.NewClient(t, testkit.CloseLater(t, r.Master.Client()), opts...)
+		m := c.Mutex(testkit.LockName(t))
 		for range 20 { // warm up: connections, scripts, the replica count
 			failures += cycle(t, ctx, m)
 		}
@@ -89,9 +90,9 @@ func cycle(t *testing.T, ctx context.Context, m *relock.Mutex) int {
 // would fall short.
 func waitAcknowledging(t *testing.T, master *redistest.Server, replicas int) {
 	t.Helper()
-	ctx := ctxTimeout(t, 30*time.Second)
-	rdb := closeLater(t, master.Client())
-	eventually(t, 30*time.Second, "the replicas to acknowledge", func() bool {
+	ctx := testkit.CtxTimeout(t, 30*time.Second)
+	rdb := testkit.CloseLater(t, master.Client())
+	testkit.Eventually(t, 30*time.Second, "the replicas to acknowledge", func() bool {
 		_ = rdb.Set(ctx, "relock-test:ack", "1", time.Second).Err() // something to acknowledge
 		f, err := infoFields(ctx, master, "replication")
 		if err != nil {

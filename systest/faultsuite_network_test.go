@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/faultproxy"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestFaultNetwork: two clients reach the server through proxies that
@@ -34,7 +35,7 @@ func TestFaultNetwork(t *testing.T) {
 		proxies = append(proxies, p)
 	}
 	via := func(addr string) *relock.Client {
-		return newClient(t, closeLater(t, redis.NewClient(&redis.Options{Addr: addr})), relock.WithWatchdogTimeout(lease))
+		return testkit.NewClient(t, testkit.CloseLater(t, redis.NewClient(&redis.Options{Addr: addr})), relock.WithWatchdogTimeout(lease))
 	}
 	clients := []*relock.Client{via(proxies[0].Addr()), via(proxies[1].Addr()), via(srv.Addr)}
 	w := newWorkload(t, 30*time.Second)
@@ -81,7 +82,7 @@ func TestFaultNetwork(t *testing.T) {
 		case "stall":
 			// Cut the client off while it holds its own lock, for longer
 			// than the lease.
-			eventually(t, 20*time.Second, "the proxied client to hold its lock", func() bool {
+			testkit.Eventually(t, 20*time.Second, "the proxied client to hold its lock", func() bool {
 				return w.holds(fmt.Sprintf("c%d.own", k), own[k])
 			})
 			inProgress := w.holding(own[k : k+1])

@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,13 +16,14 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // pausedHolderEnv names the lock a paused-holder child process takes.
 const pausedHolderEnv = "RELOCK_FAULT_PAUSED_HOLDER"
 
-// faultHelper runs in a child process of TestFaultHolderPaused and exits;
-// in any other process it returns at once. The child takes the lock, says
+// pausedHolderProcess is the child process of TestFaultHolderPaused
+// (role "paused-holder"). It takes the lock, says
 // "held <token>", and checks Err every millisecond. The parent stops it
 // (SIGSTOP) for longer than the lease; the child recognises its first
 // check after it runs again by the gap since the previous one, and says
@@ -37,11 +37,8 @@ const pausedHolderEnv = "RELOCK_FAULT_PAUSED_HOLDER"
 // pause Err judged, and says "ambiguous". If the hold is lost before the
 // pause (the machine so busy that no renewal was confirmed in time), it
 // says "lost before the pause".
-func faultHelper() {
+func pausedHolderProcess() int {
 	name := os.Getenv(pausedHolderEnv)
-	if name == "" {
-		return
-	}
 	timeout, _ := time.ParseDuration(os.Getenv("RELOCK_TEST_WATCHDOG"))
 	c, err := relock.New(redis.NewClient(&redis.Options{Addr: os.Getenv("RELOCK_TEST_ADDR")}), relock.WithWatchdogTimeout(timeout))
 	if err != nil {
@@ -125,9 +122,8 @@ func TestFaultHolderPaused(t *testing.T) {
 // before the pause.
 func pausedHolder(t *testing.T, srv *redistest.Server, lease time.Duration) (string, bool) {
 	t.Helper()
-	name := lockName(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), pausedHolderEnv+"="+name, "RELOCK_TEST_ADDR="+srv.Addr,
+	name := testkit.LockName(t)
+	cmd := childCommand("paused-holder", pausedHolderEnv+"="+name, "RELOCK_TEST_ADDR="+srv.Addr,
 		"RELOCK_TEST_WATCHDOG="+lease.String())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -152,8 +148,8 @@ func pausedHolder(t *testing.T, srv *redistest.Server, lease time.Duration) (str
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	c := newClient(t, closeLater(t, srv.Client()))
-	ctx := ctxTimeout(t, 10*time.Second)
+	c := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()))
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	l, err := c.Mutex(name).Lock(ctx) // granted once the stopped holder's key expires
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"context"
@@ -13,17 +13,18 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/history"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestMultiLockNoDeadlock: MultiLocks over {a,b} and {b,a}, and plain
 // Mutexes on a and b, hammer concurrently from two Clients; every worker
 // finishes all its rounds and no two holds of a name overlap.
 func TestMultiLockNoDeadlock(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		clients := []*relock.Client{top.newClient(t), top.newClient(t)}
-		names := slotNames(t, 2)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		clients := []*relock.Client{top.NewClient(t), top.NewClient(t)}
+		names := testkit.SlotNames(t, 2)
 		rec := history.New()
-		ctx := ctxTimeout(t, time.Minute)
+		ctx := testkit.CtxTimeout(t, time.Minute)
 		const rounds = 25
 		var done [3]atomic.Int64
 		var wg sync.WaitGroup
@@ -76,8 +77,8 @@ func TestMultiLockNoDeadlock(t *testing.T) {
 		if v := rec.Check(); len(v) > 0 {
 			t.Fatalf("%d violations, first: %+v", len(v), v[0])
 		}
-		noKeys(t, top.rdb(t), names...)
-		idle(t, clients...)
+		testkit.NoKeys(t, top.RDB(t), names...)
+		testkit.Idle(t, clients...)
 	})
 }
 
@@ -86,10 +87,10 @@ func TestMultiLockNoDeadlock(t *testing.T) {
 // members in order with blocking Locks would deadlock here (the waiter
 // holding a, waiting for b; the owner waiting for a).
 func TestMultiLockOutsideHold(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		c := top.newClient(t)
-		names := slotNames(t, 2)
-		ctx := ctxTimeout(t, 20*time.Second)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t)
+		names := testkit.SlotNames(t, 2)
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
 		owner := relock.WithOwner(ctx)
 		outside, err := c.Mutex(names[1]).Lock(owner)
 		if err != nil {
@@ -104,12 +105,12 @@ func TestMultiLockOutsideHold(t *testing.T) {
 			}
 			got <- err
 		}()
-		eventually(t, 5*time.Second, "the other multi-lock to wait", func() bool { return c.Stats().Asleep == 1 })
+		testkit.Eventually(t, 5*time.Second, "the other multi-lock to wait", func() bool { return c.Stats().Asleep == 1 })
 		mine, err := ml.Lock(owner)
 		if err != nil {
 			t.Fatalf("owner's multi-lock: %v", err)
 		}
-		if n := holdCount(t, top.rdb(t), names[1]); n != 2 {
+		if n := testkit.HoldCount(t, top.RDB(t), names[1]); n != 2 {
 			t.Fatalf("hold count of b %d, want 2 (outside hold and re-entry)", n)
 		}
 		if err := mine.Unlock(ctx); err != nil {
@@ -121,18 +122,18 @@ func TestMultiLockOutsideHold(t *testing.T) {
 		if err := <-got; err != nil {
 			t.Fatalf("waiting multi-lock: %v", err)
 		}
-		free(t, top.rdb(t), names...)
+		testkit.Free(t, top.RDB(t), names...)
 	})
 }
 
 // TestMultiLockHammerWithCancellation: overlapping MultiLocks whose calls
 // give up at random points never overlap and leave nothing behind.
 func TestMultiLockHammerWithCancellation(t *testing.T) {
-	forEach(t, func(t *testing.T, top topology) {
-		clients := []*relock.Client{top.newClient(t), top.newClient(t)}
-		names := slotNames(t, 3)
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		clients := []*relock.Client{top.NewClient(t), top.NewClient(t)}
+		names := testkit.SlotNames(t, 3)
 		rec := history.New()
-		ctx := ctxTimeout(t, time.Minute)
+		ctx := testkit.CtxTimeout(t, time.Minute)
 		var acquired, gaveUp atomic.Int64
 		var wg sync.WaitGroup
 		for i := range 9 {
@@ -178,7 +179,7 @@ func TestMultiLockHammerWithCancellation(t *testing.T) {
 		if acquired.Load() == 0 || gaveUp.Load() == 0 {
 			t.Fatalf("acquired %d, gave up %d: the test exercised one path only", acquired.Load(), gaveUp.Load())
 		}
-		noKeys(t, top.rdb(t), names...)
-		idle(t, clients...)
+		testkit.NoKeys(t, top.RDB(t), names...)
+		testkit.Idle(t, clients...)
 	})
 }

@@ -1,4 +1,4 @@
-package relock_test
+package systest
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // TestFaultPubSubKilled: the server closes every pub/sub connection again
@@ -33,7 +34,7 @@ func TestFaultPubSubKilled(t *testing.T) {
 	srv := redistest.Standalone(t)
 	for _, k := range append(lockKinds(), permitKind, semaphoreKind) {
 		t.Run(k.name, func(t *testing.T) {
-			o, kills := pubsubStorm(t, k, func() redis.UniversalClient { return closeLater(t, srv.Client()) }, srv.KillPubSubClients)
+			o, kills := pubsubStorm(t, k, func() redis.UniversalClient { return testkit.CloseLater(t, srv.Client()) }, srv.KillPubSubClients)
 			o.report(t, k.scenario("pubsub-killed-standalone"), 1, k.fields(o, "sync", "n/a", "kills", kills)...)
 		})
 	}
@@ -46,7 +47,7 @@ func pubsubStorm(t *testing.T, k lockKind, rdb func() redis.UniversalClient, kil
 	t.Helper()
 	const workers = 16
 	per := rounds(25, 500)
-	clients := []*relock.Client{newClient(t, rdb(), opts...), newClient(t, rdb(), opts...)}
+	clients := []*relock.Client{testkit.NewClient(t, rdb(), opts...), testkit.NewClient(t, rdb(), opts...)}
 	w := newWorkloadOf(t, k, 10*time.Second)
 	locks := names(t, "ps", 2)
 	var dones []chan struct{}
@@ -67,7 +68,7 @@ func pubsubStorm(t *testing.T, k lockKind, rdb func() redis.UniversalClient, kil
 		close(all)
 	}()
 	kills := 0
-	ctx := ctxTimeout(t, 5*time.Minute)
+	ctx := testkit.CtxTimeout(t, 5*time.Minute)
 	for stormy := true; stormy; {
 		select {
 		case <-all:

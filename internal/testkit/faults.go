@@ -1,0 +1,115 @@
+package testkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/scripts"
+)
+
+// ErrDropped is the transport error DropReply reports in place of a reply.
+var ErrDropped = &net.OpError{Op: "read", Net: "tcp", Err: errors.New("reply dropped by the test")}
+
+// DropReply is a go-redis hook that, once armed, lets one script call
+// whose source header names script run on the server and then reports a
+// transport error instead of its reply.
+type DropReply struct {
+	Script  string       // the file name of the script whose reply to drop
+	Armed   atomic.Bool  // drop the next reply of Script, once
+	Dropped atomic.Int32 // replies dropped
+}
+
+// DialHook passes dialling through.
+func (d *DropReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessPipelineHook passes pipelines through.
+func (d *DropReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// ProcessHook drops the reply of the armed script's next call.
+func (d *DropReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil && d.matches(cmd) && d.Armed.CompareAndSwap(true, false) {
+			d.Dropped.Add(1)
+			cmd.SetErr(ErrDropped)
+			return ErrDropped
+		}
+		return err
+	}
+}
+
+func (d *DropReply) matches(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	switch strings.ToLower(fmt.Sprint(args[0])) {
+	case "evalsha":
+		return fmt.Sprint(args[1]) == ScriptSHA(d.Script)
+	case "eval":
+		return strings.HasPrefix(fmt.Sprint(args[1]), "-- "+d.Script)
+	}
+	return false
+}
+
+// HoldCount returns the sum of the hold counts in a lock hash.
+func HoldCount(t testing.TB, rdb redis.UniversalClient, name string) int {
+	t.Helper()
+	fields, err := rdb.HGetAll(context.Background(), name).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for f, v := range fields {
+		if f == "relock_token" { // the holder's fencing token
+			continue
+		}
+		i, _ := strconv.Atoi(v)
+		n += i
+	}
+	return n
+}
+
+// Subscribers counts the server's Subscribers of a lock's release channel.
+func Subscribers(t testing.TB, top Topology, name string) int64 {
+	t.Helper()
+	ctx := CtxTimeout(t, 5*time.Second)
+	channel := "redisson_lock__channel:{" + name + "}"
+	if top.Name == "cluster" {
+		cc := top.RDB(t).(*redis.ClusterClient)
+		c, err := cc.MasterForKey(ctx, channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.PubSubShardNumSub(ctx, channel).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n[channel]
+	}
+	n, err := CloseLater(t, Standalone.Client()).PubSubNumSub(ctx, channel).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n[channel]
+}
+
+// ScriptSHA returns the SHA1 of one of relock's scripts, by file name.
+func ScriptSHA(file string) string {
+	s := scripts.Named(strings.TrimSuffix(file, ".lua"))
+	if s == nil {
+		panic("no script " + file)
+	}
+	return s.SHA()
+}

@@ -1,0 +1,210 @@
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// RWSubscribers counts the server's Subscribers of a read-write lock's
+// release channel.
+func RWSubscribers(t testing.TB, top Topology, name string) int64 {
+	t.Helper()
+	ctx := CtxTimeout(t, 5*time.Second)
+	channel := RWChannel(name)
+	if top.Name == "cluster" {
+		c, err := top.RDB(t).(*redis.ClusterClient).MasterForKey(ctx, channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.PubSubShardNumSub(ctx, channel).Val()[channel]
+	}
+	return CloseLater(t, Standalone.Client()).PubSubNumSub(ctx, channel).Val()[channel]
+}
+
+// RWMust returns a function that fails the test on an error and returns
+// the lease.
+func RWMust(t testing.TB) func(*relock.Lease, error) *relock.Lease {
+	return func(l *relock.Lease, err error) *relock.Lease {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+}
+
+// RWUnlockAll unlocks every lease, failing the test on an error.
+func RWUnlockAll(t testing.TB, ctx context.Context, leases ...*relock.Lease) {
+	t.Helper()
+	for _, l := range leases {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("unlock: %v", err)
+		}
+	}
+}
+
+// Nodes returns one relock Client per master, on go-redis clients set up
+// as docs/redlock.md recommends: a dead node fails an attempt at once
+// instead of after rounds of dial retries.
+func Nodes(t testing.TB, ms redistest.Masters, opts ...relock.Option) []*relock.Client {
+	t.Helper()
+	clients := make([]*relock.Client, len(ms))
+	for i, m := range ms {
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr, DialerRetries: 1, ContextTimeoutEnabled: true})
+		clients[i] = NewClient(t, CloseLater(t, rdb), opts...)
+	}
+	return clients
+}
+
+// Direct returns a plain go-redis client per master, for looking at keys.
+func Direct(t testing.TB, ms redistest.Masters) []redis.UniversalClient {
+	rdbs := make([]redis.UniversalClient, len(ms))
+	for i, m := range ms {
+		rdbs[i] = CloseLater(t, m.Client())
+	}
+	return rdbs
+}
+
+// Exists reports whether the key name exists.
+func Exists(t testing.TB, rdb redis.UniversalClient, name string) bool {
+	t.Helper()
+	n, err := rdb.Exists(context.Background(), name).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+// Queued returns the owners in a fair lock's queue, first one first, and
+// checks that the deadline zset holds the same owners.
+func Queued(t testing.TB, rdb redis.UniversalClient, name string) []string {
+	t.Helper()
+	ctx := CtxTimeout(t, 5*time.Second)
+	var lr *redis.StringSliceCmd
+	var zc *redis.IntCmd
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		lr = p.LRange(ctx, FairQueueKey(name), 0, -1)
+		zc = p.ZCard(ctx, FairTimeoutKey(name))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, n := lr.Val(), zc.Val()
+	if int(n) != len(q) {
+		t.Fatalf("queue of %d owners, %d deadlines", len(q), n)
+	}
+	return q
+}
+
+// WaitQueued waits until a fair lock's queue holds n owners.
+func WaitQueued(t testing.TB, rdb redis.UniversalClient, name string, n int) {
+	t.Helper()
+	Eventually(t, 5*time.Second, fmt.Sprintf("%d Queued", n), func() bool { return len(Queued(t, rdb, name)) == n })
+}
+
+// NoKeysLeft fails the test if the lock, its queue or its deadlines (or
+// any other key of name but the fencing counter and the request markers of
+// reentrant owners, which expire on their own) are left.
+func NoKeysLeft(t testing.TB, rdb redis.UniversalClient, name string) {
+	t.Helper()
+	var left []string
+	for _, k := range KeysOf(t, rdb, name) {
+		if !strings.HasPrefix(k, "relock_lock_request:") && !strings.HasPrefix(k, "redisson_unlock_latch:") {
+			left = append(left, k)
+		}
+	}
+	if len(left) > 0 {
+		t.Fatalf("keys left behind: %v", left)
+	}
+}
+
+// SlotNames returns n lock names for a test. Their hash tags {a}, {b},
+// {c} hash to slots 15495, 3300 and 7365, one on each master of the
+// 3-master test Cluster, so that a MultiLock over them spans Nodes.
+func SlotNames(t testing.TB, n int) []string {
+	names := make([]string, n)
+	base := LockName(t)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s:{%c}", base, 'a'+i%3)
+		if i >= 3 {
+			names[i] += fmt.Sprint(i)
+		}
+	}
+	return names
+}
+
+// NoKeys fails the test if any of the names has a key left.
+func NoKeys(t testing.TB, rdb redis.UniversalClient, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if keys := KeysOf(t, rdb, name); len(keys) > 0 {
+			t.Fatalf("keys left behind: %v", keys)
+		}
+	}
+}
+
+// Free fails the test if any of the names is locked. Unlike NoKeys it
+// allows the request markers reentrant owners leave to expire.
+func Free(t testing.TB, rdb redis.UniversalClient, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if n, err := rdb.Exists(context.Background(), name).Result(); err != nil || n != 0 {
+			t.Fatalf("%q still locked (%d, %v)", name, n, err)
+		}
+	}
+}
+
+// Idle fails the test if a Client still watches holds or waits.
+func Idle(t testing.TB, clients ...*relock.Client) {
+	t.Helper()
+	for _, c := range clients {
+		if s := c.Stats(); s.Held != 0 || s.Asleep != 0 || s.Channels != 0 {
+			t.Fatalf("state left behind: %+v", s)
+		}
+	}
+}
+
+// NewPermits returns a PermitSemaphore of a fresh name with n permits.
+func NewPermits(t *testing.T, c *relock.Client, n int) *relock.PermitSemaphore {
+	t.Helper()
+	ps := c.PermitSemaphore(LockName(t))
+	if ok, err := ps.TrySetPermits(CtxTimeout(t, 5*time.Second), n); !ok || err != nil {
+		t.Fatalf("TrySetPermits: %v %v", ok, err)
+	}
+	return ps
+}
+
+// readerFields returns the reader fields of a read-write lock's hash.
+func RWReaders(t testing.TB, rdb redis.UniversalClient, name string) []string {
+	t.Helper()
+	var fields []string
+	for f := range rdb.HGetAll(context.Background(), name).Val() {
+		if f != "mode" && f != "relock_token" && !strings.HasSuffix(f, ":write") {
+			fields = append(fields, f)
+		}
+	}
+	return fields
+}
+
+// holdKey is the key of a reader's i-th hold.
+func RWHoldKey(name, owner string, i int) string {
+	return fmt.Sprintf("{%s}:%s:rwlock_timeout:%d", name, owner, i)
+}
+
+// RWChannel is the release channel of a read-write lock.
+func RWChannel(name string) string { return "redisson_rwlock:{" + name + "}" }
+
+// FairQueueKey is a fair lock's queue list.
+func FairQueueKey(name string) string { return "redisson_lock_queue:{" + name + "}" }
+
+// FairTimeoutKey is a fair lock's zset of waiter deadlines.
+func FairTimeoutKey(name string) string { return "redisson_lock_timeout:{" + name + "}" }

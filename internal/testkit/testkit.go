@@ -1,0 +1,198 @@
+// Package testkit holds what relock's test packages share: the Redis
+// servers a test binary starts once (Main), the topologies behaviour tests
+// run on, and helpers for clients, names, waits and Redis state. The
+// behaviour tests live beside the code; the whole-system suites (fault
+// injection, hammers, soak) in systest/.
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// Shared servers, started once by Main. Tests that pause, kill or restart
+// a server start their own.
+var (
+	Standalone *redistest.Server
+	Cluster    *redistest.Cluster
+)
+
+// Main starts the shared servers, runs the tests, stops the servers, and
+// fails the run on goroutines left behind. A test binary's TestMain calls
+// it: os.Exit(testkit.Main(m)). ready, if given, run once the servers are
+// up, before the tests. A missing redis-server fails the run with the
+// command that installs it.
+func Main(m *testing.M, ready ...func()) int {
+	if err := redistest.RequireCluster(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	var err error
+	if Standalone, err = redistest.Start(redistest.Options{}); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: start redis-server:", err)
+		return 1
+	}
+	defer Standalone.Close()
+	if Cluster, err = redistest.StartCluster(3, 1); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: start redis cluster:", err)
+		return 1
+	}
+	defer Cluster.Close()
+	for _, f := range ready {
+		f()
+	}
+	code := m.Run()
+	_ = Cluster.Close()
+	_ = Standalone.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: leaked goroutines:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// Topology is one Redis deployment the behaviour tests run against.
+type Topology struct {
+	Name string
+	RDB  func(t testing.TB) redis.UniversalClient
+}
+
+// Topologies returns the shared standalone server and cluster.
+func Topologies() []Topology {
+	return []Topology{
+		{Name: "standalone", RDB: func(t testing.TB) redis.UniversalClient { return CloseLater(t, Standalone.Client()) }},
+		{Name: "cluster", RDB: func(t testing.TB) redis.UniversalClient { return CloseLater(t, Cluster.Client()) }},
+	}
+}
+
+// CloseLater closes c when the test ends, and returns it.
+func CloseLater[C interface{ Close() error }](t testing.TB, c C) C {
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// ForEach runs f as a parallel subtest on every Topology.
+func ForEach(t *testing.T, f func(t *testing.T, top Topology)) {
+	for _, top := range Topologies() {
+		t.Run(top.Name, func(t *testing.T) {
+			t.Parallel()
+			f(t, top)
+		})
+	}
+}
+
+// NewClient returns a relock Client on a fresh go-redis client of top.
+func (top Topology) NewClient(t testing.TB, opts ...relock.Option) *relock.Client {
+	t.Helper()
+	return NewClient(t, top.RDB(t), opts...)
+}
+
+// NewClient returns a relock Client on rdb, closed when the test ends.
+func NewClient(t testing.TB, rdb redis.UniversalClient, opts ...relock.Option) *relock.Client {
+	t.Helper()
+	c, err := relock.New(rdb, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+var nameSeq atomic.Int64
+
+// LockName returns a name no other test uses.
+func LockName(t testing.TB) string {
+	name := strings.NewReplacer("/", ":", " ", "_").Replace(t.Name())
+	return fmt.Sprintf("test:%s:%d", name, nameSeq.Add(1))
+}
+
+// CtxTimeout returns a context that ends after d or with the test.
+func CtxTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Eventually polls cond until it holds or the bound passes. It is for
+// conditions no signal reports, such as a server's view of subscriptions.
+func Eventually(t testing.TB, bound time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", bound, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// WaitDone waits for a lease's Done channel within a generous bound.
+func WaitDone(t testing.TB, l *relock.Lease, bound time.Duration) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-time.After(bound):
+		t.Fatalf("lease of %q not done within %v", l.Name(), bound)
+	}
+}
+
+// KeysOf lists the keys of a lock name and its companion keys, on every
+// master of the Topology. The fencing counters, which are meant to stay,
+// do not carry the name.
+func KeysOf(t testing.TB, rdb redis.UniversalClient, name string) []string {
+	t.Helper()
+	ctx := CtxTimeout(t, 5*time.Second)
+	var found []string
+	scan := func(ctx context.Context, c *redis.Client) error {
+		for _, pattern := range []string{name, "*" + name + "*"} {
+			keys, err := c.Keys(ctx, pattern).Result()
+			if err != nil {
+				return err
+			}
+			for _, k := range keys {
+				if !Contains(found, k) {
+					found = append(found, k)
+				}
+			}
+		}
+		return nil
+	}
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		var mu = make(chan struct{}, 1)
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			mu <- struct{}{}
+			defer func() { <-mu }()
+			return scan(ctx, c)
+		})
+	} else {
+		err = scan(ctx, rdb.(*redis.Client))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+// Contains reports whether list holds s.
+func Contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
