@@ -3,6 +3,7 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -182,5 +183,103 @@ func TestLatchLostReply(t *testing.T) {
 	}
 	if n, err := l.Count(ctx); n != 1 || err != nil || drop.Dropped.Load() != 1 {
 		t.Fatalf("Count = %d, %v after one CountDown whose reply was lost; want 1", n, err)
+	}
+}
+
+// TestLatchRedissonInterop acts as Redisson's RCountDownLatch does: the
+// count in a string, deleted at zero, "0" published on
+// "redisson_countdownlatch__channel__{" + name + "}" at zero and "1" for a
+// new count, also for a name with its own hash tag ("{batch}:done", whose
+// channel is "redisson_countdownlatch__channel__{{batch}:done}"). On a
+// cluster Redisson cannot use such a name: its script's channel key hashes
+// to another slot (CROSSSLOT).
+func TestLatchRedissonInterop(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		base := testkit.LockName(t)
+		for _, name := range []string{base, "{" + base + "}:done"} {
+			t.Run(strings.ReplaceAll(name, "{", "("), func(t *testing.T) { latchRedissonInterop(t, top, name) })
+		}
+	})
+}
+
+func latchRedissonInterop(t *testing.T, top testkit.Topology, name string) {
+	rdb := top.RDB(t)
+	c := top.NewClient(t)
+	keys := []string{name, "redisson_countdownlatch__channel__{" + name + "}"}
+	publish := javaPublish(top)
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	if top.Name == "cluster" && strings.HasPrefix(name, "{") {
+		err := rdb.Eval(ctx, "return redis.call('exists', KEYS[1])", keys).Err()
+		if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+			t.Fatalf("Redisson's latch keys of %q on a cluster: %v, want CROSSSLOT", name, err)
+		}
+		// relock's own latch of that name works there, on a channel of
+		// the name's slot.
+		l := c.CountDownLatch(name)
+		if ok, err := l.TrySetCount(ctx, 1); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- l.Await(ctx) }()
+		testkit.Eventually(t, 5*time.Second, "relock to await", func() bool { return c.Stats().Asleep == 1 })
+		if err := top.NewClient(t).CountDownLatch(name).CountDown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil || c.Stats().Wakeups == 0 {
+			t.Fatalf("await: %v, woken %d times", err, c.Stats().Wakeups)
+		}
+		return
+	}
+	javaTrySet := func(n int) int64 {
+		v, err := rdb.Eval(ctx, `if redis.call('exists', KEYS[1]) == 0 then
+    redis.call('set', KEYS[1], ARGV[2]); redis.call(ARGV[3], KEYS[2], ARGV[1]); return 1 end
+return 0`, keys, "1", n, publish).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	javaCountDown := func() {
+		err := rdb.Eval(ctx, `local v = redis.call('decr', KEYS[1])
+if v <= 0 then redis.call('del', KEYS[1]) end
+if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end
+return v`, keys, "0", publish).Err()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Java sets and opens the latch; relock's awaiter hears it.
+	if javaTrySet(1) != 1 {
+		t.Fatal("java trySetCount failed")
+	}
+	l := c.CountDownLatch(name)
+	if n, err := l.Count(ctx); n != 1 || err != nil {
+		t.Fatalf("Count of Java's latch = %d, %v", n, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Await(ctx) }()
+	testkit.Eventually(t, 5*time.Second, "relock to await", func() bool { return c.Stats().Asleep == 1 })
+	javaCountDown()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if c.Stats().Wakeups == 0 {
+		t.Fatal("relock was not woken by Java's zero message")
+	}
+	// relock sets and opens it; Java hears "1", then "0".
+	ps := subscribe(ctx, t, top, rdb, keys[1])
+	if ok, err := l.TrySetCount(ctx, 1); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if javaTrySet(7) != 0 {
+		t.Fatal("java trySetCount over relock's count succeeded")
+	}
+	if err := l.CountDown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1", "0"} {
+		if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != want {
+			t.Fatalf("Java heard %v, %v; want %q", msg, err, want)
+		}
 	}
 }

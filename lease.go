@@ -160,11 +160,13 @@ func (l *Lease) finish(err error, cause string) {
 			drop(m)
 		}
 	}
+	lost := errors.Is(err, ErrLockLost)
+	if lost && l.parts == nil { // a composite's members count for it
+		// Counted before Done closes, so that whoever wakes on Done sees it.
+		l.c.stats.lost.Add(1)
+	}
 	close(l.end.done)
-	if errors.Is(err, ErrLockLost) {
-		if l.parts == nil { // a composite's members count for it
-			l.c.stats.lost.Add(1)
-		}
+	if lost {
 		l.c.cfg.logger.Warn("relock: lock lost", "name", l.name, "owner", l.field, "token", l.token, "cause", cause)
 	}
 	l.endMu.Lock()

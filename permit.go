@@ -174,9 +174,12 @@ func (p *Permit) finish(err error, cause string) {
 	if !p.end.record(err) {
 		return
 	}
+	lost := errors.Is(err, ErrLockLost)
+	if lost {
+		p.ps.c.stats.lost.Add(1) // before Done closes, as for a Lease
+	}
 	close(p.end.done)
-	if errors.Is(err, ErrLockLost) {
-		p.ps.c.stats.lost.Add(1)
+	if lost {
 		p.ps.c.cfg.logger.Warn("relock: permit lost", "name", p.ps.name, "permit", p.id, "cause", cause)
 	}
 }

@@ -2,6 +2,7 @@ package relock_test
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"sync"
@@ -398,6 +399,96 @@ func TestPermitSemaphoreSpin(t *testing.T) {
 		}
 		if n, err := ps.Available(ctx); n != 1 || err != nil {
 			t.Fatalf("Available = %d, %v, want the one permit back", n, err)
+		}
+	})
+}
+
+func TestPermitSemaphoreRedissonInterop(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c := top.NewClient(t, relock.WithWatchdogTimeout(300*time.Millisecond))
+		ps := testkit.NewPermits(t, c, 1)
+		name := ps.Name()
+		java := &javaPermits{rdb: rdb, keys: []string{name, "{" + name + "}:timeout", "redisson_sc:{" + name + "}"}, publish: javaPublish(top)}
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
+
+		// Java holds a permit: relock waits and is woken by Java's release.
+		javaID := []byte("0123456789abcdef")
+		if v, err := java.acquire(ctx, javaID, time.Minute); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		if _, err := ps.TryAcquire(ctx); !errors.Is(err, relock.ErrNotAcquired) {
+			t.Fatalf("TryAcquire over Java's permit: %v", err)
+		}
+		got := make(chan *relock.Permit, 1)
+		go func() {
+			p, err := ps.Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- p
+		}()
+		testkit.Eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
+		if v, err := java.release(ctx, hex.EncodeToString(javaID)); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		p := <-got
+		if p == nil {
+			t.FailNow()
+		}
+		if c.Stats().Wakeups == 0 {
+			t.Fatal("relock was not woken by Java's release message")
+		}
+		// A Java permit without a lease: relock waits for the release
+		// message alone, and is woken by it.
+		javaID2 := []byte("fedcba9876543210")
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := java.acquire(ctx, javaID2, -1); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		go func() {
+			p, err := ps.Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- p
+		}()
+		testkit.Eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
+		wakes := c.Stats().Wakeups
+		if v, err := java.release(ctx, hex.EncodeToString(javaID2)); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		if p = <-got; p == nil {
+			t.FailNow()
+		}
+		if c.Stats().Wakeups == wakes {
+			t.Fatal("relock was not woken by Java's release of a permit without a lease")
+		}
+		// Java releases relock's permit by its id; the Permit learns of it.
+		if v, err := java.release(ctx, p.ID()); v != 1 || err != nil {
+			t.Fatalf("Java release of relock's permit %s: %v %v", p.ID(), v, err)
+		}
+		waitPermitDone(t, p, 5*time.Second)
+		if !errors.Is(p.Err(), relock.ErrLockLost) {
+			t.Fatalf("Err = %v", p.Err())
+		}
+		// relock releases a Java permit by id, and reclaims an expired one
+		// (Java's clock is the test's).
+		if v, err := java.acquire(ctx, javaID, time.Minute); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		if err := ps.Release(ctx, hex.EncodeToString(javaID)); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := java.acquire(ctx, javaID, 50*time.Millisecond); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		if p, err := ps.Acquire(ctx); err != nil {
+			t.Fatalf("Acquire after Java's permit expired: %v", err)
+		} else if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

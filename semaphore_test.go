@@ -2,12 +2,15 @@ package relock_test
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"math/rand"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/testkit"
@@ -375,4 +378,118 @@ func TestSemaphoreAddPermitsResizes(t *testing.T) {
 			t.Fatalf("AddPermits(0) = %v, want ErrInvalidOption", err)
 		}
 	})
+}
+
+func TestSemaphoreRedissonInterop(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c := top.NewClient(t)
+		name := testkit.LockName(t)
+		s := c.Semaphore(name)
+		java := newJavaSemaphore(top, rdb, name)
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
+
+		// Java sets and takes; relock sees it, waits, and is woken by
+		// Java's release.
+		if v, err := java.trySetPermits(ctx, 1); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		if ok, err := s.TrySetPermits(ctx, 4); ok || err != nil {
+			t.Fatalf("TrySetPermits over Java's: %v %v", ok, err)
+		}
+		if v, err := java.tryAcquire(ctx, 1); v != 1 || err != nil {
+			t.Fatal(v, err)
+		}
+		got := make(chan error, 1)
+		go func() { got <- s.Acquire(ctx, 1) }()
+		testkit.Eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
+		if _, err := java.release(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if c.Stats().Wakeups == 0 {
+			t.Fatal("relock was not woken by Java's release message")
+		}
+		// relock releases: Java hears the new count and can take it.
+		ps := subscribe(ctx, t, top, rdb, java.keys[1])
+		if err := s.Release(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
+			t.Fatalf("Java heard %v, %v", msg, err)
+		}
+		if v, err := java.tryAcquire(ctx, 1); v != 1 || err != nil {
+			t.Fatalf("Java tryAcquire after relock's release: %v %v", v, err)
+		}
+	})
+}
+
+// javaPermits acts on a permit semaphore the way Redisson's
+// RPermitExpirableSemaphore does, written for this test from its source:
+// permit ids are 16 random bytes (32 hex digits in Java's API), stored raw
+// in the zset {name}:timeout and scored by an expiry on the client's clock
+// (922337203685477 for a permit without a lease). Every acquisition first
+// gives expired permits back and publishes the new free count on
+// redisson_sc:{name}; it gives the zset the permits key's TTL, if any. A
+// release publishes the new free count.
+type javaPermits struct {
+	rdb     redis.UniversalClient
+	keys    []string
+	publish string
+}
+
+// javaNoLease is Redisson's expiry of a permit without a lease.
+const javaNoLease = 922337203685477
+
+// acquire takes one permit with the given lease (negative: none); it
+// returns 1 if taken, else 0.
+func (j *javaPermits) acquire(ctx context.Context, id []byte, lease time.Duration) (int64, error) {
+	expiry := int64(javaNoLease)
+	if lease >= 0 {
+		expiry = time.Now().Add(lease).UnixMilli()
+	}
+	v, err := j.rdb.Eval(ctx, `local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1])
+if #expired > 0 then
+    redis.call('zrem', KEYS[2], unpack(expired))
+    local value = redis.call('incrby', KEYS[1], #expired)
+    if tonumber(value) > 0 then redis.call(ARGV[5], KEYS[3], value) end
+end
+local value = redis.call('get', KEYS[1])
+if value ~= false and tonumber(value) >= tonumber(ARGV[1]) then
+    redis.call('decrby', KEYS[1], ARGV[1])
+    for i = 6, #ARGV do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]) end
+    local ttl = redis.call('pttl', KEYS[1])
+    if ttl > 0 then redis.call('pexpire', KEYS[2], ttl) end
+    return 'OK'
+end
+local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+if first[1] ~= nil and first[2] ~= ARGV[4] then return ':' .. tostring(first[2]) end
+return nil`, j.keys, 1, expiry, time.Now().UnixMilli(), javaNoLease, j.publish, id).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if v == "OK" {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// release gives back the permit of a hex id: 1 if it was held and had not
+// expired, else 0.
+func (j *javaPermits) release(ctx context.Context, hexID string) (int64, error) {
+	id, err := hex.DecodeString(hexID)
+	if err != nil {
+		return 0, err
+	}
+	return j.rdb.Eval(ctx, `local expiry = redis.call('zscore', KEYS[2], ARGV[1])
+if redis.call('zrem', KEYS[2], ARGV[1]) ~= 1 then return 0 end
+local value = redis.call('incrby', KEYS[1], 1)
+redis.call(ARGV[3], KEYS[3], value)
+if tonumber(expiry) <= tonumber(ARGV[2]) then return 0 end
+return 1`, j.keys, id, time.Now().UnixMilli(), j.publish).Int64()
 }

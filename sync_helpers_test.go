@@ -116,3 +116,36 @@ func waitPermitDone(t testing.TB, p *relock.Permit, bound time.Duration) {
 		t.Fatalf("permit %s not done within %v", p.ID(), bound)
 	}
 }
+
+// javaSemaphore acts on a semaphore the way Redisson's RSemaphore does:
+// the string holds the permits available, and a release publishes the new
+// count on redisson_sc:{name}. Written for this test from that layout.
+type javaSemaphore struct {
+	rdb     redis.UniversalClient
+	keys    []string
+	publish string
+}
+
+func newJavaSemaphore(top testkit.Topology, rdb redis.UniversalClient, name string) *javaSemaphore {
+	return &javaSemaphore{rdb: rdb, keys: []string{name, "redisson_sc:{" + name + "}"}, publish: javaPublish(top)}
+}
+
+func (j *javaSemaphore) eval(ctx context.Context, script string, args ...any) (int64, error) {
+	return j.rdb.Eval(ctx, script, j.keys, args...).Int64()
+}
+
+func (j *javaSemaphore) trySetPermits(ctx context.Context, n int) (int64, error) {
+	return j.eval(ctx, `if redis.call('get', KEYS[1]) == false then
+    redis.call('set', KEYS[1], ARGV[1]); redis.call(ARGV[2], KEYS[2], ARGV[1]); return 1 end
+return 0`, n, j.publish)
+}
+
+func (j *javaSemaphore) tryAcquire(ctx context.Context, n int) (int64, error) {
+	return j.eval(ctx, `local v = redis.call('get', KEYS[1])
+if v ~= false and tonumber(v) >= tonumber(ARGV[1]) then redis.call('decrby', KEYS[1], ARGV[1]); return 1 end
+return 0`, n)
+}
+
+func (j *javaSemaphore) release(ctx context.Context, n int) (int64, error) {
+	return j.eval(ctx, `local v = redis.call('incrby', KEYS[1], ARGV[1]); redis.call(ARGV[2], KEYS[2], v); return v`, n, j.publish)
+}
