@@ -5,8 +5,8 @@ package scripts
 var (
 	RWReadLock    = loadWith("rw_read_lock", "fence")
 	RWWriteLock   = loadWith("rw_write_lock", "fence")
-	RWReadUnlock  = load("rw_read_unlock")
-	RWWriteUnlock = load("rw_write_unlock")
+	RWReadUnlock  = loadWith("rw_read_unlock", "rw_readers")
+	RWWriteUnlock = loadWith("rw_write_unlock", "rw_readers")
 	RWRenew       = load("rw_renew")
 	RWForceUnlock = load("rw_forceunlock")
 )

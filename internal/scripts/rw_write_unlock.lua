@@ -45,22 +45,7 @@ else
     redis.call('hdel', KEYS[1], ARGV[1], 'relock_token')
     -- Read holds left (the writer's own) keep the lock in read mode, for
     -- as long as the longest of them.
-    local longest = 0
-    local fields = redis.call('hgetall', KEYS[1])
-    for i = 1, #fields, 2 do
-        local n = tonumber(fields[i + 1])
-        if n ~= nil and fields[i] ~= 'mode' then
-            local alive = 0
-            for j = 1, n do
-                alive = math.max(alive, redis.call('pttl', ARGV[6] .. ':' .. fields[i] .. ':rwlock_timeout:' .. j))
-            end
-            if alive > 0 then
-                longest = math.max(longest, alive)
-            else
-                redis.call('hdel', KEYS[1], fields[i])
-            end
-        end
-    end
+    local longest = longest_reader(KEYS[1], ARGV[6])
     if longest > 0 then
         redis.call('hset', KEYS[1], 'mode', 'read')
         redis.call('pexpire', KEYS[1], longest)
