@@ -40,7 +40,7 @@ func TestClientIdentity(t *testing.T) {
 		}
 		var uuid string
 		for _, f := range owner {
-			if id, _, ok := strings.Cut(f, ":"); ok && f != "relock_token" {
+			if id, _, ok := strings.Cut(f, ":"); ok && f != "relock_token" && f != "relock_since" {
 				uuid = id
 			}
 		}

@@ -219,10 +219,13 @@ func TestShowLockWaiters(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
 		t.Fatal(err)
 	}
+	if since, err := time.Parse(time.RFC3339Nano, s.Since); err != nil || time.Since(since) < 0 || time.Since(since) > time.Minute {
+		t.Errorf("since %q (%v): want when the lock was granted, a moment ago", s.Since, err)
+	}
 	if len(s.Queue) != 1 || s.Queue[0].Client == nil || s.Queue[0].Client.PID != strconv.Itoa(os.Getpid()) {
 		t.Fatalf("queue %+v; want the one waiting call with this process as its client", s.Queue)
 	}
-	if r := relockCmd(t, "show", "--redis", url, "job"); !strings.Contains(r.stdout, "queued 1") || !strings.Contains(r.stdout, "waiting for") {
+	if r := relockCmd(t, "show", "--redis", url, "job"); !strings.Contains(r.stdout, "queued 1") || !strings.Contains(r.stdout, "waiting for") || !strings.Contains(r.stdout, "held for") {
 		t.Fatalf("show does not list the waiter: %q", r.stdout)
 	}
 	cancel()

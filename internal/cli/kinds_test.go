@@ -302,7 +302,7 @@ func TestShowEveryPrimitive(t *testing.T) {
 		f := strings.Fields(line)
 		listed[f[0]] = strings.Join(f[1:], " ")
 	}
-	for name, want := range map[string]string{"permits": "permit-semaphore - 1 available 1, held 1", "sem": "semaphore - 0 available 0", "latch": "latch - 0 count 2"} {
+	for name, want := range map[string]string{"permits": "permit-semaphore - - 1 available 1, held 1", "sem": "semaphore - - 0 available 0", "latch": "latch - - 0 count 2"} {
 		if listed[name] != want {
 			t.Errorf("ls %s: %q, want %q", name, listed[name], want)
 		}

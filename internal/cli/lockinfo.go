@@ -126,6 +126,16 @@ type lockInfo struct {
 	token   string        // the holder's fencing token; "" when none is recorded
 	count   *counted      // a synchronizer's, listed by ls; nil for a lock
 	leader  *leaderRow    // an election's leader; nil when it has none
+	since   int64         // when relock granted it, unix ms (server clock); 0 when unknown
+}
+
+// heldFor is how long the lock has been held, when relock recorded when it
+// granted it (Mutex, FairMutex, Election), else 0.
+func (li *lockInfo) heldFor(now time.Time) time.Duration {
+	if li.since <= 0 {
+		return 0
+	}
+	return max(now.Sub(time.UnixMilli(li.since)), 0)
 }
 
 // holder is one owner and its hold count.
@@ -171,6 +181,10 @@ func parseLock(name string, fields map[string]string) (*lockInfo, bool) {
 		}
 		if f == layout.TokenField {
 			li.token = v
+			continue
+		}
+		if f == layout.SinceField {
+			li.since, _ = strconv.ParseInt(v, 10, 64)
 			continue
 		}
 		if li.kind == kindElection && (f == layout.LeaderField || f == layout.LeaderHolderField) {

@@ -83,13 +83,18 @@ func runLs(ctx context.Context, e *env, args []string) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "NAME\tKIND\tTTL\tHOLDS\tOWNERS\n")
+	fmt.Fprintf(tw, "NAME\tKIND\tTTL\tHELD\tHOLDS\tOWNERS\n")
+	now := time.Now()
 	for _, li := range locks {
 		if li.count != nil {
-			fmt.Fprintf(tw, "%s\t%s\t-\t%d\t%s\n", li.name, li.kind, li.count.held, li.count.describe())
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t%d\t%s\n", li.name, li.kind, li.count.held, li.count.describe())
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", li.name, li.kind, fmtTTL(li.ttl), li.holds(), li.owners(*ids))
+		held := "-"
+		if d := li.heldFor(now); d > 0 {
+			held = d.Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", li.name, li.kind, fmtTTL(li.ttl), held, li.holds(), li.owners(*ids))
 	}
 	tw.Flush()
 	return exitOK

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -47,9 +48,10 @@ type holderRow struct {
 	Count  int64       `json:"count"`
 	Write  bool        `json:"write,omitempty"`
 	Client *clientInfo `json:"client,omitempty"` // absent for a holder whose Client is unknown
-	// HeldForMs is how long the web view has seen the hold (web view
-	// only: the layouts keep no acquisition time); AtLeast says it was
-	// held when the view started, so it may be older.
+	// HeldForMs is how long the hold has lasted: from when relock granted
+	// it, for a Mutex, FairMutex or Election; else (web view only) since
+	// the view first saw it, and then AtLeast says it was held when the
+	// view started, so it may be older.
 	HeldForMs int64 `json:"held_for_ms,omitempty"`
 	AtLeast   bool  `json:"held_for_at_least,omitempty"`
 }
@@ -63,8 +65,9 @@ func rows(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo) ([]
 		if li.ttl == -1 {
 			r.TTLms = -1
 		}
+		held := li.heldFor(time.Now()).Milliseconds()
 		for _, h := range li.holders {
-			r.Holders = append(r.Holders, holderRow{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client})
+			r.Holders = append(r.Holders, holderRow{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client, HeldForMs: held})
 		}
 		r.Leader = li.leader
 		if c := li.count; c != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -91,6 +92,9 @@ func runShow(ctx context.Context, e *env, args []string) int {
 			fmt.Fprintf(tw, "leader\tnone published yet\n")
 		}
 		fmt.Fprintf(tw, "ttl\t%s\n", fmtTTL(s.lock.ttl))
+		if d := s.lock.heldFor(time.Now()); d > 0 {
+			fmt.Fprintf(tw, "since\t%s\t(held for %s)\n", time.UnixMilli(s.lock.since).Format(time.RFC3339), d.Round(time.Millisecond))
+		}
 		for _, h := range s.lock.holders {
 			side := ""
 			if h.write {
@@ -169,6 +173,10 @@ type shown struct {
 	Count   *int64      `json:"count,omitempty"`
 	Permits []permitRow `json:"permits,omitempty"` // a permit semaphore's held permits
 	Leader  *leaderRow  `json:"leader,omitempty"`  // an election's leader
+	// Since is when relock granted the lock to its holder (RFC 3339, the
+	// server's clock): a Mutex's, FairMutex's or Election's; absent when
+	// not recorded (read-write locks, Redisson's holds).
+	Since string `json:"since,omitempty"`
 }
 
 // report makes what show --json prints of the name s describes.
@@ -186,6 +194,9 @@ func (s *lockState) report(name string) shown {
 			r.Holders = append(r.Holders, holderRow{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client})
 		}
 		r.Token, r.Leader = s.lock.token, s.lock.leader
+		if s.lock.since > 0 {
+			r.Since = time.UnixMilli(s.lock.since).UTC().Format(time.RFC3339Nano)
+		}
 	case s.count != nil:
 		r.State, r.Kind = "count", s.count.kind
 		r.Count = &s.count.count

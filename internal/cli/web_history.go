@@ -214,6 +214,9 @@ func (s *sampler) trim(h *objectHistory, now time.Time) {
 // held.
 func (s *sampler) annotate(r *lockRow, now time.Time) {
 	for i := range r.Holders {
+		if r.Holders[i].HeldForMs > 0 {
+			continue // known from the lock itself
+		}
 		if sh, ok := s.seen[[2]string{r.Name, r.Holders[i].Owner}]; ok {
 			r.Holders[i].HeldForMs = now.Sub(sh.at).Milliseconds()
 			r.Holders[i].AtLeast = sh.atStart

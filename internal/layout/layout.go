@@ -71,6 +71,10 @@ const PermitNoLease = 922337203685477
 // fencing token.
 const TokenField = "relock_token"
 
+// SinceField is the field of a Mutex's or FairMutex's hash that holds when
+// relock granted it to its holder, in unix ms by the server's clock.
+const SinceField = "relock_since"
+
 // Companion returns the key or channel "prefix:{name}" that hashes to the
 // same cluster slot as name, or "prefix:name" when name has its own hash
 // tag.

@@ -77,7 +77,7 @@ if not head or head == owner then
         take(owner)
     end
     local token = fence(KEYS[5], KEYS[6], ARGV[8])
-    redis.call('hset', KEYS[1], owner, 1, token_field, token)
+    redis.call('hset', KEYS[1], owner, 1, token_field, token, since_field, now_ms())
     redis.call('pexpire', KEYS[1], ARGV[1])
     if ARGV[3] == '1' then
         redis.call('set', KEYS[7], 1, 'px', ARGV[4])

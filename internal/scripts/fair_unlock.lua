@@ -70,7 +70,7 @@ else
     if candidate then
         take(head)
         local token = fence(KEYS[5], KEYS[6], ARGV[6])
-        redis.call('hset', KEYS[1], head, 1, token_field, token)
+        redis.call('hset', KEYS[1], head, 1, token_field, token, since_field, now_ms())
         redis.call('pexpire', KEYS[1], ARGV[candidate + 1])
         result = {token, (candidate - 6) / 2}
     elseif head and ARGV[7] ~= '0' and grantable(head) then
@@ -78,7 +78,7 @@ else
         local ttl = math.min(grantable(head), tonumber(ARGV[7]))
         take(head)
         local token = fence(KEYS[5], KEYS[6], ARGV[6])
-        redis.call('hset', KEYS[1], head, 1, token_field, token)
+        redis.call('hset', KEYS[1], head, 1, token_field, token, since_field, now_ms())
         redis.call('pexpire', KEYS[1], ttl)
         redis.call(ARGV[3], KEYS[4] .. ':' .. head, 'g:' .. token .. ':' .. ttl .. ':' .. left)
         result = 3

@@ -22,6 +22,11 @@
 -- The field of a lock hash that holds the current holder's token: the
 -- caller of fence writes it with the holder's own field, in one HSET.
 local token_field = 'relock_token'
+-- The field of a Mutex's or FairMutex's hash that holds when its holder
+-- was granted it, in server ms: written with the token by the scripts that
+-- read the clock (not a read-write lock's, whose Redisson scripts take
+-- every numeric field for a reader's hold count).
+local since_field = 'relock_since'
 
 -- fence returns a new token for a lock the caller is granting.
 local function fence(counter, named, mode)

@@ -1,8 +1,9 @@
 -- lock.lua: acquire or re-enter a reentrant lock (Redisson hash layout),
 -- and keep the caller's place in the lock's queue of waiters while it waits.
 --
--- KEYS[1]  lock hash: field <owner> -> hold count, and field relock_token
---          -> the holder's fencing token
+-- KEYS[1]  lock hash: field <owner> -> hold count, field relock_token
+--          -> the holder's fencing token, and field relock_since -> when
+--          the holder was granted it (server ms)
 -- KEYS[2]  fencing counter of the lock's slot (see fence.lua)
 -- KEYS[3]  the lock's own token key (see fence.lua)
 -- KEYS[4]  request marker, written only for reentrant owners so that a
@@ -34,7 +35,7 @@ local function member()
 end
 if ttl == -2 then
     local token = fence(KEYS[2], KEYS[3], ARGV[5])
-    redis.call('hset', KEYS[1], ARGV[2], 1, token_field, token)
+    redis.call('hset', KEYS[1], ARGV[2], 1, token_field, token, since_field, now_ms())
     redis.call('pexpire', KEYS[1], ARGV[1])
     if ARGV[3] == '1' then
         redis.call('set', KEYS[4], 1, 'px', ARGV[4])

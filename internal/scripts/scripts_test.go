@@ -244,7 +244,7 @@ func TestGrant(t *testing.T) {
 	if v := run(t, Unlock, rel, args...); v != int64(-2) {
 		t.Fatalf("release to an own waiter = %v, want -2", v)
 	}
-	if got := rdb.HGetAll(ctx, "s:g").Val(); len(got) != 2 || got["u:2"] != "1" || got["relock_token"] != "2" {
+	if got := rdb.HGetAll(ctx, "s:g").Val(); len(got) != 3 || got["u:2"] != "1" || got["relock_token"] != "2" || got["relock_since"] == "" {
 		t.Fatalf("hash after the grant: %v", got)
 	}
 	if ttl := rdb.PTTL(ctx, "s:g").Val(); ttl > 5*time.Second || ttl < 4*time.Second {

@@ -116,7 +116,7 @@ if grantee then
     end
     redis.call('zrem', KEYS[6], grantee)
     local token = fence(KEYS[4], KEYS[5], ARGV[6])
-    redis.call('hset', KEYS[1], owner, 1, token_field, token)
+    redis.call('hset', KEYS[1], owner, 1, token_field, token, since_field, now_ms())
     redis.call('pexpire', KEYS[1], ttl)
     if mine and grantee == ARGV[10] then
         result = -token

@@ -72,7 +72,7 @@ func HoldCount(t testing.TB, rdb redis.UniversalClient, name string) int {
 	}
 	n := 0
 	for f, v := range fields {
-		if f == "relock_token" { // the holder's fencing token
+		if f == "relock_token" || f == "relock_since" { // the holder's fencing token and grant time
 			continue
 		}
 		i, _ := strconv.Atoi(v)
