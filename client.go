@@ -55,6 +55,7 @@ type Client struct {
 	permits permitRegistry // semaphore calls waiting per channel
 
 	closing chan struct{}
+	clock   atomic.Pointer[clockArg] // see nowArg
 	closed  atomic.Bool
 	ctx     context.Context // cancelled by Close, for the client's own goroutines
 	cancel  context.CancelFunc

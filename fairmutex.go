@@ -185,7 +185,7 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	if wait && !a.reentrant && a.cfg.spin == nil && !m.c.rsync.mayWait() {
 		grants = a.lease
 	}
-	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, waiter, argMsgUnlock, m.c.argPublish, m.c.argFencing, grants}
+	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, waiter, argMsgUnlock, m.c.argPublish, m.c.argFencing, grants, m.c.nowArg()}
 
 	l, ttl, err := m.attempt(ctx, a)
 	if l != nil || err != nil {

@@ -140,7 +140,7 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 		a.keys = []any{m.name, m.counter, m.named, requestMarker(m.name, a.owner), m.queue}
 		flag = argOne
 	}
-	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, m.c.argFencing, a.kind, argGrantTTL, argZero}
+	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, m.c.argFencing, a.kind, argGrantTTL, argZero, m.c.nowArg()}
 
 	l, ttl, err := m.attempt(ctx, a)
 	if err != nil && !isServerError(err) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync/atomic"
+	"time"
 )
 
 // ownerSeq numbers owners process-wide, so that an owner number is never
@@ -22,6 +23,25 @@ type ownerKey struct{}
 // sync.Mutex.
 func WithOwner(ctx context.Context) context.Context {
 	return context.WithValue(ctx, ownerKey{}, ownerSeq.Add(1))
+}
+
+// clockArg is the current second as a script argument: the unix time in
+// ms, rounded down to the second, boxed once per second.
+type clockArg struct {
+	sec int64
+	arg any
+}
+
+// nowArg returns the Client's clock as a lock script records it in
+// relock_since, without an allocation but once a second.
+func (c *Client) nowArg() any {
+	sec := time.Now().Unix()
+	if p := c.clock.Load(); p != nil && p.sec == sec {
+		return p.arg
+	}
+	p := &clockArg{sec: sec, arg: strconv.FormatInt(sec*1000, 10)}
+	c.clock.Store(p)
+	return p.arg
 }
 
 // owner returns the owner id for a lock call with ctx, "<uuid>:<n>" as in

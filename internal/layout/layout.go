@@ -72,7 +72,8 @@ const PermitNoLease = 922337203685477
 const TokenField = "relock_token"
 
 // SinceField is the field of a Mutex's or FairMutex's hash that holds when
-// relock granted it to its holder, in unix ms by the server's clock.
+// relock granted it to its holder, in unix ms: by the acquiring Client's
+// clock (to the second), or the server's for a grant by a release.
 const SinceField = "relock_since"
 
 // Companion returns the key or channel "prefix:{name}" that hashes to the

@@ -22,6 +22,8 @@
 -- ARGV[9]  lease in milliseconds for which another client's release may
 --          grant the lock to the caller once it is first (fair_unlock.lua);
 --          "0" when the caller takes no such grant
+-- ARGV[10] the caller's clock in unix ms, recorded as relock_since by an
+--          acquisition (absent: the server's clock, one more call)
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
@@ -77,7 +79,7 @@ if not head or head == owner then
         take(owner)
     end
     local token = fence(KEYS[5], KEYS[6], ARGV[8])
-    redis.call('hset', KEYS[1], owner, 1, token_field, token, since_field, now_ms())
+    redis.call('hset', KEYS[1], owner, 1, token_field, token, since_field, ARGV[10] or now_ms())
     redis.call('pexpire', KEYS[1], ARGV[1])
     if ARGV[3] == '1' then
         redis.call('set', KEYS[7], 1, 'px', ARGV[4])

@@ -23,9 +23,10 @@
 -- caller of fence writes it with the holder's own field, in one HSET.
 local token_field = 'relock_token'
 -- The field of a Mutex's or FairMutex's hash that holds when its holder
--- was granted it, in server ms: written with the token by the scripts that
--- read the clock (not a read-write lock's, whose Redisson scripts take
--- every numeric field for a reader's hold count).
+-- was granted it, in unix ms: written with the token, by the acquiring
+-- client's clock or, for a grant by a release, the server's (not a
+-- read-write lock's, whose Redisson scripts take every numeric field for a
+-- reader's hold count).
 local since_field = 'relock_since'
 
 -- fence returns a new token for a lock the caller is granting.

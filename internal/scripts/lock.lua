@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  lock hash: field <owner> -> hold count, field relock_token
 --          -> the holder's fencing token, and field relock_since -> when
---          the holder was granted it (server ms)
+--          the holder was granted it (unix ms)
 -- KEYS[2]  fencing counter of the lock's slot (see fence.lua)
 -- KEYS[3]  the lock's own token key (see fence.lua)
 -- KEYS[4]  request marker, written only for reentrant owners so that a
@@ -20,6 +20,8 @@
 --          "<ARGV[1]>|<ARGV[6]>|<ARGV[2]>".
 -- ARGV[7]  milliseconds the queue outlives the holder's TTL, at least
 -- ARGV[8]  "1" when an earlier attempt of the call may have queued it
+-- ARGV[9]  the caller's clock in unix ms, recorded as relock_since by a
+--          fresh acquisition (absent: the server's clock, one more call)
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
@@ -35,7 +37,7 @@ local function member()
 end
 if ttl == -2 then
     local token = fence(KEYS[2], KEYS[3], ARGV[5])
-    redis.call('hset', KEYS[1], ARGV[2], 1, token_field, token, since_field, now_ms())
+    redis.call('hset', KEYS[1], ARGV[2], 1, token_field, token, since_field, ARGV[9] or now_ms())
     redis.call('pexpire', KEYS[1], ARGV[1])
     if ARGV[3] == '1' then
         redis.call('set', KEYS[4], 1, 'px', ARGV[4])
