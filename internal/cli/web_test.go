@@ -120,15 +120,16 @@ func TestWebViewRedisDown(t *testing.T) {
 }
 
 func TestWebUsage(t *testing.T) {
-	for _, args := range [][]string{{"web", "extra"}, {"web", "--refresh", "10ms"}} {
+	for _, args := range [][]string{{"web", "extra"}, {"web", "--refresh", "10ms"}, {"web", "--history", "1ms"}} {
 		if r := relockCmd(t, args...); r.code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", args, r.code, exitUsage)
 		}
 	}
 }
 
-// TestWebCommand runs the command itself: it serves on the address it
-// prints, and returns 0 once its context ends.
+// TestWebCommand runs the command itself with --allow-force-unlock: it
+// serves on the address it prints, offers force-unlock on object pages,
+// and returns 0 once its context ends, with an event stream still open.
 func TestWebCommand(t *testing.T) {
 	mr, url := server(t)
 	lock(t, lockClient(t, mr), "jobs:1")
@@ -138,7 +139,7 @@ func TestWebCommand(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		e := &env{stdin: strings.NewReader(""), stdout: pw, stderr: io.Discard, getenv: func(string) string { return "" }}
-		done <- runWeb(ctx, e, []string{"--redis", url, "--listen", "127.0.0.1:0"})
+		done <- runWeb(ctx, e, []string{"--redis", url, "--listen", "127.0.0.1:0", "--allow-force-unlock"})
 		pw.Close()
 	}()
 	line, err := readLine(pr)
@@ -154,9 +155,19 @@ func TestWebCommand(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, `"jobs:1"`) {
 		t.Fatalf("GET %slocks.json: %d %s", addr, code, body)
 	}
+	if _, page := get(t, addr+"object?name=jobs:1"); !strings.Contains(page, "force-unlock</button>") {
+		t.Fatalf("the object page offers no force-unlock with --allow-force-unlock:\n%s", page)
+	}
+	var p listing
+	openEvents(t, addr+"events").next(t, &p)
 	cancel()
-	if code := <-done; code != exitOK {
-		t.Fatalf("exit %d after the context ended, want 0", code)
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Fatalf("exit %d after the context ended, want 0", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("relock web did not stop within 20s of its context ending, with an event stream open")
 	}
 }
 
