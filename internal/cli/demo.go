@@ -30,11 +30,12 @@ Starts several relock clients, each on its own Redis connection pool, and
 workers spread over them that contend for a few locks. Every hold is
 recorded with its fencing token and checked: no two holds of one lock may
 overlap, tokens must grow, and a counter that the workers update without
-any other synchronisation must come out exact. Then three short scenes
-show, and check, what else relock does: the watchdog keeping a hold four
-leases long alive, a holder cut off from Redis told it lost the lock
-before another client gets it, and a store refusing that holder's stale
-fencing token (--scenes=false skips them). The last line of the output is
+any other synchronisation must come out exact. Then short scenes show,
+and check, what else relock does: the watchdog keeping a hold four leases
+long alive, a holder cut off from Redis told it lost the lock before
+another client gets it, a store refusing that holder's stale fencing
+token, and an elected leader that dies replaced by the next campaigner
+with a greater term (--scenes=false skips them). The last line of the output is
 the verdict; the exit code is 1 if mutual exclusion was violated or a
 scene failed.
 
@@ -53,7 +54,7 @@ type demoConfig struct {
 	prefix       string
 	watchdog     time.Duration
 	every        time.Duration // progress interval; 0 picks by terminal
-	scenes       bool          // show the watchdog, the lost-lock signal and fencing after the run
+	scenes       bool          // show the watchdog, the lost-lock signal, fencing and an election after the run
 }
 
 func runDemo(ctx context.Context, e *env, args []string) int {
@@ -69,7 +70,7 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&cfg.prefix, "prefix", "relock-demo", "prefix of the lock names")
 	fs.DurationVar(&cfg.watchdog, "watchdog", relock.DefaultWatchdogTimeout, "the clients' watchdog timeout")
 	fs.DurationVar(&cfg.every, "progress", 0, "progress interval (default 200ms on a terminal, else 1s)")
-	fs.BoolVar(&cfg.scenes, "scenes", true, "after the run, show the watchdog, the lost-lock signal and fencing tokens at work (about 4s)")
+	fs.BoolVar(&cfg.scenes, "scenes", true, "after the run, show the watchdog, the lost-lock signal, fencing tokens and a leader's failover at work (about 5s)")
 	if code, done := parse(fs, args); done {
 		return code
 	}

@@ -15,11 +15,12 @@ import (
 	"github.com/relock-go/relock"
 )
 
-// The demo's scenes: after the contention run, three things a lock needs
-// and a bare SET NX lock does not give, each shown and checked on the same
+// The demo's scenes: after the contention run, what a lock needs and a
+// bare SET NX lock does not give, each shown and checked on the same
 // Redis: the watchdog keeping a long hold alive, the holder told it lost
-// the lock before anyone else can have it, and fencing tokens refusing the
-// stale holder's write.
+// the lock before anyone else can have it, fencing tokens refusing the
+// stale holder's write, and a leader election surviving its leader's
+// death.
 
 // sceneLease is the watchdog timeout of the scenes' clients: short, so
 // that the scenes take seconds.
@@ -100,7 +101,64 @@ func (d *demo) scenes(ctx context.Context, t *target, mr *miniredis.Miniredis) [
 	if err != nil {
 		failed = append(failed, err.Error())
 	}
+	if msg, err := d.electionScene(ctx, open); err != nil {
+		failed = append(failed, "election: "+err.Error())
+	} else {
+		fmt.Fprintln(out, "  "+msg)
+	}
 	return failed
+}
+
+// electionScene elects a leader whose process then dies without resigning
+// (its Client closes, and nothing renews its lock): the campaigner waiting
+// behind it is elected once the lock expires, with a greater term, and
+// Leader names it.
+func (d *demo) electionScene(ctx context.Context, open func() (redis.UniversalClient, *relock.Client, error)) (string, error) {
+	name := d.cfg.prefix + ":leader"
+	rdbA, a, err := open()
+	if err != nil {
+		return "", err
+	}
+	defer rdbA.Close()
+	defer a.Close()
+	rdbB, b, err := open()
+	if err != nil {
+		return "", err
+	}
+	defer rdbB.Close()
+	defer b.Close()
+	first, err := a.Election(name).Campaign(ctx, "node-a")
+	if err != nil {
+		return "", err
+	}
+	type won struct {
+		l   *relock.Leadership
+		at  time.Time
+		err error
+	}
+	second := make(chan won, 1)
+	go func() {
+		l, err := b.Election(name).Campaign(ctx, "node-b")
+		second <- won{l, time.Now(), err}
+	}()
+	died := time.Now()
+	_ = a.Close() // node-a dies: nothing renews its leadership any more
+	w := <-second
+	if w.err != nil {
+		return "", w.err
+	}
+	defer w.l.Resign(context.WithoutCancel(ctx))
+	leader, err := b.Election(name).Leader(ctx)
+	switch {
+	case err != nil:
+		return "", err
+	case w.l.Term() <= first.Term():
+		return "", fmt.Errorf("term %d after %d", w.l.Term(), first.Term())
+	case leader.Value != "node-b" || leader.Term != w.l.Term():
+		return "", fmt.Errorf("Leader says %q in term %d, want node-b in term %d", leader.Value, leader.Term, w.l.Term())
+	}
+	return fmt.Sprintf("election: leader node-a (term %d) died without resigning; node-b was elected %v later with term %d, and Leader names it",
+		first.Term(), w.at.Sub(died).Round(time.Millisecond), w.l.Term()), nil
 }
 
 // watchdogScene holds a lock four leases long: the watchdog renews it in

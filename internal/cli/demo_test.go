@@ -35,6 +35,7 @@ func TestDemoEmbedded(t *testing.T) {
 		regexp.MustCompile(`watchdog: a 2s hold under a 500ms lease stayed held`),
 		regexp.MustCompile(`lost-lock signal: a holder cut off from Redis was told at \S+; another client got the lock at \S+, after it`),
 		regexp.MustCompile(`fencing: the store took token (\d+) from the new holder and refused the stale holder's token (\d+)`),
+		regexp.MustCompile(`election: leader node-a \(term \d+\) died without resigning; node-b was elected \S+ later with term \d+, and Leader names it`),
 	} {
 		if !re.MatchString(r.stdout) {
 			t.Errorf("the demo lacks a line matching %q", re)
@@ -86,7 +87,7 @@ func TestDemoScenesOnServer(t *testing.T) {
 	if r.code != exitOK || !heldLine.MatchString(r.lastLine()) {
 		t.Fatalf("exit %d, last line %q", r.code, r.lastLine())
 	}
-	for _, want := range []string{"watchdog: ", "lost-lock signal: ", "fencing: the store took token"} {
+	for _, want := range []string{"watchdog: ", "lost-lock signal: ", "fencing: the store took token", "election: leader node-a"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the demo lacks %q", want)
 		}
