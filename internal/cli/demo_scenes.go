@@ -155,7 +155,7 @@ func (d *demo) electionScene(ctx context.Context, open func() (redis.UniversalCl
 	case w.l.Term() <= first.Term():
 		return "", fmt.Errorf("term %d after %d", w.l.Term(), first.Term())
 	case leader.Value != "node-b" || leader.Term != w.l.Term():
-		return "", fmt.Errorf("Leader says %q in term %d, want node-b in term %d", leader.Value, leader.Term, w.l.Term())
+		return "", fmt.Errorf("the leader read back is %q in term %d, want node-b in term %d", leader.Value, leader.Term, w.l.Term())
 	}
 	return fmt.Sprintf("election: leader node-a (term %d) died without resigning; node-b was elected %v later with term %d, and Leader names it",
 		first.Term(), w.at.Sub(died).Round(time.Millisecond), w.l.Term()), nil
