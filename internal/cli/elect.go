@@ -92,6 +92,13 @@ func runElect(ctx context.Context, e *env, args []string) int {
 		}
 	}
 
+	if argv != nil {
+		// A command that cannot be started is refused before campaigning.
+		if probe := exec.Command(argv[0]); probe.Err != nil {
+			fmt.Fprintf(e.stderr, "%s: %v\n", fs.Name(), probe.Err)
+			return 127
+		}
+	}
 	rdb, code := rf.open(ctx, e, fs)
 	if rdb == nil {
 		return code

@@ -182,3 +182,15 @@ func TestElectionListed(t *testing.T) {
 		t.Fatalf("the election's lock is still there after unlock --force: %d, %v", n, err)
 	}
 }
+
+// TestElectCommandNotFound: a command that cannot be started is refused
+// with 127 before campaigning, leaving no election behind.
+func TestElectCommandNotFound(t *testing.T) {
+	mr, url := server(t)
+	if r := relockCmd(t, "elect", "--redis", url, "jobs", "--", "relock-no-such-command"); r.code != 127 {
+		t.Fatalf("exit %d, want 127", r.code)
+	}
+	if keys := mr.Keys(); len(keys) != 0 {
+		t.Fatalf("keys left: %v", keys)
+	}
+}
