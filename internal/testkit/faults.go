@@ -20,7 +20,7 @@ import (
 var ErrDropped = &net.OpError{Op: "read", Net: "tcp", Err: errors.New("reply dropped by the test")}
 
 // DropReply is a go-redis hook that, once armed, lets one script call
-// whose source header names script run on the server and then reports a
+// whose source header names Script run on the server and then reports a
 // transport error instead of its reply.
 type DropReply struct {
 	Script  string       // the file name of the script whose reply to drop
@@ -81,7 +81,7 @@ func HoldCount(t testing.TB, rdb redis.UniversalClient, name string) int {
 	return n
 }
 
-// Subscribers counts the server's Subscribers of a lock's release channel.
+// Subscribers counts the server's subscribers of a lock's release channel.
 func Subscribers(t testing.TB, top Topology, name string) int64 {
 	t.Helper()
 	ctx := CtxTimeout(t, 5*time.Second)

@@ -13,7 +13,7 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// RWSubscribers counts the server's Subscribers of a read-write lock's
+// RWSubscribers counts the server's subscribers of a read-write lock's
 // release channel.
 func RWSubscribers(t testing.TB, top Topology, name string) int64 {
 	t.Helper()
@@ -129,7 +129,7 @@ func NoKeysLeft(t testing.TB, rdb redis.UniversalClient, name string) {
 
 // SlotNames returns n lock names for a test. Their hash tags {a}, {b},
 // {c} hash to slots 15495, 3300 and 7365, one on each master of the
-// 3-master test Cluster, so that a MultiLock over them spans Nodes.
+// 3-master test cluster, so that a MultiLock over them spans nodes.
 func SlotNames(t testing.TB, n int) []string {
 	names := make([]string, n)
 	base := LockName(t)
@@ -183,7 +183,7 @@ func NewPermits(t *testing.T, c *relock.Client, n int) *relock.PermitSemaphore {
 	return ps
 }
 
-// readerFields returns the reader fields of a read-write lock's hash.
+// RWReaders returns the reader fields of a read-write lock's hash.
 func RWReaders(t testing.TB, rdb redis.UniversalClient, name string) []string {
 	t.Helper()
 	var fields []string
@@ -195,7 +195,7 @@ func RWReaders(t testing.TB, rdb redis.UniversalClient, name string) []string {
 	return fields
 }
 
-// holdKey is the key of a reader's i-th hold.
+// RWHoldKey is the key of a reader's i-th hold.
 func RWHoldKey(name, owner string, i int) string {
 	return fmt.Sprintf("{%s}:%s:rwlock_timeout:%d", name, owner, i)
 }

@@ -84,7 +84,7 @@ func CloseLater[C interface{ Close() error }](t testing.TB, c C) C {
 	return c
 }
 
-// ForEach runs f as a parallel subtest on every Topology.
+// ForEach runs f as a parallel subtest on every topology.
 func ForEach(t *testing.T, f func(t *testing.T, top Topology)) {
 	for _, top := range Topologies() {
 		t.Run(top.Name, func(t *testing.T) {
@@ -150,7 +150,7 @@ func WaitDone(t testing.TB, l *relock.Lease, bound time.Duration) {
 }
 
 // KeysOf lists the keys of a lock name and its companion keys, on every
-// master of the Topology. The fencing counters, which are meant to stay,
+// master of the topology. The fencing counters, which are meant to stay,
 // do not carry the name.
 func KeysOf(t testing.TB, rdb redis.UniversalClient, name string) []string {
 	t.Helper()
