@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -225,106 +224,4 @@ func TestRWMutexRetriedUnlockAppliedOnce(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestRWMutexBadInput(t *testing.T) {
-	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		c := top.NewClient(t)
-		ctx := testkit.CtxTimeout(t, 10*time.Second)
-		long := strings.Repeat("x", relock.MaxNameLen+1)
-		for _, tc := range []struct {
-			name string
-			lock string
-			opts []relock.LockOption
-			want error
-		}{
-			{"empty name", "", nil, relock.ErrInvalidName},
-			{"long name", long, nil, relock.ErrInvalidName},
-			{"open brace only", "bad{name", nil, relock.ErrInvalidName},
-			{"close brace only", "bad}name", nil, relock.ErrInvalidName},
-			{"empty hash tag", "{}bad", nil, relock.ErrInvalidName},
-			{"zero lease", "test:rwbad:zero", []relock.LockOption{relock.WithLease(0)}, relock.ErrInvalidOption},
-			{"negative lease", "test:rwbad:neg", []relock.LockOption{relock.WithLease(-time.Second)}, relock.ErrInvalidOption},
-			{"sub-millisecond lease", "test:rwbad:tiny", []relock.LockOption{relock.WithLease(time.Microsecond)}, relock.ErrInvalidOption},
-			{"bad spin", "test:rwbad:spin", []relock.LockOption{relock.WithSpin(0, time.Second)}, relock.ErrInvalidOption},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				rw := c.RWMutex(tc.lock)
-				for op, f := range map[string]func(context.Context, ...relock.LockOption) (*relock.Lease, error){
-					"RLock": rw.RLock, "TryRLock": rw.TryRLock, "Lock": rw.Lock, "TryLock": rw.TryLock,
-					"RLocker().Lock": rw.RLocker().Lock, "WLocker().TryLock": rw.WLocker().TryLock,
-				} {
-					if _, err := f(ctx, tc.opts...); !errors.Is(err, tc.want) {
-						t.Errorf("%s: %v, want %v", op, err, tc.want)
-					}
-				}
-				if tc.want == relock.ErrInvalidName {
-					if _, err := rw.IsLocked(ctx); !errors.Is(err, tc.want) {
-						t.Errorf("IsLocked: %v", err)
-					}
-					if _, err := rw.ForceUnlock(ctx); !errors.Is(err, tc.want) {
-						t.Errorf("ForceUnlock: %v", err)
-					}
-				}
-			})
-		}
-		if s := c.Stats(); s.Held != 0 || s.Channels != 0 || s.Acquired != 0 {
-			t.Fatalf("bad input left state behind: %+v", s)
-		}
-	})
-}
-
-// TestRWMutexWrongTypeAndClosed: a name holding another kind of value is
-// refused with ErrWrongType and left alone; a closed Client refuses every
-// call, and a waiter blocked when it closes returns ErrClosed.
-func TestRWMutexWrongTypeAndClosed(t *testing.T) {
-	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		c := top.NewClient(t)
-		rdb := top.RDB(t)
-		name := testkit.LockName(t)
-		ctx := testkit.CtxTimeout(t, 10*time.Second)
-		if err := rdb.Set(ctx, name, "not a lock", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-		rw := c.RWMutex(name)
-		if _, err := rw.RLock(ctx); !errors.Is(err, relock.ErrWrongType) {
-			t.Fatalf("RLock: %v, want ErrWrongType", err)
-		}
-		if _, err := rw.TryLock(ctx); !errors.Is(err, relock.ErrWrongType) {
-			t.Fatalf("TryLock: %v, want ErrWrongType", err)
-		}
-		if _, err := rw.ForceUnlock(ctx); !errors.Is(err, relock.ErrWrongType) {
-			t.Fatalf("ForceUnlock: %v, want ErrWrongType", err)
-		}
-		if v, _ := rdb.Get(ctx, name).Result(); v != "not a lock" {
-			t.Fatalf("value changed to %q", v)
-		}
-		rdb.Del(ctx, name)
-
-		w := top.NewClient(t)
-		held := testkit.RWMust(t)(c.RWMutex(name).Lock(ctx))
-		blocked := make(chan error, 1)
-		go func() {
-			_, err := w.RWMutex(name).RLock(ctx)
-			blocked <- err
-		}()
-		testkit.Eventually(t, 5*time.Second, "the waiter to wait", func() bool { return w.Stats().Channels == 1 })
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-blocked; !errors.Is(err, relock.ErrClosed) {
-			t.Fatalf("blocked RLock after Close: %v, want ErrClosed", err)
-		}
-		for op, f := range map[string]func(context.Context, ...relock.LockOption) (*relock.Lease, error){
-			"RLock": w.RWMutex(name).RLock, "TryRLock": w.RWMutex(name).TryRLock, "Lock": w.RWMutex(name).Lock,
-		} {
-			if _, err := f(ctx); !errors.Is(err, relock.ErrClosed) {
-				t.Fatalf("%s on a closed client: %v", op, err)
-			}
-		}
-		if _, err := w.RWMutex(name).IsLocked(ctx); !errors.Is(err, relock.ErrClosed) {
-			t.Fatalf("IsLocked on a closed client: %v", err)
-		}
-		testkit.RWUnlockAll(t, ctx, held)
-	})
 }

@@ -158,11 +158,7 @@ func (s *sampler) record(p *listing) {
 		}
 		h.owners = owners
 		s.annotate(r, now)
-		var age float64
-		for _, hr := range r.Holders {
-			age = max(age, float64(hr.HeldForMs)/1000)
-		}
-		h.samples = append(h.samples, sample{At: now.UnixMilli(), Holds: r.Holds, Waiting: r.Waiting, AgeS: age, TTLms: r.TTLms})
+		h.samples = append(h.samples, sample{At: now.UnixMilli(), Holds: r.Holds, Waiting: r.Waiting, AgeS: oldestHold(r), TTLms: r.TTLms})
 		s.trim(h, now)
 	}
 	for name, h := range s.objects {
@@ -294,14 +290,21 @@ func (s *sampler) object(name string) objectView {
 	return v
 }
 
-// oldest returns the oldest hold's age per kind, in seconds, of the holds
-// the sampler has seen in rs.
+// oldestHold returns the age of r's oldest hold in seconds, 0 when none
+// is known.
+func oldestHold(r *lockRow) float64 {
+	var age float64
+	for _, h := range r.Holders {
+		age = max(age, float64(h.HeldForMs)/1000)
+	}
+	return age
+}
+
+// oldest returns the oldest hold's age per kind, in seconds.
 func oldest(rs []lockRow) map[string]float64 {
 	m := make(map[string]float64)
-	for _, r := range rs {
-		for _, h := range r.Holders {
-			m[r.Kind] = max(m[r.Kind], float64(h.HeldForMs)/1000)
-		}
+	for i := range rs {
+		m[rs[i].Kind] = max(m[rs[i].Kind], oldestHold(&rs[i]))
 	}
 	return m
 }
