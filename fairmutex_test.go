@@ -552,15 +552,7 @@ func TestFairMutexGrants(t *testing.T) {
 		rdb := top.RDB(t)
 		newClient := func() *relock.Client { return top.NewClient(t, relock.WithoutReplicaSync()) }
 		lockFor := func(c *relock.Client, name string) <-chan *relock.Lease {
-			got := make(chan *relock.Lease, 1)
-			go func() {
-				l, err := c.FairMutex(name).Lock(ctx)
-				if err != nil {
-					t.Error(err)
-				}
-				got <- l
-			}()
-			return got
+			return testkit.LockAsync(t, ctx, c.FairMutex(name).Lock)
 		}
 		queued := func(name string, n int64) {
 			t.Helper()

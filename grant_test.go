@@ -26,15 +26,7 @@ func TestGrants(t *testing.T) {
 		rdb := top.RDB(t)
 		newClient := func(t *testing.T) *relock.Client { return top.NewClient(t, relock.WithoutReplicaSync()) }
 		lockFor := func(c *relock.Client, name string) <-chan *relock.Lease {
-			got := make(chan *relock.Lease, 1)
-			go func() {
-				l, err := c.Mutex(name).Lock(ctx)
-				if err != nil {
-					t.Error(err)
-				}
-				got <- l
-			}()
-			return got
+			return testkit.LockAsync(t, ctx, c.Mutex(name).Lock)
 		}
 		asleep := func(c *relock.Client, n int64) {
 			t.Helper()
@@ -48,10 +40,7 @@ func TestGrants(t *testing.T) {
 		}
 		nothingLeft := func(name string) {
 			t.Helper()
-			testkit.Eventually(t, 5*time.Second, "the lock and its queue to go", func() bool {
-				n, err := rdb.Exists(ctx, name, queueKey(name)).Result()
-				return err == nil && n == 0
-			})
+			testkit.Gone(t, rdb, name, queueKey(name))
 		}
 
 		t.Run("same-client", func(t *testing.T) {
@@ -128,17 +117,7 @@ func TestGrants(t *testing.T) {
 		t.Run("foreign-listener", func(t *testing.T) {
 			h, a := newClient(t), newClient(t)
 			name := testkit.LockName(t)
-			channel := "redisson_lock__channel:{" + name + "}"
-			var ps *redis.PubSub
-			if cc, ok := rdb.(*redis.ClusterClient); ok {
-				ps = cc.SSubscribe(ctx, channel)
-			} else {
-				ps = rdb.(*redis.Client).Subscribe(ctx, channel)
-			}
-			defer ps.Close()
-			if _, err := ps.Receive(ctx); err != nil {
-				t.Fatal(err)
-			}
+			testkit.Listen(t, ctx, rdb, "redisson_lock__channel:{"+name+"}")
 			holder, err := h.Mutex(name).Lock(ctx)
 			if err != nil {
 				t.Fatal(err)

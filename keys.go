@@ -23,6 +23,7 @@ const (
 	fairAlivePrefix    = layout.FairAlive
 	rwChannelPrefix    = layout.RWChannel
 	lockQueuePrefix    = layout.LockQueue    // see grant.go
+	rwQueuePrefix      = layout.RWQueue      // see rw_queue.lua
 	grantChannelPrefix = layout.GrantChannel // see grant.go
 )
 

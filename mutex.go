@@ -209,21 +209,9 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 			m.c.releaseUnwanted(unwanted)
 		}
 	}()
-	var due time.Time // when this call would try again
-	defer func() { m.c.passOn(m.name, lw, l != nil, a.cfg.lease, due) }()
-	// Until the subscriptions are confirmed no message can reach this
-	// call: it re-checks on a short, growing period instead of trusting
-	// the holder's TTL alone.
-	unconfirmed := 50 * time.Millisecond
-	sleepFor := func(ttl time.Duration) time.Duration {
-		d := retryAfter(ttl)
-		if (ready != nil || gready != nil) && d > unconfirmed {
-			d, unconfirmed = unconfirmed, min(2*unconfirmed, time.Second)
-		}
-		due = time.Now().Add(d)
-		return d
-	}
-	timer := time.NewTimer(sleepFor(ttl))
+	clock := newRetryClock()
+	defer func() { m.c.passOn(m.name, lw, l != nil, a.cfg.lease, clock.due) }()
+	timer := time.NewTimer(clock.next(ttl, ready == nil && gready == nil))
 	defer timer.Stop()
 	for {
 		// Once subscribed, and a later attempt failed, only a grant, a
@@ -266,9 +254,8 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 			}
 			try = false
 			m.c.stats.wakeups.Add(1)
-			if left := time.Until(due); recheck > 0 && recheck < left {
+			if clock.sooner(recheck) {
 				timer.Reset(recheck)
-				due = time.Now().Add(recheck)
 			}
 		case <-timer.C:
 		case <-ctx.Done():
@@ -299,7 +286,7 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 		if err := listen(); err != nil {
 			return nil, err
 		}
-		timer.Reset(sleepFor(ttl))
+		timer.Reset(clock.next(ttl, ready == nil && gready == nil))
 	}
 }
 

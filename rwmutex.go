@@ -33,6 +33,10 @@ type RWMutex struct {
 	lockName
 	prefix any // tagged(name), boxed: the start of reader hold keys
 
+	queue     string // the queue of waiters (rw_queue.lua)
+	grants    string // the Client's grant channel for the lock's slot
+	argGrants any    // grants, boxed once
+
 	r ReadLocker
 	w WriteLocker
 }
@@ -49,6 +53,10 @@ func (c *Client) RWMutex(name string) *RWMutex {
 	rw.counter, rw.named = c.tokenKeys(name)
 	rw.prefix = tagged(name)
 	rw.group = slot(name)
+	rw.queue = companion(rwQueuePrefix, name)
+	rw.grants = c.grantChannel(name)
+	rw.argGrants = rw.grants
+
 	return rw
 }
 
@@ -106,8 +114,8 @@ func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := rw.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.RWForceUnlock.Run(ctx, rw.c.rdb, []any{rw.name, rw.channel},
-		msgReadUnlock, rw.c.publish, rw.prefix).Int64()
+	n, err := scripts.RWForceUnlock.Run(ctx, rw.c.rdb, []any{rw.name, rw.channel, rw.queue},
+		msgReadUnlock, rw.c.publish, rw.prefix, rw.grants, rw.c.id).Int64()
 	if err != nil {
 		return false, opError("force unlock", rw.name, err)
 	}

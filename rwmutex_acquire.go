@@ -12,15 +12,30 @@ import (
 // argUndo selects the undo mode of the read-write unlock scripts.
 var argUndo any = "2"
 
+// The kind of queue member of a waiting reader (rw_queue.lua); writers
+// take a Mutex call's kinds ("o" one-shot, "r" reentrant).
+var argKindReader any = "R"
+
+// The positions of an RWMutex acquisition's script arguments that change
+// between its attempts: its kind of waiter ("" until it queues) and
+// whether an earlier attempt may have queued it.
+const (
+	rwArgKind   = 5
+	rwArgJoined = 7
+)
+
 // rwAcquire is one RWMutex lock call's fixed arguments, shared by its
 // attempts.
 type rwAcquire struct {
 	lockCall
-	rw    *RWMutex
-	write bool
-	field string // the hold's hash field: owner, or owner + ":write"
-	keys  []any  // KEYS[3] is the request marker of a reentrant owner
-	args  []any
+	rw     *RWMutex
+	write  bool
+	field  string // the hold's hash field: owner, or owner + ":write"
+	keys   []any  // KEYS[3] is the request marker of a reentrant owner
+	args   []any
+	kind   any    // its kind of waiter, once it queues; nil if it never does
+	member string // its place in the queue of waiters, once it queues
+	joined int64  // when the first attempt that may have queued it was sent
 }
 
 // Undo undoes an attempt whose reply was lost, if Redis applied it
@@ -34,8 +49,7 @@ func (a *rwAcquire) Undo(ctx context.Context) {
 		mode = argUndo
 	}
 	script, msg := rwUnlockScript(a.write)
-	keys := []any{rw.name, rw.channel, a.keys[3]}
-	if err := script.Run(ctx, rw.c.rdb, keys, a.field, msg, rw.c.publish, mode, rw.c.argMarkerTTL, rw.prefix).Err(); err != nil {
+	if err := script.Run(ctx, rw.c.rdb, rw.unlockKeys(a.keys[3]), rw.unlockArgs(a.field, msg, mode, "")...).Err(); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", rw.name, "write", a.write, "lease", a.cfg.lease, "err", err)
 	}
@@ -50,6 +64,27 @@ func rwUnlockScript(write bool) (*scripts.Script, any) {
 		return scripts.RWWriteUnlock, msgReadUnlock
 	}
 	return scripts.RWReadUnlock, argMsgUnlock
+}
+
+// unlockKeys returns the KEYS of the release scripts, with marker as the
+// release or request marker.
+func (rw *RWMutex) unlockKeys(marker any) []any {
+	return []any{rw.name, rw.channel, marker, rw.counter, rw.named, rw.queue}
+}
+
+// unlockArgs returns the ARGV of the release scripts for the hold field,
+// publishing msg when it ends, with mode as the marker mode; leaving is
+// the queue member of a call leaving the queue, or "". Without replica
+// sync a release that frees the lock grants it to the first waiting
+// writer (rw_queue.lua).
+func (rw *RWMutex) unlockArgs(field, msg, mode any, leaving string) []any {
+	c := rw.c
+	allow := argOne
+	if c.rsync.mayWait() {
+		allow = argZero // a grant would return before replicas acknowledge it
+	}
+	return []any{field, msg, c.argPublish, mode, c.argMarkerTTL, rw.prefix,
+		c.argNumsub, c.argID, rw.argGrants, argGrantTTL, leaving, allow, c.argFencing}
 }
 
 func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool) (*Lease, error) {
@@ -67,10 +102,20 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 		flag = argOne
 		marker = requestMarker(rw.name, a.owner)
 	}
-	a.keys = []any{rw.name, rw.counter, rw.named, marker}
-	a.args = []any{a.lease, a.owner, flag, rw.c.argMarkerTTL, rw.prefix}
+	a.keys = []any{rw.name, rw.counter, rw.named, marker, rw.queue}
+	a.args = []any{a.lease, a.owner, flag, rw.c.argMarkerTTL, rw.prefix, argEmpty, argGrantTTL, argZero}
 	if write {
 		a.args[4] = rw.c.argFencing
+	}
+	// Calls queue where a release may grant to them: not with replica
+	// sync (see unlockArgs), not when they spin.
+	if wait && a.cfg.spin == nil && !rw.c.rsync.mayWait() {
+		switch {
+		case !write:
+			a.kind = argKindReader
+		default:
+			a.kind = rw.c.waiterKind(a.reentrant)
+		}
 	}
 
 	l, ttl, err := rw.attempt(ctx, a)
@@ -80,52 +125,111 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 	if !wait {
 		return nil, ErrNotAcquired
 	}
+	if a.cfg.spin != nil {
+		return rw.spin(ctx, a, ttl)
+	}
 	return rw.wait(ctx, a, ttl)
 }
 
-// wait sleeps on the release channel (or by backoff, with WithSpin)
-// between attempts.
-func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration) (*Lease, error) {
+// spin waits by backoff between attempts (WithSpin).
+func (rw *RWMutex) spin(ctx context.Context, a *rwAcquire, ttl time.Duration) (*Lease, error) {
 	c := rw.c
 	c.stats.waits.Add(1)
-	var ready, wake <-chan struct{}
-	delay := retryAfter(ttl)
-	if a.cfg.spin != nil {
-		delay = a.cfg.spin.delay(0, ttl)
-	} else {
-		leave := func() {}
-		if a.write {
-			var err error
-			if leave, err = rw.writerTurn(ctx); err != nil {
-				return nil, err
-			}
-		}
-		w, err := c.hub.Subscribe(rw.channel, lockPolicy)
-		if err != nil {
-			leave()
-			return nil, ErrClosed
-		}
-		defer func() {
-			leave() // first: the next writer finds the channel still subscribed
-			w.Close()
-		}()
-		ready, wake = w.Ready(), w.Wake()
-	}
-	timer := time.NewTimer(delay)
+	timer := time.NewTimer(a.cfg.spin.delay(0, ttl))
 	defer timer.Stop()
 	for n := 1; ; n++ {
-		// Once subscribed, and a later attempt failed, only a release
-		// message, the holder's TTL or the end of ctx wake this call.
-		asleep := wake != nil && ready == nil
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("relock: %s %q: %w", rwOp(a.write, "lock"), rw.name, ctx.Err())
+		case <-c.closing:
+			return nil, ErrClosed
+		}
+		l, ttl, err := rw.attempt(ctx, a)
+		if l != nil || err != nil {
+			return l, err
+		}
+		timer.Reset(a.cfg.spin.delay(n, ttl))
+	}
+}
+
+// wait sleeps between attempts on the lock's release channel and on the
+// Client's grant channel, in the lock's queue of waiters once both are
+// subscribed (rw_queue.lua): a release that frees the lock may grant it to
+// a waiting writer, whose Lock then returns on the grant; readers, and
+// writers not granted, attempt when a release message wakes them.
+func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration) (l *Lease, err error) {
+	c := rw.c
+	c.stats.waits.Add(1)
+	if a.write {
+		leave, err := rw.writerTurn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer leave() // last: the next writer finds the channels still subscribed
+	}
+	w, err := c.hub.Subscribe(rw.channel, lockPolicy)
+	if err != nil {
+		return nil, ErrClosed
+	}
+	defer w.Close()
+	wakes, ready := w.Wake(), w.Ready()
+	var grants, gready <-chan struct{} // the grant channel's reconnects and confirmation
+	if a.kind != nil {
+		gw, err := c.hub.Subscribe(rw.grants, c.routeGrant)
+		if err != nil {
+			return nil, ErrClosed
+		}
+		defer gw.Close()
+		grants, gready = gw.Wake(), gw.Ready()
+	}
+	lw := newWaiter(a.owner, a.cfg, a.reentrant)
+	c.local.add(rw.queue, lw)          // by its queue's name: never a Mutex's
+	defer c.local.remove(rw.queue, lw) // RWMutex waiters are never claimed
+	defer func() {
+		// First: a call leaves the queue before it unsubscribes, so that
+		// every client in the queue listens on the release channel.
+		if l == nil {
+			rw.leaveQueue(a)
+		}
+	}()
+	clock := newRetryClock()
+	defer func() { c.passOn(rw.queue, lw, l != nil, a.cfg.lease, clock.due) }()
+	timer := time.NewTimer(clock.next(ttl, ready == nil && gready == nil))
+	defer timer.Stop()
+	for {
+		asleep := ready == nil && gready == nil
 		if asleep {
 			c.stats.asleep.Add(1)
 		}
-		var err error
+		try := true
 		select {
 		case <-ready:
 			ready = nil // subscribed: a release from now on wakes us
-		case <-wake:
+			try = gready == nil
+		case <-gready:
+			gready = nil
+			try = ready == nil
+		case <-wakes:
 			c.stats.wakeups.Add(1)
+		case <-grants: // the grant channel was re-subscribed: a grant may be lost
+			c.stats.wakeups.Add(1)
+		case <-lw.news:
+			g, recheck := c.local.takeNews(lw)
+			if g != nil && a.write {
+				if l := rw.accept(a, g); l != nil {
+					if asleep {
+						c.stats.asleep.Add(-1)
+					}
+					return l, nil
+				}
+				break // it may have run out: attempt
+			}
+			try = false
+			c.stats.wakeups.Add(1)
+			if clock.sooner(recheck) {
+				timer.Reset(recheck)
+			}
 		case <-timer.C:
 		case <-ctx.Done():
 			err = fmt.Errorf("relock: %s %q: %w", rwOp(a.write, "lock"), rw.name, ctx.Err())
@@ -138,16 +242,48 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration) (*
 		if err != nil {
 			return nil, err
 		}
+		if !try {
+			continue
+		}
+		if a.kind != nil && ready == nil && gready == nil && a.args[rwArgKind] != a.kind {
+			a.args[rwArgKind] = a.kind // both subscribed: join the queue
+		}
 		l, ttl, err := rw.attempt(ctx, a)
 		if l != nil || err != nil {
 			return l, err
 		}
-		if a.cfg.spin != nil {
-			delay = a.cfg.spin.delay(n, ttl)
-		} else {
-			delay = retryAfter(ttl)
-		}
-		timer.Reset(delay)
+		timer.Reset(clock.next(ttl, ready == nil && gready == nil))
+	}
+}
+
+// accept makes the write Lease of a grant to call a, or returns nil when
+// the grant may have run out already (see Client.granted).
+func (rw *RWMutex) accept(a *rwAcquire, g *grant) *Lease {
+	l := &Lease{c: rw.c, rel: &rw.w, name: rw.name, field: a.field, token: g.token, end: newEnding()}
+	if !rw.c.granted(l, rw.group, a.cfg, g, a.joined) {
+		return nil
+	}
+	return l
+}
+
+// leaveQueue takes call a out of the lock's queue as it returns without
+// the lock and, for a one-shot writer, releases the lock if it was granted
+// to a meanwhile (the next writer then gets it), within the cleanup
+// timeout.
+func (rw *RWMutex) leaveQueue(a *rwAcquire) {
+	if a.member == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rw.c.cfg.cleanup)
+	defer cancel()
+	field := argEmpty // a reader or reentrant owner is never granted
+	if a.write && !a.reentrant {
+		field = a.field
+	}
+	script, msg := rwUnlockScript(a.write)
+	if err := script.Run(ctx, rw.c.rdb, rw.unlockKeys(rw.name), rw.unlockArgs(field, msg, argZero, a.member)...).Err(); err != nil {
+		rw.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the place expires with the queue",
+			"name", rw.name, "err", err)
 	}
 }
 
@@ -165,6 +301,13 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		granted = nonNegative // a reader's reply is the token counter, 0 before any writer
 	}
 	r, sent, err := rw.c.acquire(ctx, rw.name, script, a.keys, a.args, a, granted, nil)
+	if a.member == "" && a.args[rwArgKind] != argEmpty {
+		// This attempt may have queued the call: later attempts leave the
+		// queue when they acquire, and so does the call if it gives up.
+		a.member = queueMember(a.cfg.lease, a.args[rwArgKind].(string), a.owner)
+		a.joined = sent
+		a.args[rwArgJoined] = argOne
+	}
 	if err != nil {
 		return nil, 0, opError(rwOp(a.write, "lock"), rw.name, err)
 	}
@@ -209,8 +352,7 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 		marker, mode = suffixed(unlockLatchPrefix, rw.name, l.request), argOne
 	}
 	script, msg := rwUnlockScript(write)
-	return rw.c.batch.Do(ctx, script, []any{rw.name, rw.channel, marker},
-		[]any{l.field, msg, rw.c.argPublish, mode, rw.c.argMarkerTTL, rw.prefix}, nil)
+	return rw.c.batch.Do(ctx, script, rw.unlockKeys(marker), rw.unlockArgs(l.field, msg, mode, ""), nil)
 }
 
 // readHold tells a reentrant owner's shared read hold apart from its write

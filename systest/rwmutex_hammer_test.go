@@ -20,99 +20,113 @@ import (
 // at random points. No writer may overlap anyone (atomic counters inside
 // the sections, -race on the data writers change, and the history checker
 // for writers' holds and tokens); readers must overlap; nothing is left.
+//
+// It runs with the Clients' default replica sync (where the servers have
+// replicas, releases then never grant) and without it, where a release
+// that frees the lock grants it to the first waiting writer.
 func TestRWMutexHammer(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		clients := []*relock.Client{top.NewClient(t), top.NewClient(t)}
-		name := testkit.LockName(t)
-		rec := history.New()
-		ctx := testkit.CtxTimeout(t, time.Minute)
-		var readers, writers, maxReaders, reads, writes, gaveUp, seen atomic.Int64
-		data := 0 // written by writers, read by readers, guarded by the lock only
-		var wg sync.WaitGroup
-		for i := 0; i < 12; i++ {
-			rw := clients[i%2].RWMutex(name)
-			wg.Add(1)
-			go func(seed int64) {
-				defer wg.Done()
-				rnd := rand.New(rand.NewSource(seed))
-				for j := 0; j < 30; j++ {
-					write := rnd.Intn(4) == 0
-					lctx, cancel := ctx, context.CancelFunc(func() {})
-					if rnd.Intn(4) == 0 {
-						lctx, cancel = context.WithTimeout(ctx, time.Duration(rnd.Intn(3000))*time.Microsecond)
-					}
-					lock := rw.RLock
-					if write {
-						lock = rw.Lock
-					}
-					l, err := lock(lctx)
-					cancel()
-					if errors.Is(err, context.DeadlineExceeded) {
-						gaveUp.Add(1)
-						continue
-					}
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if write {
-						h := rec.Begin(fmt.Sprint(seed), name, l.Token())
-						if writers.Add(1) != 1 || readers.Load() != 0 {
-							t.Errorf("writer entered beside %d writers, %d readers", writers.Load()-1, readers.Load())
-						}
-						data++
-						runtime.Gosched()
-						if readers.Load() != 0 {
-							t.Errorf("a reader entered during a write")
-						}
-						writers.Add(-1)
-						writes.Add(1)
-						h.End()
-					} else {
-						n := readers.Add(1)
-						for m := maxReaders.Load(); n > m && !maxReaders.CompareAndSwap(m, n); m = maxReaders.Load() {
-						}
-						if writers.Load() != 0 {
-							t.Errorf("reader entered during a write")
-						}
-						seen.Store(int64(data))
-						time.Sleep(200 * time.Microsecond) // a read that takes a while, so that readers overlap
-						if writers.Load() != 0 {
-							t.Errorf("a writer entered during a read")
-						}
-						readers.Add(-1)
-						reads.Add(1)
-					}
-					if err := l.Unlock(ctx); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			}(int64(i))
-		}
-		wg.Wait()
-		if v := rec.Check(); len(v) > 0 {
-			t.Fatalf("%d violations, first: %+v", len(v), v[0])
-		}
-		if int64(data) != writes.Load() {
-			t.Fatalf("data %d after %d writes", data, writes.Load())
-		}
-		if maxReaders.Load() < 2 {
-			t.Fatalf("readers never overlapped (max %d)", maxReaders.Load())
-		}
-		if reads.Load() == 0 || writes.Load() == 0 {
-			t.Fatalf("%d reads, %d writes, %d gave up: the test exercised too little", reads.Load(), writes.Load(), gaveUp.Load())
-		}
-		t.Logf("%d reads (up to %d at once), %d writes, %d gave up", reads.Load(), maxReaders.Load(), writes.Load(), gaveUp.Load())
-		if keys := testkit.KeysOf(t, top.RDB(t), name); len(keys) > 0 {
-			t.Fatalf("keys left behind: %v", keys)
-		}
-		for _, c := range clients {
-			if s := c.Stats(); s.Held != 0 || s.Channels != 0 || s.Asleep != 0 {
-				t.Fatalf("state left behind: %+v", s)
-			}
-		}
+		t.Run("default", func(t *testing.T) { rwHammer(t, top) })
+		t.Run("grants", func(t *testing.T) { rwHammer(t, top, relock.WithoutReplicaSync()) })
 	})
+}
+
+func rwHammer(t *testing.T, top testkit.Topology, opts ...relock.Option) {
+	clients := []*relock.Client{top.NewClient(t, opts...), top.NewClient(t, opts...)}
+	name := testkit.LockName(t)
+	rec := history.New()
+	ctx := testkit.CtxTimeout(t, time.Minute)
+	var readers, writers, maxReaders, reads, writes, gaveUp, seen atomic.Int64
+	data := 0 // written by writers, read by readers, guarded by the lock only
+	var wg sync.WaitGroup
+	for i := 0; i < 12; i++ {
+		rw := clients[i%2].RWMutex(name)
+		wg.Add(1)
+		go func(seed int64) {
+			defer wg.Done()
+			rnd := rand.New(rand.NewSource(seed))
+			for j := 0; j < 30; j++ {
+				write := rnd.Intn(4) == 0
+				lctx, cancel := ctx, context.CancelFunc(func() {})
+				if rnd.Intn(4) == 0 {
+					lctx, cancel = context.WithTimeout(ctx, time.Duration(rnd.Intn(3000))*time.Microsecond)
+				}
+				lock := rw.RLock
+				if write {
+					lock = rw.Lock
+				}
+				l, err := lock(lctx)
+				cancel()
+				if errors.Is(err, context.DeadlineExceeded) {
+					gaveUp.Add(1)
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if write {
+					h := rec.Begin(fmt.Sprint(seed), name, l.Token())
+					if writers.Add(1) != 1 || readers.Load() != 0 {
+						t.Errorf("writer entered beside %d writers, %d readers", writers.Load()-1, readers.Load())
+					}
+					data++
+					runtime.Gosched()
+					if readers.Load() != 0 {
+						t.Errorf("a reader entered during a write")
+					}
+					writers.Add(-1)
+					writes.Add(1)
+					h.End()
+				} else {
+					n := readers.Add(1)
+					for m := maxReaders.Load(); n > m && !maxReaders.CompareAndSwap(m, n); m = maxReaders.Load() {
+					}
+					if writers.Load() != 0 {
+						t.Errorf("reader entered during a write")
+					}
+					seen.Store(int64(data))
+					time.Sleep(200 * time.Microsecond) // a read that takes a while, so that readers overlap
+					if writers.Load() != 0 {
+						t.Errorf("a writer entered during a read")
+					}
+					readers.Add(-1)
+					reads.Add(1)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(int64(i))
+	}
+	wg.Wait()
+	if v := rec.Check(); len(v) > 0 {
+		t.Fatalf("%d violations, first: %+v", len(v), v[0])
+	}
+	if int64(data) != writes.Load() {
+		t.Fatalf("data %d after %d writes", data, writes.Load())
+	}
+	if maxReaders.Load() < 2 {
+		t.Fatalf("readers never overlapped (max %d)", maxReaders.Load())
+	}
+	if reads.Load() == 0 || writes.Load() == 0 {
+		t.Fatalf("%d reads, %d writes, %d gave up: the test exercised too little", reads.Load(), writes.Load(), gaveUp.Load())
+	}
+	var granted uint64
+	for _, c := range clients {
+		granted += c.Stats().Handoffs
+	}
+	t.Logf("%d reads (up to %d at once), %d writes (%d granted by a release), %d gave up",
+		reads.Load(), maxReaders.Load(), writes.Load(), granted, gaveUp.Load())
+	if keys := testkit.KeysOf(t, top.RDB(t), name); len(keys) > 0 {
+		t.Fatalf("keys left behind: %v", keys)
+	}
+	for _, c := range clients {
+		if s := c.Stats(); s.Held != 0 || s.Channels != 0 || s.Asleep != 0 {
+			t.Fatalf("state left behind: %+v", s)
+		}
+	}
 }
 
 // TestRWMutexCancelledWaiterLeavesNothing: readers waiting on a writer and

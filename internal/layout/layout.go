@@ -18,6 +18,7 @@ const (
 	FairAlive   = "relock_fair_alive"     // the liveness of a fair lock's relock waiters
 	RWChannel   = "redisson_rwlock"       // a read-write lock's release channel
 	LockQueue   = "relock_lock_queue"     // a lock's queue of waiting relock calls
+	RWQueue     = "relock_rwlock_queue"   // a read-write lock's queue of waiting relock calls
 	// A relock Client's channel for the grants made to its waiting calls:
 	// GrantChannel + ":" + uuid, or per slot on a cluster.
 	GrantChannel = "relock_grant"

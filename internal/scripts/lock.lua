@@ -50,11 +50,7 @@ end
 local f = redis.call('hmget', KEYS[1], ARGV[2], token_field)
 if not f[1] then
     if ARGV[6] ~= '' then
-        redis.call('zadd', KEYS[5], 'nx', now_ms(), member())
-        local keep = math.max(ttl, 1000) + tonumber(ARGV[7])
-        if redis.call('pttl', KEYS[5]) < keep then
-            redis.call('pexpire', KEYS[5], keep)
-        end
+        join_queue(KEYS[5], member(), ttl, ARGV[7])
     end
     local other = 0
     if not f[2] then

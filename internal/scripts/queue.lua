@@ -33,3 +33,52 @@ local function wake_clients(queue, publish, prefix, self)
         end
     end
 end
+
+-- join_queue adds member to the queue key, scored by the server time,
+-- unless it is there already, and keeps the queue for at least extra ms
+-- past ttl, the holder's TTL (counted as at least a second).
+local function join_queue(key, member, ttl, extra)
+    redis.call('zadd', key, 'nx', now_ms(), member)
+    local keep = math.max(ttl, 1000) + tonumber(extra)
+    if redis.call('pttl', key) < keep then
+        redis.call('pexpire', key, keep)
+    end
+end
+
+-- clients_in counts the clients with a member in queue, a ZRANGE
+-- WITHSCORES reply.
+local function clients_in(queue)
+    local seen, n = {}, 0
+    for i = 1, #queue, 2 do
+        local c = client(queue[i])
+        if c and not seen[c] then
+            seen[c] = true
+            n = n + 1
+        end
+    end
+    return n
+end
+
+-- tell_grant announces on its client's grant channel the grant of a lock
+-- to grantee, a member of queue (a ZRANGE WITHSCORES reply), with fencing
+-- token token and a life of ttl ms: "g:<token>:<ttl>:<ms since it
+-- joined>:<owner>". In case the grantee has died, the first waiter of the
+-- next client in the queue is told to check again by then: "n:<ttl>:<owner>".
+local function tell_grant(queue, grantee, token, ttl, publish, prefix, self)
+    local to = client(grantee)
+    local now = now_ms()
+    local age = 0
+    for i = 1, #queue, 2 do
+        if queue[i] == grantee then
+            age = math.max(now - tonumber(queue[i + 1]), 0)
+        end
+    end
+    redis.call(publish, grant_channel(prefix, self, to), 'g:' .. token .. ':' .. ttl .. ':' .. age .. ':' .. owner_of(grantee))
+    for i = 1, #queue, 2 do
+        local c = client(queue[i])
+        if c and c ~= to then
+            redis.call(publish, grant_channel(prefix, self, c), 'n:' .. ttl .. ':' .. owner_of(queue[i]))
+            break
+        end
+    end
+end

@@ -3,9 +3,12 @@
 --
 -- KEYS[1]  lock hash (see rw_read_lock.lua)
 -- KEYS[2]  release channel
+-- KEYS[3]  queue of waiters (see rw_queue.lua)
 -- ARGV[1]  release message
 -- ARGV[2]  "publish" or "spublish"
 -- ARGV[3]  prefix of the reader hold keys (see rw_read_lock.lua)
+-- ARGV[4]  grant channel of the calling client (see unlock.lua)
+-- ARGV[5]  the calling client's "<uuid>"
 --
 -- Returns  1 if the lock was held and is now deleted, 0 if it was not held.
 --          A key of another type is left alone and reported as an error.
@@ -28,4 +31,5 @@ for i = 1, #fields, 2 do
 end
 redis.call('del', KEYS[1])
 redis.call(ARGV[2], KEYS[2], ARGV[1])
+wake_clients(redis.call('zrange', KEYS[3], 0, 63, 'withscores'), ARGV[2], ARGV[4], ARGV[5])
 return 1

@@ -7,6 +7,7 @@
 -- KEYS[3]  the lock's own token key (see fence.lua); read only
 -- KEYS[4]  request marker, written only for reentrant owners so that a
 --          retried request is applied once
+-- KEYS[5]  queue of waiters (see rw_write_lock.lua)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<uuid>:<n>"
 -- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
@@ -14,20 +15,24 @@
 -- ARGV[5]  prefix of the reader hold keys: "{name}", or the name itself
 --          when it has a hash tag; hold i of owner o is the key
 --          <prefix>:<o>:rwlock_timeout:<i>, with the hold's own TTL
+-- ARGV[6]  the caller's kind of waiter, "R", or "" for a call that does
+--          not queue (see rw_write_lock.lua)
+-- ARGV[7]  milliseconds the queue outlives the holder's TTL, at least
+-- ARGV[8]  "1" when an earlier attempt of the call may have queued it
 --
 -- Returns  a non-negative integer: acquired (or re-entered); the value is
 --          the write hold's token when the owner also holds the write lock,
 --          otherwise the latest fencing token (see fence.lua; 0 before any).
 --          a negative integer r: held by a writer (or by a lock of another
 --          kind); -r-2 is the holder's remaining TTL in milliseconds (-1
---          when it has none).
+--          when it has none). A caller with a kind is then in the queue.
 
 local mode = redis.call('hget', KEYS[1], 'mode')
 local token = held(KEYS[1], KEYS[2], KEYS[3])
 local holds = ARGV[5] .. ':' .. ARGV[2] .. ':rwlock_timeout:'
 if mode == false then
     if redis.call('exists', KEYS[1]) == 1 then
-        return -2 - redis.call('pttl', KEYS[1])
+        return refused()
     end
     redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
     redis.call('set', holds .. '1', 1, 'px', ARGV[1])
@@ -35,17 +40,17 @@ if mode == false then
     if ARGV[3] == '1' then
         redis.call('set', KEYS[4], 1, 'px', ARGV[4])
     end
-    return token
+    return taken(token)
 end
 -- A writer may take the read lock too (downgrade); other readers share it.
 if mode ~= 'read' and redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 0 then
-    return -2 - redis.call('pttl', KEYS[1])
+    return refused()
 end
 -- A one-shot owner is never seen twice: a field of its own is a retry of
 -- this very request, already applied.
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 and
         (ARGV[3] == '0' or redis.call('exists', KEYS[4]) == 1) then
-    return token
+    return taken(token)
 end
 local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)
 redis.call('set', holds .. n, 1, 'px', ARGV[1])
@@ -56,4 +61,4 @@ end
 if ARGV[3] == '1' then
     redis.call('set', KEYS[4], 1, 'px', ARGV[4])
 end
-return token
+return taken(token)

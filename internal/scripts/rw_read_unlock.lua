@@ -15,20 +15,27 @@
 --               deleted)
 -- ARGV[5]  release marker lifetime in milliseconds
 -- ARGV[6]  prefix of the reader hold keys (see rw_read_lock.lua)
+-- KEYS[4..6], ARGV[7..13]: the grant's (see rw_queue.lua)
 --
 -- Returns  0: the owner holds no read hold here
 --          1: one hold released; the lock is still held (by this owner
 --             or others)
 --          2: the last hold released, the lock is free
+--          3: the last hold released, and the lock granted to the first
+--             waiting writer (see rw_queue.lua)
 --
 -- The owner's highest-numbered hold key goes with the hold. In read mode
 -- the hash then lives exactly as long as the longest reader hold left;
 -- readers whose hold keys have all expired (dead readers) are removed, and
--- when none is left the lock is freed. When that makes the hash's life
+-- when none is left the lock is freed, or granted to the next writer
+-- (rw_queue.lua). When that makes the hash's life
 -- shorter, "1" (Redisson's read-unlock message: every waiter checks again)
 -- is published, so that a waiting writer told the longer TTL learns the
 -- new one instead of sleeping past the lock's silent expiry.
 
+if leave_queue() then
+    return 0
+end
 if ARGV[4] == '1' then
     local done = redis.call('get', KEYS[3])
     if done then
@@ -60,8 +67,12 @@ if mode == 'read' then
         end
     else
         redis.call('del', KEYS[1])
-        redis.call(ARGV[3], KEYS[2], ARGV[2])
         result = 2
+        if grant_writer() then
+            result = 3
+        else
+            redis.call(ARGV[3], KEYS[2], ARGV[2])
+        end
     end
 end
 -- In write mode the owner is the writer too, who still holds the lock.

@@ -10,11 +10,11 @@ import (
 
 // rwKeys are the keys and arguments of one read-write lock name in tests.
 type rwKeys struct {
-	name, counter, token, channel, prefix string
+	name, counter, token, channel, prefix, queue string
 }
 
 func newRW(name string) rwKeys {
-	return rwKeys{name, "relock_fencing:{" + name + "}", "redisson_lock_token:{" + name + "}", "redisson_rwlock:{" + name + "}", "{" + name + "}"}
+	return rwKeys{name, "relock_fencing:{" + name + "}", "redisson_lock_token:{" + name + "}", "redisson_rwlock:{" + name + "}", "{" + name + "}", "relock_rwlock_queue:{" + name + "}"}
 }
 
 func (k rwKeys) hold(owner string, i int) string {
@@ -27,7 +27,7 @@ func (k rwKeys) rlock(t *testing.T, owner string, lease int, marker string) int6
 	if marker != "" {
 		flag, m = "1", "relock_lock_request:{"+k.name+"}:"+marker
 	}
-	return run(t, RWReadLock, []string{k.name, k.counter, k.token, m}, lease, owner, flag, 60000, k.prefix).(int64)
+	return run(t, RWReadLock, []string{k.name, k.counter, k.token, m, k.queue}, lease, owner, flag, 60000, k.prefix, "", 2000, "0").(int64)
 }
 
 func (k rwKeys) lock(t *testing.T, owner string, lease int, marker string) int64 {
@@ -36,7 +36,7 @@ func (k rwKeys) lock(t *testing.T, owner string, lease int, marker string) int64
 	if marker != "" {
 		flag, m = "1", "relock_lock_request:{"+k.name+"}:"+marker
 	}
-	return run(t, RWWriteLock, []string{k.name, k.counter, k.token, m}, lease, owner, flag, 60000, fenceTTL).(int64)
+	return run(t, RWWriteLock, []string{k.name, k.counter, k.token, m, k.queue}, lease, owner, flag, 60000, fenceTTL, "", 2000, "0").(int64)
 }
 
 // unlock runs the unlock script of one side; mode is "0", "1" or "2" with
@@ -53,7 +53,8 @@ func (k rwKeys) unlock(t *testing.T, write bool, field, mode, marker string) int
 	case "2":
 		m = "relock_lock_request:{" + k.name + "}:" + marker
 	}
-	return run(t, s, []string{k.name, k.channel, m}, field, msg, "publish", mode, 60000, k.prefix).(int64)
+	return run(t, s, []string{k.name, k.channel, m, k.counter, k.token, k.queue}, field, msg, "publish", mode, 60000, k.prefix,
+		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL).(int64)
 }
 
 func pttl(t *testing.T, key string) time.Duration {
@@ -335,7 +336,7 @@ func TestRWForceUnlock(t *testing.T) {
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v := run(t, RWForceUnlock, []string{k.name, k.channel}, "1", "publish", k.prefix); v != int64(1) {
+	if v := run(t, RWForceUnlock, []string{k.name, k.channel, k.queue}, "1", "publish", k.prefix, "relock_grant:c0ffee", "c0ffee"); v != int64(1) {
 		t.Fatalf("force unlock = %v", v)
 	}
 	if n := rdb.Exists(ctx, k.name, k.hold("u:1", 1), k.hold("u:1", 2), k.hold("u:2", 1)).Val(); n != 0 {
@@ -344,11 +345,11 @@ func TestRWForceUnlock(t *testing.T) {
 	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
 		t.Fatalf("message %v, %v", msg, err)
 	}
-	if v := run(t, RWForceUnlock, []string{k.name, k.channel}, "1", "publish", k.prefix); v != int64(0) {
+	if v := run(t, RWForceUnlock, []string{k.name, k.channel, k.queue}, "1", "publish", k.prefix, "relock_grant:c0ffee", "c0ffee"); v != int64(0) {
 		t.Fatalf("force unlock of a free lock = %v", v)
 	}
 	rdb.Set(ctx, "s:rw:str2", "x", 0)
-	if err := RWForceUnlock.Run(ctx, rdb, Keys("s:rw:str2", "ch"), "1", "publish", "{s:rw:str2}").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := RWForceUnlock.Run(ctx, rdb, Keys("s:rw:str2", "ch", "q"), "1", "publish", "{s:rw:str2}", "relock_grant:c0ffee", "c0ffee").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("force unlock of a string: %v", err)
 	}
 }

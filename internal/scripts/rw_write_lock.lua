@@ -8,24 +8,32 @@
 -- KEYS[3]  the lock's own token key (see fence.lua)
 -- KEYS[4]  request marker, written only for reentrant owners so that a
 --          retried request is applied once
+-- KEYS[5]  queue of waiters: zset of "<lease ms>|<kind>|<owner>" scored by
+--          the server time each joined (see rw_queue.lua)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<uuid>:<n>"
 -- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
 -- ARGV[4]  request marker lifetime in milliseconds
 -- ARGV[5]  fencing mode (see fence.lua)
+-- ARGV[6]  the caller's kind of waiter (see rw_queue.lua); "" for a call
+--          that does not queue. Its member of the queue is
+--          "<ARGV[1]>|<ARGV[6]>|<ARGV[2]>".
+-- ARGV[7]  milliseconds the queue outlives the holder's TTL, at least
+-- ARGV[8]  "1" when an earlier attempt of the call may have queued it
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
 --          0: refused, the owner holds the read lock and not the write
 --          lock: waiting would deadlock (upgrade). Nothing was changed.
 --          a negative integer r: held by others; -r-2 is the lock's
---          remaining TTL in milliseconds (-1 when it has none).
+--          remaining TTL in milliseconds (-1 when it has none). A caller
+--          with a kind is then in the queue.
 
 local mode = redis.call('hget', KEYS[1], 'mode')
 local writer = ARGV[2] .. ':write'
 if mode == false then
     if redis.call('exists', KEYS[1]) == 1 then
-        return -2 - redis.call('pttl', KEYS[1])
+        return refused()
     end
     local token = fence(KEYS[2], KEYS[3], ARGV[5])
     redis.call('hset', KEYS[1], 'mode', 'write', writer, 1, token_field, token)
@@ -33,19 +41,26 @@ if mode == false then
     if ARGV[3] == '1' then
         redis.call('set', KEYS[4], 1, 'px', ARGV[4])
     end
-    return token
+    return taken(token)
 end
 if mode ~= 'write' or redis.call('hexists', KEYS[1], writer) == 0 then
     if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
         return 0
     end
-    return -2 - redis.call('pttl', KEYS[1])
+    return refused()
 end
 
 local token = held(KEYS[1], KEYS[2], KEYS[3])
 -- A one-shot owner is never seen twice: this is a retry of a request that
--- was already applied.
-if ARGV[3] == '0' or redis.call('exists', KEYS[4]) == 1 then
+-- was already applied, or the lock was granted to this waiting owner by a
+-- release (rw_queue.lua), perhaps for a shorter time than its lease.
+if ARGV[3] == '0' then
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
+    return taken(token)
+end
+if redis.call('exists', KEYS[4]) == 1 then
     return token
 end
 redis.call('hincrby', KEYS[1], writer, 1)
@@ -54,4 +69,4 @@ if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 redis.call('set', KEYS[4], 1, 'px', ARGV[4])
-return token
+return taken(token)

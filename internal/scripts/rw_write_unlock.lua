@@ -15,16 +15,23 @@
 --               deleted)
 -- ARGV[5]  release marker lifetime in milliseconds
 -- ARGV[6]  prefix of the reader hold keys (see rw_read_lock.lua)
+-- KEYS[4..6], ARGV[7..13]: the grant's (see rw_queue.lua)
 --
 -- Returns  0: the owner holds no write hold here
 --          1: one hold released; the lock is still held: by this owner's
 --             other write holds, or, after its last write hold, by its
 --             read holds (downgrade: the lock turns to read mode)
 --          2: the last hold released, the lock is free
+--          3: the last hold released, and the lock granted to the first
+--             waiting writer (see rw_queue.lua)
 --
 -- When the last write hold goes, the message is published whether the lock
--- is free or turned to read mode: either way waiting readers may enter.
+-- is free or turned to read mode: either way waiting readers may enter;
+-- unless the lock, free, is granted to the next writer (rw_queue.lua).
 
+if leave_queue() then
+    return 0
+end
 if ARGV[4] == '1' then
     local done = redis.call('get', KEYS[3])
     if done then
@@ -49,11 +56,16 @@ else
     if longest > 0 then
         redis.call('hset', KEYS[1], 'mode', 'read')
         redis.call('pexpire', KEYS[1], longest)
+        redis.call(ARGV[3], KEYS[2], ARGV[2])
     else
         redis.call('del', KEYS[1])
         result = 2
+        if grant_writer() then
+            result = 3
+        else
+            redis.call(ARGV[3], KEYS[2], ARGV[2])
+        end
     end
-    redis.call(ARGV[3], KEYS[2], ARGV[2])
 end
 if ARGV[4] == '1' then
     redis.call('set', KEYS[3], result, 'px', ARGV[5])

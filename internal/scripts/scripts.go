@@ -45,11 +45,11 @@ func Named(name string) *Script { return byName[name] }
 
 // The scripts. Each file's header names its KEYS, ARGV and return values.
 var (
-	Lock        = loadWith("lock", "clock", "fence")
+	Lock        = loadWith("lock", "clock", "fence", "queue")
 	Unlock      = loadWith("unlock", "clock", "fence", "queue")
 	Abandon     = load("abandon")
 	Renew       = load("renew")
-	ForceUnlock = loadWith("forceunlock", "queue")
+	ForceUnlock = loadWith("forceunlock", "clock", "queue")
 	Announce    = load("announce")
 )
 

@@ -101,10 +101,6 @@ if grantee and grantee ~= ARGV[10] and not string.match(grantee, '^%d+|o|') then
     grantee = nil -- a reentrant owner, or one that must see replicas acknowledge
 end
 
-local function channel(c)
-    return grant_channel(ARGV[11], ARGV[8], c)
-end
-
 redis.call('del', KEYS[1])
 if grantee then
     local lease = string.match(grantee, '^(%d+)|')
@@ -121,23 +117,7 @@ if grantee then
     if mine and grantee == ARGV[10] then
         result = -token
     else
-        local now = now_ms()
-        local age = 0
-        for i = 1, #queue, 2 do
-            if queue[i] == grantee then
-                age = math.max(now - tonumber(queue[i + 1]), 0)
-            end
-        end
-        redis.call(ARGV[3], channel(client(grantee)), 'g:' .. token .. ':' .. ttl .. ':' .. age .. ':' .. owner)
-        -- In case the grantee has died: the next client in the queue
-        -- checks again when the grant would run out.
-        for i = 1, #queue, 2 do
-            local c = client(queue[i])
-            if c and c ~= client(grantee) then
-                redis.call(ARGV[3], channel(c), 'n:' .. ttl .. ':' .. owner_of(queue[i]))
-                break
-            end
-        end
+        tell_grant(queue, grantee, token, ttl, ARGV[3], ARGV[11], ARGV[8])
         result = 3
     end
 else

@@ -208,3 +208,43 @@ func FairQueueKey(name string) string { return "redisson_lock_queue:{" + name + 
 
 // FairTimeoutKey is a fair lock's zset of waiter deadlines.
 func FairTimeoutKey(name string) string { return "redisson_lock_timeout:{" + name + "}" }
+
+// LockAsync runs lock(ctx) in a goroutine and sends its Lease (nil after
+// an error, which fails the test) on the returned channel.
+func LockAsync(t testing.TB, ctx context.Context, lock func(context.Context, ...relock.LockOption) (*relock.Lease, error)) <-chan *relock.Lease {
+	got := make(chan *relock.Lease, 1)
+	go func() {
+		l, err := lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	return got
+}
+
+// Listen subscribes a plain connection (as a Redisson waiter does) to
+// channel, sharded on a cluster, until the test ends.
+func Listen(t testing.TB, ctx context.Context, rdb redis.UniversalClient, channel string) {
+	t.Helper()
+	var ps *redis.PubSub
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		ps = cc.SSubscribe(ctx, channel)
+	} else {
+		ps = rdb.(*redis.Client).Subscribe(ctx, channel)
+	}
+	t.Cleanup(func() { _ = ps.Close() })
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Gone waits until none of keys exists, and fails the test if one still
+// does after 5s.
+func Gone(t testing.TB, rdb redis.UniversalClient, keys ...string) {
+	t.Helper()
+	Eventually(t, 5*time.Second, "the keys to go", func() bool {
+		n, err := rdb.Exists(context.Background(), keys...).Result()
+		return err == nil && n == 0
+	})
+}

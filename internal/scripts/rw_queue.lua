@@ -1,0 +1,60 @@
+-- rw_queue.lua: the grant of a read-write lock to its next writer, for
+-- the scripts that release a hold of it; put between each script's header
+-- and its body, after queue.lua. Not a script of its own.
+--
+-- The lock's relock waiters queue in a zset (see rw_write_lock.lua) of
+-- members "<lease ms>|<kind>|<owner>": kind "o" for a one-shot writer,
+-- "r" for a reentrant writer, "R" for a reader. Every one of them also
+-- listens on the release channel (its Client subscribes before it joins,
+-- and leaves before it unsubscribes), since a holder that is not relock
+-- only publishes there.
+--
+-- The release scripts share these KEYS and ARGV from position 4 on:
+-- KEYS[4]  fencing counter of the lock's slot (see fence.lua)
+-- KEYS[5]  the lock's own token key (see fence.lua)
+-- KEYS[6]  queue of waiters
+-- ARGV[7]  "numsub" or "shardnumsub", to count the channel's subscribers
+-- ARGV[8]  the releasing client's "<uuid>"
+-- ARGV[9]  grant channel of the releasing client (see unlock.lua)
+-- ARGV[10] the longest, in milliseconds, a grant holds the lock before its
+--          waiter has renewed it
+-- ARGV[11] queue member to remove first (a waiter leaving); "" for none
+-- ARGV[12] "1" to grant, "0" never to
+-- ARGV[13] fencing mode (see fence.lua)
+
+-- grant_writer grants the lock, just freed (its hash KEYS[1] deleted), to
+-- the first of its queue if that is a one-shot writer and every
+-- subscriber of the release channel KEYS[2] is a client with a call in
+-- the queue (none is Redisson or a relock call not queued), and reports
+-- whether it did. The writer is told on its client's grant channel; the
+-- lock holds for at most ARGV[10] until it renews it.
+local function grant_writer()
+    if ARGV[12] ~= '1' then
+        return false
+    end
+    local queue = redis.call('zrange', KEYS[6], 0, 63, 'withscores')
+    local first = queue[1]
+    if first == nil or not string.match(first, '^%d+|o|') then
+        return false
+    end
+    if redis.call('pubsub', ARGV[7], KEYS[2])[2] > clients_in(queue) then
+        return false
+    end
+    local ttl = math.min(tonumber(string.match(first, '^(%d+)|')), tonumber(ARGV[10]))
+    redis.call('zrem', KEYS[6], first)
+    local token = fence(KEYS[4], KEYS[5], ARGV[13])
+    redis.call('hset', KEYS[1], 'mode', 'write', owner_of(first) .. ':write', 1, token_field, token)
+    redis.call('pexpire', KEYS[1], ttl)
+    tell_grant(queue, first, token, ttl, ARGV[3], ARGV[9], ARGV[8])
+    return true
+end
+
+-- leave_queue removes the member ARGV[11] of a call leaving the queue, if
+-- any, and reports whether the lock hash is missing (nothing to release).
+local function leave_queue()
+    if ARGV[11] == '' then
+        return false
+    end
+    redis.call('zrem', KEYS[6], ARGV[11])
+    return redis.call('type', KEYS[1]).ok ~= 'hash'
+end
