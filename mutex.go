@@ -211,7 +211,7 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 	}()
 	clock := newRetryClock()
 	defer func() { m.c.passOn(m.name, lw, l != nil, a.cfg.lease, clock.due) }()
-	timer := time.NewTimer(clock.next(ttl, ready == nil && gready == nil))
+	timer := time.NewTimer(clock.next(retryAfter(ttl), ready == nil && gready == nil))
 	defer timer.Stop()
 	for {
 		// Once subscribed, and a later attempt failed, only a grant, a
@@ -286,7 +286,7 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 		if err := listen(); err != nil {
 			return nil, err
 		}
-		timer.Reset(clock.next(ttl, ready == nil && gready == nil))
+		timer.Reset(clock.next(retryAfter(ttl), ready == nil && gready == nil))
 	}
 }
 

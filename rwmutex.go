@@ -19,7 +19,11 @@ import (
 // holding the read lock asking for the write lock, would wait for itself
 // for ever; it fails at once with ErrUpgrade. Readers are not held back by
 // a waiting writer (as in Redisson): a steady stream of overlapping
-// readers can keep writers waiting.
+// readers can keep writers waiting. A release that frees the lock grants
+// it to the first waiting writer, whose Lock returns without a round trip
+// of its own, unless a reader waits before it or a client that does not
+// queue (Redisson) listens; docs/design.md, "Grants of the read-write
+// lock".
 //
 // Holds are reentrant per owner (see WithOwner) for each mode. Only write
 // acquisitions advance the fencing counter; see RLock for a reader's

@@ -155,12 +155,11 @@ func (rw *RWMutex) spin(ctx context.Context, a *rwAcquire, ttl time.Duration) (*
 
 // wait sleeps between attempts on the lock's release channel and on the
 // Client's grant channel, in the lock's queue of waiters once both are
-// subscribed (rw_queue.lua): a release that frees the lock may grant it to
-// a waiting writer, whose Lock then returns on the grant; readers, and
-// writers not granted, attempt when a release message wakes them.
-func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration) (l *Lease, err error) {
-	c := rw.c
-	c.stats.waits.Add(1)
+// subscribed (rw_queue.lua; Client.waitQueued): a release that frees the
+// lock may grant it to a waiting writer, whose Lock then returns on the
+// grant; readers, and writers not granted, attempt when a release message
+// wakes them.
+func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration) (*Lease, error) {
 	if a.write {
 		leave, err := rw.writerTurn(ctx)
 		if err != nil {
@@ -168,93 +167,41 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration) (l
 		}
 		defer leave() // last: the next writer finds the channels still subscribed
 	}
-	w, err := c.hub.Subscribe(rw.channel, lockPolicy)
-	if err != nil {
-		return nil, ErrClosed
-	}
-	defer w.Close()
-	wakes, ready := w.Wake(), w.Ready()
-	var grants, gready <-chan struct{} // the grant channel's reconnects and confirmation
+	qw := queuedWait{op: rwOp(a.write, "lock"), name: rw.name, channel: rw.channel, policy: lockPolicy,
+		local: rw.queue, owner: a.owner, hold: a.cfg.lease} // by its queue's name: never a Mutex's
 	if a.kind != nil {
-		gw, err := c.hub.Subscribe(rw.grants, c.routeGrant)
-		if err != nil {
-			return nil, ErrClosed
-		}
-		defer gw.Close()
-		grants, gready = gw.Wake(), gw.Ready()
+		qw.grants = rw.grants
 	}
-	lw := newWaiter(a.owner, a.cfg, a.reentrant)
-	c.local.add(rw.queue, lw)          // by its queue's name: never a Mutex's
-	defer c.local.remove(rw.queue, lw) // RWMutex waiters are never claimed
-	defer func() {
-		// First: a call leaves the queue before it unsubscribes, so that
-		// every client in the queue listens on the release channel.
-		if l == nil {
-			rw.leaveQueue(a)
-		}
-	}()
-	clock := newRetryClock()
-	defer func() { c.passOn(rw.queue, lw, l != nil, a.cfg.lease, clock.due) }()
-	timer := time.NewTimer(clock.next(ttl, ready == nil && gready == nil))
-	defer timer.Stop()
-	for {
-		asleep := ready == nil && gready == nil
-		if asleep {
-			c.stats.asleep.Add(1)
-		}
-		try := true
-		select {
-		case <-ready:
-			ready = nil // subscribed: a release from now on wakes us
-			try = gready == nil
-		case <-gready:
-			gready = nil
-			try = ready == nil
-		case <-wakes:
-			c.stats.wakeups.Add(1)
-		case <-grants: // the grant channel was re-subscribed: a grant may be lost
-			c.stats.wakeups.Add(1)
-		case <-lw.news:
-			g, recheck := c.local.takeNews(lw)
-			if g != nil && a.write {
-				if l := rw.accept(a, g); l != nil {
-					if asleep {
-						c.stats.asleep.Add(-1)
-					}
-					return l, nil
-				}
-				break // it may have run out: attempt
-			}
-			try = false
-			c.stats.wakeups.Add(1)
-			if clock.sooner(recheck) {
-				timer.Reset(recheck)
-			}
-		case <-timer.C:
-		case <-ctx.Done():
-			err = fmt.Errorf("relock: %s %q: %w", rwOp(a.write, "lock"), rw.name, ctx.Err())
-		case <-c.closing:
-			err = ErrClosed
-		}
-		if asleep {
-			c.stats.asleep.Add(-1)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if !try {
-			continue
-		}
-		if a.kind != nil && ready == nil && gready == nil && a.args[rwArgKind] != a.kind {
-			a.args[rwArgKind] = a.kind // both subscribed: join the queue
-		}
-		l, ttl, err := rw.attempt(ctx, a)
-		if l != nil || err != nil {
-			return l, err
-		}
-		timer.Reset(clock.next(ttl, ready == nil && gready == nil))
+	q := &rwQueued{rw: rw, a: a}
+	if err := rw.c.waitQueued(ctx, qw, q, retryAfter(ttl)); err != nil {
+		return nil, err
 	}
+	return q.l, nil
 }
+
+// rwQueued is an RWMutex lock call as Client.waitQueued waits for it.
+type rwQueued struct {
+	rw *RWMutex
+	a  *rwAcquire
+	l  *Lease // the Lease taken
+}
+
+func (q *rwQueued) attempt(ctx context.Context) (bool, time.Duration, error) {
+	l, ttl, err := q.rw.attempt(ctx, q.a)
+	q.l = l
+	return l != nil, retryAfter(ttl), err
+}
+
+func (q *rwQueued) accept(g *grant) bool {
+	if !q.a.write {
+		return false // readers are never granted
+	}
+	q.l = q.rw.accept(q.a, g)
+	return q.l != nil
+}
+
+func (q *rwQueued) join()  { q.a.args[rwArgKind] = q.a.kind }
+func (q *rwQueued) leave() { q.rw.leaveQueue(q.a) }
 
 // accept makes the write Lease of a grant to call a, or returns nil when
 // the grant may have run out already (see Client.granted).

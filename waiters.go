@@ -307,10 +307,9 @@ type retryClock struct {
 
 func newRetryClock() retryClock { return retryClock{unconfirmed: 50 * time.Millisecond} }
 
-// next returns how long to sleep after an attempt found ttl left, with the
-// call's subscriptions confirmed or not.
-func (r *retryClock) next(ttl time.Duration, confirmed bool) time.Duration {
-	d := retryAfter(ttl)
+// next returns how long to sleep, at most d, with the call's
+// subscriptions confirmed or not.
+func (r *retryClock) next(d time.Duration, confirmed bool) time.Duration {
 	if !confirmed && d > r.unconfirmed {
 		d, r.unconfirmed = r.unconfirmed, min(2*r.unconfirmed, time.Second)
 	}
@@ -326,4 +325,127 @@ func (r *retryClock) sooner(d time.Duration) bool {
 	}
 	r.due = time.Now().Add(d)
 	return true
+}
+
+// queued is a waiting call of a primitive whose releases may grant it
+// what it waits for (the RWMutex, the PermitSemaphore; see grant.go).
+type queued interface {
+	// attempt tries once; it reports whether the call is done, and if not
+	// how long it may sleep at most.
+	attempt(ctx context.Context) (done bool, retry time.Duration, err error)
+	// accept takes a grant made to the call, and reports false when the
+	// grant may have run out already: the call then attempts.
+	accept(g *grant) bool
+	// join makes the call's next attempts put it in the queue.
+	join()
+	// leave takes the call out of the queue as it returns undone.
+	leave()
+}
+
+// queuedWait is how a queued call waits: on channel, the primitive's
+// release channel, with policy; in Client.local under local, as owner.
+// With grants the call also listens on the Client's grant channel for the
+// primitive's slot, and joins the queue once both subscriptions are
+// confirmed; it leaves the queue before it unsubscribes, so that every
+// Client in a queue listens on its release channel. hold is the lease of
+// what the call takes, for passOn.
+type queuedWait struct {
+	op, name, channel string
+	policy            notify.Policy
+	local, owner      string
+	grants            string // the grant channel; "" for none
+	hold              time.Duration
+}
+
+// waitQueued sleeps between q's attempts until one is done or fails, a
+// grant is accepted, ctx ends, or the Client closes; retry is how long to
+// sleep first at most.
+func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry time.Duration) (err error) {
+	c.stats.waits.Add(1)
+	w, err := c.hub.Subscribe(qw.channel, qw.policy)
+	if err != nil {
+		return ErrClosed
+	}
+	defer w.Close()
+	wakes, ready := w.Wake(), w.Ready()
+	var grants, gready <-chan struct{} // the grant channel's reconnects and confirmation
+	if qw.grants != "" {
+		gw, err := c.hub.Subscribe(qw.grants, c.routeGrant)
+		if err != nil {
+			return ErrClosed
+		}
+		defer gw.Close()
+		grants, gready = gw.Wake(), gw.Ready()
+	}
+	lw := &waiter{owner: qw.owner, news: make(chan struct{}, 1)}
+	c.local.add(qw.local, lw)
+	defer c.local.remove(qw.local, lw) // never claimed: nothing handed
+	done, joined := false, false
+	defer func() {
+		if !done && joined {
+			q.leave() // before the subscriptions go
+		}
+	}()
+	clock := newRetryClock()
+	defer func() { c.passOn(qw.local, lw, done, qw.hold, clock.due) }()
+	timer := time.NewTimer(clock.next(retry, ready == nil && gready == nil))
+	defer timer.Stop()
+	for {
+		asleep := ready == nil && gready == nil
+		if asleep {
+			c.stats.asleep.Add(1)
+		}
+		try := true
+		select {
+		case <-ready:
+			ready = nil // subscribed: a release from now on wakes us
+			try = gready == nil
+		case <-gready:
+			gready = nil
+			try = ready == nil
+		case <-wakes:
+			c.stats.wakeups.Add(1)
+		case <-grants: // the grant channel was re-subscribed: a grant may be lost
+			c.stats.wakeups.Add(1)
+		case <-lw.news:
+			g, recheck := c.local.takeNews(lw)
+			if g != nil {
+				if done = q.accept(g); done {
+					if asleep {
+						c.stats.asleep.Add(-1)
+					}
+					return nil
+				}
+				break // it may have run out: attempt
+			}
+			try = false
+			c.stats.wakeups.Add(1)
+			if clock.sooner(recheck) {
+				timer.Reset(recheck)
+			}
+		case <-timer.C:
+		case <-ctx.Done():
+			err = fmt.Errorf("relock: %s %q: %w", qw.op, qw.name, ctx.Err())
+		case <-c.closing:
+			err = ErrClosed
+		}
+		if asleep {
+			c.stats.asleep.Add(-1)
+		}
+		if err != nil {
+			return err
+		}
+		if !try {
+			continue
+		}
+		if qw.grants != "" && !joined && ready == nil && gready == nil {
+			q.join() // both subscribed
+			joined = true
+		}
+		var next time.Duration
+		if done, next, err = q.attempt(ctx); done || err != nil {
+			return err
+		}
+		timer.Reset(clock.next(next, ready == nil && gready == nil))
+	}
 }
