@@ -174,19 +174,34 @@ func parseGrant(s string) (g *grant, rest string, ok bool) {
 // so l's deadline counts from there. A grant shorter than the call's lease
 // is confirmed if still held after a quarter of it.
 func (c *Client) granted(l *Lease, group int, cfg lockConfig, g *grant, from int64) bool {
-	life := g.age + g.ttl
-	deadline := from + int64(life-watchdog.Drift(life))
-	if deadline-c.wd.Now() < int64(g.ttl/4) {
+	deadline, ok := c.grantDeadline(g, from)
+	if !ok {
 		return false
 	}
 	c.watchUntil(l, group, cfg.lease, cfg.fixed, deadline)
+	c.confirmGrant(l.entry, cfg, g)
+	return true
+}
+
+// grantDeadline returns the local deadline of a hold granted with g to a
+// call whose first attempt that may have queued it was sent at from, or
+// false when the grant may have run out already (see Client.granted).
+func (c *Client) grantDeadline(g *grant, from int64) (int64, bool) {
+	life := g.age + g.ttl
+	deadline := from + int64(life-watchdog.Drift(life))
+	return deadline, deadline-c.wd.Now() >= int64(g.ttl/4)
+}
+
+// confirmGrant has the watchdog renew e, a hold granted with g, to the
+// call's lease a quarter of the grant after it came, if the grant is
+// shorter; and counts the grant.
+func (c *Client) confirmGrant(e *watchdog.Entry, cfg lockConfig, g *grant) {
 	if g.ttl < cfg.lease {
 		// A hold shorter than a quarter of the grant never needs it.
-		c.wd.Confirm(l.entry, cfg.lease, g.ttl/4)
+		c.wd.Confirm(e, cfg.lease, g.ttl/4)
 	}
 	c.stats.acquired.Add(1)
 	c.stats.handoffs.Add(1)
-	return true
 }
 
 // accept makes the Lease of a grant to call a, or returns nil when the

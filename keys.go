@@ -24,6 +24,7 @@ const (
 	rwChannelPrefix    = layout.RWChannel
 	lockQueuePrefix    = layout.LockQueue    // see grant.go
 	rwQueuePrefix      = layout.RWQueue      // see rw_queue.lua
+	permitQueuePrefix  = layout.PermitQueue  // see permit_lib.lua
 	grantChannelPrefix = layout.GrantChannel // see grant.go
 )
 

@@ -81,7 +81,7 @@ func (p *Permit) Release(ctx context.Context) error {
 	}
 	c := p.ps.c
 	r, err := c.write(ctx, writeCall{name: p.ps.name, script: scripts.PermitRelease, keys: p.ps.keys,
-		args: []any{p.raw, c.argPublish}, changed: nonZero})
+		args: p.ps.releaseArgs(p.raw, ""), changed: nonZero})
 	if err != nil && !isUnconfirmed(err) {
 		if !isServerError(err) && !errors.Is(err, ErrReplicaSync) {
 			p.tried = true

@@ -3,9 +3,11 @@ package relock
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha1"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/relock-go/relock/internal/batch"
@@ -33,7 +35,10 @@ type PermitSemaphore struct {
 	countName
 	timeoutKey string
 	group      int
-	keys       []any // free permits, held permits, channel: shared, never modified
+	keys       []any // free permits, held permits, channel, queue: shared, never modified
+	queue      string
+	grants     string // the Client's grant channel for the semaphore's slot
+	argGrants  any    // grants, boxed once
 }
 
 // PermitSemaphore returns the PermitSemaphore of the given name. An
@@ -47,7 +52,10 @@ func (c *Client) PermitSemaphore(name string) *PermitSemaphore {
 	ps.channel = companion(semaphoreChannelPrefix, name)
 	ps.timeoutKey = permitTimeoutKey(name)
 	ps.group = slot(name)
-	ps.keys = []any{name, ps.timeoutKey, ps.channel}
+	ps.queue = companion(permitQueuePrefix, name)
+	ps.keys = []any{name, ps.timeoutKey, ps.channel, ps.queue}
+	ps.grants = c.grantChannel(name)
+	ps.argGrants = ps.grants
 	ps.req = newRequests(c, semRequestPrefix, name)
 	return ps
 }
@@ -139,7 +147,7 @@ func (ps *PermitSemaphore) Release(ctx context.Context, id string) error {
 		return err
 	}
 	r, err := ps.c.write(ctx, writeCall{name: ps.name, script: scripts.PermitRelease, keys: ps.keys,
-		args: []any{raw, ps.c.argPublish}, direct: true, changed: nonZero})
+		args: ps.releaseArgs(raw, ""), direct: true, changed: nonZero})
 	if err != nil && !isUnconfirmed(err) {
 		return opError("release", ps.name, err)
 	}
@@ -215,13 +223,37 @@ type permitAttempt struct {
 	cfg   lockConfig
 	raw   string
 	lease int64 // ms
+	args  []any
+
+	p      *Permit // the Permit taken
+	member string  // its place in the queue of waiters, once it queues
+	joined int64   // when the first attempt that may have queued it was sent
+}
+
+// The positions of a permit acquisition's script arguments that change
+// when the call queues: its member and whether it may be queued.
+const (
+	permitArgMember = 3
+	permitArgJoined = 5
+)
+
+// releaseArgs returns the ARGV of permit_release.lua releasing the permit
+// raw; leaving is the member of a call leaving the queue, or "". Without
+// replica sync the permit is granted to the first queued call.
+func (ps *PermitSemaphore) releaseArgs(raw, leaving string) []any {
+	c := ps.c
+	allow := argOne
+	if c.rsync.mayWait() {
+		allow = argZero // a grant would return before replicas acknowledge it
+	}
+	return []any{raw, c.argPublish, c.argNumsub, c.argID, ps.argGrants, argGrantTTL, allow, leaving}
 }
 
 // Undo releases a permit whose acquisition reply was lost, or that too few
 // replicas acknowledged (batch.Undo).
 func (a *permitAttempt) Undo(ctx context.Context) {
 	c := a.ps.c
-	if err := scripts.PermitRelease.Run(ctx, c.rdb, a.ps.keys, a.raw, c.argPublish).Err(); err != nil {
+	if err := scripts.PermitRelease.Run(ctx, c.rdb, a.ps.keys, a.ps.releaseArgs(a.raw, "")...).Err(); err != nil {
 		c.cfg.logger.Warn("relock: cannot undo a permit acquisition (unanswered, or too few replicas acknowledged it); it expires with its lease",
 			"name", a.ps.name, "lease", a.cfg.lease, "err", err)
 	}
@@ -238,56 +270,126 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 	var id [permitIDLen]byte
 	_, _ = rand.Read(id[:])
 	a := &permitAttempt{ps: ps, cfg: cfg, raw: string(id[:]), lease: cfg.lease.Milliseconds()}
-	p, retry, err := ps.attempt(ctx, a)
-	if p != nil || err != nil {
-		return p, err
+	a.args = []any{a.raw, a.lease, ps.c.argPublish, argEmpty, argGrantTTL, argZero}
+	done, retry, err := a.attempt(ctx)
+	if done || err != nil {
+		return a.p, err
 	}
 	if !wait {
 		return nil, ErrNotAcquired
 	}
-	again := func() (bool, time.Duration, error) {
-		p, retry, err = ps.attempt(ctx, a)
-		return p != nil, retry, err
-	}
 	if cfg.spin != nil {
 		ps.c.stats.waits.Add(1)
-		err = ps.c.spin(ctx, "acquire", ps.name, cfg.spin, retry, 0, again)
+		err = ps.c.spin(ctx, "acquire", ps.name, cfg.spin, retry, 0, func() (bool, time.Duration, error) { return a.attempt(ctx) })
 	} else {
-		err = ps.c.waitPermits(ctx, "acquire", ps.name, ps.channel, 1, retry, cfg.lease, again)
+		owner := ps.c.id + ":" + strconv.FormatUint(ownerSeq.Add(1), 10)
+		qw := queuedWait{op: "acquire", name: ps.name, channel: ps.channel, policy: permitPolicy,
+			local: ps.queue, owner: owner, hold: cfg.lease}
+		if !ps.c.rsync.mayWait() {
+			// The call queues as owner, asking for the permit id a release
+			// grants it (permit_lib.lua).
+			qw.grants = ps.grants
+			a.member = queueMember(cfg.lease, argKindOneShot.(string), owner)
+			sum := sha1.Sum([]byte(owner))
+			a.raw = string(sum[:permitIDLen])
+			a.args[0] = a.raw
+		}
+		err = ps.c.waitQueued(ctx, qw, a, retry)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return p, nil
+	return a.p, nil
+}
+
+// permitPolicy is the hub's policy for a semaphore's channel when permit
+// semaphore calls wait on it: a count of free permits wakes as many
+// waiters; 0 (a lease cut short, permit_updatelease.lua) or less wakes
+// every waiter to check again.
+func permitPolicy(payload string) int {
+	n, err := strconv.Atoi(payload)
+	switch {
+	case err != nil:
+		return 1
+	case n <= 0:
+		return -1
+	}
+	return n
 }
 
 // attempt runs permit_acquire.lua once (with ReplicaSync.Retry, until
-// enough replicas acknowledge a grant). It returns a Permit, or how long
-// to wait at most before trying again, or an error. An attempt whose
+// enough replicas acknowledge a grant): it reports whether the call took
+// its permit (a.p), and if not how long to sleep at most. An attempt whose
 // outcome is unknown, or that too few replicas acknowledged, is undone
 // before it returns.
-func (ps *PermitSemaphore) attempt(ctx context.Context, a *permitAttempt) (*Permit, time.Duration, error) {
-	r, sent, err := ps.c.acquire(ctx, ps.name, scripts.PermitAcquire, ps.keys, []any{a.raw, a.lease, ps.c.argPublish}, a, isZero, nil)
+func (a *permitAttempt) attempt(ctx context.Context) (bool, time.Duration, error) {
+	ps := a.ps
+	r, sent, err := ps.c.acquire(ctx, ps.name, scripts.PermitAcquire, ps.keys, a.args, a, isZero, nil)
+	if a.joined == 0 && a.args[permitArgMember] != argEmpty {
+		a.joined = sent
+		a.args[permitArgJoined] = argOne // later attempts leave the queue when they acquire
+	}
 	if errors.Is(err, batch.ErrStopped) {
-		return nil, 0, ErrClosed
+		return false, 0, ErrClosed
 	}
 	if err != nil {
 		if errors.Is(err, ErrReplicaSync) {
-			return nil, 0, opError("acquire", ps.name, err)
+			return false, 0, opError("acquire", ps.name, err)
 		}
 		if !isServerError(err) && ctx.Err() != nil {
-			return nil, 0, fmt.Errorf("relock: acquire %q: %w", ps.name, ctx.Err())
+			return false, 0, fmt.Errorf("relock: acquire %q: %w", ps.name, ctx.Err())
 		}
-		return nil, 0, opError("acquire", ps.name, err)
+		return false, 0, opError("acquire", ps.name, err)
 	}
 	if r > 0 {
-		return nil, time.Duration(r)*time.Millisecond + time.Millisecond, nil
+		return false, time.Duration(r)*time.Millisecond + time.Millisecond, nil
 	}
 	if r < 0 {
-		return nil, fallbackRecheck, nil
+		return false, fallbackRecheck, nil
 	}
-	p := &Permit{ps: ps, raw: a.raw, id: hex.EncodeToString([]byte(a.raw)), end: newEnding()}
-	p.watch(a.cfg.lease, a.cfg.fixed, sent)
+	a.p = a.permit()
+	a.p.watch(a.cfg.lease, a.cfg.fixed, sent)
 	ps.c.stats.acquired.Add(1)
-	return p, 0, nil
+	return true, 0, nil
+}
+
+// permit returns the call's Permit, not yet watched.
+func (a *permitAttempt) permit() *Permit {
+	return &Permit{ps: a.ps, raw: a.raw, id: hex.EncodeToString([]byte(a.raw)), end: newEnding()}
+}
+
+// accept takes the permit a release granted the call with g, unless the
+// grant may have run out already (see Client.granted).
+func (a *permitAttempt) accept(g *grant) bool {
+	deadline, ok := a.ps.c.grantDeadline(g, a.joined)
+	if !ok {
+		return false
+	}
+	a.p = a.permit()
+	a.p.watchUntil(a.cfg.lease, a.cfg.fixed, deadline)
+	a.ps.c.confirmGrant(a.p.entry.Load(), a.cfg, g)
+	return true
+}
+
+// join makes the call's next attempts queue it.
+func (a *permitAttempt) join() {
+	if a.member != "" {
+		a.args[permitArgMember] = a.member
+	}
+}
+
+// leave takes the call out of the queue as it returns without a permit,
+// and releases the permit if one was granted to it meanwhile (the next
+// call then gets it), within the cleanup timeout.
+func (a *permitAttempt) leave() {
+	if a.joined == 0 {
+		return
+	}
+	ps := a.ps
+	ctx, cancel := context.WithTimeout(context.Background(), ps.c.cfg.cleanup)
+	defer cancel()
+	if err := scripts.PermitRelease.Run(ctx, ps.c.rdb, ps.keys, ps.releaseArgs(a.raw, a.member)...).Err(); err != nil {
+		ps.c.cfg.logger.Warn("relock: cannot leave the queue of a permit semaphore; the place expires with the queue",
+			"name", ps.name, "err", err)
+	}
 }

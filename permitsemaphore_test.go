@@ -492,3 +492,162 @@ func TestPermitSemaphoreRedissonInterop(t *testing.T) {
 		}
 	})
 }
+
+// TestPermitGrants: a permit released goes, in the same script, to the
+// first call of the semaphore's queue, across Clients and in the order
+// they queued, pushed so that the call's Acquire returns on it and
+// confirms the permit to its full lease. A listener on the channel that
+// does not queue (a Redisson waiter) turns grants off; a permit granted to
+// a call that has died costs the next one the short grant, of which it is
+// told; a call that gives up leaves the queue; and nothing is left.
+func TestPermitGrants(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		ctx := testkit.CtxTimeout(t, 30*time.Second)
+		rdb := top.RDB(t)
+		newClient := func(t *testing.T) *relock.Client { return top.NewClient(t, relock.WithoutReplicaSync()) }
+		setUp := func(t *testing.T) (string, *relock.Permit) {
+			t.Helper()
+			name := testkit.LockName(t)
+			h := newClient(t)
+			if ok, err := h.PermitSemaphore(name).TrySetPermits(ctx, 1); err != nil || !ok {
+				t.Fatalf("TrySetPermits: %v, %v", ok, err)
+			}
+			p, err := h.PermitSemaphore(name).Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return name, p
+		}
+		type got struct {
+			p   *relock.Permit
+			err error
+		}
+		acquireFor := func(ctx context.Context, c *relock.Client, name string) <-chan got {
+			ch := make(chan got, 1)
+			go func() {
+				p, err := c.PermitSemaphore(name).Acquire(ctx)
+				ch <- got{p, err}
+			}()
+			return ch
+		}
+		queued := func(name string, n int64) {
+			t.Helper()
+			testkit.Eventually(t, 5*time.Second, "the calls to queue", func() bool {
+				return rdb.ZCard(ctx, permitQueueKey(name)).Val() == n
+			})
+		}
+		received := func(ch <-chan got) *relock.Permit {
+			t.Helper()
+			g := <-ch
+			if g.err != nil {
+				t.Fatal(g.err)
+			}
+			return g.p
+		}
+		release := func(p *relock.Permit) {
+			t.Helper()
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nothingLeft := func(name string) {
+			t.Helper()
+			testkit.Gone(t, rdb, permitQueueKey(name), "{"+name+"}:timeout")
+			if v := rdb.Get(ctx, name).Val(); v != "1" {
+				t.Errorf("%s permits free at the end, want 1", v)
+			}
+		}
+
+		t.Run("in-order", func(t *testing.T) {
+			name, holder := setUp(t)
+			a, b := newClient(t), newClient(t)
+			gotA := acquireFor(ctx, a, name)
+			queued(name, 1)
+			gotB := acquireFor(ctx, b, name)
+			queued(name, 2)
+			release(holder)
+			pa := received(gotA)
+			if s := a.Stats(); s.Handoffs != 1 || s.Wakeups != 0 {
+				t.Errorf("first call: %d grants, %d wake-ups; want the grant pushed, no wake-up", s.Handoffs, s.Wakeups)
+			}
+			// The grant is confirmed to the call's full lease.
+			testkit.Eventually(t, 5*time.Second, "the grant to be confirmed", func() bool {
+				exp := rdb.ZScore(ctx, "{"+name+"}:timeout", mustDecode(t, pa.ID())).Val()
+				return time.Until(time.UnixMilli(int64(exp))) > 3*time.Second
+			})
+			release(pa)
+			pb := received(gotB)
+			if s := b.Stats(); s.Handoffs != 1 {
+				t.Errorf("second call: %d grants, want 1", s.Handoffs)
+			}
+			release(pb)
+			nothingLeft(name)
+		})
+
+		t.Run("foreign-listener", func(t *testing.T) {
+			name, holder := setUp(t)
+			testkit.Listen(t, ctx, rdb, "redisson_sc:{"+name+"}")
+			a := newClient(t)
+			gotA := acquireFor(ctx, a, name)
+			queued(name, 1)
+			release(holder)
+			pa := received(gotA)
+			if s := a.Stats(); s.Handoffs != 0 || s.Wakeups == 0 {
+				t.Errorf("with a listener that does not queue: %d grants, %d wake-ups; want the permit freed and announced", s.Handoffs, s.Wakeups)
+			}
+			release(pa)
+			nothingLeft(name)
+		})
+
+		t.Run("dead-grantee", func(t *testing.T) {
+			name, holder := setUp(t)
+			// A call of a Client that has died is first in the queue.
+			if err := rdb.ZAdd(ctx, permitQueueKey(name), redis.Z{Score: 1, Member: "30000|o|0dead:1"}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			a := newClient(t)
+			gotA := acquireFor(ctx, a, name)
+			queued(name, 2)
+			release(holder)
+			// The holder's permit had a 30s lease: the call gets the
+			// permit within the test's bound only if it is told to check
+			// again when the dead call's grant runs out.
+			pa := received(gotA)
+			release(pa)
+			nothingLeft(name)
+		})
+
+		t.Run("gives-up", func(t *testing.T) {
+			name, holder := setUp(t)
+			a, b := newClient(t), newClient(t)
+			actx, cancel := context.WithCancel(ctx)
+			gotA := acquireFor(actx, a, name)
+			queued(name, 1)
+			gotB := acquireFor(ctx, b, name)
+			queued(name, 2)
+			cancel()
+			if g := <-gotA; !errors.Is(g.err, context.Canceled) {
+				t.Fatalf("cancelled Acquire: %v", g.err)
+			}
+			queued(name, 1)
+			release(holder)
+			pb := received(gotB)
+			if s := b.Stats(); s.Handoffs != 1 {
+				t.Errorf("call behind one that gave up: %d grants, want 1", s.Handoffs)
+			}
+			release(pb)
+			nothingLeft(name)
+		})
+	})
+}
+
+func permitQueueKey(name string) string { return "relock_permit_queue:{" + name + "}" }
+
+func mustDecode(t *testing.T, id string) string {
+	t.Helper()
+	b, err := hex.DecodeString(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

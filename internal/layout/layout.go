@@ -19,6 +19,7 @@ const (
 	RWChannel   = "redisson_rwlock"       // a read-write lock's release channel
 	LockQueue   = "relock_lock_queue"     // a lock's queue of waiting relock calls
 	RWQueue     = "relock_rwlock_queue"   // a read-write lock's queue of waiting relock calls
+	PermitQueue = "relock_permit_queue"   // a permit semaphore's queue of waiting relock calls
 	// A relock Client's channel for the grants made to its waiting calls:
 	// GrantChannel + ":" + uuid, or per slot on a cluster.
 	GrantChannel = "relock_grant"

@@ -4,9 +4,14 @@
 -- KEYS[1]  free permits (string)
 -- KEYS[2]  held permits (zset: permit id -> expiry in unix ms)
 -- KEYS[3]  channel, told the number free when expired permits come back
+-- KEYS[4]  queue of waiting calls (see permit_lib.lua)
 -- ARGV[1]  permit id (16 raw bytes); a retried request carries the same id
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  "publish" or "spublish"
+-- ARGV[4]  the caller's queue member, "<lease ms>|o|<owner>" (its permit
+--          id is then permit_id(owner)); "" for a call that does not queue
+-- ARGV[5]  milliseconds the queue outlives the earliest expiry, at least
+-- ARGV[6]  "1" when an earlier attempt of the call may have queued it
 --
 -- Expired permits are reclaimed first, by the server's clock.
 --
@@ -14,10 +19,16 @@
 --          a positive integer r: no permit free; the earliest held permit
 --          expires in r milliseconds
 --          -1: no permit free, and no held permit expires
+--          The caller is then in the queue, if it has a member. A permit
+--          found held by the caller's id (a retry, or a grant) is held for
+--          the lease from now.
 
 local now = now_ms()
 local reclaimed = reclaim(KEYS[1], KEYS[2], now)
 local acquired = redis.call('zscore', KEYS[2], ARGV[1]) ~= false
+if acquired then
+    redis.call('zadd', KEYS[2], 'gt', now + tonumber(ARGV[2]), ARGV[1])
+end
 local free = tonumber(redis.call('get', KEYS[1]) or '0')
 if not acquired and free >= 1 then
     free = redis.call('decr', KEYS[1])
@@ -32,11 +43,18 @@ if reclaimed > 0 and free > 0 then
     redis.call(ARGV[3], KEYS[3], free)
 end
 if acquired then
+    if ARGV[6] == '1' then
+        redis.call('zrem', KEYS[4], ARGV[4])
+    end
     return 0
 end
+local retry = -1
 local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
 -- Redisson marks a permit without a lease with this expiry.
 if first[1] and tonumber(first[2]) < 922337203685477 then
-    return math.max(1, tonumber(first[2]) - now)
+    retry = math.max(1, tonumber(first[2]) - now)
 end
-return -1
+if ARGV[4] ~= '' then
+    join_queue(KEYS[4], ARGV[4], retry, ARGV[5])
+end
+return retry

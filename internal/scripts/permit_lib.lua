@@ -19,3 +19,46 @@ local function reclaim(permits, expiries, now)
     end
     return n
 end
+
+-- The queue of waiting relock calls of a permit semaphore is a zset of
+-- members "<lease ms>|o|<owner>" scored by the server time each joined
+-- (see queue.lua). A queued call asks for the permit id permit_id(owner),
+-- so that a release can grant it that permit.
+
+-- permit_id returns the permit id of a queued call of owner: the first 16
+-- bytes of the SHA1 digest of the owner id.
+local function permit_id(owner)
+    return (string.gsub(string.sub(redis.sha1hex(owner), 1, 32), '..', function(h)
+        return string.char(tonumber(h, 16))
+    end))
+end
+
+-- grant_permit grants one free permit of permits (free count), expiries
+-- (held permits) to the first call of queue, unless someone that does not
+-- queue listens on channel (a Redisson waiter, a relock call still
+-- subscribing: the channel has more subscribers than the queue has
+-- clients), and reports whether it did. The permit is held for the call's
+-- lease but at most grant_ttl ms until the call renews it; the call is
+-- told on its client's grant channel (see tell_grant).
+local function grant_permit(permits, expiries, channel, queue, numsub, self, prefix, grant_ttl, publish)
+    local waiting = redis.call('zrange', queue, 0, 63, 'withscores')
+    local first = waiting[1]
+    if first == nil or redis.call('pubsub', numsub, channel)[2] > clients_in(waiting) then
+        return false
+    end
+    redis.call('zrem', queue, first)
+    local lease = tonumber(string.match(first, '^(%d+)|o|'))
+    local id = permit_id(owner_of(first))
+    if not lease or lease == 0 or redis.call('zscore', expiries, id) then
+        return false
+    end
+    local ttl = math.min(lease, tonumber(grant_ttl))
+    redis.call('decr', permits)
+    redis.call('zadd', expiries, now_ms() + ttl, id)
+    local life = redis.call('pttl', permits)
+    if life > 0 then
+        redis.call('pexpire', expiries, life)
+    end
+    tell_grant(waiting, first, 0, ttl, publish, prefix, self)
+    return true
+end

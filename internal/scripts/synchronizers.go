@@ -29,4 +29,4 @@ var SynchronizerScripts = []*Script{
 	LatchTrySetCount, LatchCountDown,
 }
 
-func loadPermit(name string) *Script { return loadWith(name, "clock", "permit_lib") }
+func loadPermit(name string) *Script { return loadWith(name, "clock", "queue", "permit_lib") }

@@ -93,10 +93,13 @@ func TestSemaphoreScripts(t *testing.T) {
 
 func TestPermitScripts(t *testing.T) {
 	ctx := context.Background()
-	keys := []string{"s:psem", "{s:psem}:timeout", "redisson_sc:{s:psem}"}
+	keys := []string{"s:psem", "{s:psem}:timeout", "redisson_sc:{s:psem}", "relock_permit_queue:{s:psem}"}
 	rdb.Set(ctx, keys[0], 2, 0)
 	acquire := func(id string, lease int) int64 {
-		return run(t, PermitAcquire, keys, id, lease, "publish").(int64)
+		return run(t, PermitAcquire, keys, id, lease, "publish", "", 2000, "0").(int64)
+	}
+	release := func(id string) any {
+		return run(t, PermitRelease, keys, id, "publish", "numsub", "c0ffee", "relock_grant:c0ffee", 2000, "1", "")
 	}
 	a, b, c := "\x00\x01aaaaaaaaaaaaaa", "\xff\xfebbbbbbbbbbbbbb", "cccccccccccccccc"
 	if v := acquire(a, 60000); v != 0 {
@@ -129,7 +132,7 @@ func TestPermitScripts(t *testing.T) {
 	if v := acquire(c, 60000); v != 0 {
 		t.Fatalf("acquire c after reclaim = %d", v)
 	}
-	if v := run(t, PermitRelease, keys, b, "publish"); v != int64(0) {
+	if v := release(b); v != int64(0) {
 		t.Fatalf("release of a reclaimed permit = %v", v)
 	}
 	// Renewal extends, never shortens, and sees released permits gone.
@@ -159,10 +162,10 @@ func TestPermitScripts(t *testing.T) {
 	if got := renew("60000"); got != "[0]" {
 		t.Fatalf("renew of an expired permit = %s, want [0]", got)
 	}
-	if v := run(t, PermitRelease, keys, a, "publish"); v != int64(2) {
+	if v := release(a); v != int64(2) {
 		t.Fatalf("release of an expired, unreclaimed permit = %v, want 2", v)
 	}
-	if v := run(t, PermitRelease, keys, c, "publish"); v != int64(1) {
+	if v := release(c); v != int64(1) {
 		t.Fatalf("release = %v", v)
 	}
 	if free := rdb.Get(ctx, keys[0]).Val(); free != "2" || rdb.Exists(ctx, keys[1]).Val() != 0 {
