@@ -49,10 +49,9 @@ type Client struct {
 	holdsMu sync.Mutex
 	holds   map[holdKey]*hold // reentrant watchdog holds, shared by their leases
 
-	local   waiters        // Mutex calls waiting (waiters.go)
-	fair    waiters        // FairMutex calls waiting
-	turns   turnRegistry   // RWMutex writers' turns per name
-	permits permitRegistry // semaphore calls waiting per channel
+	local waiters      // waiting calls of every primitive but the FairMutex (waiters.go)
+	fair  waiters      // FairMutex calls waiting
+	turns turnRegistry // RWMutex writers' turns per name
 
 	closing chan struct{}
 	clock   atomic.Pointer[clockArg] // see nowArg

@@ -213,7 +213,7 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 		case <-ready:
 			ready, subscribed = nil, true
 		case <-sub.Wake():
-			if g, _ := m.c.fair.takeNews(fw); g != nil {
+			if g, _, _ := m.c.fair.takeNews(fw); g != nil {
 				if l = m.acceptGrant(a, g); l != nil {
 					if asleep {
 						m.c.stats.asleep.Add(-1)

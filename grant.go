@@ -136,6 +136,8 @@ func (c *Client) routeGrant(payload string) int {
 func (c *Client) passOn(name string, w *waiter, got bool, lease time.Duration, due time.Time) {
 	var d time.Duration
 	switch {
+	case got && lease <= 0:
+		return // nothing it took runs out
 	case got:
 		d = lease
 	case !due.IsZero():

@@ -242,7 +242,7 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lea
 			}
 			handed = true
 		case <-lw.news:
-			g, recheck := m.c.local.takeNews(lw)
+			g, recheck, _ := m.c.local.takeNews(lw)
 			if g != nil {
 				if l := m.accept(a, g); l != nil {
 					if asleep {

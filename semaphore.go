@@ -132,10 +132,16 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	if ok || err != nil {
 		return err
 	}
-	return s.c.waitPermits(ctx, "acquire", s.name, s.channel, n, fallbackRecheck, 0, func() (bool, time.Duration, error) {
+	c := s.c
+	qw := queuedWait{op: "acquire", name: s.name, channel: s.channel, local: s.channel, want: n,
+		policy: func(payload string) int {
+			c.local.pokeFitting(s.channel, payload)
+			return 0 // a reconnect still wakes every call, through the hub
+		}}
+	return c.waitQueued(ctx, qw, tries(func(ctx context.Context) (bool, time.Duration, error) {
 		ok, err := s.attempt(ctx, n)
 		return ok, fallbackRecheck, err
-	})
+	}), fallbackRecheck)
 }
 
 // TryAcquire makes one attempt to take n permits (n must be positive) and

@@ -3,6 +3,7 @@ package relock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,8 @@ type waiter struct {
 	gone    bool          // it returned while claimed: what it is handed is released
 	granted *grant        // granted by another Client's release, not yet taken
 	recheck time.Duration // told to check again within this; 0 if not
+	poked   bool          // told to attempt now (a semaphore's permits freed)
+	want    int           // the permits a semaphore call asks for
 
 	handed chan *Lease   // the outcome of a claim: a Lease, or nil to attempt
 	news   chan struct{} // granted or recheck was set (Mutex calls)
@@ -70,7 +73,9 @@ func (r *waiters) add(name string, w *waiter) {
 		r.byOwner = make(map[string]*waiter)
 	}
 	r.byName[name] = append(r.byName[name], w)
-	r.byOwner[w.owner] = w
+	if w.owner != "" {
+		r.byOwner[w.owner] = w
+	}
 	r.mu.Unlock()
 	r.n.Add(1)
 }
@@ -97,6 +102,10 @@ func (r *waiters) remove(name string, w *waiter) (claimed bool, unwanted *Lease)
 		delete(r.byName, name)
 	} else {
 		r.byName[name] = ws
+		if w.poked {
+			// Told to attempt and gone without: the next one attempts.
+			ws[0].poke()
+		}
 	}
 	r.mu.Unlock()
 	r.n.Add(-1)
@@ -264,38 +273,69 @@ func (r *waiters) keep(w *waiter, g *grant) {
 	r.mu.Unlock()
 }
 
-// takeNews returns and clears what w was told by other Clients' releases.
-func (r *waiters) takeNews(w *waiter) (*grant, time.Duration) {
+// takeNews returns and clears what w was told by other Clients' releases:
+// a grant, a time to check again by, or to attempt now (poked).
+func (r *waiters) takeNews(w *waiter) (g *grant, recheck time.Duration, poked bool) {
 	if w == nil {
-		return nil, 0
+		return nil, 0, false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	g, recheck := w.granted, w.recheck
-	w.granted, w.recheck = nil, 0
-	return g, recheck
+	g, recheck, poked = w.granted, w.recheck, w.poked
+	w.granted, w.recheck, w.poked = nil, 0, false
+	return g, recheck, poked
+}
+
+// pokeFitting wakes the waiting semaphore calls of name that free, the
+// number of permits a message published, can satisfy, oldest first: each
+// attempts at once. A request too large is skipped, not allowed to hold up
+// smaller ones behind it (other clients compete for the permits anyway).
+// A count of 0 or less wakes every call: nothing was freed, but a permit's
+// lease was cut below the earliest expiry the calls were told
+// (permit_updatelease.lua), and each must learn the new one. A payload
+// that is not a number wakes the oldest call.
+func (r *waiters) pokeFitting(name, payload string) {
+	free, err := strconv.Atoi(payload)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ws := r.byName[name]
+	if err != nil {
+		if len(ws) > 0 {
+			ws[0].poke()
+		}
+		return
+	}
+	all := free <= 0
+	for _, w := range ws {
+		if all || w.want <= free {
+			free -= w.want
+			w.poke() // one poked already attempts anyway
+		}
+	}
+}
+
+// poke tells w to attempt now, and wakes it. Called with mu held.
+func (w *waiter) poke() {
+	w.poked = true
+	select {
+	case w.news <- struct{}{}:
+	default:
+	}
 }
 
 // Waiters never sleep past a free moment (docs/design.md). A release
 // message wakes one waiter of a Client, which keeps the others asleep on
 // the times their own last attempts were told. Two events make those
 // times stale without any message, and the waiting call that sees them
-// tells the others through the hub (notify.Waiter.WakeAnotherAfter):
-// it took the lock or permit for a lease, which may run out unannounced
-// (a fixed lease left to expire, a hold lost), or it gave up, and its own
-// retry time may have been the freshest the Client had.
+// tells another (Client.passOn, waiters.tellOther): it took the lock or
+// permit for a lease, which may run out unannounced (a fixed lease left to
+// expire, a hold lost), or it gave up, and its own retry time may have
+// been the freshest the Client had.
 
-// passOn is called as a waiting call returns, before its hub waiter
-// closes: got tells whether it acquired, lease is the lease it took, due
-// is when it would have tried again (zero: unknown).
-func passOn(w *notify.Waiter, got bool, lease time.Duration, due time.Time) {
-	switch {
-	case got:
-		w.WakeAnotherAfter(lease)
-	case !due.IsZero():
-		w.WakeAnotherAfter(time.Until(due))
-	}
-}
+// fallbackRecheck bounds the sleep of a waiter that has no better time to
+// try again (a semaphore's, a latch's): a missed message costs it at most
+// this long.
+const fallbackRecheck = 2 * time.Second
 
 // retryClock says when a waiting call attempts again: when the holder's
 // TTL runs out or, until its subscriptions are confirmed (no message can
@@ -342,8 +382,9 @@ type queued interface {
 	leave()
 }
 
-// queuedWait is how a queued call waits: on channel, the primitive's
-// release channel, with policy; in Client.local under local, as owner.
+// queuedWait is how a waiting call waits: on channel, the primitive's
+// release channel, with policy; in Client.local under local, as owner
+// (may be "" for a call never granted).
 // With grants the call also listens on the Client's grant channel for the
 // primitive's slot, and joins the queue once both subscriptions are
 // confirmed; it leaves the queue before it unsubscribes, so that every
@@ -355,6 +396,7 @@ type queuedWait struct {
 	local, owner      string
 	grants            string // the grant channel; "" for none
 	hold              time.Duration
+	want              int // the permits a semaphore call asks for (see waiters.pokeFitting)
 }
 
 // waitQueued sleeps between q's attempts until one is done or fails, a
@@ -377,7 +419,7 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		defer gw.Close()
 		grants, gready = gw.Wake(), gw.Ready()
 	}
-	lw := &waiter{owner: qw.owner, news: make(chan struct{}, 1)}
+	lw := &waiter{owner: qw.owner, want: qw.want, news: make(chan struct{}, 1)}
 	c.local.add(qw.local, lw)
 	defer c.local.remove(qw.local, lw) // never claimed: nothing handed
 	done, joined := false, false
@@ -408,7 +450,7 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		case <-grants: // the grant channel was re-subscribed: a grant may be lost
 			c.stats.wakeups.Add(1)
 		case <-lw.news:
-			g, recheck := c.local.takeNews(lw)
+			g, recheck, poked := c.local.takeNews(lw)
 			if g != nil {
 				if done = q.accept(g); done {
 					if asleep {
@@ -418,8 +460,11 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 				}
 				break // it may have run out: attempt
 			}
-			try = false
 			c.stats.wakeups.Add(1)
+			if poked {
+				break
+			}
+			try = false
 			if clock.sooner(recheck) {
 				timer.Reset(recheck)
 			}
@@ -449,3 +494,12 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		timer.Reset(clock.next(next, ready == nil && gready == nil))
 	}
 }
+
+// tries is a waiting call that is never granted: it only attempts (a
+// Semaphore's, a latch's).
+type tries func(ctx context.Context) (bool, time.Duration, error)
+
+func (f tries) attempt(ctx context.Context) (bool, time.Duration, error) { return f(ctx) }
+func (tries) accept(*grant) bool                                         { return false }
+func (tries) join()                                                      {}
+func (tries) leave()                                                     {}
