@@ -35,10 +35,6 @@ type chanState struct {
 	delay time.Duration
 	gen   uint64 // tells a timer that fired late from the current one
 
-	// A wake owed to one waiter at a later time (see later).
-	due   *time.Timer
-	dueAt time.Time
-
 	idle *time.Timer // while it lingers without waiters (see linger)
 }
 
@@ -180,45 +176,6 @@ func (c *conn) resend(ch *chanState, gen uint64) {
 	c.subscribe(ch)
 }
 
-// later arms ch's timer to wake one of its waiters d from now, unless it
-// is armed to fire sooner: the latest news of the thing waited for (a
-// shorter hold, a waiter gone with its retry time) only ever brings the
-// wake forward, and whoever it wakes learns the state afresh.
-func (c *conn) later(ch *chanState, d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped || c.chans[ch.name] != ch || len(ch.waiters) < 2 {
-		return // the caller, about to leave, is the only waiter
-	}
-	at := time.Now().Add(d)
-	if ch.due != nil {
-		if !at.Before(ch.dueAt) {
-			return
-		}
-		c.undue(ch)
-	}
-	ch.dueAt = at
-	c.hub.wg.Add(1)
-	ch.due = time.AfterFunc(d, func() {
-		defer c.hub.wg.Done()
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if ch.due == nil || !ch.dueAt.Equal(at) {
-			return // disarmed, or re-armed, since this timer was set
-		}
-		ch.due = nil
-		wakeN(ch.waiters, 1)
-	})
-}
-
-// undue disarms ch's owed wake. c.mu is held.
-func (c *conn) undue(ch *chanState) {
-	if ch.due != nil && ch.due.Stop() {
-		c.hub.wg.Done()
-	}
-	ch.due = nil
-}
-
 func (c *conn) newPubSub(ctx context.Context, channels ...string) *redis.PubSub {
 	if c.hub.cfg.Sharded {
 		return c.hub.cfg.Client.SSubscribe(ctx, channels...)
@@ -258,7 +215,6 @@ func (c *conn) remove(w *Waiter) bool {
 func (c *conn) drop(ch *chanState) {
 	delete(c.chans, ch.name)
 	c.unwatch(ch)
-	c.undue(ch)
 	if c.ps == nil || c.stopped {
 		return
 	}
@@ -279,7 +235,6 @@ func (c *conn) close() {
 	c.stopped = true
 	for _, ch := range c.chans {
 		c.unwatch(ch)
-		c.undue(ch)
 		c.unlinger(ch)
 	}
 	ps, done := c.ps, c.done

@@ -203,17 +203,6 @@ func (w *Waiter) Ready() <-chan struct{} { return w.ch.ready }
 // Wake receives a value when a message (or a reconnect) wakes this waiter.
 func (w *Waiter) Wake() <-chan struct{} { return w.wake }
 
-// WakeAnotherAfter makes sure that one waiter of the channel wakes d from
-// now at the latest, unless the channel has no waiter left by then (or
-// none but this one now: a waiter that comes later tries for itself). A
-// waiter calls it before it closes when it knows something its fellow
-// waiters may not: that the thing they wait for may be free by then (it
-// took it for a lease of d), or that it was itself the one to re-check
-// then. Of several such calls on a channel the earliest counts.
-func (w *Waiter) WakeAnotherAfter(d time.Duration) {
-	w.c.later(w.ch, max(d, 0))
-}
-
 // Close unregisters the waiter, hands a wake it did not consume to another
 // waiter of the channel, and unsubscribes the channel if it was the last
 // (after the channel's linger, if it has one).

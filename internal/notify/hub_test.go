@@ -278,32 +278,6 @@ func TestOutageWakesReadyWaiters(t *testing.T) {
 	}
 }
 
-// TestWakeAnotherAfter: a waiter that leaves owes its fellows a wake at
-// the time it names; of two such times the earlier counts, and a channel
-// left by all its waiters keeps no timer (the hub closes at once, and
-// TestMain's leak check would see a goroutine waiting on it).
-func TestWakeAnotherAfter(t *testing.T) {
-	h, _ := newHub(t)
-	a := subscribe(t, h, "later", WakeOne)
-	b := subscribe(t, h, "later", WakeOne)
-	c := subscribe(t, h, "later", WakeOne)
-	a.WakeAnotherAfter(time.Hour)
-	a.WakeAnotherAfter(20 * time.Millisecond) // the earlier counts
-	a.WakeAnotherAfter(time.Hour)
-	a.Close()
-	select {
-	case <-b.Wake(): // the oldest left
-	case <-time.After(5 * time.Second):
-		t.Fatal("no waiter woken at the time owed")
-	}
-	if n := woken(c); n != 0 {
-		t.Fatalf("%d more waiters woken, want none", n)
-	}
-	b.WakeAnotherAfter(time.Hour)
-	b.Close()
-	c.Close()
-}
-
 // TestLinger: a channel with a linger stays subscribed for that long after
 // its last waiter leaves, is taken over at once by a waiter that comes
 // meanwhile, and is unsubscribed when the linger runs out unused; others
