@@ -32,10 +32,12 @@ type permitRow struct {
 	ExpiresInMs *int64 `json:"expires_in_ms,omitempty"`
 }
 
-// queuedRow is one owner in a fair lock's queue, first to last.
+// queuedRow is one owner in a queue of waiters, first to last.
 type queuedRow struct {
 	Owner  string      `json:"owner"`
 	Client *clientInfo `json:"client,omitempty"`
+	// Mode is a read-write lock's waiting call's: "read" or "write".
+	Mode string `json:"mode,omitempty"`
 	// DeadlineInMs is how long a fair lock's owner keeps its place
 	// without refreshing it, by the server's clock.
 	DeadlineInMs int64 `json:"deadline_in_ms,omitempty"`
@@ -170,14 +172,16 @@ func fairQueue(ctx context.Context, rdb redis.UniversalClient, name string) ([]q
 	return rows, nil
 }
 
-// lockQueue lists the relock calls waiting for the lock name, in the
-// order they joined its queue (members "<lease ms>|<kind>|<owner>", scored
-// by the server time they joined), with their Clients.
-func lockQueue(ctx context.Context, rdb redis.UniversalClient, name string) ([]queuedRow, error) {
+// relockQueue lists the relock calls waiting in the queue key (a
+// Mutex's, an RWMutex's or a PermitSemaphore's), in the order they joined
+// it (members "<lease ms>|<kind>|<owner>", scored by the server time they
+// joined), with their Clients. rw says the queue is a read-write lock's,
+// whose readers are of kind "R".
+func relockQueue(ctx context.Context, rdb redis.UniversalClient, key string, rw bool) ([]queuedRow, error) {
 	var members *redis.ZSliceCmd
 	var now *redis.TimeCmd
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		members = p.ZRangeWithScores(ctx, layout.Companion(layout.LockQueue, name), 0, -1)
+		members = p.ZRangeWithScores(ctx, key, 0, -1)
 		now = p.Time(ctx)
 		return nil
 	})
@@ -193,7 +197,14 @@ func lockQueue(ctx context.Context, rdb redis.UniversalClient, name string) ([]q
 		if len(parts) != 3 {
 			continue
 		}
-		rows = append(rows, queuedRow{Owner: parts[2], WaitingMs: max(at-int64(z.Score), 0)})
+		row := queuedRow{Owner: parts[2], WaitingMs: max(at-int64(z.Score), 0)}
+		if rw {
+			row.Mode = "write"
+			if parts[1] == "R" {
+				row.Mode = "read"
+			}
+		}
+		rows = append(rows, row)
 		holders = append(holders, holder{owner: parts[2]})
 	}
 	li := &lockInfo{holders: holders}

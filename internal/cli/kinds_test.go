@@ -99,8 +99,9 @@ func both(a, b func(ctx context.Context, rdb *redis.Client) bool) func(ctx conte
 
 // TestKindsShownAndCounted: ls, show and the web view name a fair lock
 // with owners queued as fair and count its queue, count the writer
-// waiting for a read-write lock on the channel it listens to, and the call
-// waiting for a lock in the lock's queue.
+// waiting for a read-write lock on the channel it listens to (show lists
+// it from the lock's queue), and the call waiting for a lock in the
+// lock's queue.
 func TestKindsShownAndCounted(t *testing.T) {
 	srv, url := realServer(t)
 	ctx := context.Background()
@@ -118,7 +119,9 @@ func TestKindsShownAndCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWaiter(t, func(ctx context.Context) (*relock.Lease, error) { return c2.RWMutex("rw").Lock(ctx) })
-	until(t, "writer waiting", subscribed(companion(layout.RWChannel, "rw")), srv)
+	until(t, "writer waiting", both(subscribed(companion(layout.RWChannel, "rw")), func(ctx context.Context, rdb *redis.Client) bool {
+		return rdb.ZCard(ctx, companion(layout.RWQueue, "rw")).Val() == 1
+	}), srv)
 
 	if _, err := holder.Mutex("plain").Lock(ctx); err != nil {
 		t.Fatal(err)
@@ -150,6 +153,11 @@ func TestKindsShownAndCounted(t *testing.T) {
 		}
 		if r.code != exitOK || !lines["state "+tc.state] || !lines[tc.waiters] {
 			t.Errorf("show %s: exit %d, stdout:\n%s\nwant state %q and %q", tc.name, r.code, r.stdout, tc.state, tc.waiters)
+		}
+		// The relock calls in a queue are listed in order, a read-write
+		// lock's with the mode they wait for.
+		if tc.name == "rw" && !strings.Contains(r.stdout, "to write)") {
+			t.Errorf("show rw does not list the queued writer:\n%s", r.stdout)
 		}
 	}
 
@@ -247,6 +255,17 @@ func TestShowEveryPrimitive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	full := c.PermitSemaphore("full")
+	if ok, err := full.TrySetPermits(ctx, 1); !ok || err != nil {
+		t.Fatalf("TrySetPermits: %v %v", ok, err)
+	}
+	if _, err := full.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	startCall(t, func(ctx context.Context) error { _, err := c2.PermitSemaphore("full").Acquire(ctx); return err })
+	until(t, "permit waiter queued", func(ctx context.Context, rdb *redis.Client) bool {
+		return rdb.ZCard(ctx, companion(layout.PermitQueue, "full")).Val() == 1
+	}, srv)
 	sem := c.Semaphore("sem")
 	if ok, err := sem.TrySetPermits(ctx, 1); !ok || err != nil {
 		t.Fatalf("sem TrySetPermits: %v %v", ok, err)
@@ -273,6 +292,7 @@ func TestShowEveryPrimitive(t *testing.T) {
 		want []string
 	}{
 		{"permits", []string{"kind permit-semaphore", "available 1", "held 1", "permit " + p.ID() + " expires in "}},
+		{"full", []string{"kind permit-semaphore", "available 0", "held 1", "queued 1", "waiting for"}},
 		{"sem", []string{"kind semaphore", "available 0", "waiters 1"}},
 		{"latch", []string{"kind latch", "count 2", "waiters 1"}},
 		{"fair", []string{"held (fair lock)", "queued 1", " pid ", "keeps its place for"}},

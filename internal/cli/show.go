@@ -140,7 +140,11 @@ func runShow(ctx context.Context, e *env, args []string) int {
 	}
 	for i, q := range s.queue {
 		if !s.fair {
-			fmt.Fprintf(tw, "queued %d\t%s\t%s (waiting for %s)\n", i+1, q.Client, q.Owner, fmtMs(q.WaitingMs))
+			mode := ""
+			if q.Mode != "" {
+				mode = ", to " + q.Mode
+			}
+			fmt.Fprintf(tw, "queued %d\t%s\t%s (waiting for %s%s)\n", i+1, q.Client, q.Owner, fmtMs(q.WaitingMs), mode)
 			continue
 		}
 		fmt.Fprintf(tw, "queued %d\t%s\t%s (keeps its place for %s)\n", i+1, q.Client, q.Owner, fmtMs(q.DeadlineInMs))
@@ -167,7 +171,7 @@ type shown struct {
 	TokenKey    string      `json:"token_key,omitempty"` // where the last handed out was read
 	Waiters     int64       `json:"waiters"`
 	WaitersWhat string      `json:"waiters_counted"`
-	Queue       []queuedRow `json:"queue,omitempty"` // a fair lock's, first to last
+	Queue       []queuedRow `json:"queue,omitempty"` // the waiting calls or owners, first to last
 	// Count is a synchronizer's number: the permits available of a
 	// semaphore or permit semaphore, a latch's count.
 	Count   *int64      `json:"count,omitempty"`
@@ -226,6 +230,11 @@ func (s *lockState) countWaiters(ctx context.Context, rdb redis.UniversalClient,
 		ch = layout.LatchChannel(name, cluster)
 	}
 	var err error
+	if s.count.kind == kindPermits {
+		if s.queue, err = relockQueue(ctx, rdb, layout.Companion(layout.PermitQueue, name), false); err != nil {
+			return err
+		}
+	}
 	s.waiters, err = subscribers(ctx, rdb, ch)
 	s.waitersWhat = "subscribers of " + ch
 	if s.count.kind == kindCount {
@@ -246,7 +255,7 @@ type lockState struct {
 	fair        bool   // a fair lock's queue exists
 	waiters     int64
 	waitersWhat string      // what waiters counts
-	queue       []queuedRow // a fair lock's queue, first to last
+	queue       []queuedRow // the queue of waiters, first to last
 	count       *counted    // a synchronizer's count, when name holds one
 }
 
@@ -306,7 +315,11 @@ func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*
 			return nil, err
 		}
 	case kind == kindLock:
-		if s.queue, err = lockQueue(ctx, rdb, name); err != nil {
+		if s.queue, err = relockQueue(ctx, rdb, layout.Companion(layout.LockQueue, name), false); err != nil {
+			return nil, err
+		}
+	case isRW(kind):
+		if s.queue, err = relockQueue(ctx, rdb, layout.Companion(layout.RWQueue, name), true); err != nil {
 			return nil, err
 		}
 	}
