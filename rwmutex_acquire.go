@@ -160,15 +160,15 @@ func (rw *RWMutex) spin(ctx context.Context, a *rwAcquire, ttl time.Duration) (*
 // grant; readers, and writers not granted, attempt when a release message
 // wakes them.
 func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration) (*Lease, error) {
+	qw := queuedWait{op: rwOp(a.write, "lock"), name: rw.name, channel: rw.channel, policy: lockPolicy,
+		local: rw.queue, owner: a.owner, hold: a.cfg.lease} // by its queue's name: never a Mutex's
 	if a.write {
 		leave, err := rw.writerTurn(ctx)
 		if err != nil {
 			return nil, err
 		}
-		defer leave() // last: the next writer finds the channels still subscribed
+		qw.exit = leave // before unsubscribing: the next writer finds the channels subscribed
 	}
-	qw := queuedWait{op: rwOp(a.write, "lock"), name: rw.name, channel: rw.channel, policy: lockPolicy,
-		local: rw.queue, owner: a.owner, hold: a.cfg.lease} // by its queue's name: never a Mutex's
 	if a.kind != nil {
 		qw.grants = rw.grants
 	}

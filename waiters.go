@@ -396,7 +396,8 @@ type queuedWait struct {
 	local, owner      string
 	grants            string // the grant channel; "" for none
 	hold              time.Duration
-	want              int // the permits a semaphore call asks for (see waiters.pokeFitting)
+	want              int    // the permits a semaphore call asks for (see waiters.pokeFitting)
+	exit              func() // if not nil, called as the call returns, before it unsubscribes
 }
 
 // waitQueued sleeps between q's attempts until one is done or fails, a
@@ -404,6 +405,13 @@ type queuedWait struct {
 // sleep first at most.
 func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry time.Duration) (err error) {
 	c.stats.waits.Add(1)
+	exit := func() {
+		if qw.exit != nil {
+			qw.exit()
+			qw.exit = nil
+		}
+	}
+	defer exit() // whatever happens
 	w, err := c.hub.Subscribe(qw.channel, qw.policy)
 	if err != nil {
 		return ErrClosed
@@ -419,6 +427,7 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		defer gw.Close()
 		grants, gready = gw.Wake(), gw.Ready()
 	}
+	defer exit() // before the subscriptions go
 	lw := &waiter{owner: qw.owner, want: qw.want, news: make(chan struct{}, 1)}
 	c.local.add(qw.local, lw)
 	defer c.local.remove(qw.local, lw) // never claimed: nothing handed
