@@ -35,8 +35,8 @@ type PermitSemaphore struct {
 	countName
 	timeoutKey string
 	group      int
-	keys       []any // free permits, held permits, channel, queue: shared, never modified
-	queue      string
+	keys       []any  // free permits, held permits, channel, queue: shared, never modified
+	queue      string // the queue of waiting calls (permit_lib.lua)
 	grants     string // the Client's grant channel for the semaphore's slot
 	argGrants  any    // grants, boxed once
 }

@@ -133,24 +133,15 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 
 // spin waits by backoff between attempts (WithSpin).
 func (rw *RWMutex) spin(ctx context.Context, a *rwAcquire, ttl time.Duration) (*Lease, error) {
-	c := rw.c
-	c.stats.waits.Add(1)
-	timer := time.NewTimer(a.cfg.spin.delay(0, ttl))
-	defer timer.Stop()
-	for n := 1; ; n++ {
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("relock: %s %q: %w", rwOp(a.write, "lock"), rw.name, ctx.Err())
-		case <-c.closing:
-			return nil, ErrClosed
-		}
-		l, ttl, err := rw.attempt(ctx, a)
-		if l != nil || err != nil {
-			return l, err
-		}
-		timer.Reset(a.cfg.spin.delay(n, ttl))
-	}
+	rw.c.stats.waits.Add(1)
+	var l *Lease
+	err := rw.c.spin(ctx, rwOp(a.write, "lock"), rw.name, a.cfg.spin, ttl, 0, func() (bool, time.Duration, error) {
+		var ttl time.Duration
+		var err error
+		l, ttl, err = rw.attempt(ctx, a)
+		return l != nil, ttl, err
+	})
+	return l, err
 }
 
 // wait sleeps between attempts on the lock's release channel and on the

@@ -11,9 +11,12 @@ import (
 	"github.com/relock-go/relock/internal/notify"
 )
 
-// Local waiters: the one queue, per lock name per Client, of the lock
-// calls that sleep between attempts, through which a release of the same
-// Client hands the lock straight to one of them.
+// Local waiters: the one queue, per name per Client, of the calls that
+// sleep between attempts, of every primitive: through it a release of the
+// same Client hands a Mutex or FairMutex straight to one of them, a grant
+// from another Client's release reaches its call (routeGrant), a
+// semaphore's message wakes the calls it can satisfy (pokeFitting), and a
+// call that returns tells another when to check again (tellOther).
 //
 // A release claims sleeping waiters (claim), runs its script, and settles
 // its claim (settle): the chosen waiter is handed its Lease; the others go
@@ -27,8 +30,11 @@ import (
 //
 // Mutex and FairMutex each keep one such queue per Client (Client.local,
 // Client.fair); their releases differ only in whom the script may choose.
+// The other primitives' calls are in Client.local, under the name of
+// their queue or channel, and wait in one loop (Client.waitQueued); they
+// are never claimed.
 
-// waiter is a lock call of this Client sleeping between attempts.
+// waiter is a call of this Client sleeping between attempts.
 type waiter struct {
 	owner     string
 	lease     time.Duration
@@ -367,8 +373,9 @@ func (r *retryClock) sooner(d time.Duration) bool {
 	return true
 }
 
-// queued is a waiting call of a primitive whose releases may grant it
-// what it waits for (the RWMutex, the PermitSemaphore; see grant.go).
+// queued is a waiting call as Client.waitQueued runs it. The releases of
+// the RWMutex and the PermitSemaphore may grant it what it waits for (see
+// grant.go); the Semaphore's and the latch's never do (tries).
 type queued interface {
 	// attempt tries once; it reports whether the call is done, and if not
 	// how long it may sleep at most.

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
@@ -56,7 +55,7 @@ func Main(m *testing.M, ready ...func()) int {
 	_ = Cluster.Close()
 	_ = Standalone.Close()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := redistest.Leaks(); err != nil {
 			fmt.Fprintln(os.Stderr, "FAIL: leaked goroutines:", err)
 			code = 1
 		}
