@@ -2,10 +2,8 @@ package relock
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -160,135 +158,43 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 
 // wait sleeps between attempts, in the lock's queue of waiters (see
 // grant.go): on the Client's grant channel, and on the lock's release
-// channel while the holder may be a client that only publishes there.
-func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (l *Lease, err error) {
-	m.c.stats.waits.Add(1)
-	defer func() {
-		if l == nil {
-			m.leaveQueue(a)
-		}
-	}()
-	var grants, gready <-chan struct{} // the grant channel's reconnects and confirmation
-	if a.waits {
-		gw, err := m.c.hub.Subscribe(m.grants, m.c.routeGrant)
-		if err != nil {
-			return nil, ErrClosed
-		}
-		defer gw.Close()
-		grants, gready = gw.Wake(), gw.Ready()
-	}
-	var w *notify.Waiter             // on the release channel, once listened to
-	var wakes, ready <-chan struct{} // its messages and confirmation
-	listen := func() error {
-		if w != nil || (!a.other && a.waits) {
-			return nil
-		}
-		if w, err = m.c.hub.Subscribe(m.channel, lockPolicy); err != nil {
-			return ErrClosed
-		}
-		wakes, ready = w.Wake(), w.Ready()
-		return nil
-	}
-	defer func() {
-		if w != nil {
-			w.Close()
-		}
-	}()
-	if err := listen(); err != nil {
-		return nil, err
-	}
+// channel once the holder may be a client that only publishes there.
+func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (*Lease, error) {
 	lw := newWaiter(a.owner, a.cfg, a.reentrant)
 	lw.member = a.queueMember()
-	m.c.local.add(m.name, lw)
-	defer func() {
-		// A grant from another Client left untaken is not released here:
-		// the call either holds that lock already (its own attempt found
-		// it granted) or leaves the queue in Redis (leaveQueue), which
-		// releases it.
-		if _, unwanted := m.c.local.remove(m.name, lw); unwanted != nil {
-			m.c.releaseUnwanted(unwanted)
-		}
-	}()
-	clock := newRetryClock()
-	defer func() { m.c.passOn(m.name, lw, l != nil, a.cfg.lease, clock.due) }()
-	timer := time.NewTimer(clock.next(retryAfter(ttl), ready == nil && gready == nil))
-	defer timer.Stop()
-	for {
-		// Once subscribed, and a later attempt failed, only a grant, a
-		// message, a handoff, the holder's TTL or the end of ctx wake this
-		// call.
-		asleep := ready == nil && gready == nil
-		if asleep {
-			m.c.stats.asleep.Add(1)
-			m.c.local.sleep(lw)
-		}
-		try := true     // attempt once awake
-		handed := false // a release told it to attempt, and woke it
-		select {
-		case <-ready:
-			ready = nil // subscribed: a release from now on wakes us
-			try = gready == nil
-		case <-gready:
-			gready = nil
-			try = ready == nil
-		case <-wakes:
-			m.c.stats.wakeups.Add(1)
-		case <-grants: // the grant channel was re-subscribed: a grant may be lost
-			m.c.stats.wakeups.Add(1)
-		case h := <-lw.handed:
-			if h != nil {
-				m.c.stats.asleep.Add(-1)
-				return h, nil
-			}
-			handed = true
-		case <-lw.news:
-			g, recheck, _ := m.c.local.takeNews(lw)
-			if g != nil {
-				if l := m.accept(a, g); l != nil {
-					if asleep {
-						m.c.stats.asleep.Add(-1)
-					}
-					return l, nil
-				}
-				break // it may have run out: attempt
-			}
-			try = false
-			m.c.stats.wakeups.Add(1)
-			if clock.sooner(recheck) {
-				timer.Reset(recheck)
-			}
-		case <-timer.C:
-		case <-ctx.Done():
-			err = fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
-		case <-m.c.closing:
-			err = ErrClosed
-		}
-		if asleep {
-			m.c.stats.asleep.Add(-1)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if asleep && !handed && !m.c.local.wake(lw) {
-			// A release of this Client may be handing us the lock.
-			if h, err := m.c.outcome(ctx, lw, m.name); h != nil || err != nil {
-				return h, err
-			}
-			try = true
-		}
-		if !try {
-			continue
-		}
-		l, ttl, err := m.attempt(ctx, a)
-		if l != nil || err != nil {
-			return l, err
-		}
-		if err := listen(); err != nil {
-			return nil, err
-		}
-		timer.Reset(clock.next(retryAfter(ttl), ready == nil && gready == nil))
+	q := &mutexQueued{m: m, a: a}
+	qw := queuedWait{op: "lock", name: m.name, channel: m.channel, policy: lockPolicy,
+		listen: func() bool { return a.other }, local: m.name, owner: a.owner,
+		grants: m.grants, joined: true, hold: a.cfg.lease,
+		waiter: lw, take: func(l *Lease) { q.l = l }}
+	if err := m.c.waitQueued(ctx, qw, q, retryAfter(ttl)); err != nil {
+		return nil, err
 	}
+	return q.l, nil
 }
+
+// mutexQueued is a Mutex call as Client.waitQueued runs it. Its attempts
+// queue it (lock.lua), and it leaves the queue as it returns without the
+// lock.
+type mutexQueued struct {
+	m *Mutex
+	a *acquire
+	l *Lease // once taken
+}
+
+func (q *mutexQueued) attempt(ctx context.Context) (bool, time.Duration, error) {
+	l, ttl, err := q.m.attempt(ctx, q.a)
+	q.l = l
+	return l != nil, retryAfter(ttl), err
+}
+
+func (q *mutexQueued) accept(g *grant) bool {
+	q.l = q.m.accept(q.a, g)
+	return q.l != nil
+}
+
+func (q *mutexQueued) join()  {}
+func (q *mutexQueued) leave() { q.m.leaveQueue(q.a) }
 
 // retryAfter is how long a waiter sleeps, at most, when the holder has ttl
 // left (negative: unknown).

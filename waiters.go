@@ -31,8 +31,8 @@ import (
 // Mutex and FairMutex each keep one such queue per Client (Client.local,
 // Client.fair); their releases differ only in whom the script may choose.
 // The other primitives' calls are in Client.local, under the name of
-// their queue or channel, and wait in one loop (Client.waitQueued); they
-// are never claimed.
+// their queue or channel, and are never claimed. Every call but the
+// FairMutex's waits in one loop (Client.waitQueued).
 
 // waiter is a call of this Client sleeping between attempts.
 type waiter struct {
@@ -374,8 +374,8 @@ func (r *retryClock) sooner(d time.Duration) bool {
 }
 
 // queued is a waiting call as Client.waitQueued runs it. The releases of
-// the RWMutex and the PermitSemaphore may grant it what it waits for (see
-// grant.go); the Semaphore's and the latch's never do (tries).
+// the Mutex, the RWMutex and the PermitSemaphore may grant it what it waits
+// for (see grant.go); the Semaphore's and the latch's never do (tries).
 type queued interface {
 	// attempt tries once; it reports whether the call is done, and if not
 	// how long it may sleep at most.
@@ -394,22 +394,30 @@ type queued interface {
 // (may be "" for a call never granted).
 // With grants the call also listens on the Client's grant channel for the
 // primitive's slot, and joins the queue once both subscriptions are
-// confirmed; it leaves the queue before it unsubscribes, so that every
-// Client in a queue listens on its release channel. hold is the lease of
-// what the call takes, for passOn.
+// confirmed (or from its first attempt, with joined); it leaves the queue
+// before it unsubscribes, so that every Client in a queue listens on its
+// release channel. hold is the lease of what the call takes, for passOn.
 type queuedWait struct {
 	op, name, channel string
 	policy            notify.Policy
+	listen            func() bool // if not nil, channel is listened to only once this says so (asked after each attempt)
 	local, owner      string
 	grants            string // the grant channel; "" for none
+	joined            bool   // the call's attempts queued it from the first
 	hold              time.Duration
 	want              int    // the permits a semaphore call asks for (see waiters.pokeFitting)
 	exit              func() // if not nil, called as the call returns, before it unsubscribes
+
+	// waiter, if not nil, is the call's waiter, which a release of this
+	// Client may claim and hand the lock to (a Mutex call's; see claim);
+	// take receives the Lease so handed.
+	waiter *waiter
+	take   func(*Lease)
 }
 
 // waitQueued sleeps between q's attempts until one is done or fails, a
-// grant is accepted, ctx ends, or the Client closes; retry is how long to
-// sleep first at most.
+// grant is accepted, a release of this Client hands the call the lock, ctx
+// ends, or the Client closes; retry is how long to sleep first at most.
 func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry time.Duration) (err error) {
 	c.stats.waits.Add(1)
 	exit := func() {
@@ -419,12 +427,27 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		}
 	}
 	defer exit() // whatever happens
-	w, err := c.hub.Subscribe(qw.channel, qw.policy)
-	if err != nil {
-		return ErrClosed
+
+	var w *notify.Waiter             // on the release channel, once listened to
+	var wakes, ready <-chan struct{} // its messages and confirmation
+	listen := func() error {
+		if w != nil || (qw.listen != nil && !qw.listen()) {
+			return nil
+		}
+		if w, err = c.hub.Subscribe(qw.channel, qw.policy); err != nil {
+			return ErrClosed
+		}
+		wakes, ready = w.Wake(), w.Ready()
+		return nil
 	}
-	defer w.Close()
-	wakes, ready := w.Wake(), w.Ready()
+	defer func() {
+		if w != nil {
+			w.Close()
+		}
+	}()
+	if err := listen(); err != nil {
+		return err
+	}
 	var grants, gready <-chan struct{} // the grant channel's reconnects and confirmation
 	if qw.grants != "" {
 		gw, err := c.hub.Subscribe(qw.grants, c.routeGrant)
@@ -435,10 +458,21 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		grants, gready = gw.Wake(), gw.Ready()
 	}
 	defer exit() // before the subscriptions go
-	lw := &waiter{owner: qw.owner, want: qw.want, news: make(chan struct{}, 1)}
+	lw, claimable := qw.waiter, qw.waiter != nil
+	if !claimable {
+		lw = &waiter{owner: qw.owner, want: qw.want, news: make(chan struct{}, 1)}
+	}
 	c.local.add(qw.local, lw)
-	defer c.local.remove(qw.local, lw) // never claimed: nothing handed
-	done, joined := false, false
+	defer func() {
+		// A grant from another Client left untaken is not released here:
+		// the call either holds what was granted already (its own attempt
+		// found it granted) or leaves the queue (q.leave), which releases
+		// it.
+		if _, unwanted := c.local.remove(qw.local, lw); unwanted != nil {
+			c.releaseUnwanted(unwanted)
+		}
+	}()
+	done, joined := false, qw.joined
 	defer func() {
 		if !done && joined {
 			q.leave() // before the subscriptions go
@@ -449,11 +483,18 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 	timer := time.NewTimer(clock.next(retry, ready == nil && gready == nil))
 	defer timer.Stop()
 	for {
+		// Once subscribed, and a later attempt failed, only a grant, a
+		// message, a handoff, a time told, the retry time or the end of
+		// ctx wake this call.
 		asleep := ready == nil && gready == nil
 		if asleep {
 			c.stats.asleep.Add(1)
+			if claimable {
+				c.local.sleep(lw)
+			}
 		}
-		try := true
+		try := true     // attempt once awake
+		handed := false // a release of this Client told it to attempt, and woke it
 		select {
 		case <-ready:
 			ready = nil // subscribed: a release from now on wakes us
@@ -465,6 +506,14 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 			c.stats.wakeups.Add(1)
 		case <-grants: // the grant channel was re-subscribed: a grant may be lost
 			c.stats.wakeups.Add(1)
+		case h := <-lw.handed: // nil channel unless claimable
+			if h != nil {
+				c.stats.asleep.Add(-1)
+				done = true
+				qw.take(h)
+				return nil
+			}
+			handed = true
 		case <-lw.news:
 			g, recheck, poked := c.local.takeNews(lw)
 			if g != nil {
@@ -496,6 +545,19 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		if err != nil {
 			return err
 		}
+		if claimable && asleep && !handed && !c.local.wake(lw) {
+			// A release of this Client may be handing us the lock.
+			h, err := c.outcome(ctx, lw, qw.name)
+			if err != nil {
+				return err
+			}
+			if h != nil {
+				done = true
+				qw.take(h)
+				return nil
+			}
+			try = true
+		}
 		if !try {
 			continue
 		}
@@ -505,6 +567,9 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		}
 		var next time.Duration
 		if done, next, err = q.attempt(ctx); done || err != nil {
+			return err
+		}
+		if err := listen(); err != nil {
 			return err
 		}
 		timer.Reset(clock.next(next, ready == nil && gready == nil))
