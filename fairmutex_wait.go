@@ -21,8 +21,9 @@ import (
 // told, so a message published before the subscription can only have been
 // meant for the first), and sleeps until it is told on its channel, the
 // holder's TTL runs out, its heartbeat is due, ctx ends, or the Client is
-// closed. Every attempt refreshes the call's queue entry, so the heartbeat
-// is simply an attempt every third of the waiter timeout.
+// closed, in the one waiting loop (Client.waitQueued). Every attempt
+// refreshes the call's queue entry, so the heartbeat is simply an attempt
+// every third of the waiter timeout.
 //
 // Direct handoff. A release by a Client whose own calls sleep in the queue
 // passes their owners to fair_unlock.lua as candidates: if the first of
@@ -36,19 +37,21 @@ import (
 // fairMaxCandidates caps the candidates of one release.
 const fairMaxCandidates = 16
 
-// fairPolicy is the policy of a fair waiter's own channel: every message
-// wakes it; a grant ("g:<token>:<ttl ms>:<ms left of its liveness>") is
-// kept for it first.
-func (c *Client) fairPolicy(w **waiter) notify.Policy {
+// fairPolicy is the policy of a fair waiter's own channel: a grant
+// ("g:<token>:<ttl ms>:<ms left of its liveness>") is kept for w, if not
+// nil, which is told of it; every other message wakes the call.
+func (c *Client) fairPolicy(w *waiter) notify.Policy {
 	return func(payload string) int {
 		rest, ok := strings.CutPrefix(payload, "g:")
-		if !ok || *w == nil {
+		if !ok || w == nil {
 			return 1
 		}
-		if g, _, ok := parseGrant(rest); ok {
-			c.fair.keep(*w, g)
+		g, _, ok := parseGrant(rest)
+		if !ok {
+			return 1
 		}
-		return 1
+		c.fair.keep(w, g)
+		return 0
 	}
 }
 
@@ -65,17 +68,6 @@ func (m *FairMutex) acceptGrant(a *fairAcquire, g *grant) *Lease {
 		return nil
 	}
 	return l
-}
-
-// depart unregisters w as its call returns, and reports whether a
-// release had claimed it: that release then frees whatever it passes to
-// w. A lock handed to w that w did not take is released.
-func (m *FairMutex) depart(w *waiter) bool {
-	claimed, unwanted := m.c.fair.remove(m.name, w)
-	if unwanted != nil {
-		m.c.releaseUnwanted(unwanted)
-	}
-	return claimed
 }
 
 // handOff runs fair_unlock.lua with ws as candidates and hands the lock to
@@ -145,114 +137,75 @@ func (m *FairMutex) nextTry(ttl time.Duration) time.Duration {
 	return d
 }
 
-// wait sleeps in the queue between attempts. Whatever ends it without the
-// lock, the call leaves the queue before it returns.
-func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration) (l *Lease, err error) {
-	m.c.stats.waits.Add(1)
-	var sub *notify.Waiter
-	var fw *waiter
-	var taken bool // l was handed over by a release, which unsubscribes
-	defer func() {
-		// A one-shot owner that leaves holds nothing, unless a release
-		// that claimed it is passing it the lock (and then releases it).
-		// A hold of its id is otherwise left by a handoff whose reply was
-		// lost: undo it with the queue entry.
-		undo := !a.reentrant
-		if fw != nil && m.depart(fw) {
-			undo = false
-		}
-		if sub != nil && !taken {
-			sub.Close()
-		}
-		if l != nil {
-			if a.cfg.fixed {
-				m.tellHead(ctx)
-			}
-			return
-		}
-		mode := fairLeaveOnly
-		if undo {
-			mode = fairUndoOneShot
-		}
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
-		defer cancel()
-		m.leave(lctx, a, mode)
-	}()
+// wait sleeps in the queue between attempts, in Client.waitQueued on the
+// call's own channel. Whatever ends it without the lock, the call leaves
+// the queue before it returns.
+func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration) (*Lease, error) {
+	q := &fairQueued{m: m, a: a, ctx: ctx}
 	if a.cfg.spin != nil {
-		return m.spin(ctx, a, ttl)
+		m.c.stats.waits.Add(1)
+		l, err := m.spin(ctx, a, ttl)
+		switch {
+		case l == nil:
+			q.leave(false)
+		case a.cfg.fixed:
+			m.tellHead(ctx)
+		}
+		return l, err
 	}
-	var policy notify.Policy = notify.WakeOne
+	var fw *waiter // a one-shot call's, which a release of this Client may claim
 	if !a.reentrant {
 		fw = newWaiter(a.owner, a.cfg, false)
-		policy = m.c.fairPolicy(&fw)
 	}
-	if sub, err = m.c.hub.Subscribe(m.channel+":"+a.owner, policy); err != nil {
-		sub, fw = nil, nil
-		return nil, ErrClosed
+	qw := queuedWait{op: "lock", name: m.name, channel: m.channel + ":" + a.owner, policy: m.c.fairPolicy(fw),
+		local: m.name, owner: a.owner, joined: true, hold: a.cfg.lease, reg: &m.c.fair,
+		waiter: fw, take: func(l *Lease) { q.l = l },
+		// Only the first of the queue is ever told, so a message before the
+		// subscription can only have been meant for the first.
+		subscribed: func(ctx context.Context) bool { return m.first(ctx, a.owner) }}
+	if err := m.c.waitQueued(ctx, qw, q, m.nextTry(ttl)); err != nil {
+		return nil, err
 	}
-	if fw != nil {
-		fw.sub = sub
-		m.c.fair.add(m.name, fw)
+	if a.cfg.fixed {
+		m.tellHead(ctx)
 	}
-	timer := time.NewTimer(m.nextTry(ttl))
-	defer timer.Stop()
-	ready := sub.Ready()
-	for {
-		// Once subscribed, and a later attempt failed, only a message, a
-		// handoff, the holder's TTL, the heartbeat or the end of ctx wake
-		// this call.
-		asleep := ready == nil
-		if asleep {
-			m.c.stats.asleep.Add(1)
-			if fw != nil {
-				m.c.fair.sleep(fw)
-			}
-		}
-		var handed, subscribed bool
-		select {
-		case <-ready:
-			ready, subscribed = nil, true
-		case <-sub.Wake():
-			if g, _, _ := m.c.fair.takeNews(fw); g != nil {
-				if l = m.acceptGrant(a, g); l != nil {
-					if asleep {
-						m.c.stats.asleep.Add(-1)
-					}
-					return l, nil
-				}
-			} else {
-				m.c.stats.wakeups.Add(1)
-			}
-		case l = <-fw.handedChan():
-			handed, taken = true, l != nil
-		case <-timer.C:
-		case <-ctx.Done():
-			err = fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
-		case <-m.c.closing:
-			err = ErrClosed
-		}
-		if asleep {
-			m.c.stats.asleep.Add(-1)
-		}
-		if l != nil || err != nil {
-			return l, err
-		}
-		if subscribed && !m.first(ctx, a.owner) {
-			continue // not first: a release from now on tells us
-		}
-		if fw != nil && asleep && !handed && !m.c.fair.wake(fw) {
-			// A release may be handing us the lock.
-			if l, err = m.c.outcome(ctx, fw, m.name); l != nil || err != nil {
-				taken = l != nil
-				return l, err
-			}
-		}
-		l, ttl, err = m.attempt(ctx, a)
-		if l != nil || err != nil {
-			return l, err
-		}
-		timer.Reset(m.nextTry(ttl))
+	return q.l, nil
+}
+
+// fairQueued is a FairMutex call as Client.waitQueued runs it. Its attempts
+// queue it and refresh its place (fair_lock.lua).
+type fairQueued struct {
+	m   *FairMutex
+	a   *fairAcquire
+	ctx context.Context // the call's, for leave
+	l   *Lease          // once taken
+}
+
+func (q *fairQueued) attempt(ctx context.Context) (bool, time.Duration, error) {
+	l, ttl, err := q.m.attempt(ctx, q.a)
+	q.l = l
+	return l != nil, q.m.nextTry(ttl), err
+}
+
+func (q *fairQueued) accept(g *grant) bool {
+	q.l = q.m.acceptGrant(q.a, g)
+	return q.l != nil
+}
+
+func (q *fairQueued) join() {}
+
+// leave takes the call out of the queue. A one-shot owner that leaves
+// holds nothing, unless a release that claimed it is passing it the lock
+// (and then releases it): a hold of its id is otherwise left by a handoff
+// whose reply was lost, and is undone with the queue entry.
+func (q *fairQueued) leave(claimed bool) {
+	mode := fairLeaveOnly
+	if !q.a.reentrant && !claimed {
+		mode = fairUndoOneShot
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.ctx), q.m.c.cfg.cleanup)
+	defer cancel()
+	q.m.leave(ctx, q.a, mode)
 }
 
 // first reports whether owner may be first in the queue, or hold the

@@ -193,8 +193,8 @@ func (q *mutexQueued) accept(g *grant) bool {
 	return q.l != nil
 }
 
-func (q *mutexQueued) join()  {}
-func (q *mutexQueued) leave() { q.m.leaveQueue(q.a) }
+func (q *mutexQueued) join()      {}
+func (q *mutexQueued) leave(bool) { q.m.leaveQueue(q.a) }
 
 // retryAfter is how long a waiter sleeps, at most, when the holder has ttl
 // left (negative: unknown).

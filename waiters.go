@@ -31,8 +31,8 @@ import (
 // Mutex and FairMutex each keep one such queue per Client (Client.local,
 // Client.fair); their releases differ only in whom the script may choose.
 // The other primitives' calls are in Client.local, under the name of
-// their queue or channel, and are never claimed. Every call but the
-// FairMutex's waits in one loop (Client.waitQueued).
+// their queue or channel, and are never claimed. Every waiting call of
+// every primitive sleeps in one loop (Client.waitQueued).
 
 // waiter is a call of this Client sleeping between attempts.
 type waiter struct {
@@ -225,14 +225,6 @@ func (w *waiter) hand(l *Lease) bool {
 	}
 }
 
-// handedChan is w's outcome channel; nil (never ready) for no waiter.
-func (w *waiter) handedChan() <-chan *Lease {
-	if w == nil {
-		return nil
-	}
-	return w.handed
-}
-
 // tell records a grant, or a time to check again by, for the waiter of
 // owner and wakes it; it reports false when there is no such waiter.
 func (r *waiters) tell(owner string, g *grant, recheck time.Duration) bool {
@@ -385,13 +377,15 @@ type queued interface {
 	accept(g *grant) bool
 	// join makes the call's next attempts put it in the queue.
 	join()
-	// leave takes the call out of the queue as it returns undone.
-	leave()
+	// leave takes the call out of the queue as it returns undone; claimed
+	// tells whether a release of this Client had claimed it then (that
+	// release frees whatever it passes to the call).
+	leave(claimed bool)
 }
 
 // queuedWait is how a waiting call waits: on channel, the primitive's
-// release channel, with policy; in Client.local under local, as owner
-// (may be "" for a call never granted).
+// release channel, with policy; in its queue of local waiters (reg) under
+// local, as owner (may be "" for a call never granted).
 // With grants the call also listens on the Client's grant channel for the
 // primitive's slot, and joins the queue once both subscriptions are
 // confirmed (or from its first attempt, with joined); it leaves the queue
@@ -409,10 +403,18 @@ type queuedWait struct {
 	exit              func() // if not nil, called as the call returns, before it unsubscribes
 
 	// waiter, if not nil, is the call's waiter, which a release of this
-	// Client may claim and hand the lock to (a Mutex call's; see claim);
-	// take receives the Lease so handed.
+	// Client may claim and hand the lock to (a Mutex's or FairMutex's
+	// one-shot call; see claim); take receives the Lease so handed.
 	waiter *waiter
 	take   func(*Lease)
+	// reg is the queue of local waiters the call is in; nil for
+	// Client.local. Calls in another (the FairMutex's, Client.fair) learn
+	// of a free moment from their queue in Redis, not from fellow calls
+	// (no passOn).
+	reg *waiters
+	// subscribed, if not nil, is asked once the release channel is
+	// confirmed, in place of an attempt: false and the call sleeps on.
+	subscribed func(ctx context.Context) bool
 }
 
 // waitQueued sleeps between q's attempts until one is done or fails, a
@@ -427,6 +429,14 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		}
 	}
 	defer exit() // whatever happens
+	done, joined, left := false, qw.joined, false
+	leave := func(claimed bool) {
+		if !done && joined && !left {
+			left = true
+			q.leave(claimed)
+		}
+	}
+	defer leave(false) // whatever happens
 
 	var w *notify.Waiter             // on the release channel, once listened to
 	var wakes, ready <-chan struct{} // its messages and confirmation
@@ -461,25 +471,29 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 	lw, claimable := qw.waiter, qw.waiter != nil
 	if !claimable {
 		lw = &waiter{owner: qw.owner, want: qw.want, news: make(chan struct{}, 1)}
+	} else if w != nil {
+		lw.sub = w // a release that hands lw the lock may close it for lw
 	}
-	c.local.add(qw.local, lw)
+	reg := qw.reg
+	if reg == nil {
+		reg = &c.local
+	}
+	reg.add(qw.local, lw)
 	defer func() {
 		// A grant from another Client left untaken is not released here:
 		// the call either holds what was granted already (its own attempt
 		// found it granted) or leaves the queue (q.leave), which releases
 		// it.
-		if _, unwanted := c.local.remove(qw.local, lw); unwanted != nil {
+		claimed, unwanted := reg.remove(qw.local, lw)
+		if unwanted != nil {
 			c.releaseUnwanted(unwanted)
 		}
-	}()
-	done, joined := false, qw.joined
-	defer func() {
-		if !done && joined {
-			q.leave() // before the subscriptions go
-		}
+		leave(claimed) // before the subscriptions go
 	}()
 	clock := newRetryClock()
-	defer func() { c.passOn(qw.local, lw, done, qw.hold, clock.due) }()
+	if qw.reg == nil {
+		defer func() { c.passOn(qw.local, lw, done, qw.hold, clock.due) }()
+	}
 	timer := time.NewTimer(clock.next(retry, ready == nil && gready == nil))
 	defer timer.Stop()
 	for {
@@ -490,15 +504,16 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		if asleep {
 			c.stats.asleep.Add(1)
 			if claimable {
-				c.local.sleep(lw)
+				reg.sleep(lw)
 			}
 		}
 		try := true     // attempt once awake
 		handed := false // a release of this Client told it to attempt, and woke it
+		confirmed := false
 		select {
 		case <-ready:
 			ready = nil // subscribed: a release from now on wakes us
-			try = gready == nil
+			try, confirmed = gready == nil, true
 		case <-gready:
 			gready = nil
 			try = ready == nil
@@ -515,7 +530,7 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 			}
 			handed = true
 		case <-lw.news:
-			g, recheck, poked := c.local.takeNews(lw)
+			g, recheck, poked := reg.takeNews(lw)
 			if g != nil {
 				if done = q.accept(g); done {
 					if asleep {
@@ -545,7 +560,7 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		if err != nil {
 			return err
 		}
-		if claimable && asleep && !handed && !c.local.wake(lw) {
+		if claimable && asleep && !handed && !reg.wake(lw) {
 			// A release of this Client may be handing us the lock.
 			h, err := c.outcome(ctx, lw, qw.name)
 			if err != nil {
@@ -558,7 +573,7 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 			}
 			try = true
 		}
-		if !try {
+		if !try || (confirmed && qw.subscribed != nil && !qw.subscribed(ctx)) {
 			continue
 		}
 		if qw.grants != "" && !joined && ready == nil && gready == nil {
@@ -583,4 +598,4 @@ type tries func(ctx context.Context) (bool, time.Duration, error)
 func (f tries) attempt(ctx context.Context) (bool, time.Duration, error) { return f(ctx) }
 func (tries) accept(*grant) bool                                         { return false }
 func (tries) join()                                                      {}
-func (tries) leave()                                                     {}
+func (tries) leave(bool)                                                 {}
