@@ -158,18 +158,18 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 		fw = newWaiter(a.owner, a.cfg, false)
 	}
 	qw := queuedWait{op: "lock", name: m.name, channel: m.channel + ":" + a.owner, policy: m.c.fairPolicy(fw),
-		local: m.name, owner: a.owner, joined: true, hold: a.cfg.lease, reg: &m.c.fair,
-		waiter: fw, take: func(l *Lease) { q.l = l },
-		// Only the first of the queue is ever told, so a message before the
-		// subscription can only have been meant for the first.
-		subscribed: func(ctx context.Context) bool { return m.first(ctx, a.owner) }}
-	if err := m.c.waitQueued(ctx, qw, q, m.nextTry(ttl)); err != nil {
+		local: m.name, owner: a.owner, joined: true, hold: a.cfg.lease, reg: &m.c.fair, waiter: fw}
+	l, err := m.c.waitQueued(ctx, qw, q, m.nextTry(ttl))
+	if err != nil {
 		return nil, err
+	}
+	if l == nil {
+		l = q.l
 	}
 	if a.cfg.fixed {
 		m.tellHead(ctx)
 	}
-	return q.l, nil
+	return l, nil
 }
 
 // fairQueued is a FairMutex call as Client.waitQueued runs it. Its attempts
@@ -193,6 +193,11 @@ func (q *fairQueued) accept(g *grant) bool {
 }
 
 func (q *fairQueued) join() {}
+
+// confirmed reports whether the call may be first in the queue, once it
+// listens on its channel: only the first of the queue is ever told, so a
+// message before the subscription can only have been meant for the first.
+func (q *fairQueued) confirmed(ctx context.Context) bool { return q.m.first(ctx, q.a.owner) }
 
 // leave takes the call out of the queue. A one-shot owner that leaves
 // holds nothing, unless a release that claimed it is passing it the lock

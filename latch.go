@@ -138,13 +138,14 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 		return err
 	}
 	qw := queuedWait{op: "await", name: l.name, channel: l.channel, policy: latchPolicy, local: l.channel}
-	return l.c.waitQueued(ctx, qw, tries(func(ctx context.Context) (bool, time.Duration, error) {
+	_, err = l.c.waitQueued(ctx, qw, tries(func(ctx context.Context) (bool, time.Duration, error) {
 		n, err := l.count(ctx, "await")
 		if err != nil && !isServerError(err) && ctx.Err() != nil {
 			return false, 0, fmt.Errorf("relock: await %q: %w", l.name, ctx.Err())
 		}
 		return n == 0 && err == nil, fallbackRecheck, err
 	}), fallbackRecheck)
+	return err
 }
 
 // latchPolicy wakes every awaiter when the count reached zero, and none

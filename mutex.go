@@ -108,6 +108,7 @@ type acquire struct {
 	member string // its place in the queue of waiters, once asked for
 	joined int64  // when the first attempt that may have queued it was sent
 	other  bool   // the holder its last attempt found is not a relock client
+	got    *Lease // what it took while it waited (Client.waitQueued)
 }
 
 // queueMember returns the call's member of the queue of waiters
@@ -162,39 +163,32 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (*Lease, error) {
 	lw := newWaiter(a.owner, a.cfg, a.reentrant)
 	lw.member = a.queueMember()
-	q := &mutexQueued{m: m, a: a}
 	qw := queuedWait{op: "lock", name: m.name, channel: m.channel, policy: lockPolicy,
-		listen: func() bool { return a.other }, local: m.name, owner: a.owner,
-		grants: m.grants, joined: true, hold: a.cfg.lease,
-		waiter: lw, take: func(l *Lease) { q.l = l }}
-	if err := m.c.waitQueued(ctx, qw, q, retryAfter(ttl)); err != nil {
-		return nil, err
+		listenWhen: &a.other, local: m.name, owner: a.owner, grants: m.grants,
+		joined: true, hold: a.cfg.lease, waiter: lw}
+	h, err := m.c.waitQueued(ctx, qw, a, retryAfter(ttl))
+	if h != nil || err != nil {
+		return h, err
 	}
-	return q.l, nil
+	return a.got, nil
 }
 
-// mutexQueued is a Mutex call as Client.waitQueued runs it. Its attempts
-// queue it (lock.lua), and it leaves the queue as it returns without the
-// lock.
-type mutexQueued struct {
-	m *Mutex
-	a *acquire
-	l *Lease // once taken
-}
-
-func (q *mutexQueued) attempt(ctx context.Context) (bool, time.Duration, error) {
-	l, ttl, err := q.m.attempt(ctx, q.a)
-	q.l = l
+// attempt, accept, join and leave make a Mutex call its own queued call
+// as Client.waitQueued runs it: its attempts queue it (lock.lua), and it
+// leaves the queue as it returns without the lock.
+func (a *acquire) attempt(ctx context.Context) (bool, time.Duration, error) {
+	l, ttl, err := a.m.attempt(ctx, a)
+	a.got = l
 	return l != nil, retryAfter(ttl), err
 }
 
-func (q *mutexQueued) accept(g *grant) bool {
-	q.l = q.m.accept(q.a, g)
-	return q.l != nil
+func (a *acquire) accept(g *grant) bool {
+	a.got = a.m.accept(a, g)
+	return a.got != nil
 }
 
-func (q *mutexQueued) join()      {}
-func (q *mutexQueued) leave(bool) { q.m.leaveQueue(q.a) }
+func (a *acquire) join()      {}
+func (a *acquire) leave(bool) { a.m.leaveQueue(a) }
 
 // retryAfter is how long a waiter sleeps, at most, when the holder has ttl
 // left (negative: unknown).

@@ -294,7 +294,7 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 			a.raw = string(sum[:permitIDLen])
 			a.args[0] = a.raw
 		}
-		err = ps.c.waitQueued(ctx, qw, a, retry)
+		_, err = ps.c.waitQueued(ctx, qw, a, retry)
 	}
 	if err != nil {
 		return nil, err

@@ -164,7 +164,7 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration) (*
 		qw.grants = rw.grants
 	}
 	q := &rwQueued{rw: rw, a: a}
-	if err := rw.c.waitQueued(ctx, qw, q, retryAfter(ttl)); err != nil {
+	if _, err := rw.c.waitQueued(ctx, qw, q, retryAfter(ttl)); err != nil {
 		return nil, err
 	}
 	return q.l, nil

@@ -138,10 +138,11 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 			c.local.pokeFitting(s.channel, payload)
 			return 0 // a reconnect still wakes every call, through the hub
 		}}
-	return c.waitQueued(ctx, qw, tries(func(ctx context.Context) (bool, time.Duration, error) {
+	_, err = c.waitQueued(ctx, qw, tries(func(ctx context.Context) (bool, time.Duration, error) {
 		ok, err := s.attempt(ctx, n)
 		return ok, fallbackRecheck, err
 	}), fallbackRecheck)
+	return err
 }
 
 // TryAcquire makes one attempt to take n permits (n must be positive) and

@@ -394,7 +394,7 @@ type queued interface {
 type queuedWait struct {
 	op, name, channel string
 	policy            notify.Policy
-	listen            func() bool // if not nil, channel is listened to only once this says so (asked after each attempt)
+	listenWhen        *bool // if not nil, channel is listened to only once this is true (read after each attempt)
 	local, owner      string
 	grants            string // the grant channel; "" for none
 	joined            bool   // the call's attempts queued it from the first
@@ -404,23 +404,27 @@ type queuedWait struct {
 
 	// waiter, if not nil, is the call's waiter, which a release of this
 	// Client may claim and hand the lock to (a Mutex's or FairMutex's
-	// one-shot call; see claim); take receives the Lease so handed.
+	// one-shot call; see claim).
 	waiter *waiter
-	take   func(*Lease)
 	// reg is the queue of local waiters the call is in; nil for
 	// Client.local. Calls in another (the FairMutex's, Client.fair) learn
 	// of a free moment from their queue in Redis, not from fellow calls
 	// (no passOn).
 	reg *waiters
-	// subscribed, if not nil, is asked once the release channel is
-	// confirmed, in place of an attempt: false and the call sleeps on.
-	subscribed func(ctx context.Context) bool
+}
+
+// confirmer is a queued call that, once its release channel is confirmed,
+// asks whether a message may have been missed in place of an attempt: no,
+// and it sleeps on (a FairMutex call: is it first?).
+type confirmer interface {
+	confirmed(ctx context.Context) bool
 }
 
 // waitQueued sleeps between q's attempts until one is done or fails, a
 // grant is accepted, a release of this Client hands the call the lock, ctx
-// ends, or the Client closes; retry is how long to sleep first at most.
-func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry time.Duration) (err error) {
+// ends, or the Client closes; retry is how long to sleep first at most. It
+// returns the Lease a release of this Client handed the call, if any.
+func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry time.Duration) (handed *Lease, err error) {
 	c.stats.waits.Add(1)
 	exit := func() {
 		if qw.exit != nil {
@@ -441,7 +445,7 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 	var w *notify.Waiter             // on the release channel, once listened to
 	var wakes, ready <-chan struct{} // its messages and confirmation
 	listen := func() error {
-		if w != nil || (qw.listen != nil && !qw.listen()) {
+		if w != nil || (qw.listenWhen != nil && !*qw.listenWhen) {
 			return nil
 		}
 		if w, err = c.hub.Subscribe(qw.channel, qw.policy); err != nil {
@@ -456,13 +460,13 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		}
 	}()
 	if err := listen(); err != nil {
-		return err
+		return nil, err
 	}
 	var grants, gready <-chan struct{} // the grant channel's reconnects and confirmation
 	if qw.grants != "" {
 		gw, err := c.hub.Subscribe(qw.grants, c.routeGrant)
 		if err != nil {
-			return ErrClosed
+			return nil, ErrClosed
 		}
 		defer gw.Close()
 		grants, gready = gw.Wake(), gw.Ready()
@@ -494,6 +498,7 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 	if qw.reg == nil {
 		defer func() { c.passOn(qw.local, lw, done, qw.hold, clock.due) }()
 	}
+	check, _ := q.(confirmer)
 	timer := time.NewTimer(clock.next(retry, ready == nil && gready == nil))
 	defer timer.Stop()
 	for {
@@ -507,8 +512,8 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 				reg.sleep(lw)
 			}
 		}
-		try := true     // attempt once awake
-		handed := false // a release of this Client told it to attempt, and woke it
+		try := true   // attempt once awake
+		told := false // a release of this Client told it to attempt, and woke it
 		confirmed := false
 		select {
 		case <-ready:
@@ -525,10 +530,9 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 			if h != nil {
 				c.stats.asleep.Add(-1)
 				done = true
-				qw.take(h)
-				return nil
+				return h, nil
 			}
-			handed = true
+			told = true
 		case <-lw.news:
 			g, recheck, poked := reg.takeNews(lw)
 			if g != nil {
@@ -536,7 +540,7 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 					if asleep {
 						c.stats.asleep.Add(-1)
 					}
-					return nil
+					return nil, nil
 				}
 				break // it may have run out: attempt
 			}
@@ -558,22 +562,21 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 			c.stats.asleep.Add(-1)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if claimable && asleep && !handed && !reg.wake(lw) {
+		if claimable && asleep && !told && !reg.wake(lw) {
 			// A release of this Client may be handing us the lock.
 			h, err := c.outcome(ctx, lw, qw.name)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if h != nil {
 				done = true
-				qw.take(h)
-				return nil
+				return h, nil
 			}
 			try = true
 		}
-		if !try || (confirmed && qw.subscribed != nil && !qw.subscribed(ctx)) {
+		if !try || (confirmed && check != nil && !check.confirmed(ctx)) {
 			continue
 		}
 		if qw.grants != "" && !joined && ready == nil && gready == nil {
@@ -582,10 +585,10 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		}
 		var next time.Duration
 		if done, next, err = q.attempt(ctx); done || err != nil {
-			return err
+			return nil, err
 		}
 		if err := listen(); err != nil {
-			return err
+			return nil, err
 		}
 		timer.Reset(clock.next(next, ready == nil && gready == nil))
 	}
