@@ -695,3 +695,59 @@ func TestRedissonWaiterNotStarved(t *testing.T) {
 		}
 	})
 }
+
+// TestMutexWaiterListensOnceForeignHolderSeen: a waiting relock call
+// listens only on its Client's grant channel while relock clients hold the
+// lock, and on the lock's release channel too from the attempt that finds
+// a Redisson holder, whose release only publishes there. The holder here
+// changes under the waiter without a message: the relock hold vanishes
+// and Java takes the lock for 30s; the waiter must learn of Java's release
+// from its message, well within its 10s context.
+func TestMutexWaiterListensOnceForeignHolderSeen(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		rdb := top.RDB(t)
+		c := top.NewClient(t)
+		name := testkit.LockName(t)
+		m := c.Mutex(name)
+		java := newJavaLock(rdb, name, top.Name == "cluster")
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
+
+		if _, err := m.Lock(ctx, relock.WithLease(300*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		got := testkit.LockAsync(t, ctx, m.Lock)
+		testkit.Eventually(t, 5*time.Second, "relock to wait", func() bool { return c.Stats().Asleep == 1 })
+		if n := testkit.Subscribers(t, top, name); n != 0 {
+			t.Fatalf("%d listeners on the release channel while a relock client holds", n)
+		}
+		// The hold vanishes without a release (as if lost), and Java takes
+		// the lock: no message reaches the waiter.
+		if err := rdb.Del(ctx, name).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if ttl, err := java.tryLock(ctx, 30*time.Second); err != nil || ttl != 0 {
+			t.Fatalf("java tryLock: %v %v", ttl, err)
+		}
+		// The waiter's next attempt (at the old hold's end) finds Java.
+		testkit.Eventually(t, 5*time.Second, "relock to listen on the release channel", func() bool {
+			return testkit.Subscribers(t, top, name) == 1
+		})
+		wakeups := c.Stats().Wakeups
+		if err := java.unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l := <-got
+		if l == nil {
+			t.Fatal("the waiter did not get the lock after Java's release")
+		}
+		if c.Stats().Wakeups == wakeups {
+			t.Fatal("the waiter was not woken by Java's release message")
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, 5*time.Second, "the release channel to be left", func() bool {
+			return testkit.Subscribers(t, top, name) == 0
+		})
+	})
+}
