@@ -143,8 +143,11 @@ func (m *FairMutex) nextTry(ttl time.Duration) time.Duration {
 func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration) (*Lease, error) {
 	q := &fairQueued{m: m, a: a, ctx: ctx}
 	if a.cfg.spin != nil {
-		m.c.stats.waits.Add(1)
-		l, err := m.spin(ctx, a, ttl)
+		// An attempt refreshes the call's place in the queue: the heartbeat
+		// bounds every sleep.
+		l, err := m.c.spinLock(ctx, "lock", m.name, a.cfg.spin, ttl, m.waiterTimeout/3, func(ctx context.Context) (*Lease, time.Duration, error) {
+			return m.attempt(ctx, a)
+		})
 		switch {
 		case l == nil:
 			q.leave(false)
@@ -158,7 +161,7 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 		fw = newWaiter(a.owner, a.cfg, false)
 	}
 	qw := queuedWait{op: "lock", name: m.name, channel: m.channel + ":" + a.owner, policy: m.c.fairPolicy(fw),
-		local: m.name, owner: a.owner, joined: true, hold: a.cfg.lease, reg: &m.c.fair, waiter: fw}
+		local: m.name, owner: a.owner, joined: true, reg: &m.c.fair, waiter: fw}
 	l, err := m.c.waitQueued(ctx, qw, q, m.nextTry(ttl))
 	if err != nil {
 		return nil, err
@@ -232,17 +235,4 @@ func (m *FairMutex) first(ctx context.Context, owner string) bool {
 		return true
 	}
 	return head.Val() == owner || holds.Val()
-}
-
-// spin waits by backoff (WithSpin) instead of on a channel, never longer
-// than the heartbeat.
-func (m *FairMutex) spin(ctx context.Context, a *fairAcquire, ttl time.Duration) (l *Lease, err error) {
-	// An attempt refreshes the call's place in the queue: the heartbeat
-	// bounds every sleep.
-	err = m.c.spin(ctx, "lock", m.name, a.cfg.spin, ttl, m.waiterTimeout/3, func() (bool, time.Duration, error) {
-		var err error
-		l, ttl, err = m.attempt(ctx, a)
-		return l != nil, ttl, err
-	})
-	return l, err
 }

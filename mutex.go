@@ -152,7 +152,9 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 		return nil, ErrNotAcquired
 	}
 	if a.cfg.spin != nil {
-		return m.spin(ctx, a, ttl)
+		return m.c.spinLock(ctx, "lock", m.name, a.cfg.spin, ttl, 0, func(ctx context.Context) (*Lease, time.Duration, error) {
+			return m.attempt(ctx, a)
+		})
 	}
 	return m.wait(ctx, a, ttl)
 }

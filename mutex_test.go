@@ -712,7 +712,8 @@ func TestMutexWaiterListensOnceForeignHolderSeen(t *testing.T) {
 		java := newJavaLock(rdb, name, top.Name == "cluster")
 		ctx := testkit.CtxTimeout(t, 10*time.Second)
 
-		if _, err := m.Lock(ctx, relock.WithLease(300*time.Millisecond)); err != nil {
+		// A lease long enough that the waiter sleeps through the swap below.
+		if _, err := m.Lock(ctx, relock.WithLease(2*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		got := testkit.LockAsync(t, ctx, m.Lock)
@@ -728,9 +729,11 @@ func TestMutexWaiterListensOnceForeignHolderSeen(t *testing.T) {
 		if ttl, err := java.tryLock(ctx, 30*time.Second); err != nil || ttl != 0 {
 			t.Fatalf("java tryLock: %v %v", ttl, err)
 		}
-		// The waiter's next attempt (at the old hold's end) finds Java.
-		testkit.Eventually(t, 5*time.Second, "relock to listen on the release channel", func() bool {
-			return testkit.Subscribers(t, top, name) == 1
+		// The waiter's next attempt (at the old hold's end) finds Java: it
+		// listens, attempts once more when the subscription is confirmed,
+		// and sleeps again (asleep is counted only once confirmed).
+		testkit.Eventually(t, 5*time.Second, "relock to listen on the release channel and sleep", func() bool {
+			return testkit.Subscribers(t, top, name) == 1 && c.Stats().Asleep == 1
 		})
 		wakeups := c.Stats().Wakeups
 		if err := java.unlock(ctx); err != nil {

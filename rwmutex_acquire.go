@@ -126,22 +126,11 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 		return nil, ErrNotAcquired
 	}
 	if a.cfg.spin != nil {
-		return rw.spin(ctx, a, ttl)
+		return rw.c.spinLock(ctx, rwOp(a.write, "lock"), rw.name, a.cfg.spin, ttl, 0, func(ctx context.Context) (*Lease, time.Duration, error) {
+			return rw.attempt(ctx, a)
+		})
 	}
 	return rw.wait(ctx, a, ttl)
-}
-
-// spin waits by backoff between attempts (WithSpin).
-func (rw *RWMutex) spin(ctx context.Context, a *rwAcquire, ttl time.Duration) (*Lease, error) {
-	rw.c.stats.waits.Add(1)
-	var l *Lease
-	err := rw.c.spin(ctx, rwOp(a.write, "lock"), rw.name, a.cfg.spin, ttl, 0, func() (bool, time.Duration, error) {
-		var ttl time.Duration
-		var err error
-		l, ttl, err = rw.attempt(ctx, a)
-		return l != nil, ttl, err
-	})
-	return l, err
 }
 
 // wait sleeps between attempts on the lock's release channel and on the

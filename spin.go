@@ -78,12 +78,13 @@ func (c *Client) spin(ctx context.Context, op, name string, b *backoff, ttl, mos
 	}
 }
 
-// spin waits for the lock by backoff (WithSpin).
-func (m *Mutex) spin(ctx context.Context, a *acquire, ttl time.Duration) (l *Lease, err error) {
-	m.c.stats.waits.Add(1)
-	err = m.c.spin(ctx, "lock", m.name, a.cfg.spin, ttl, 0, func() (bool, time.Duration, error) {
+// spinLock is spin for a lock call, whose attempts return its Lease or
+// the holder's TTL.
+func (c *Client) spinLock(ctx context.Context, op, name string, b *backoff, ttl, most time.Duration, attempt func(context.Context) (*Lease, time.Duration, error)) (l *Lease, err error) {
+	c.stats.waits.Add(1)
+	err = c.spin(ctx, op, name, b, ttl, most, func() (bool, time.Duration, error) {
 		var err error
-		l, ttl, err = m.attempt(ctx, a)
+		l, ttl, err = attempt(ctx)
 		return l != nil, ttl, err
 	})
 	return l, err
