@@ -130,6 +130,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		Sharded: c.publish == "spublish",
 		Slot:    slot,
 		Linger:  grantLinger,
+		Now:     func() int64 { return c.wd.Now() },
 		Logger:  cfg.logger,
 	})
 	c.wd = watchdog.New(watchdog.Config{

@@ -187,6 +187,53 @@ func TestGrants(t *testing.T) {
 			})
 		}
 
+		t.Run("one-attempt-when-subscribed", func(t *testing.T) {
+			// A waiting call whose Client listens on its grant channel
+			// already when it queues makes no attempt past the first: a
+			// grant that comes before it sleeps waits for it.
+			arb := top.RDB(t)
+			attempts := &testkit.CountCalls{Script: "lock.lua"}
+			arb.AddHook(attempts)
+			h, a := newClient(t), testkit.NewClient(t, arb, relock.WithoutReplicaSync())
+			names := testkit.SlotNames(t, 4) // names[0] and names[3] share a slot, so a grant channel
+			keep, name := names[0], names[3]
+			// A call of a on another lock keeps the grant channel subscribed.
+			kept, err := h.Mutex(keep).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keeper := lockFor(a, keep)
+			asleep(a, 1)
+			for round := 1; round <= 3; round++ {
+				holder, err := h.Mutex(name).Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := attempts.N.Load()
+				got := lockFor(a, name)
+				asleep(a, 2)
+				unlock(holder)
+				la := <-got
+				if la == nil {
+					t.FailNow()
+				}
+				if n := attempts.N.Load() - before; n != 1 {
+					t.Errorf("round %d: %d attempts, want 1", round, n)
+				}
+				unlock(la)
+			}
+			if s := a.Stats(); s.Handoffs != 3 {
+				t.Errorf("%d grants, want 3", s.Handoffs)
+			}
+			unlock(kept)
+			if l := <-keeper; l != nil {
+				unlock(l)
+			}
+			for _, key := range []string{name, queueKey(name), keep, queueKey(keep)} {
+				testkit.Gone(t, rdb, key)
+			}
+		})
+
 		t.Run("given-up", func(t *testing.T) {
 			h, a := newClient(t), newClient(t)
 			name := testkit.LockName(t)

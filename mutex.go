@@ -167,7 +167,7 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (*Lease
 	lw.member = a.queueMember()
 	qw := queuedWait{op: "lock", name: m.name, channel: m.channel, policy: lockPolicy,
 		listenWhen: &a.other, local: m.name, owner: a.owner, grants: m.grants,
-		joined: true, hold: a.cfg.lease, waiter: lw}
+		joined: true, sent: a.joined, hold: a.cfg.lease, waiter: lw}
 	h, err := m.c.waitQueued(ctx, qw, a, retryAfter(ttl))
 	if h != nil || err != nil {
 		return h, err

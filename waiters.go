@@ -69,9 +69,26 @@ type waiters struct {
 	n       atomic.Int64 // how many, read without mu
 	byName  map[string][]*waiter
 	byOwner map[string]*waiter
+	mail    map[string]*mailed // by owner: told before its waiter was added
+	pruned  time.Time          // when mail was last cleared of old news
 }
 
-// add registers w as a waiter for name.
+// mailed is what a call was told (see waiters.tell) before its waiter was
+// added: a grant may reach a Client between the reply to the attempt that
+// queued a call and the call's sleep.
+type mailed struct {
+	g       *grant
+	recheck time.Duration
+	at      time.Time
+}
+
+// mailLife is how long news waits for its call, at least: a call adds its
+// waiter right after the attempt that queued it, or has returned. Older
+// news goes within as long again.
+const mailLife = 2 * time.Second
+
+// add registers w as a waiter for name, and gives it what it was told
+// before.
 func (r *waiters) add(name string, w *waiter) {
 	r.mu.Lock()
 	if r.byName == nil {
@@ -81,6 +98,10 @@ func (r *waiters) add(name string, w *waiter) {
 	r.byName[name] = append(r.byName[name], w)
 	if w.owner != "" {
 		r.byOwner[w.owner] = w
+		if m := r.mail[w.owner]; m != nil {
+			delete(r.mail, w.owner)
+			w.note(m.g, m.recheck)
+		}
 	}
 	r.mu.Unlock()
 	r.n.Add(1)
@@ -226,16 +247,38 @@ func (w *waiter) hand(l *Lease) bool {
 }
 
 // tell records a grant, or a time to check again by, for the waiter of
-// owner and wakes it; it reports false when there is no such waiter.
-func (r *waiters) tell(owner string, g *grant, recheck time.Duration) bool {
+// owner and wakes it. With no such waiter yet, it keeps the news for one
+// added within mailLife.
+func (r *waiters) tell(owner string, g *grant, recheck time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w := r.byOwner[owner]
-	if w == nil {
-		return false
+	if w := r.byOwner[owner]; w != nil {
+		w.note(g, recheck)
+		return
 	}
-	w.note(g, recheck)
-	return true
+	now := time.Now()
+	if now.Sub(r.pruned) > mailLife {
+		r.pruned = now
+		for o, m := range r.mail {
+			if now.Sub(m.at) > mailLife {
+				delete(r.mail, o)
+			}
+		}
+	}
+	if r.mail == nil {
+		r.mail = make(map[string]*mailed)
+	}
+	m := r.mail[owner]
+	if m == nil {
+		m = &mailed{}
+		r.mail[owner] = m
+	}
+	m.at = now
+	if g != nil {
+		m.g = g
+	} else if m.recheck == 0 || recheck < m.recheck {
+		m.recheck = recheck
+	}
 }
 
 // tellOther tells one waiter of name other than w to check again within d.
@@ -398,6 +441,7 @@ type queuedWait struct {
 	local, owner      string
 	grants            string // the grant channel; "" for none
 	joined            bool   // the call's attempts queued it from the first
+	sent              int64  // with joined: when the first was sent (watchdog clock), if known
 	hold              time.Duration
 	want              int    // the permits a semaphore call asks for (see waiters.pokeFitting)
 	exit              func() // if not nil, called as the call returns, before it unsubscribes
@@ -470,6 +514,13 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		}
 		defer gw.Close()
 		grants, gready = gw.Wake(), gw.Ready()
+		if qw.joined && qw.sent != 0 && c.hub.ConfirmedBefore(qw.grants, qw.sent) {
+			// Every grant since the call queued reaches it (a grant that
+			// came before its waiter is added waits for it; see
+			// waiters.tell), and a re-subscription from now on wakes it:
+			// no attempt is owed.
+			gready = nil
+		}
 	}
 	defer exit() // before the subscriptions go
 	lw, claimable := qw.waiter, qw.waiter != nil

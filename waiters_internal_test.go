@@ -1,6 +1,9 @@
 package relock
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestHandoffLeavesNoStaleOutcome: a release claims a waiter just as the
 // waiter wakes for another reason, and tells it to attempt (the lock was
@@ -85,5 +88,37 @@ func TestWaiterGoneReleasesWhatItIsHanded(t *testing.T) {
 	}
 	if n := r.n.Load(); n != 0 {
 		t.Fatalf("%d waiters left", n)
+	}
+}
+
+// TestNewsWaitsForItsWaiter: a grant told to a call before it has added
+// its waiter (it arrived between the reply to the attempt that queued the
+// call and the call's sleep) reaches the waiter when it is added; news no
+// waiter takes is dropped after mailLife.
+func TestNewsWaitsForItsWaiter(t *testing.T) {
+	var r waiters
+	g := &grant{token: 7}
+	r.tell("o:1", g, 0)
+	w := newWaiter("o:1", lockConfig{}, false)
+	r.add("l", w)
+	defer r.remove("l", w)
+	select {
+	case <-w.news:
+	default:
+		t.Fatal("a waiter added after its grant came is not woken")
+	}
+	if got, _, _ := r.takeNews(w); got != g {
+		t.Fatalf("took grant %v, want %v", got, g)
+	}
+	if len(r.mail) != 0 {
+		t.Fatalf("%d news kept after the waiter took its own", len(r.mail))
+	}
+
+	r.tell("o:2", nil, time.Second) // its call returned: nobody takes it
+	r.mail["o:2"].at = time.Now().Add(-2 * mailLife)
+	r.pruned = time.Time{}
+	r.tell("o:3", nil, time.Second)
+	if _, kept := r.mail["o:2"]; kept || len(r.mail) != 1 {
+		t.Fatalf("news kept: %v; want only the recent one", r.mail)
 	}
 }

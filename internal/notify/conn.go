@@ -28,6 +28,7 @@ type chanState struct {
 	policy    Policy
 	waiters   []*Waiter // in arrival order
 	confirmed bool      // by the current connection
+	since     int64     // when it was last confirmed (Config.Now)
 	ready     chan struct{}
 
 	// A subscription not confirmed in time is sent again (see watch).
@@ -358,6 +359,10 @@ func (c *conn) confirmed(channel string) {
 	if ch == nil {
 		return
 	}
+	// Any confirmation may follow a break the loop did not see (a
+	// connection go-redis replaced): the channel counts as in force from
+	// its last one.
+	ch.since = c.hub.cfg.Now()
 	select {
 	case <-ch.ready:
 		ch.confirmed = true

@@ -40,6 +40,9 @@ type Config struct {
 	// last waiter has gone, for waiters that come soon after (0: it is
 	// unsubscribed at once).
 	Linger func(channel string) time.Duration
+	// Now, if set, is the clock of ConfirmedBefore (default: time since the
+	// Hub was made).
+	Now    func() int64
 	Logger *slog.Logger
 }
 
@@ -63,6 +66,10 @@ func New(cfg Config) *Hub {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		base := time.Now()
+		cfg.Now = func() int64 { return int64(time.Since(base)) }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Hub{cfg: cfg, ctx: ctx, cancel: cancel, conns: make(map[int]*conn)}
@@ -110,16 +117,36 @@ func (h *Hub) lingerOf(channel string) time.Duration {
 	return h.cfg.Linger(channel)
 }
 
-// Listening reports whether the hub has channel subscribed (or being
-// subscribed) for a waiter.
-func (h *Hub) Listening(channel string) bool {
+// ConfirmedBefore reports whether channel's subscription has been in
+// force, without a break, since before t (on the Config's Now clock): every
+// message published after t on channel reaches its waiters, or a
+// re-subscription wakes them all (see Waiter.Wake).
+func (h *Hub) ConfirmedBefore(channel string, t int64) bool {
+	c := h.conn(channel)
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.chans[channel]
+	return ch != nil && !c.stopped && ch.confirmed && ch.since < t
+}
+
+// conn returns the connection that carries channel, if there is one yet.
+func (h *Hub) conn(channel string) *conn {
 	key := 0
 	if h.cfg.Sharded {
 		key = h.cfg.Slot(channel)
 	}
 	h.mu.Lock()
-	c := h.conns[key]
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	return h.conns[key]
+}
+
+// Listening reports whether the hub has channel subscribed (or being
+// subscribed) for a waiter.
+func (h *Hub) Listening(channel string) bool {
+	c := h.conn(channel)
 	if c == nil {
 		return false
 	}

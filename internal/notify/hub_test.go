@@ -350,3 +350,38 @@ func TestLingerRunsOut(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestConfirmedBefore: a channel counts as in force from its last
+// confirmation, which a re-subscription renews, and not at all once left.
+func TestConfirmedBefore(t *testing.T) {
+	rdb := srv.Client()
+	defer rdb.Close()
+	var now atomic.Int64
+	h := New(Config{Client: rdb, Now: now.Load})
+	defer h.Close()
+
+	now.Store(10)
+	if h.ConfirmedBefore("cb:a", 100) {
+		t.Fatal("a channel never subscribed counts as in force")
+	}
+	w := subscribe(t, h, "cb:a", nil)
+	if h.ConfirmedBefore("cb:a", 10) || !h.ConfirmedBefore("cb:a", 11) {
+		t.Fatal("a channel confirmed at 10 is not in force from 10 only")
+	}
+	now.Store(20)
+	if n, err := srv.KillPubSubClients(context.Background()); err != nil || n == 0 {
+		t.Fatalf("killed %d: %v", n, err)
+	}
+	select {
+	case <-w.Wake(): // re-subscribed and confirmed
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not woken after the reconnect")
+	}
+	if h.ConfirmedBefore("cb:a", 11) || !h.ConfirmedBefore("cb:a", 21) {
+		t.Fatal("a channel re-subscribed at 20 still counts as in force from before")
+	}
+	w.Close()
+	if h.ConfirmedBefore("cb:a", 100) {
+		t.Fatal("a channel left counts as in force")
+	}
+}

@@ -49,16 +49,51 @@ func (d *DropReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (d *DropReply) matches(cmd redis.Cmder) bool {
+func (d *DropReply) matches(cmd redis.Cmder) bool { return isScript(cmd, d.Script) }
+
+// CountCalls is a go-redis hook that counts the calls of one script, sent
+// alone or in a pipeline.
+type CountCalls struct {
+	Script string // the file name of the script
+	N      atomic.Int64
+}
+
+// DialHook passes dialling through.
+func (n *CountCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook counts a call of Script.
+func (n *CountCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isScript(cmd, n.Script) {
+			n.N.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook counts the calls of Script in a pipeline.
+func (n *CountCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if isScript(cmd, n.Script) {
+				n.N.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// isScript reports whether cmd runs the script of the file name script.
+func isScript(cmd redis.Cmder, script string) bool {
 	args := cmd.Args()
 	if len(args) < 2 {
 		return false
 	}
 	switch strings.ToLower(fmt.Sprint(args[0])) {
 	case "evalsha":
-		return fmt.Sprint(args[1]) == ScriptSHA(d.Script)
+		return fmt.Sprint(args[1]) == ScriptSHA(script)
 	case "eval":
-		return strings.HasPrefix(fmt.Sprint(args[1]), "-- "+d.Script)
+		return strings.HasPrefix(fmt.Sprint(args[1]), "-- "+script)
 	}
 	return false
 }
