@@ -20,5 +20,5 @@ if kind ~= 'hash' then
 end
 redis.call('del', KEYS[1])
 redis.call(ARGV[2], KEYS[2], ARGV[1])
-wake_clients(redis.call('zrange', KEYS[3], 0, 63, 'withscores'), ARGV[2], ARGV[3], ARGV[4])
+wake_clients(waiting(KEYS[3]), ARGV[2], ARGV[3], ARGV[4])
 return 1

@@ -41,9 +41,9 @@ end
 -- lease but at most grant_ttl ms until the call renews it; the call is
 -- told on its client's grant channel (see tell_grant).
 local function grant_permit(permits, expiries, channel, queue, numsub, self, prefix, grant_ttl, publish)
-    local waiting = redis.call('zrange', queue, 0, 63, 'withscores')
-    local first = waiting[1]
-    if first == nil or redis.call('pubsub', numsub, channel)[2] > clients_in(waiting) then
+    local queued = waiting(queue)
+    local first = queued[1]
+    if first == nil or redis.call('pubsub', numsub, channel)[2] > clients_in(queued) then
         return false
     end
     redis.call('zrem', queue, first)
@@ -59,6 +59,6 @@ local function grant_permit(permits, expiries, channel, queue, numsub, self, pre
     if life > 0 then
         redis.call('pexpire', expiries, life)
     end
-    tell_grant(waiting, first, 0, ttl, publish, prefix, self)
+    tell_grant(queued, first, 0, ttl, publish, prefix, self)
     return true
 end

@@ -31,5 +31,5 @@ for i = 1, #fields, 2 do
 end
 redis.call('del', KEYS[1])
 redis.call(ARGV[2], KEYS[2], ARGV[1])
-wake_clients(redis.call('zrange', KEYS[3], 0, 63, 'withscores'), ARGV[2], ARGV[4], ARGV[5])
+wake_clients(waiting(KEYS[3]), ARGV[2], ARGV[4], ARGV[5])
 return 1

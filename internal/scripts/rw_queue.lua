@@ -32,7 +32,7 @@ local function grant_writer()
     if ARGV[12] ~= '1' then
         return false
     end
-    local queue = redis.call('zrange', KEYS[6], 0, 63, 'withscores')
+    local queue = waiting(KEYS[6])
     local first = queue[1]
     if first == nil or not string.match(first, '^%d+|o|') then
         return false

@@ -79,7 +79,7 @@ end
 
 local result = 2
 local grantee
-local queue = redis.call('zrange', KEYS[6], 0, 63, 'withscores')
+local queue = waiting(KEYS[6])
 if #queue > 0 or ARGV[10] ~= '' then
     local known = 0
     if ARGV[9] == '1' then
