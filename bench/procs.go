@@ -95,7 +95,7 @@ func measureProcs(ctx context.Context, s *server, t turn) Result {
 		}
 	}
 	time.Sleep(time.Until(start))
-	cmds0, err := s.commands(ctx)
+	used0, err := s.usage(ctx)
 	if err != nil {
 		return t.failed("INFO", err)
 	}
@@ -120,11 +120,11 @@ func measureProcs(ctx context.Context, s *server, t turn) Result {
 		w.mallocs += r.Mallocs
 		parts = append(parts, r.Holds)
 	}
-	cmds1, err := s.commands(ctx)
+	used1, err := s.usage(ctx)
 	if err != nil {
 		return t.failed("INFO", err)
 	}
-	w.cmds = cmds1 - cmds0
+	w.used = used1.sub(used0)
 	w.tl = mergeHolds(parts)
 	w.st.overlaps = w.tl.overlaps()
 	return t.figures(w, runErr)

@@ -122,31 +122,65 @@ func (s *server) reset(ctx context.Context) error {
 	return s.admin.FlushAll(ctx).Err()
 }
 
-// commands returns the sum of calls over all INFO commandstats lines. The
-// server counts every command a Lua script runs, and counts this INFO in
-// the next snapshot, not in this one.
-func (s *server) commands(ctx context.Context) (int64, error) {
-	info, err := s.admin.Info(ctx, "commandstats").Result()
+// usage is a snapshot of what the server has done: the commands it ran
+// and the CPU time it used.
+type usage struct {
+	cmds int64
+	cpu  time.Duration
+}
+
+// sub returns what the server did between b and u.
+func (u usage) sub(b usage) usage { return usage{cmds: u.cmds - b.cmds, cpu: u.cpu - b.cpu} }
+
+// usage returns the sum of calls over all INFO commandstats lines, and the
+// server's CPU time, user and system (INFO cpu). The server counts every
+// command a Lua script runs, and counts this INFO in the next snapshot,
+// not in this one.
+func (s *server) usage(ctx context.Context) (usage, error) {
+	info, err := s.admin.Info(ctx, "commandstats", "cpu").Result()
 	if err != nil {
-		return 0, err
+		return usage{}, err
 	}
-	var total int64
+	var u usage
 	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "used_cpu_sys:"); ok {
+			d, err := seconds(v)
+			if err != nil {
+				return usage{}, fmt.Errorf("bad cpu line %q", line)
+			}
+			u.cpu += d
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "used_cpu_user:"); ok {
+			d, err := seconds(v)
+			if err != nil {
+				return usage{}, fmt.Errorf("bad cpu line %q", line)
+			}
+			u.cpu += d
+			continue
+		}
 		if !strings.HasPrefix(line, "cmdstat_") {
 			continue
 		}
-		_, fields, _ := strings.Cut(strings.TrimSpace(line), ":")
+		_, fields, _ := strings.Cut(line, ":")
 		for _, f := range strings.Split(fields, ",") {
 			if v, ok := strings.CutPrefix(f, "calls="); ok {
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
-					return 0, fmt.Errorf("bad commandstats line %q", line)
+					return usage{}, fmt.Errorf("bad commandstats line %q", line)
 				}
-				total += n
+				u.cmds += n
 			}
 		}
 	}
-	return total, nil
+	return u, nil
+}
+
+// seconds parses INFO's seconds with a fraction.
+func seconds(v string) (time.Duration, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	return time.Duration(f * float64(time.Second)), err
 }
 
 // version returns the server's redis_version.

@@ -110,6 +110,7 @@ func (rs runResults) summary(workload, lib string) (Result, bool) {
 		AllocsPerCycle:       m(func(r Result) float64 { return r.AllocsPerCycle }),
 		CallsPerCycle:        m(func(r Result) float64 { return r.CallsPerCycle }),
 		ServerCmdsPerCycle:   m(func(r Result) float64 { return r.ServerCmdsPerCycle }),
+		ServerCPUPerCycleUs:  m(func(r Result) float64 { return r.ServerCPUPerCycleUs }),
 		CycleP50us:           m(func(r Result) float64 { return r.CycleP50us }),
 		CycleP99us:           m(func(r Result) float64 { return r.CycleP99us }),
 		WaitP50us:            m(func(r Result) float64 { return r.WaitP50us }),

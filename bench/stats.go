@@ -38,6 +38,10 @@ type Result struct {
 	// ServerCmdsPerCycle is the INFO commandstats delta per cycle: every
 	// command the server ran, those run by Lua scripts included.
 	ServerCmdsPerCycle float64 `json:"server_cmds_per_cycle"`
+	// ServerCPUPerCycleUs is the server's CPU time (user and system) in
+	// the window per cycle, in microseconds: what the server spends on a
+	// cycle, which bounds the throughput of a server-bound workload.
+	ServerCPUPerCycleUs float64 `json:"server_cpu_per_cycle_us"`
 	// Cycle percentiles in microseconds: lock call to unlock return, every
 	// cycle, the hold included.
 	CycleP50us float64 `json:"cycle_p50_us"`

@@ -100,7 +100,7 @@ type window struct {
 	elapsed time.Duration
 	calls   int64     // commands the library's clients sent
 	mallocs uint64    // heap allocations; 0 if not measured
-	cmds    int64     // INFO commandstats delta, the first INFO included
+	used    usage     // what the server did, the first INFO included
 	tl      *timeline // holds of the shared key, or nil
 }
 
@@ -161,7 +161,7 @@ func measureInProcess(ctx context.Context, s *server, t turn) (r Result) {
 	if w.shared {
 		win.tl = newTimeline(time.Now(), int(t.d.Seconds()*20000)+1024)
 	}
-	cmds0, err := s.commands(ctx)
+	used0, err := s.usage(ctx)
 	if err != nil {
 		return t.failed("INFO", err)
 	}
@@ -171,11 +171,11 @@ func measureInProcess(ctx context.Context, s *server, t turn) (r Result) {
 	win.elapsed = time.Since(start)
 	win.st = st
 	win.calls, win.mallocs = m.stop()
-	cmds1, err := s.commands(ctx)
+	used1, err := s.usage(ctx)
 	if err != nil {
 		return t.failed("INFO", err)
 	}
-	win.cmds = cmds1 - cmds0
+	win.used = used1.sub(used0)
 	return t.figures(win, runErr)
 }
 
@@ -222,7 +222,8 @@ func (t turn) figures(win window, runErr error) Result {
 	r.AllocsPerCycle = float64(win.mallocs) / n
 	r.CallsPerCycle = float64(win.calls) / n
 	// The first INFO is counted in the second snapshot.
-	r.ServerCmdsPerCycle = float64(win.cmds-1) / n
+	r.ServerCmdsPerCycle = float64(win.used.cmds-1) / n
+	r.ServerCPUPerCycleUs = micros(win.used.cpu) / n
 	r.CycleP50us = micros(percentile(st.lat, 0.50))
 	r.CycleP99us = micros(percentile(st.lat, 0.99))
 	if w.think > 0 {
