@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -173,9 +174,9 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 		return nil, err
 	}
 	a := &fairAcquire{lockCall: lc, m: m, keys: m.lockKeys}
-	waiter, flag := argZero, argZero
+	queueFor, flag := argZero, argZero // how long the call keeps its place in the queue unrefreshed
 	if wait {
-		waiter = m.argWaiter
+		queueFor = m.argWaiter
 	}
 	if a.reentrant {
 		flag = argOne
@@ -185,8 +186,22 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	if wait && !a.reentrant && a.cfg.spin == nil && !m.c.rsync.mayWait() {
 		grants = a.lease
 	}
-	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, waiter, argMsgUnlock, m.c.argPublish, m.c.argFencing, grants, m.c.nowArg()}
+	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, queueFor, argMsgUnlock, m.c.argPublish, m.c.argFencing, grants, m.c.nowArg()}
 
+	var fw *waiter // a one-shot call's, which a release of this Client may claim
+	if wait && !a.reentrant {
+		fw = newWaiter(a.owner, a.cfg, false)
+	}
+	// A call that will most likely wait, since calls of this Client wait
+	// for the lock already, listens on its channel before its first
+	// attempt: it then needs no check once it sleeps (see Client.waitQueued).
+	var pre *notify.Waiter
+	if fw != nil && a.cfg.spin == nil && m.c.fair.waiting(m.name) {
+		if pre, err = m.listen(ctx, a.owner, fw); err != nil {
+			return nil, err
+		}
+		defer pre.Close()
+	}
 	l, ttl, err := m.attempt(ctx, a)
 	if l != nil || err != nil {
 		return l, err
@@ -194,7 +209,26 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	if !wait {
 		return nil, ErrNotAcquired
 	}
-	return m.wait(ctx, a, ttl)
+	return m.wait(ctx, a, ttl, fw, pre)
+}
+
+// listen subscribes the channel of the call of owner, whose waiter is w,
+// and waits until the subscription is confirmed.
+func (m *FairMutex) listen(ctx context.Context, owner string, w *waiter) (*notify.Waiter, error) {
+	sub, err := m.c.hub.Subscribe(m.channel+":"+owner, m.c.fairPolicy(w))
+	if err != nil {
+		return nil, ErrClosed
+	}
+	select {
+	case <-sub.Ready():
+		return sub, nil
+	case <-ctx.Done():
+		err = fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
+	case <-m.c.closing:
+		err = ErrClosed
+	}
+	sub.Close()
+	return nil, err
 }
 
 // attempt runs fair_lock.lua once. It returns a Lease, or how long to wait

@@ -605,6 +605,57 @@ func TestFairMutexGrants(t *testing.T) {
 			testkit.NoKeysLeft(t, rdb, name)
 		})
 
+		t.Run("listens-before-queueing", func(t *testing.T) {
+			// A call that comes while another call of its Client waits
+			// listens on its channel before its first attempt, and sleeps
+			// without checking whether it is first.
+			arb := top.RDB(t)
+			checks := &testkit.CountCalls{Command: "lindex"}
+			arb.AddHook(checks)
+			h, a := newClient(), testkit.NewClient(t, arb, relock.WithoutReplicaSync())
+			name := testkit.LockName(t)
+			holder, err := h.FairMutex(name).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got1 := lockFor(a, name)
+			queued(name, 1)
+			testkit.Eventually(t, 5*time.Second, "the first waiter to sleep", func() bool { return a.Stats().Asleep == 1 })
+			if n := checks.N.Load(); n != 1 {
+				t.Fatalf("the first waiter checked %d times whether it is first, want 1", n)
+			}
+			got2 := lockFor(a, name)
+			queued(name, 2)
+			testkit.Eventually(t, 5*time.Second, "the second waiter to sleep", func() bool { return a.Stats().Asleep == 2 })
+			if n := checks.N.Load(); n != 1 {
+				t.Errorf("the second waiter checked whether it is first (%d checks in all)", n)
+			}
+			if err := holder.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l1 := <-got1
+			if l1 == nil {
+				t.FailNow()
+			}
+			if err := l1.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l2 := <-got2
+			if l2 == nil {
+				t.FailNow()
+			}
+			if l1.Token() != holder.Token()+1 || l2.Token() != l1.Token()+1 {
+				t.Errorf("tokens %d, %d after %d: want the queue's order", l1.Token(), l2.Token(), holder.Token())
+			}
+			if err := l2.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			testkit.NoKeysLeft(t, rdb, name)
+			if s := a.Stats(); s.Channels != 0 {
+				t.Errorf("%d channels still subscribed", s.Channels)
+			}
+		})
+
 		t.Run("dead-grantee", func(t *testing.T) {
 			h, a := newClient(), newClient()
 			name := testkit.LockName(t)

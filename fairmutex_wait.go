@@ -140,7 +140,7 @@ func (m *FairMutex) nextTry(ttl time.Duration) time.Duration {
 // wait sleeps in the queue between attempts, in Client.waitQueued on the
 // call's own channel. Whatever ends it without the lock, the call leaves
 // the queue before it returns.
-func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration) (*Lease, error) {
+func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration, fw *waiter, pre *notify.Waiter) (*Lease, error) {
 	q := &fairQueued{m: m, a: a, ctx: ctx}
 	if a.cfg.spin != nil {
 		// An attempt refreshes the call's place in the queue: the heartbeat
@@ -156,12 +156,8 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 		}
 		return l, err
 	}
-	var fw *waiter // a one-shot call's, which a release of this Client may claim
-	if !a.reentrant {
-		fw = newWaiter(a.owner, a.cfg, false)
-	}
 	qw := queuedWait{op: "lock", name: m.name, channel: m.channel + ":" + a.owner, policy: m.c.fairPolicy(fw),
-		local: m.name, owner: a.owner, joined: true, reg: &m.c.fair, waiter: fw}
+		local: m.name, owner: a.owner, joined: true, sent: a.refreshed, pre: pre, reg: &m.c.fair, waiter: fw}
 	l, err := m.c.waitQueued(ctx, qw, q, m.nextTry(ttl))
 	if err != nil {
 		return nil, err

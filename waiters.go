@@ -281,6 +281,16 @@ func (r *waiters) tell(owner string, g *grant, recheck time.Duration) {
 	}
 }
 
+// waiting reports whether calls wait for name.
+func (r *waiters) waiting(name string) bool {
+	if r.n.Load() == 0 {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.byName[name]) > 0
+}
+
 // tellOther tells one waiter of name other than w to check again within d.
 func (r *waiters) tellOther(name string, w *waiter, d time.Duration) {
 	r.mu.Lock()
@@ -446,6 +456,9 @@ type queuedWait struct {
 	want              int    // the permits a semaphore call asks for (see waiters.pokeFitting)
 	exit              func() // if not nil, called as the call returns, before it unsubscribes
 
+	// pre, if not nil, is a subscription to channel the call made before
+	// its first attempt: the call's own subscription takes its place.
+	pre *notify.Waiter
 	// waiter, if not nil, is the call's waiter, which a release of this
 	// Client may claim and hand the lock to (a Mutex's or FairMutex's
 	// one-shot call; see claim).
@@ -505,6 +518,16 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 	}()
 	if err := listen(); err != nil {
 		return nil, err
+	}
+	if qw.pre != nil {
+		if w != nil && qw.joined && qw.sent != 0 && c.hub.ConfirmedBefore(qw.channel, qw.sent) {
+			// Every message since the call queued reaches it, a grant
+			// kept by the channel's policy, a wake handed on from pre as
+			// it closes; a re-subscription from now on wakes it: no
+			// attempt or check is owed.
+			ready = nil
+		}
+		qw.pre.Close()
 	}
 	var grants, gready <-chan struct{} // the grant channel's reconnects and confirmation
 	if qw.grants != "" {

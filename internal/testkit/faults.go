@@ -51,31 +51,39 @@ func (d *DropReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (d *DropReply) matches(cmd redis.Cmder) bool { return isScript(cmd, d.Script) }
 
-// CountCalls is a go-redis hook that counts the calls of one script, sent
-// alone or in a pipeline.
+// CountCalls is a go-redis hook that counts the calls of one script, or
+// of one command, sent alone or in a pipeline.
 type CountCalls struct {
-	Script string // the file name of the script
-	N      atomic.Int64
+	Script  string // the file name of the script
+	Command string // or the name of the command, in lower case
+	N       atomic.Int64
+}
+
+func (n *CountCalls) matches(cmd redis.Cmder) bool {
+	if n.Command != "" {
+		return cmd.Name() == n.Command
+	}
+	return isScript(cmd, n.Script)
 }
 
 // DialHook passes dialling through.
 func (n *CountCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-// ProcessHook counts a call of Script.
+// ProcessHook counts a call of Script (or Command).
 func (n *CountCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if isScript(cmd, n.Script) {
+		if n.matches(cmd) {
 			n.N.Add(1)
 		}
 		return next(ctx, cmd)
 	}
 }
 
-// ProcessPipelineHook counts the calls of Script in a pipeline.
+// ProcessPipelineHook counts the calls of Script (or Command) in a pipeline.
 func (n *CountCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			if isScript(cmd, n.Script) {
+			if n.matches(cmd) {
 				n.N.Add(1)
 			}
 		}
