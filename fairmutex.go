@@ -148,6 +148,8 @@ type fairAcquire struct {
 	keys      []any
 	args      []any
 	m         *FairMutex
+	waits     bool  // its attempts queue it
+	joined    int64 // when its first attempt, which may have queued it, was sent
 	refreshed int64 // when the last attempt answered was sent: it refreshed the call's queue entry
 }
 
@@ -177,6 +179,7 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	queueFor, flag := argZero, argZero // how long the call keeps its place in the queue unrefreshed
 	if wait {
 		queueFor = m.argWaiter
+		a.waits = true
 	}
 	if a.reentrant {
 		flag = argOne
@@ -193,10 +196,11 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 		fw = newWaiter(a.owner, a.cfg, false)
 	}
 	// A call that will most likely wait, since calls of this Client wait
-	// for the lock already, listens on its channel before its first
-	// attempt: it then needs no check once it sleeps (see Client.waitQueued).
+	// for the lock, or did a moment ago, listens on its channel before its
+	// first attempt: it then needs no check once it sleeps (see
+	// Client.waitQueued).
 	var pre *notify.Waiter
-	if fw != nil && a.cfg.spin == nil && m.c.fair.waiting(m.name) {
+	if fw != nil && a.cfg.spin == nil && m.c.fair.contended(m.name) {
 		if pre, err = m.listen(ctx, a.owner, fw); err != nil {
 			return nil, err
 		}
@@ -236,6 +240,9 @@ func (m *FairMutex) listen(ctx context.Context, owner string, w *waiter) (*notif
 // outcome is unknown is undone before returning.
 func (m *FairMutex) attempt(ctx context.Context, a *fairAcquire) (*Lease, time.Duration, error) {
 	r, sent, err := m.c.acquire(ctx, m.name, scripts.FairLock, a.keys, a.args, a, positive, nil)
+	if a.joined == 0 && a.waits {
+		a.joined = sent
+	}
 	if err != nil {
 		return nil, 0, opError("lock", m.name, err)
 	}

@@ -656,6 +656,55 @@ func TestFairMutexGrants(t *testing.T) {
 			}
 		})
 
+		t.Run("stale-grant-refused", func(t *testing.T) {
+			// A grant that ran out before it reached its waiter is not
+			// taken, however recently the waiter refreshed its entry: its
+			// age counts from when the entry was made.
+			h := newClient()
+			a := top.NewClient(t, relock.WithoutReplicaSync())
+			name := testkit.LockName(t)
+			holder, err := h.FairMutex(name).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := a.FairMutex(name, relock.WithWaiterTimeout(600*time.Millisecond))
+			got := testkit.LockAsync(t, ctx, m.Lock)
+			queued(name, 1)
+			owner := rdb.LIndex(ctx, "redisson_lock_queue:{"+name+"}", 0).Val()
+			alive := "relock_fair_alive:{" + name + "}"
+			first := rdb.HGet(ctx, alive, owner).Val()
+			// Wait for heartbeats to refresh the entry.
+			testkit.Eventually(t, 5*time.Second, "the entry to be refreshed", func() bool {
+				v := rdb.HGet(ctx, alive, owner).Val()
+				return v != "" && v != first
+			})
+			time.Sleep(700 * time.Millisecond) // the entry is older than the fake grant's life
+			// A grant made as the entry was made, for 500ms: long run out.
+			const fake = 1 << 40
+			channel := "redisson_lock__channel:{" + name + "}:" + owner
+			publish := rdb.Publish
+			if top.Name == "cluster" {
+				publish = rdb.SPublish
+			}
+			if n := publish(ctx, channel, fmt.Sprintf("g:%d:500:0", int64(fake))).Val(); n != 1 {
+				t.Errorf("the grant reached %d subscribers, want 1", n)
+			}
+			if err := holder.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			la := <-got
+			if la == nil {
+				t.FailNow()
+			}
+			if la.Token() == fake || la.Token() != holder.Token()+1 {
+				t.Errorf("token %d after %d: the stale grant was taken", la.Token(), holder.Token())
+			}
+			if err := la.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			testkit.NoKeysLeft(t, rdb, name)
+		})
+
 		t.Run("dead-grantee", func(t *testing.T) {
 			h, a := newClient(), newClient()
 			name := testkit.LockName(t)
@@ -670,7 +719,7 @@ func TestFairMutexGrants(t *testing.T) {
 			if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 				p.RPush(ctx, "redisson_lock_queue:{"+name+"}", dead)
 				p.ZAdd(ctx, "redisson_lock_timeout:{"+name+"}", redis.Z{Score: float64(now + 400000), Member: dead})
-				p.HSet(ctx, "relock_fair_alive:{"+name+"}", dead, formatAlive(now+60000, 30000))
+				p.HSet(ctx, "relock_fair_alive:{"+name+"}", dead, formatAlive(now+60000, 30000, now))
 				p.PExpire(ctx, "relock_fair_alive:{"+name+"}", time.Minute)
 				return nil
 			}); err != nil {
@@ -697,8 +746,8 @@ func TestFairMutexGrants(t *testing.T) {
 }
 
 // formatAlive is a relock fair waiter's liveness entry.
-func formatAlive(deadline int64, lease int64) string {
-	return fmt.Sprintf("%d:%d", deadline, lease)
+func formatAlive(deadline, lease, joined int64) string {
+	return fmt.Sprintf("%d:%d:%d", deadline, lease, joined)
 }
 
 // javaFair acts on a fair lock name the way Redisson's RFairLock does,

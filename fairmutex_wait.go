@@ -38,7 +38,7 @@ import (
 const fairMaxCandidates = 16
 
 // fairPolicy is the policy of a fair waiter's own channel: a grant
-// ("g:<token>:<ttl ms>:<ms left of its liveness>") is kept for w, if not
+// ("g:<token>:<ttl ms>:<ms since its queue entry was made>") is kept for w, if not
 // nil, which is told of it; every other message wakes the call.
 func (c *Client) fairPolicy(w *waiter) notify.Policy {
 	return func(payload string) int {
@@ -57,14 +57,11 @@ func (c *Client) fairPolicy(w *waiter) notify.Policy {
 
 // acceptGrant makes the Lease of a grant to call a by another Client's
 // release, or returns nil when it may have run out already (see
-// Client.granted). The grant's third number is how long a's queue entry
-// had left to live: its last refresh, by the attempt sent at a.refreshed,
-// was waiterTimeout before the end of that, so the grant came
-// waiterTimeout - left after that attempt.
+// Client.granted). The grant's age counts from when a's queue entry was
+// made, by its first attempt or a later one: not before a.joined.
 func (m *FairMutex) acceptGrant(a *fairAcquire, g *grant) *Lease {
-	g.age = max(m.waiterTimeout-g.age, 0)
 	l := m.newLease(a.owner, false, g.token)
-	if !m.c.granted(l, m.group, a.cfg, g, a.refreshed) {
+	if !m.c.granted(l, m.group, a.cfg, g, a.joined) {
 		return nil
 	}
 	return l
@@ -157,7 +154,7 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration,
 		return l, err
 	}
 	qw := queuedWait{op: "lock", name: m.name, channel: m.channel + ":" + a.owner, policy: m.c.fairPolicy(fw),
-		local: m.name, owner: a.owner, joined: true, sent: a.refreshed, pre: pre, reg: &m.c.fair, waiter: fw}
+		local: m.name, owner: a.owner, joined: true, sent: a.joined, pre: pre, reg: &m.c.fair, waiter: fw}
 	l, err := m.c.waitQueued(ctx, qw, q, m.nextTry(ttl))
 	if err != nil {
 		return nil, err

@@ -69,9 +69,15 @@ type waiters struct {
 	n       atomic.Int64 // how many, read without mu
 	byName  map[string][]*waiter
 	byOwner map[string]*waiter
-	mail    map[string]*mailed // by owner: told before its waiter was added
-	pruned  time.Time          // when mail was last cleared of old news
+	mail    map[string]*mailed   // by owner: told before its waiter was added
+	pruned  time.Time            // when mail was last cleared of old news
+	waited  map[string]time.Time // by name: when a call last stopped waiting (see contended)
+	forgot  time.Time            // when waited was last cleared of old times
 }
+
+// contendedFor is how long a name counts as contended after a call
+// stopped waiting for it.
+const contendedFor = time.Second
 
 // mailed is what a call was told (see waiters.tell) before its waiter was
 // added: a grant may reach a Client between the reply to the attempt that
@@ -123,6 +129,19 @@ func (r *waiters) remove(name string, w *waiter) (claimed bool, unwanted *Lease)
 		if x == w {
 			ws = append(ws[:i], ws[i+1:]...)
 			break
+		}
+	}
+	now := time.Now()
+	if r.waited == nil {
+		r.waited = make(map[string]time.Time)
+	}
+	r.waited[name] = now
+	if now.Sub(r.forgot) > contendedFor {
+		r.forgot = now
+		for n, t := range r.waited {
+			if now.Sub(t) > contendedFor {
+				delete(r.waited, n)
+			}
 		}
 	}
 	if len(ws) == 0 {
@@ -281,14 +300,12 @@ func (r *waiters) tell(owner string, g *grant, recheck time.Duration) {
 	}
 }
 
-// waiting reports whether calls wait for name.
-func (r *waiters) waiting(name string) bool {
-	if r.n.Load() == 0 {
-		return false
-	}
+// contended reports whether calls wait for name, or one stopped waiting
+// for it within contendedFor.
+func (r *waiters) contended(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.byName[name]) > 0
+	return len(r.byName[name]) > 0 || time.Since(r.waited[name]) < contendedFor
 }
 
 // tellOther tells one waiter of name other than w to check again within d.

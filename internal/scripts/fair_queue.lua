@@ -9,10 +9,11 @@
 --          set, see below)
 -- KEYS[4]  channel prefix: waiter <owner> listens on KEYS[4] .. ':' .. <owner>
 -- KEYS[#KEYS]  relock's liveness of its own waiters: hash owner ->
---          "<deadline>:<lease>", the server time in ms after which a relock
---          waiter that has not refreshed its entry counts as dead, and the
---          lease it may be granted by another client's release (see join);
---          relock's key alone, with a TTL
+--          "<deadline>:<lease>:<joined>", the server time in ms after which
+--          a relock waiter that has not refreshed its entry counts as dead,
+--          the lease it may be granted by another client's release, and the
+--          server time in ms its entry was made (see join); relock's key
+--          alone, with a TTL
 --
 -- The queue and the zset are shared with Redisson and hold the same
 -- owners. They are changed together and never given a TTL: Redis deletes
@@ -105,13 +106,18 @@ local function leave(owner)
     return true
 end
 
--- grantable returns the lease in ms for which a release of another client
--- may grant the lock to relock waiter owner (see fair_unlock.lua), or nil.
+-- grantable returns, for relock waiter owner, the lease in ms for which a
+-- release of another client may grant it the lock (see fair_unlock.lua)
+-- and how long ago its entry was made, in ms; or nil.
 local function grantable(owner)
     local alive = redis.call('hget', ALIVE, owner)
-    local lease = alive and tonumber(string.match(alive, ':(%d+)$'))
-    if lease and lease > 0 then
-        return lease
+    if not alive then
+        return nil
+    end
+    local lease, joined = string.match(alive, '^%d+:(%d+):(%d+)$')
+    lease, joined = tonumber(lease), tonumber(joined)
+    if lease and joined and lease > 0 then
+        return lease, math.max(now_ms() - joined, 0)
     end
     return nil
 end
@@ -120,12 +126,18 @@ end
 -- liveness deadline becomes now + timeout, and its score at least now +
 -- timeout + QUEUE_WAIT for each waiter ahead of it (a new entry also gets
 -- at least Redisson's score for it). Scores are never lowered here. The
--- liveness entry is "<deadline>:<lease>", lease the waiter's for a grant
--- by another client's release, 0 when it takes none.
+-- liveness entry is "<deadline>:<lease>:<joined>", lease the waiter's for
+-- a grant by another client's release (0 when it takes none), joined when
+-- the entry was made, kept by every refresh: a grant tells its waiter how
+-- long ago that was, which no later attempt of the waiter changes.
 local function join(owner, timeout, lease)
     local at = redis.call('lpos', KEYS[2], owner)
     local score = tonumber(redis.call('zscore', KEYS[3], owner))
-    if not at then
+    local joined = now_ms()
+    if at then
+        local old = redis.call('hget', ALIVE, owner)
+        joined = tonumber(old and string.match(old, '^%d+:%d+:(%d+)$')) or joined
+    else
         at = redis.call('llen', KEYS[2])
         local last = redis.call('lindex', KEYS[2], -1)
         local base = last and tonumber(redis.call('zscore', KEYS[3], last))
@@ -138,7 +150,7 @@ local function join(owner, timeout, lease)
     local alive = now_ms() + timeout
     score = math.max(score or 0, alive + at * QUEUE_WAIT)
     redis.call('zadd', KEYS[3], score, owner)
-    redis.call('hset', ALIVE, owner, alive .. ':' .. (lease or '0'))
+    redis.call('hset', ALIVE, owner, alive .. ':' .. (lease or '0') .. ':' .. joined)
     if redis.call('pttl', ALIVE) < 2 * timeout then
         redis.call('pexpire', ALIVE, 3 * timeout)
     end

@@ -29,7 +29,7 @@
 --          2: the last hold released, the lock is free
 --          3: the last hold released and the lock granted to the head of
 --             the queue, a relock waiter of another client, told on its
---             channel "g:<token>:<ttl ms>:<ms left of its liveness>"
+--             channel "g:<token>:<ttl ms>:<ms since its entry was made>"
 --          a table {t, i}: the last hold released and the lock passed to
 --             candidate i (1-based), whose fencing token is t
 
@@ -74,13 +74,13 @@ else
         redis.call('pexpire', KEYS[1], ARGV[candidate + 1])
         result = {token, (candidate - 6) / 2}
     elseif head and ARGV[7] ~= '0' and grantable(head) then
-        local left = deadline(head) - now_ms()
-        local ttl = math.min(grantable(head), tonumber(ARGV[7]))
+        local lease, age = grantable(head)
+        local ttl = math.min(lease, tonumber(ARGV[7]))
         take(head)
         local token = fence(KEYS[5], KEYS[6], ARGV[6])
         redis.call('hset', KEYS[1], head, 1, token_field, token, since_field, now_ms())
         redis.call('pexpire', KEYS[1], ttl)
-        redis.call(ARGV[3], KEYS[4] .. ':' .. head, 'g:' .. token .. ':' .. ttl .. ':' .. left)
+        redis.call(ARGV[3], KEYS[4] .. ':' .. head, 'g:' .. token .. ':' .. ttl .. ':' .. age)
         result = 3
     elseif head then
         wake(head, ARGV[3], ARGV[2])
