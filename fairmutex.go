@@ -145,12 +145,11 @@ func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
 // fairAcquire is one lock call's fixed arguments, shared by its attempts.
 type fairAcquire struct {
 	lockCall
-	keys      []any
-	args      []any
-	m         *FairMutex
-	waits     bool  // its attempts queue it
-	joined    int64 // when its first attempt, which may have queued it, was sent
-	refreshed int64 // when the last attempt answered was sent: it refreshed the call's queue entry
+	keys   []any
+	args   []any
+	m      *FairMutex
+	waits  bool  // its attempts queue it
+	joined int64 // when its first attempt, which may have queued it, was sent
 }
 
 // Undo undoes an attempt whose reply was lost (batch.Undo): the hold it
@@ -246,7 +245,6 @@ func (m *FairMutex) attempt(ctx context.Context, a *fairAcquire) (*Lease, time.D
 	if err != nil {
 		return nil, 0, opError("lock", m.name, err)
 	}
-	a.refreshed = sent
 	if r <= 0 {
 		return nil, time.Duration(-r-1) * time.Millisecond, nil
 	}
