@@ -191,15 +191,13 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, queueFor, argMsgUnlock, m.c.argPublish, m.c.argFencing, grants, m.c.nowArg()}
 
 	var fw *waiter // a one-shot call's, which a release of this Client may claim
-	if wait && !a.reentrant {
-		fw = newWaiter(a.owner, a.cfg, false)
-	}
 	// A call that will most likely wait, since calls of this Client wait
 	// for the lock, or did a moment ago, listens on its channel before its
 	// first attempt: it then needs no check once it sleeps (see
 	// Client.waitQueued).
 	var pre *notify.Waiter
-	if fw != nil && a.cfg.spin == nil && m.c.fair.contended(m.name) {
+	if wait && !a.reentrant && a.cfg.spin == nil && m.c.fair.contended(m.name) {
+		fw = newWaiter(a.owner, a.cfg, false)
 		if pre, err = m.listen(ctx, a.owner, fw); err != nil {
 			return nil, err
 		}
@@ -211,6 +209,9 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	}
 	if !wait {
 		return nil, ErrNotAcquired
+	}
+	if fw == nil && !a.reentrant {
+		fw = newWaiter(a.owner, a.cfg, false)
 	}
 	return m.wait(ctx, a, ttl, fw, pre)
 }
