@@ -216,15 +216,25 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	return m.wait(ctx, a, ttl, fw, pre)
 }
 
+// listenFor bounds how long a call waits for its channel's subscription
+// before its first attempt: one that is not confirmed by then (pub/sub
+// down) attempts all the same, and checks whether it is first once
+// subscribed, as a call that did not listen first.
+const listenFor = 50 * time.Millisecond
+
 // listen subscribes the channel of the call of owner, whose waiter is w,
-// and waits until the subscription is confirmed.
+// and waits until the subscription is confirmed, or listenFor.
 func (m *FairMutex) listen(ctx context.Context, owner string, w *waiter) (*notify.Waiter, error) {
 	sub, err := m.c.hub.Subscribe(m.channel+":"+owner, m.c.fairPolicy(w))
 	if err != nil {
 		return nil, ErrClosed
 	}
+	t := time.NewTimer(listenFor)
+	defer t.Stop()
 	select {
 	case <-sub.Ready():
+		return sub, nil
+	case <-t.C:
 		return sub, nil
 	case <-ctx.Done():
 		err = fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1069,4 +1071,61 @@ func TestFairMutexRedissonMixedQueue(t *testing.T) {
 		}
 		testkit.NoKeysLeft(t, rdb, name)
 	})
+}
+
+// TestFairMutexWithoutPubSub: a Client whose user may not subscribe to
+// any channel still takes a fair lock in turn, by its attempts. A call
+// that comes while another call of its Client waits does not wait for a
+// subscription that is never confirmed before its first attempt.
+func TestFairMutexWithoutPubSub(t *testing.T) {
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	admin := testkit.CloseLater(t, testkit.Standalone.Client())
+	user := "nopubsub-" + strconv.Itoa(os.Getpid())
+	if err := admin.Do(ctx, "acl", "setuser", user, "on", ">pw", "~*", "&*", "+@all", "-subscribe", "-ssubscribe").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Do(context.Background(), "acl", "deluser", user) })
+	rdb := testkit.CloseLater(t, redis.NewClient(&redis.Options{Addr: testkit.Standalone.Addr, Username: user, Password: "pw"}))
+	probe := rdb.Subscribe(ctx, "probe")
+	if _, err := probe.ReceiveTimeout(ctx, 5*time.Second); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("the user's subscription: %v, want NOPERM", err)
+	}
+	probe.Close()
+	h := testkit.NewClient(t, admin, relock.WithoutReplicaSync())
+	n := testkit.NewClient(t, rdb, relock.WithoutReplicaSync())
+	name := testkit.LockName(t)
+	holder, err := h.FairMutex(name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got1 := testkit.LockAsync(t, ctx, n.FairMutex(name).Lock)
+	testkit.Eventually(t, 5*time.Second, "the first call to queue and wait", func() bool {
+		s := n.Stats()
+		return admin.LLen(ctx, testkit.FairQueueKey(name)).Val() == 1 && s.Waits == 1 && s.Channels == 1
+	})
+	got2 := testkit.LockAsync(t, ctx, n.FairMutex(name).Lock)
+	testkit.Eventually(t, 5*time.Second, "the second call to queue", func() bool {
+		return admin.LLen(ctx, testkit.FairQueueKey(name)).Val() == 2
+	})
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l1 := <-got1
+	if l1 == nil {
+		t.FailNow()
+	}
+	if err := l1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2 := <-got2
+	if l2 == nil {
+		t.FailNow()
+	}
+	if l1.Token() <= holder.Token() || l2.Token() <= l1.Token() {
+		t.Errorf("tokens %d, %d after %d: want the queue's order", l1.Token(), l2.Token(), holder.Token())
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.NoKeysLeft(t, admin, name)
 }
