@@ -632,25 +632,9 @@ func TestFairMutexGrants(t *testing.T) {
 			if n := checks.N.Load(); n != 1 {
 				t.Errorf("the second waiter checked whether it is first (%d checks in all)", n)
 			}
-			if err := holder.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			l1 := <-got1
-			if l1 == nil {
-				t.FailNow()
-			}
-			if err := l1.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			l2 := <-got2
-			if l2 == nil {
-				t.FailNow()
-			}
-			if l1.Token() != holder.Token()+1 || l2.Token() != l1.Token()+1 {
-				t.Errorf("tokens %d, %d after %d: want the queue's order", l1.Token(), l2.Token(), holder.Token())
-			}
-			if err := l2.Unlock(ctx); err != nil {
-				t.Fatal(err)
+			ls := takeInTurn(t, ctx, holder, got1, got2)
+			if ls[0].Token() != holder.Token()+1 || ls[1].Token() != ls[0].Token()+1 {
+				t.Errorf("tokens %d, %d after %d: want the queue's order", ls[0].Token(), ls[1].Token(), holder.Token())
 			}
 			testkit.NoKeysLeft(t, rdb, name)
 			if s := a.Stats(); s.Channels != 0 {
@@ -745,6 +729,27 @@ func TestFairMutexGrants(t *testing.T) {
 			testkit.NoKeysLeft(t, rdb, name)
 		})
 	})
+}
+
+// takeInTurn unlocks holder, then takes each lease of gots in turn and
+// unlocks it, and returns them.
+func takeInTurn(t *testing.T, ctx context.Context, holder *relock.Lease, gots ...<-chan *relock.Lease) []*relock.Lease {
+	t.Helper()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ls []*relock.Lease
+	for _, got := range gots {
+		l := <-got
+		if l == nil {
+			t.FailNow()
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	return ls
 }
 
 // formatAlive is a relock fair waiter's liveness entry.
@@ -1107,25 +1112,9 @@ func TestFairMutexWithoutPubSub(t *testing.T) {
 	testkit.Eventually(t, 5*time.Second, "the second call to queue", func() bool {
 		return admin.LLen(ctx, testkit.FairQueueKey(name)).Val() == 2
 	})
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l1 := <-got1
-	if l1 == nil {
-		t.FailNow()
-	}
-	if err := l1.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l2 := <-got2
-	if l2 == nil {
-		t.FailNow()
-	}
-	if l1.Token() <= holder.Token() || l2.Token() <= l1.Token() {
-		t.Errorf("tokens %d, %d after %d: want the queue's order", l1.Token(), l2.Token(), holder.Token())
-	}
-	if err := l2.Unlock(ctx); err != nil {
-		t.Fatal(err)
+	ls := takeInTurn(t, ctx, holder, got1, got2)
+	if ls[0].Token() <= holder.Token() || ls[1].Token() <= ls[0].Token() {
+		t.Errorf("tokens %d, %d after %d: want the queue's order", ls[0].Token(), ls[1].Token(), holder.Token())
 	}
 	testkit.NoKeysLeft(t, admin, name)
 }
