@@ -144,43 +144,27 @@ func (s *server) usage(ctx context.Context) (usage, error) {
 	var u usage
 	for _, line := range strings.Split(info, "\n") {
 		line = strings.TrimSpace(line)
-		if v, ok := strings.CutPrefix(line, "used_cpu_sys:"); ok {
-			d, err := seconds(v)
+		name, value, _ := strings.Cut(line, ":")
+		switch {
+		case name == "used_cpu_sys" || name == "used_cpu_user":
+			f, err := strconv.ParseFloat(value, 64)
 			if err != nil {
 				return usage{}, fmt.Errorf("bad cpu line %q", line)
 			}
-			u.cpu += d
-			continue
-		}
-		if v, ok := strings.CutPrefix(line, "used_cpu_user:"); ok {
-			d, err := seconds(v)
-			if err != nil {
-				return usage{}, fmt.Errorf("bad cpu line %q", line)
-			}
-			u.cpu += d
-			continue
-		}
-		if !strings.HasPrefix(line, "cmdstat_") {
-			continue
-		}
-		_, fields, _ := strings.Cut(line, ":")
-		for _, f := range strings.Split(fields, ",") {
-			if v, ok := strings.CutPrefix(f, "calls="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					return usage{}, fmt.Errorf("bad commandstats line %q", line)
+			u.cpu += time.Duration(f * float64(time.Second))
+		case strings.HasPrefix(name, "cmdstat_"):
+			for _, f := range strings.Split(value, ",") {
+				if v, ok := strings.CutPrefix(f, "calls="); ok {
+					n, err := strconv.ParseInt(v, 10, 64)
+					if err != nil {
+						return usage{}, fmt.Errorf("bad commandstats line %q", line)
+					}
+					u.cmds += n
 				}
-				u.cmds += n
 			}
 		}
 	}
 	return u, nil
-}
-
-// seconds parses INFO's seconds with a fraction.
-func seconds(v string) (time.Duration, error) {
-	f, err := strconv.ParseFloat(v, 64)
-	return time.Duration(f * float64(time.Second)), err
 }
 
 // version returns the server's redis_version.
