@@ -8,6 +8,7 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"regexp"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -53,29 +54,118 @@ var (
 	Announce    = load("announce")
 )
 
-// loadWith loads a script with the functions of the library files libs
-// inserted after its header, in order, so that its source still begins
-// with it.
+// loadWith loads a script with the declarations of the library files
+// libs that it uses inserted after its header, in order, so that its
+// source still begins with it. Every declaration is a closure or a value
+// the server makes again on each call, so one the script never reaches is
+// left out (see declarations).
 func loadWith(name string, libs ...string) *Script {
 	s := load(name)
 	header, body, ok := strings.Cut(s.src, "\n\n")
 	if !ok {
 		panic("scripts: " + name + ".lua has no header")
 	}
-	var code strings.Builder
+	var decls []declaration
 	for _, lib := range libs {
+		libraries[lib] = true
 		b, err := files.ReadFile(lib + ".lua")
 		if err != nil {
 			panic("scripts: missing embedded file " + lib + ".lua")
 		}
-		code.Write(b)
-		code.WriteString("\n")
+		decls = append(decls, declarations(string(b))...)
 	}
-	s.src = header + "\n\n" + code.String() + body
+	s.src = header + "\n\n" + used(decls, body) + body
 	sum := sha1.Sum([]byte(s.src))
 	s.sha = hex.EncodeToString(sum[:])
 	s.shaArg, s.srcArg = s.sha, s.src
 	return s
+}
+
+// libraries holds the names of the library files loadWith has read.
+var libraries = make(map[string]bool)
+
+// declaration is one top-level declaration of a library file, with the
+// comment above it: its text and the names it declares.
+type declaration struct {
+	text  string
+	names []string
+}
+
+// declared matches a top-level local of a library file: "local function
+// f(", "local x =" or "local x".
+var declared = regexp.MustCompile(`(?m)^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)`)
+
+// declarations splits a library file at each blank line followed by a
+// top-level line (a comment or a local), so that a function body, which
+// is indented, is never split. Pieces that declare nothing (the file's own
+// header) are dropped.
+func declarations(src string) []declaration {
+	var out []declaration
+	add := func(text string) {
+		var names []string
+		for _, m := range declared.FindAllStringSubmatch(text, -1) {
+			names = append(names, m[1])
+		}
+		if len(names) > 0 {
+			out = append(out, declaration{text: strings.TrimSpace(text) + "\n", names: names})
+		}
+	}
+	lines := strings.SplitAfter(src, "\n")
+	start := 0
+	for i := 1; i < len(lines); i++ {
+		top := strings.HasPrefix(lines[i], "--") || strings.HasPrefix(lines[i], "local ")
+		if top && strings.TrimSpace(lines[i-1]) == "" {
+			add(strings.Join(lines[start:i], ""))
+			start = i
+		}
+	}
+	add(strings.Join(lines[start:], ""))
+	return out
+}
+
+// used returns, in their order, the declarations that code refers to,
+// directly or through the declarations it uses.
+func used(decls []declaration, code string) string {
+	in := make([]bool, len(decls))
+	for grew := true; grew; {
+		grew = false
+		for i, d := range decls {
+			if !in[i] && refers(code, d.names) {
+				in[i], grew = true, true
+				code += d.text
+			}
+		}
+	}
+	var b strings.Builder
+	for i, d := range decls {
+		if in[i] {
+			b.WriteString(d.text)
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// refers reports whether code names any of names as a whole word.
+func refers(code string, names []string) bool {
+	for _, n := range names {
+		for rest := code; ; {
+			i := strings.Index(rest, n)
+			if i < 0 {
+				break
+			}
+			before, after := i > 0 && isWord(rest[i-1]), i+len(n) < len(rest) && isWord(rest[i+len(n)])
+			if !before && !after {
+				return true
+			}
+			rest = rest[i+len(n):]
+		}
+	}
+	return false
+}
+
+func isWord(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }
 
 // Name returns the script's file name without extension.

@@ -65,6 +65,73 @@ func TestHeaders(t *testing.T) {
 	}
 }
 
+// TestLibraries: each declaration of a library file compiles on its own
+// (the split never cuts a function body), the declarations of a file
+// give back all of its code, and a script carries only what it
+// uses.
+func TestLibraries(t *testing.T) {
+	ctx := context.Background()
+	if len(libraries) < 5 {
+		t.Fatalf("%d library files", len(libraries))
+	}
+	for lib := range libraries {
+		b, err := files.ReadFile(lib + ".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var joined strings.Builder
+		for _, d := range declarations(string(b)) {
+			if err := rdb.ScriptLoad(ctx, d.text).Err(); err != nil {
+				t.Errorf("%s.lua: a declaration of %v does not compile alone: %v", lib, d.names, err)
+			}
+			joined.WriteString(d.text)
+		}
+		_, body, _ := strings.Cut(string(b), "\n\n")
+		if squeeze(joined.String()) != squeeze(body) {
+			t.Errorf("%s.lua: its declarations do not give back its code", lib)
+		}
+	}
+	if strings.Contains(Lock.Source(), "local function tell_grant(") {
+		t.Error("lock.lua carries tell_grant, which it never calls")
+	}
+	if !strings.Contains(Unlock.Source(), "local function tell_grant(") {
+		t.Error("unlock.lua lacks tell_grant")
+	}
+}
+
+// squeeze drops blank lines and comment lines: the code that is left.
+func squeeze(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(s, "\n") {
+		if l := strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// TestDeclarations: a library file splits at blank lines before
+// top-level lines only, never inside a function body.
+func TestDeclarations(t *testing.T) {
+	src := "-- lib.lua: header\n\nlocal a = 1\n\n-- f does\nlocal function f()\n    local x = a\n\n    return x\nend\n\n-- g\nlocal function g() return f() end\n"
+	ds := declarations(src)
+	if len(ds) != 3 || fmt.Sprint(ds[0].names) != "[a]" || fmt.Sprint(ds[1].names) != "[f]" || fmt.Sprint(ds[2].names) != "[g]" {
+		t.Fatalf("declarations: %+v", ds)
+	}
+	if got := used(ds, "return g()"); !strings.Contains(got, "local a = 1") || !strings.Contains(got, "local function g") {
+		t.Errorf("used(g) = %q, want a, f and g", got)
+	}
+	if got := used(ds, "return f()"); strings.Contains(got, "function g") {
+		t.Errorf("used(f) = %q, want a and f", got)
+	}
+	if got := used(ds, "return a"); strings.Contains(got, "function") {
+		t.Errorf("used(a) = %q, want a alone", got)
+	}
+	if refers("local fx = 1", []string{"f"}) || !refers("x = f(1)", []string{"f"}) {
+		t.Error("refers matches part of a word, or misses a whole one")
+	}
+}
+
 func TestLockUnlock(t *testing.T) {
 	ctx := context.Background()
 	keys := lockKeys("s:lock", "s:lock")
