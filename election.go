@@ -231,6 +231,18 @@ func (e *Election) read(ctx context.Context, after string, n int) (reading, erro
 	return r, nil
 }
 
+// recheck returns when an observer that made reading r looks again
+// without being woken: just after the leader's lock would expire, or,
+// with no leader (or a lock without a TTL), after idle. A PTTL of 0 is a
+// lock that expires within the millisecond: it is looked at again then,
+// not after idle.
+func (r reading) recheck(idle time.Duration) time.Duration {
+	if r.leader.Holder != "" && r.ttl >= 0 {
+		return r.ttl + time.Millisecond
+	}
+	return idle
+}
+
 // Observe returns a channel that receives the election's leader and then
 // every change of leader or value, in order and without repeats, from
 // any process: a new leader, a new value, and, as a Leader with an empty
@@ -344,10 +356,7 @@ func (o *observer) catchUp(ctx context.Context) (time.Duration, bool) {
 		if !o.send(ctx, r.leader) {
 			return 0, false
 		}
-		if r.leader.Holder != "" && r.ttl > 0 {
-			return r.ttl + time.Millisecond, true
-		}
-		return c.cfg.watchdog, true
+		return r.recheck(c.cfg.watchdog), true
 	}
 }
 
