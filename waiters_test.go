@@ -57,6 +57,13 @@ func siblingWaits[T any](t *testing.T, ctx context.Context, c *relock.Client, sh
 	}
 	first := <-shortGot
 	if first.err != nil {
+		// Say whether the newer call took it instead, or starved too.
+		select {
+		case second := <-longGot:
+			t.Logf("the newer call returned meanwhile: %v, err %v", second.v, second.err)
+		default:
+			t.Logf("the newer call still waits; the Client's stats: %+v", c.Stats())
+		}
 		t.Fatal(first.err)
 	}
 	second := <-longGot
