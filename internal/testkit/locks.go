@@ -123,6 +123,17 @@ func NoKeysLeft(t testing.TB, rdb redis.UniversalClient, name string) {
 		}
 	}
 	if len(left) > 0 {
+		ctx := context.Background()
+		for _, k := range left {
+			// What a key holds and for how long says which path left it.
+			typ, _ := rdb.Type(ctx, k).Result()
+			ttl, _ := rdb.PTTL(ctx, k).Result()
+			var fields map[string]string
+			if typ == "hash" {
+				fields, _ = rdb.HGetAll(ctx, k).Result()
+			}
+			t.Logf("left: %s (%s, PTTL %v) %v", k, typ, ttl, fields)
+		}
 		t.Fatalf("keys left behind: %v", left)
 	}
 }
