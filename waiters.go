@@ -136,14 +136,7 @@ func (r *waiters) remove(name string, w *waiter) (claimed bool, unwanted *Lease)
 		r.waited = make(map[string]time.Time)
 	}
 	r.waited[name] = now
-	if now.Sub(r.forgot) > contendedFor {
-		r.forgot = now
-		for n, t := range r.waited {
-			if now.Sub(t) > contendedFor {
-				delete(r.waited, n)
-			}
-		}
-	}
+	forgetOld(r.waited, func(t time.Time) time.Time { return t }, contendedFor, &r.forgot, now)
 	if len(ws) == 0 {
 		delete(r.byName, name)
 	} else {
@@ -276,14 +269,7 @@ func (r *waiters) tell(owner string, g *grant, recheck time.Duration) {
 		return
 	}
 	now := time.Now()
-	if now.Sub(r.pruned) > mailLife {
-		r.pruned = now
-		for o, m := range r.mail {
-			if now.Sub(m.at) > mailLife {
-				delete(r.mail, o)
-			}
-		}
-	}
+	forgetOld(r.mail, func(m *mailed) time.Time { return m.at }, mailLife, &r.pruned, now)
 	if r.mail == nil {
 		r.mail = make(map[string]*mailed)
 	}
@@ -297,6 +283,20 @@ func (r *waiters) tell(owner string, g *grant, recheck time.Duration) {
 		m.g = g
 	} else if m.recheck == 0 || recheck < m.recheck {
 		m.recheck = recheck
+	}
+}
+
+// forgetOld deletes the entries of m made (at) more than life before now,
+// at most once per life: last is when it last did.
+func forgetOld[V any](m map[string]V, at func(V) time.Time, life time.Duration, last *time.Time, now time.Time) {
+	if now.Sub(*last) <= life {
+		return
+	}
+	*last = now
+	for k, v := range m {
+		if now.Sub(at(v)) > life {
+			delete(m, k)
+		}
 	}
 }
 

@@ -67,21 +67,24 @@ else
         head = purge()
         candidate = head and find(head)
     end
-    if candidate then
-        take(head)
-        local token = fence(KEYS[5], KEYS[6], ARGV[6])
-        redis.call('hset', KEYS[1], head, 1, token_field, token, since_field, now_ms())
-        redis.call('pexpire', KEYS[1], ARGV[candidate + 1])
-        result = {token, (candidate - 6) / 2}
-    elseif head and ARGV[7] ~= '0' and grantable(head) then
-        local lease, age = grantable(head)
-        local ttl = math.min(lease, tonumber(ARGV[7]))
+    -- Any other head that is a relock waiter taking grants is granted
+    -- the lock for its lease, at most ARGV[7].
+    local lease, age
+    if head and not candidate and ARGV[7] ~= '0' then
+        lease, age = grantable(head)
+    end
+    if candidate or lease then
+        local ttl = candidate and ARGV[candidate + 1] or math.min(lease, tonumber(ARGV[7]))
         take(head)
         local token = fence(KEYS[5], KEYS[6], ARGV[6])
         redis.call('hset', KEYS[1], head, 1, token_field, token, since_field, now_ms())
         redis.call('pexpire', KEYS[1], ttl)
-        redis.call(ARGV[3], KEYS[4] .. ':' .. head, 'g:' .. token .. ':' .. ttl .. ':' .. age)
-        result = 3
+        if candidate then
+            result = {token, (candidate - 6) / 2}
+        else
+            redis.call(ARGV[3], KEYS[4] .. ':' .. head, 'g:' .. token .. ':' .. ttl .. ':' .. age)
+            result = 3
+        end
     elseif head then
         wake(head, ARGV[3], ARGV[2])
     end
