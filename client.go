@@ -53,12 +53,14 @@ type Client struct {
 	fair  waiters      // FairMutex calls waiting
 	turns turnRegistry // RWMutex writers' turns per name
 
-	closing chan struct{}
-	clock   atomic.Pointer[clockArg] // see nowArg
-	closed  atomic.Bool
-	ctx     context.Context // cancelled by Close, for the client's own goroutines
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	closing   chan struct{}
+	clock     atomic.Pointer[clockArg] // see nowArg
+	closed    atomic.Bool
+	ctx       context.Context // cancelled by Close, for the client's own goroutines
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	spawnMu   sync.Mutex // orders spawn before Close's wait
+	stopSpawn bool       // guarded by spawnMu: Close has begun
 
 	stats   stats
 	metrics metric.Registration // nil without WithMeterProvider
@@ -208,6 +210,9 @@ func (c *Client) Close() error {
 		return nil
 	}
 	close(c.closing)
+	c.spawnMu.Lock() // no goroutine is spawned from now on (see spawn)
+	c.stopSpawn = true
+	c.spawnMu.Unlock()
 	c.unregisterMetrics()
 	c.cancel()
 	c.wd.Close(errClosedLost)
@@ -216,6 +221,22 @@ func (c *Client) Close() error {
 	c.wg.Wait()
 	c.retire()
 	return nil
+}
+
+// spawn runs f in a goroutine that Close waits for, unless the Client is
+// closing: it then reports false, and f is the caller's to run.
+func (c *Client) spawn(f func()) bool {
+	c.spawnMu.Lock()
+	defer c.spawnMu.Unlock()
+	if c.stopSpawn {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
 }
 
 func (c *Client) checkOpen() error {

@@ -256,7 +256,7 @@ func (m *Mutex) unlockArgs(owner any, flag any, w *waiter, leaving string) []any
 		remote = argZero // a grant to another Client would return before replicas acknowledge it
 	}
 	return []any{owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing,
-		m.c.argNumsub, m.c.argID, listen, preferred, m.argGrants, argGrantTTL, left, remote}
+		m.c.argNumsub, m.c.argID, listen, preferred, m.argGrants, argGrantTTL, left, remote, argEmpty, argChainBlock}
 }
 
 // settle ends the claim on w of the release that claimed it, sent at
@@ -266,7 +266,10 @@ func (m *Mutex) settle(w *waiter, r int64, err error, sent int64) {
 	ws := []*waiter{w}
 	switch {
 	case err == nil && r < 0:
-		next := &Lease{c: m.c, rel: m, name: m.name, field: w.owner, token: uint64(-r), end: newEnding()}
+		next := &Lease{c: m.c, rel: m, name: m.name, field: w.owner, token: uint64(-r) >> 1, end: newEnding()}
+		if r&1 == 1 { // -(2t + 1): tokens reserved for passing it on in process
+			next.chain = newChain(next.token + 1)
+		}
 		m.c.watch(next, m.group, w.lease, w.fixed, sent)
 		m.c.stats.acquired.Add(1)
 		m.c.stats.handoffs.Add(1)
@@ -287,6 +290,9 @@ func (m *Mutex) settle(w *waiter, r int64, err error, sent int64) {
 func (c *Client) releaseUnwanted(l *Lease) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
 	defer cancel()
+	// The call leaving the queue may free the hold at the same time, so
+	// it is not passed on in process: the next holder's would rest on it.
+	l.unwanted = true
 	if err := l.Unlock(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
 		c.cfg.logger.Warn("relock: cannot release a lock handed to a waiter that left; it expires with its lease",
 			"name", l.name, "err", err)

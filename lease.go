@@ -36,6 +36,14 @@ type Lease struct {
 
 	parts *parts // the member holds of a composite lease (MultiLock, RedLock)
 
+	// A Mutex hold passed on in process (pass.go): the Client's run of
+	// holds it belongs to, nil for any other hold; and a channel closed
+	// once Redis has answered the switch that made it the holder there
+	// (nil for a hold Redis had before the lease was made).
+	chain     *chain
+	confirmed chan struct{}
+	unwanted  bool // handed to a call that had gone: never passed on
+
 	endMu sync.Mutex
 	ended bool     // finish has run
 	onEnd []func() // called once when the lease ends (see whenDone)
@@ -105,6 +113,12 @@ func (l *Lease) watchEntry() (*watchdog.Entry, *watchdog.Watchdog) { return l.en
 // a Redis or context error the hold stays in place and renewed, and Unlock
 // may be called again: a retry is never applied twice. MultiLock and
 // RedLock describe how the lease of several holds is unlocked.
+//
+// A Mutex's Unlock may pass the lock straight to another waiting Lock
+// call of the same Client, before Redis has answered (docs/design.md,
+// "Passing on in process"): it then returns once that call holds it, and
+// if Redis finds the hold gone after all, that call's lease reports
+// ErrLockLost, not this Unlock.
 func (l *Lease) Unlock(ctx context.Context) error {
 	if l.parts != nil {
 		return l.parts.unlock(ctx, l)
@@ -142,6 +156,24 @@ func (l *Lease) unlock(ctx context.Context) error {
 	l.finish(ErrReleased, "")
 	l.c.stats.released.Add(1)
 	return nil
+}
+
+// awaitConfirmed waits until Redis has answered the switch that made the
+// hold its holder there, if it was passed on in process, and every other
+// switch of its run (pass.go), so that no other write about the lock
+// overtakes them.
+func (l *Lease) awaitConfirmed(ctx context.Context) error {
+	if l.chain == nil {
+		return nil
+	}
+	if l.confirmed != nil {
+		select {
+		case <-l.confirmed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return l.chain.settled(ctx)
 }
 
 // lost is called by the watchdog when the hold is lost.
@@ -224,13 +256,7 @@ func (c *Client) watch(l *Lease, group int, lease time.Duration, fixed bool, sen
 // watchUntil is watch with the hold's local deadline given.
 func (c *Client) watchUntil(l *Lease, group int, lease time.Duration, fixed bool, deadline int64) {
 	if fixed || !l.reentrant {
-		renew := lease
-		if fixed {
-			renew = 0 // checked, never extended
-		}
-		l.own = watchdog.Entry{Key: l.name, Owner: l.field, Kind: l.renewal, Group: group, Lease: renew, Data: watched(l)}
-		l.entry = &l.own
-		c.wd.Add(l.entry, deadline)
+		c.wd.Add(l.ownEntry(group, lease, fixed), deadline)
 		return
 	}
 	key := holdKey{l.name, l.field}
@@ -250,6 +276,17 @@ func (c *Client) watchUntil(l *Lease, group int, lease time.Duration, fixed bool
 	}
 	h.leases[l] = struct{}{}
 	l.hold, l.entry = h, h.entry
+}
+
+// ownEntry makes the watchdog entry of a lease not sharing a hold.
+func (l *Lease) ownEntry(group int, lease time.Duration, fixed bool) *watchdog.Entry {
+	renew := lease
+	if fixed {
+		renew = 0 // checked, never extended
+	}
+	l.own = watchdog.Entry{Key: l.name, Owner: l.field, Kind: l.renewal, Group: group, Lease: renew, Data: watched(l)}
+	l.entry = &l.own
+	return l.entry
 }
 
 // watched is what a watchdog entry stands for (its Data): a Lease, a

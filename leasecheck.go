@@ -30,6 +30,9 @@ func (l *Lease) Check(ctx context.Context) error {
 		l.parts.check(l)
 		return l.Err()
 	}
+	if err := l.awaitConfirmed(ctx); err != nil {
+		return fmt.Errorf("relock: check %q: %w", l.name, err)
+	}
 	if err := l.Err(); err != nil {
 		return err
 	}

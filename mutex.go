@@ -262,6 +262,14 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 		keys, flag = []any{m.name, m.channel, suffixed(unlockLatchPrefix, m.name, l.request), m.counter, m.named, m.queue}, argOne
 	}
 	var one [1]*waiter
+	if m.mayPassOver(l) {
+		if ws := m.c.local.claim(m.name, one[:]); len(ws) == 1 {
+			return m.passOver(ctx, l, ws[0])
+		}
+	}
+	if err := l.awaitConfirmed(ctx); err != nil {
+		return 0, err
+	}
 	if ws := m.c.local.claim(m.name, one[:]); len(ws) == 1 {
 		return m.handOff(ctx, l, ws[0], keys, flag)
 	}

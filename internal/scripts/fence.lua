@@ -66,3 +66,20 @@ end
 local function held(lock, counter, named)
     return tonumber(redis.call('hget', lock, token_field)) or latest(counter, named)
 end
+
+-- reserve returns the first of k new tokens (k >= 1) for a lock the
+-- caller holds without a break until it hands them out, in order: each is
+-- above every token handed before, and the counter (and the named key,
+-- where it is kept) moves past the last, so every token handed after by
+-- anyone is above them all.
+local function reserve(counter, named, mode, k)
+    local t = fence(counter, named, mode)
+    if k > 1 then
+        local last = t + k - 1
+        redis.call('set', counter, last)
+        if mode == '0' or redis.call('exists', named) == 1 then
+            redis.call('set', named, last, 'keepttl')
+        end
+    end
+    return t
+end

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -308,8 +309,8 @@ func TestGrant(t *testing.T) {
 	// Client u's own waiter, named by the release: handed in place.
 	args := unlockArgs("u:1", "0")
 	args[8], args[9] = "1", "5000|o|u:2"
-	if v := run(t, Unlock, rel, args...); v != int64(-2) {
-		t.Fatalf("release to an own waiter = %v, want -2", v)
+	if v := run(t, Unlock, rel, args...); v != int64(-4) {
+		t.Fatalf("release to an own waiter = %v, want -4 (token 2, nothing reserved)", v)
 	}
 	if got := rdb.HGetAll(ctx, "s:g").Val(); len(got) != 3 || got["u:2"] != "1" || got["relock_token"] != "2" || got["relock_since"] == "" {
 		t.Fatalf("hash after the grant: %v", got)
@@ -382,5 +383,179 @@ func TestGrant(t *testing.T) {
 	}
 	if rdb.ZCard(ctx, queue).Val() != 1 {
 		t.Fatalf("queue after leaving: %v", rdb.ZRange(ctx, queue, 0, -1).Val())
+	}
+}
+
+// TestPassOn: a release that grants the lock to its client's own waiter
+// reserves k tokens for passing it on in process when no one else could
+// be owed it; a switch with a reserved token replaces the client's hold
+// of an older token, whoever of the run holds it, tells an older switch
+// it was overtaken, never takes a lock the client does not hold, and
+// always takes its waiter out of the queue.
+func TestPassOn(t *testing.T) {
+	ctx := context.Background()
+	name := "s:pass"
+	keys, rel := lockKeys(name, name), unlockKeys(name, name)
+	queue, counter := keys[4], keys[1]
+	lock := func(owner, member string) int64 {
+		return run(t, Lock, keys, "30000", owner, "0", 60000, fenceTTL, "o", 2000).(int64)
+	}
+	const k = 4
+	release := func(owner, grantee, token string, ask string) int64 {
+		args := append(unlockArgs(owner, "0"), token, k)
+		args[9] = grantee
+		if ask != "" {
+			args = append(args, ask)
+		}
+		return run(t, Unlock, rel, args...).(int64)
+	}
+	holder := func() (string, string) {
+		h := rdb.HGetAll(ctx, name).Val()
+		for f, v := range h {
+			if f != "relock_token" && f != "relock_since" {
+				return f + "=" + v, h["relock_token"]
+			}
+		}
+		return "", h["relock_token"]
+	}
+	queued := func(members ...string) {
+		t.Helper()
+		for _, m := range members {
+			if v := lock(strings.SplitN(m, "|", 3)[2], m); v > 0 {
+				t.Fatalf("%s acquired a held lock", m)
+			}
+		}
+	}
+
+	if v := lock("u:1", ""); v != 1 {
+		t.Fatalf("first lock = %d", v)
+	}
+	queued("30000|o|u:2", "30000|o|u:3", "30000|o|u:4")
+	// A grant to an own waiter with no one else waiting: t = 2, and 3..6
+	// reserved.
+	if v := release("u:1", "30000|o|u:2", "", ""); v != -(2*2 + 1) {
+		t.Fatalf("grant = %d, want %d", v, -(2*2 + 1))
+	}
+	if c := rdb.Get(ctx, counter).Val(); c != "6" {
+		t.Fatalf("counter %s after reserving 4, want 6", c)
+	}
+	// u:2 passes to u:3 with token 3, and u:3 to u:4 with 4; the second
+	// switch reaches Redis first and asks for the next block (7..10).
+	if v := release("u:3", "30000|o|u:4", "4", "1"); v != 4*7+3 {
+		t.Fatalf("switch 3 -> 4 = %d, want %d", v, 4*7+3)
+	}
+	if h, tok := holder(); h != "u:4=1" || tok != "4" {
+		t.Fatalf("holder %s token %s, want u:4 with 4", h, tok)
+	}
+	if ttl := rdb.PTTL(ctx, name).Val(); ttl < 29*time.Second {
+		t.Fatalf("TTL after a switch %v, want the waiter's lease", ttl)
+	}
+	if v := release("u:2", "30000|o|u:3", "3", "0"); v != 4*4+2 {
+		t.Fatalf("overtaken switch 2 -> 3 = %d, want %d", v, 4*4+2)
+	}
+	if h, _ := holder(); h != "u:4=1" {
+		t.Fatalf("an overtaken switch changed the holder to %s", h)
+	}
+	if n := rdb.ZCard(ctx, queue).Val(); n != 0 {
+		t.Fatalf("%d left in the queue, want 0", n)
+	}
+	// Another client's waiter first in the queue: the switch is applied,
+	// but passing on must end.
+	queued("30000|o|v:1", "30000|o|u:5")
+	if v := release("u:4", "30000|o|u:5", "7", "1"); v != 1 {
+		t.Fatalf("switch with another client first = %d, want 1", v)
+	}
+	// The run broken (the hold deleted): a switch takes nothing.
+	rdb.Del(ctx, name)
+	queued()
+	if v := release("u:5", "30000|o|u:6", "8", "0"); v != 0 {
+		t.Fatalf("switch of a broken run = %d, want 0", v)
+	}
+	if n := rdb.Exists(ctx, name).Val(); n != 0 {
+		t.Fatal("a switch took a free lock")
+	}
+	// Held by another client: untouched.
+	if v := lock("v:1", ""); v <= 0 {
+		t.Fatalf("v:1 lock = %d", v)
+	}
+	if v := release("u:5", "30000|o|u:6", "9", "0"); v != 0 {
+		t.Fatalf("switch over another client's hold = %d, want 0", v)
+	}
+	if h, _ := holder(); h != "v:1=1" {
+		t.Fatalf("holder %s, want v:1", h)
+	}
+	// A listener on the release channel: the lock is freed, not granted,
+	// and nothing reserved.
+	rdb.Del(ctx, name, queue)
+	ps := rdb.Subscribe(ctx, rel[1])
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lock("u:7", "")
+	queued("30000|o|u:8")
+	before := rdb.Get(ctx, counter).Val()
+	if v := release("u:7", "30000|o|u:8", "", ""); v != 2 {
+		t.Fatalf("release with a listener = %d, want 2", v)
+	}
+	if c := rdb.Get(ctx, counter).Val(); c != before {
+		t.Fatalf("counter %s, was %s: tokens reserved with a listener", c, before)
+	}
+	rdb.Del(ctx, name, queue, counter, keys[2])
+}
+
+// TestReserve: the k tokens reserve hands are above every token handed
+// before, and the counter, and the named key where it is kept, move to
+// the last of them, in every fencing layout.
+func TestReserve(t *testing.T) {
+	ctx := context.Background()
+	b, err := files.ReadFile("fence.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "return {reserve(KEYS[1], KEYS[2], ARGV[1], 4), fence(KEYS[1], KEYS[2], ARGV[1])}\n"
+	s := redis.NewScript(used(declarations(string(b)), body) + body)
+	for _, c := range []struct {
+		name    string
+		mode    string
+		counter string // "" for none
+		named   string // "" for none
+	}{
+		{"counter only", fenceTTL, "10", ""},
+		{"named key newer, bounded", fenceTTL, "3", "20"},
+		{"named key kept (mode 0)", "0", "5", "7"},
+		{"nothing yet, mode 0", "0", "", ""},
+	} {
+		counter, named := "s:res:counter", "s:res:named"
+		rdb.Del(ctx, counter, named)
+		if c.counter != "" {
+			rdb.Set(ctx, counter, c.counter, 0)
+		}
+		if c.named != "" {
+			rdb.Set(ctx, named, c.named, 0)
+		}
+		before := 0
+		for _, v := range []string{c.counter, c.named} {
+			if n, _ := strconv.Atoi(v); n > before {
+				before = n
+			}
+		}
+		v, err := s.Run(ctx, rdb, []string{counter, named}, c.mode).Int64Slice()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if v[0] != int64(before+1) || v[1] != int64(before+5) {
+			t.Errorf("%s: reserved from %d, then fenced %d; want %d and %d", c.name, v[0], v[1], before+1, before+5)
+		}
+		if got := rdb.Get(ctx, counter).Val(); got != strconv.Itoa(before+5) {
+			t.Errorf("%s: counter %s, want %d", c.name, got, before+5)
+		}
+		if c.named != "" || c.mode == "0" {
+			if got := rdb.Get(ctx, named).Val(); got != strconv.Itoa(before+5) {
+				t.Errorf("%s: named key %s, want %d", c.name, got, before+5)
+			}
+		} else if rdb.Exists(ctx, named).Val() != 0 {
+			t.Errorf("%s: named key made where it was not kept", c.name)
+		}
 	}
 }

@@ -30,14 +30,46 @@
 -- ARGV[13] queue member to remove first (a waiter leaving); "" for none
 -- ARGV[14] "1" to grant to other clients' waiters, "0" to the releasing
 --          client's own only
+-- ARGV[15] a fencing token, or "": with a token, the releasing client has
+--          passed its hold to its waiter ARGV[10] in process already,
+--          with that token (see "Passing on in process" below)
+-- ARGV[16] how many tokens to reserve for passing on in process (k)
+-- ARGV[17] with ARGV[15]: "1" to reserve the next k tokens, "0" not to
 --
 -- Returns  0: the owner holds no hold here (expired, deleted or never held)
 --          1: one hold released, the owner still holds the lock
 --          2: the last hold released, the lock is free
 --          3: the last hold released, and the lock granted to a waiter of
 --             another client, told on its grant channel
---          a negative integer -t: the last hold released, and the lock
---             granted to the member ARGV[10], whose fencing token is t
+--          a negative integer -(2t + p): the last hold released, and the
+--             lock granted to the member ARGV[10], whose fencing token is
+--             t; p is 1 when the tokens t + 1 to t + k are reserved for
+--             the grantee's client to pass the lock on in process.
+--          With ARGV[15] (passing on in process), t being that token:
+--          0  the client holds the lock no more: the run of holds was
+--             broken before (expired, deleted), and the waiter has nothing
+--          4c + 2: a hold of the client with the newer token c is there
+--             already (its switch overtook this one): nothing done
+--          4r + 2p + 1: the waiter holds the lock with token t; p is 1 when
+--             the client may go on passing it in process, and r, when not
+--             0, the first of k tokens reserved for that
+--
+-- Passing on in process. A release that grants the lock to a waiter of
+-- its own client reserves k fencing tokens for it when no one else could
+-- be owed the lock: no one else listens on the release channel and no
+-- other client's waiter is first in the queue. While its client holds the
+-- lock without a break, a release of that client may then hand the lock
+-- to its next local waiter at once, with the next reserved token, and
+-- send this script with ARGV[15] to make it so in Redis. Such switches
+-- may reach the server in any order; each replaces the client's hold if
+-- that hold's token is older than its own, so the newest wins, and none
+-- ever takes a lock the client does not hold. A switch answered with p
+-- reserves the next k tokens when asked to; one answered without p ends
+-- the passing: the next release frees or grants the lock as below.
+-- Tokens still grow with every holder: the reserved ones are above every
+-- token handed before them, every token handed after them by anyone
+-- comes from the counter past them, and no one else gets a token for the
+-- lock while the client holds it.
 --
 -- A grant goes to the first waiter of the queue unless someone else
 -- listens on the release channel (a Redisson client, an older relock, a
@@ -52,6 +84,64 @@
 -- may publish there; so when the lock is freed, the first waiter of each
 -- client in the queue is also told on its client's grant channel to check
 -- again now ("n:0:<owner>").
+
+local k = tonumber(ARGV[16] or '0')
+
+-- may_pass reports whether the client may pass the lock on in process
+-- after granting it to member grantee: see above.
+local function may_pass(queue, grantee, quiet)
+    if not quiet or ARGV[14] ~= '1' or k == 0 then
+        return false
+    end
+    for i = 1, #queue, 2 do
+        if queue[i] ~= grantee then
+            return client(queue[i]) == ARGV[8]
+        end
+    end
+    return true
+end
+
+-- quiet_channel reports whether no one but the releasing client (when it
+-- listens) listens on the release channel.
+local function quiet_channel()
+    local known = 0
+    if ARGV[9] == '1' then
+        known = 1
+    end
+    return redis.call('pubsub', ARGV[7], KEYS[2])[2] <= known
+end
+
+local passed = ARGV[15] or ''
+if passed ~= '' then
+    local t = tonumber(passed)
+    local f = redis.call('hgetall', KEYS[1])
+    local holder, cur
+    for i = 1, #f, 2 do
+        if f[i] == token_field then
+            cur = tonumber(f[i + 1])
+        elseif f[i] ~= since_field then
+            holder = f[i]
+        end
+    end
+    redis.call('zrem', KEYS[6], ARGV[10])
+    if not cur or not holder or string.sub(holder, 1, #ARGV[8] + 1) ~= ARGV[8] .. ':' then
+        return 0
+    end
+    if cur > t then
+        return 4 * cur + 2
+    end
+    redis.call('del', KEYS[1])
+    redis.call('hset', KEYS[1], owner_of(ARGV[10]), 1, token_field, t, since_field, now_ms())
+    redis.call('pexpire', KEYS[1], string.match(ARGV[10], '^(%d+)|'))
+    if not may_pass(waiting(KEYS[6]), ARGV[10], quiet_channel()) then
+        return 1
+    end
+    local r = 0
+    if ARGV[17] == '1' then
+        r = reserve(KEYS[4], KEYS[5], ARGV[6], k)
+    end
+    return 4 * r + 3
+end
 
 if ARGV[13] ~= '' then
     redis.call('zrem', KEYS[6], ARGV[13])
@@ -79,13 +169,11 @@ end
 
 local result = 2
 local grantee
+local quiet = false
 local queue = waiting(KEYS[6])
 if #queue > 0 or ARGV[10] ~= '' then
-    local known = 0
-    if ARGV[9] == '1' then
-        known = 1
-    end
-    if redis.call('pubsub', ARGV[7], KEYS[2])[2] <= known then
+    quiet = quiet_channel()
+    if quiet then
         local first = queue[1]
         if first == nil or (client(first) == ARGV[8] and ARGV[10] ~= '') then
             grantee = ARGV[10]
@@ -115,7 +203,11 @@ if grantee then
     redis.call('hset', KEYS[1], owner, 1, token_field, token, since_field, now_ms())
     redis.call('pexpire', KEYS[1], ttl)
     if mine and grantee == ARGV[10] then
-        result = -token
+        result = -2 * token
+        if may_pass(queue, grantee, quiet) then
+            reserve(KEYS[4], KEYS[5], ARGV[6], k)
+            result = result - 1
+        end
     else
         tell_grant(queue, grantee, token, ttl, ARGV[3], ARGV[11], ARGV[8])
         result = 3

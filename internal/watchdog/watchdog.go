@@ -51,8 +51,9 @@ type Entry struct {
 	Lease time.Duration // what a renewal extends the hold to; 0 only checks it
 	Data  any           // the caller's, handed back to Config.Lost
 
-	deadline atomic.Int64 // monotonic ns since the watchdog's base
-	state    atomic.Int32 // 0 new, 1 watched, 2 ended
+	deadline    atomic.Int64 // monotonic ns since the watchdog's base
+	state       atomic.Int32 // 0 new, 1 watched, 2 ended
+	unconfirmed atomic.Bool  // not yet in Redis: its deadline runs, nothing renews it
 }
 
 // Deadline returns the entry's local deadline on the watchdog's clock.
@@ -140,6 +141,25 @@ func (w *Watchdog) Add(e *Entry, deadline int64) {
 		}
 	}
 }
+
+// AddUnconfirmed starts watching e, a hold not in Redis yet under its
+// owner (a write that puts it there is on its way): its deadline runs, but
+// no renewal touches it, since one that overtook the write would find it
+// gone. Confirmed ends that.
+func (w *Watchdog) AddUnconfirmed(e *Entry, deadline int64) {
+	e.unconfirmed.Store(true)
+	w.Add(e, deadline)
+}
+
+// Confirmed ends e's unconfirmed state (see AddUnconfirmed): the hold is
+// in Redis with the given deadline, and renewed from now on.
+func (w *Watchdog) Confirmed(e *Entry, deadline int64) {
+	e.Extend(deadline)
+	e.unconfirmed.Store(false)
+}
+
+// Lose declares e lost with err now, unless it has ended already.
+func (w *Watchdog) Lose(e *Entry, err error) { w.lose(e, err) }
 
 // Remove stops watching e without calling Config.Lost. It reports whether e was
 // still watched (false if it had been lost or removed already).
@@ -308,7 +328,9 @@ func (w *Watchdog) snapshot() []*Entry {
 	defer w.mu.Unlock()
 	batch := make([]*Entry, 0, len(w.entries))
 	for e := range w.entries {
-		batch = append(batch, e)
+		if !e.unconfirmed.Load() {
+			batch = append(batch, e)
+		}
 	}
 	return batch
 }
@@ -389,10 +411,11 @@ func (w *Watchdog) apply(r round) {
 
 // Verify renews e at once, outside the periodic rounds, and applies the
 // outcome as a round would: Held extends its deadline, Gone loses it. It
-// returns the outcome; Unknown for an entry no longer watched, or when
-// the renewal was not answered within ctx.
+// returns the outcome; Unknown for an entry no longer watched or not yet
+// confirmed (see AddUnconfirmed), or when the renewal was not answered
+// within ctx.
 func (w *Watchdog) Verify(ctx context.Context, e *Entry) Result {
-	if e.state.Load() != 1 {
+	if e.state.Load() != 1 || e.unconfirmed.Load() {
 		return Unknown
 	}
 	sent := w.Now()

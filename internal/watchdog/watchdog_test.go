@@ -217,3 +217,47 @@ func TestConfirm(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// TestUnconfirmed: an entry added unconfirmed is in no renewal (a renewal
+// would find it gone) and not verified, yet lost at its deadline; once
+// confirmed it is renewed with the others.
+func TestUnconfirmed(t *testing.T) {
+	r := &renewer{result: map[string]Result{"a": Gone, "b": Held}, calls: make(chan int, 100)}
+	w := New(Config{Interval: 10 * time.Millisecond, Renew: r.renew, Lost: lostData})
+	defer w.Close(errors.New("closed"))
+	lostA, chA := lostChan()
+	a := &Entry{Key: "a", Lease: time.Hour, Data: lostA}
+	w.AddUnconfirmed(a, DeadlineFor(w.Now(), time.Hour))
+	lostB, chB := lostChan()
+	b := &Entry{Key: "b", Lease: time.Hour, Data: lostB}
+	w.Add(b, DeadlineFor(w.Now(), b.Lease))
+	for i := 0; i < 5; i++ {
+		if n := <-r.calls; n != 1 {
+			t.Fatalf("a round renewed %d entries, want only the confirmed one", n)
+		}
+	}
+	if res := w.Verify(context.Background(), a); res != Unknown {
+		t.Fatalf("Verify of an unconfirmed entry = %v, want Unknown", res)
+	}
+	select {
+	case err := <-chA:
+		t.Fatalf("the unconfirmed entry was lost: %v", err)
+	default:
+	}
+	w.Confirmed(a, DeadlineFor(w.Now(), time.Hour))
+	if err := <-chA; !errors.Is(err, ErrGone) { // renewed now, and found gone
+		t.Fatalf("the confirmed entry lost with %v, want ErrGone", err)
+	}
+
+	lostC, chC := lostChan()
+	c := &Entry{Key: "c", Lease: time.Hour, Data: lostC}
+	w.AddUnconfirmed(c, DeadlineFor(w.Now(), 30*time.Millisecond))
+	if err := <-chC; !errors.Is(err, ErrDeadline) {
+		t.Fatalf("an unconfirmed entry past its deadline lost with %v, want ErrDeadline", err)
+	}
+	select {
+	case err := <-chB:
+		t.Fatalf("the confirmed entry was lost: %v", err)
+	default:
+	}
+}

@@ -1,0 +1,194 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/testkit"
+)
+
+// passRun is a Client about to pass a Mutex on in process: b holds it,
+// granted by a release that reserved tokens for passing on, and a third
+// call waits (next); b's Unlock passes the lock to it. other is a second
+// Client.
+type passRun struct {
+	c, other *relock.Client
+	rdb      redis.UniversalClient
+	name     string
+	ctx      context.Context
+	b        *relock.Lease
+	next     <-chan *relock.Lease
+}
+
+// newPassRun makes a passRun on the standalone server, whose master has no
+// replicas: on the test cluster every master has one, and a Client waits
+// for its acknowledgement before it hands anyone a grant, so it never
+// passes a lock on in process there.
+func newPassRun(t *testing.T) *passRun {
+	t.Helper()
+	top := testkit.Topologies()[0]
+	r := &passRun{c: top.NewClient(t), other: top.NewClient(t), rdb: top.RDB(t), name: testkit.LockName(t),
+		ctx: testkit.CtxTimeout(t, 20*time.Second)}
+	m := r.c.Mutex(r.name)
+	a, err := m.Lock(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bCh := testkit.LockAsync(t, r.ctx, m.Lock)
+	testkit.Eventually(t, 5*time.Second, "the second call to sleep", func() bool { return r.c.Stats().Asleep == 1 })
+	if err := a.Unlock(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r.b = <-bCh; r.b == nil {
+		t.FailNow()
+	}
+	r.next = testkit.LockAsync(t, r.ctx, m.Lock)
+	testkit.Eventually(t, 5*time.Second, "the third call to sleep", func() bool { return r.c.Stats().Asleep == 1 })
+	return r
+}
+
+// pass unlocks b and returns the lease the next call got.
+func (r *passRun) pass(t *testing.T) *relock.Lease {
+	t.Helper()
+	if err := r.b.Unlock(r.ctx); err != nil {
+		t.Fatalf("a release that passed the lock on: %v", err)
+	}
+	n := <-r.next
+	if n == nil {
+		t.FailNow()
+	}
+	return n
+}
+
+// finish checks that the other Client can take the lock, then that
+// nothing is left behind.
+func (r *passRun) finish(t *testing.T) *relock.Lease {
+	t.Helper()
+	o, err := r.other.Mutex(r.name).TryLock(r.ctx)
+	if err != nil {
+		t.Fatalf("the other Client cannot take the lock: %v", err)
+	}
+	if err := o.Unlock(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.NoKeysLeft(t, r.rdb, r.name)
+	testkit.Idle(t, r.c, r.other)
+	return o
+}
+
+// TestPassOnInProcess: a release that passes the lock to a waiter of its
+// Client hands it the first reserved token (one above its own, while a
+// grant by Redis would take one above the reserved block), Redis then
+// records the new holder with that token, and the next Client to take the
+// lock gets a token above every reserved one.
+func TestPassOnInProcess(t *testing.T) {
+	r := newPassRun(t)
+	n := r.pass(t)
+	if n.Token() != r.b.Token()+1 {
+		t.Fatalf("passed on with token %d after %d: not the reserved one", n.Token(), r.b.Token())
+	}
+	if err := n.Check(r.ctx); err != nil { // waits for Redis's answer to the switch
+		t.Fatalf("check of the passed hold: %v", err)
+	}
+	if tok := r.rdb.HGet(r.ctx, r.name, "relock_token").Val(); tok != strconv.FormatUint(n.Token(), 10) {
+		t.Fatalf("Redis records token %s, the holder has %d", tok, n.Token())
+	}
+	if h := testkit.HoldCount(t, r.rdb, r.name); h != 1 {
+		t.Fatalf("%d holds in Redis, want 1", h)
+	}
+	if err := n.Unlock(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o := r.finish(t); o.Token() <= r.b.Token()+8 {
+		t.Fatalf("the next Client's token %d is not above the block reserved after %d", o.Token(), r.b.Token())
+	}
+}
+
+// TestPassOnBrokenRun: a lock deleted under its holder and then passed on
+// in process is not taken by the switch: the new holder's lease is lost
+// as soon as Redis answers, its Unlock reports ErrNotHeld, and the lock is
+// free for anyone.
+func TestPassOnBrokenRun(t *testing.T) {
+	r := newPassRun(t)
+	if ok, err := r.other.Mutex(r.name).ForceUnlock(r.ctx); err != nil || !ok {
+		t.Fatalf("force unlock: %v, %v", ok, err)
+	}
+	n := r.pass(t)
+	select {
+	case <-n.Done():
+	case <-r.ctx.Done():
+		t.Fatal("a hold passed on from a deleted lock was never found lost")
+	}
+	if err := n.Err(); !errors.Is(err, relock.ErrLockLost) {
+		t.Fatalf("Err of the lost hold: %v", err)
+	}
+	if err := n.Unlock(r.ctx); !errors.Is(err, relock.ErrNotHeld) {
+		t.Fatalf("Unlock of the lost hold: %v, want ErrNotHeld", err)
+	}
+	if testkit.Exists(t, r.rdb, r.name) {
+		t.Fatal("the switch took a lock its Client did not hold")
+	}
+	r.finish(t)
+}
+
+// TestPassOnYieldsToOtherClients: while four goroutines of one Client
+// keep taking a lock, passing it on in process, a waiter of another Client
+// gets it: passing on ends once Redis answers that another Client's
+// waiter is first.
+func TestPassOnYieldsToOtherClients(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c, other := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 30*time.Second)
+		m := c.Mutex(name)
+		stop := make(chan struct{})
+		var holds atomic.Int64
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					l, err := m.Lock(ctx)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					holds.Add(1)
+					if err := l.Unlock(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		testkit.Eventually(t, 10*time.Second, "the Client to pass the lock on", func() bool { return c.Stats().Handoffs > 50 })
+		before := holds.Load()
+		o, err := other.Mutex(name).Lock(ctx)
+		if err != nil {
+			t.Fatalf("the other Client's waiter: %v", err)
+		}
+		during := holds.Load() - before
+		if err := o.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		wg.Wait()
+		t.Logf("the other Client waited through %d holds of the first", during)
+		testkit.NoKeysLeft(t, top.RDB(t), name)
+		testkit.Idle(t, c, other)
+	})
+}
