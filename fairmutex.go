@@ -305,7 +305,17 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	if m.c.rsync.mayWait() {
 		grants = argZero
 	}
-	args := []any{l.field, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants}
+	args := []any{l.field, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants, argFairHeads}
+	if m.c.passable(l) {
+		if head := l.chain.fairNext(); head != "" {
+			if w := m.c.fair.claimOwner(m.name, head); w != nil {
+				return m.passOver(ctx, l, w, args)
+			}
+		}
+	}
+	if err := l.awaitConfirmed(ctx); err != nil {
+		return 0, err
+	}
 	if !m.c.rsync.mayWait() {
 		var buf [fairMaxCandidates]*waiter
 		if ws := m.c.fair.claim(m.name, buf[:]); len(ws) > 0 {

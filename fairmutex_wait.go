@@ -83,7 +83,7 @@ func (m *FairMutex) handOff(ctx context.Context, keys []any, args []any, ws []*w
 		return 0, err
 	}
 	r, ok := v.([]any)
-	if !ok || len(r) != 2 {
+	if !ok || len(r) != 4 {
 		m.c.fair.settle(ws, -1, nil, false)
 		n, _ := v.(int64)
 		return n, nil
@@ -96,6 +96,10 @@ func (m *FairMutex) handOff(ctx context.Context, keys []any, args []any, ws []*w
 	}
 	w := ws[i-1]
 	next := m.newLease(w.owner, false, uint64(token))
+	if heads, first := fairHeadsOf(r[2], r[3]); len(heads) > 0 {
+		// Tokens reserved for passing it on in process to the next heads.
+		next.chain = newFairChain(first, heads)
+	}
 	m.c.watch(next, m.group, w.lease, w.fixed, sent)
 	m.c.stats.acquired.Add(1)
 	m.c.stats.handoffs.Add(1)

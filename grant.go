@@ -268,7 +268,7 @@ func (m *Mutex) settle(w *waiter, r int64, err error, sent int64) {
 	case err == nil && r < 0:
 		next := &Lease{c: m.c, rel: m, name: m.name, field: w.owner, token: uint64(-r) >> 1, end: newEnding()}
 		if r&1 == 1 { // -(2t + 1): tokens reserved for passing it on in process
-			next.chain = newChain(next.token + 1)
+			next.chain = newChain(next.token+1, chainBlock)
 		}
 		m.c.watch(next, m.group, w.lease, w.fixed, sent)
 		m.c.stats.acquired.Add(1)

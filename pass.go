@@ -3,6 +3,7 @@ package relock
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -18,7 +19,9 @@ import (
 // unlock.lua a switch that makes the waiter the holder there too. The
 // waiter's fencing token comes from a block that an earlier answer of
 // Redis reserved for the Client (unlock.lua, "Passing on in process"), so
-// its Lock returns with everything a Lease tells.
+// its Lock returns with everything a Lease tells. A FairMutex does the
+// same with fair_pass.lua, passing the lock only to the queue's next heads
+// that an answer named as the Client's own waiters, in queue order.
 //
 // Until Redis answers the switch, the new hold rests on the Client's: the
 // lock is held in Redis by the run of holds it passes along (a field of
@@ -32,8 +35,9 @@ import (
 // or reports it overtaken by a newer switch of the run (the hold has been
 // passed on already), or finds the run broken before the switch (its hold
 // had expired or been deleted): the hold is then lost, and Done closes.
-// A release that does not pass the lock on waits for that answer first, so
-// that its script meets its own hold in Redis.
+// A release that does not pass the lock on first waits for the answers to
+// every switch of the run, so that its script meets the run's last hold in
+// Redis and no switch comes after the run has ended.
 //
 // The passing ends when an answer says someone else may be owed the lock,
 // or when the reserved tokens run out before the next block comes: that
@@ -48,11 +52,13 @@ var argChainBlock any = chainBlock
 // deadline to be passed on.
 const passMargin = 100 * time.Millisecond
 
-// chain is a Client's run of holds of one Mutex passed on in process,
+// chain is a Client's run of holds of one lock passed on in process,
 // shared by their leases: the tokens reserved for passing on, whether
 // Redis's latest answer allows it, and the switches not answered yet.
 // Only the current holder takes tokens; answers add blocks and update the
-// permission.
+// permission. A FairMutex's run also keeps the queue's next heads that
+// are waiters of the Client, in order, as the latest answer named them:
+// it passes the lock to them only, first to last.
 type chain struct {
 	mu       sync.Mutex
 	next     uint64 // the next token to hand; next > last when none is left
@@ -62,16 +68,43 @@ type chain struct {
 	permit   bool          // the answer to the newest switch answered allows passing on
 	answered uint64        // the token of that switch
 	passed   uint64        // the newest token handed
+	size     uint64        // tokens in a Mutex's block
 	pending  int           // switches not answered yet
 	idle     chan struct{} // closed when pending falls to 0; nil while it is 0
+
+	heads []string     // a FairMutex's next holders (see above)
+	log   []passedHold // a FairMutex's passes not yet answered, oldest first
 }
 
-// newChain starts a run with the block of tokens from first.
-func newChain(first uint64) *chain {
-	return &chain{next: first, last: first + chainBlock - 1, permit: true}
+// passedHold is one pass of a FairMutex's run: to whom, with which token.
+type passedHold struct {
+	token uint64
+	owner string
 }
 
-// ready reports whether the holder may pass the lock on now.
+// newChain starts a Mutex's run with the block of size tokens from
+// first.
+func newChain(first, size uint64) *chain {
+	return &chain{next: first, last: first + size - 1, size: size, permit: true}
+}
+
+// newFairChain starts a FairMutex's run that may pass the lock to heads,
+// in order, with the tokens from first.
+func newFairChain(first uint64, heads []string) *chain {
+	ch := &chain{}
+	ch.setHeads(first, heads)
+	return ch
+}
+
+// setHeads makes heads the run's next holders, with the tokens from
+// first; none stops passing.
+func (ch *chain) setHeads(first uint64, heads []string) {
+	ch.heads = heads
+	ch.next, ch.last = first, first+uint64(len(heads))-1
+	ch.permit = len(heads) > 0
+}
+
+// ready reports whether the holder of a Mutex may pass it on now.
 func (ch *chain) ready() bool {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -84,24 +117,38 @@ func (ch *chain) take() (token uint64, ask bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.next > ch.last {
-		ch.next, ch.last, ch.queued = ch.queued, ch.queued+chainBlock-1, 0
+		ch.next, ch.last, ch.queued = ch.queued, ch.queued+ch.size-1, 0
 	}
 	token = ch.next
 	ch.next++
 	ch.passed = token
-	if !ch.asking && ch.queued == 0 && ch.last-token < chainBlock/2 {
+	if !ch.asking && ch.queued == 0 && ch.last-token < ch.size/2 {
 		ch.asking, ask = true, true
 	}
-	if ch.pending++; ch.pending == 1 {
-		ch.idle = make(chan struct{})
-	}
+	ch.sent()
 	return token, ask
 }
 
-// answer records the answer to the switch that handed token, which asked
-// for a block if asked: whether passing on may go on (stop: no, whatever
-// else), and the first token of a block it reserved (0: none). Answers to
-// older switches than the newest answered say nothing about permission.
+// sent counts a switch on its way.
+func (ch *chain) sent() {
+	if ch.pending++; ch.pending == 1 {
+		ch.idle = make(chan struct{})
+	}
+}
+
+// done counts a switch answered.
+func (ch *chain) done() {
+	if ch.pending--; ch.pending == 0 {
+		close(ch.idle)
+		ch.idle = nil
+	}
+}
+
+// answer records the answer to the switch of a Mutex's run that handed
+// token, which asked for a block if asked: whether passing on may go on
+// (stop: no, whatever else), and the first token of a block it reserved
+// (0: none). Answers to older switches than the newest answered say
+// nothing about permission.
 func (ch *chain) answer(token uint64, asked, stop, permit bool, block uint64) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -117,10 +164,77 @@ func (ch *chain) answer(token uint64, asked, stop, permit bool, block uint64) {
 	if block != 0 && permit {
 		ch.queued = block
 	}
-	if ch.pending--; ch.pending == 0 {
-		close(ch.idle)
-		ch.idle = nil
+	ch.done()
+}
+
+// fairNext returns the waiter a FairMutex's holder may pass the lock to
+// now, the first of the heads; "" if none.
+func (ch *chain) fairNext() string {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if !ch.permit || len(ch.heads) == 0 || ch.next > ch.last {
+		return ""
 	}
+	return ch.heads[0]
+}
+
+// takeHead hands the token for passing a FairMutex to the first of the
+// heads, and takes it off them.
+func (ch *chain) takeHead() uint64 {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	token := ch.next
+	ch.next++
+	ch.passed = token
+	ch.log = append(ch.log, passedHold{token, ch.heads[0]})
+	ch.heads = ch.heads[1:]
+	ch.sent()
+	return token
+}
+
+// overtaken records that the switch that handed token, which asked for
+// a block if asked, was overtaken by a newer one of the run: its answer
+// says nothing new.
+func (ch *chain) overtaken(token uint64, asked bool) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if asked {
+		ch.asking = false
+	}
+	ch.forget(token)
+	ch.done()
+}
+
+// forget takes the pass with token off the log.
+func (ch *chain) forget(token uint64) {
+	ch.log = slices.DeleteFunc(ch.log, func(p passedHold) bool { return p.token == token })
+}
+
+// answerFair records the answer to the switch of a FairMutex's run that
+// handed token: stop ends passing on; otherwise heads are the queue's
+// next heads that are the Client's waiters, as the switch left the
+// queue, with tokens reserved for them from first. Answers to older
+// switches than the newest answered say nothing new.
+func (ch *chain) answerFair(token uint64, stop bool, heads []string, first uint64) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.forget(token)
+	switch {
+	case stop:
+		ch.permit, ch.answered, ch.heads = false, ^uint64(0), nil
+	case token >= ch.answered:
+		// Holders the run passed the lock to whose switches are not
+		// answered yet may still be queued: they are not passed it again.
+		ch.answered = token
+		left := heads[:0]
+		for _, h := range heads {
+			if !slices.ContainsFunc(ch.log, func(p passedHold) bool { return p.owner == h }) {
+				left = append(left, h)
+			}
+		}
+		ch.setHeads(first, left)
+	}
+	ch.done()
 }
 
 // settled waits until every switch of the run has been answered. A
@@ -152,8 +266,16 @@ func (ch *chain) ours(token, from uint64) bool {
 // mayPassOver reports whether the release of l may pass the lock on in
 // process.
 func (m *Mutex) mayPassOver(l *Lease) bool {
-	return l.chain != nil && !l.unwanted && !l.reentrant && !m.c.rsync.mayWait() &&
-		l.chain.ready() && !m.c.wd.Check(l.entry) && l.entry.Deadline()-m.c.wd.Now() > int64(passMargin)
+	return m.c.passable(l) && l.chain.ready()
+}
+
+// passable reports whether l's hold may be passed on in process, tokens
+// and permission aside: a one-shot hold of a run, not handed to a call
+// that had gone, with time left, of a Client without replicas to wait
+// for.
+func (c *Client) passable(l *Lease) bool {
+	return l.chain != nil && !l.unwanted && !l.reentrant && !c.rsync.mayWait() &&
+		!c.wd.Check(l.entry) && l.entry.Deadline()-c.wd.Now() > int64(passMargin)
 }
 
 // passOver is a release that passes the lock to w, a waiter of this
@@ -165,22 +287,15 @@ func (m *Mutex) mayPassOver(l *Lease) bool {
 func (m *Mutex) passOver(ctx context.Context, l *Lease, w *waiter) (int64, error) {
 	ch := l.chain
 	token, ask := ch.take()
-	sent := m.c.wd.Now()
-	next := &Lease{c: m.c, rel: m, name: m.name, field: w.owner, token: token, end: newEnding(),
-		chain: ch, confirmed: make(chan struct{})}
-	m.c.wd.AddUnconfirmed(next.ownEntry(m.group, w.lease, w.fixed), min(l.entry.Deadline(), watchdog.DeadlineFor(sent, w.lease)))
-	if !m.c.local.settle([]*waiter{w}, 0, next, false) {
+	next, sent, ok := m.c.handOver(l, w, token, m.group, &m.c.local)
+	if !ok {
 		// w has gone: release as if no one waited here.
-		m.c.wd.Remove(next.entry)
-		close(next.confirmed)
 		ch.answer(token, ask, true, false, 0)
 		if err := l.awaitConfirmed(ctx); err != nil {
 			return 0, err
 		}
 		return m.c.batch.Do(ctx, scripts.Unlock, m.unlockKeys, m.unlockArgs(l.arg(), argZero, nil, ""), nil)
 	}
-	m.c.stats.acquired.Add(1)
-	m.c.stats.handoffs.Add(1)
 	args := m.unlockArgs(l.arg(), argZero, w, "")
 	args[14] = strconv.FormatUint(token, 10)
 	if ask {
@@ -188,9 +303,9 @@ func (m *Mutex) passOver(ctx context.Context, l *Lease, w *waiter) (int64, error
 	} else {
 		args = append(args, argZero)
 	}
-	judge := func() {
-		defer close(next.confirmed)
-		r, err := m.switchHold(ctx, args)
+	judgeSwitch(m.c, next, func(ctx context.Context) (int64, error) {
+		return m.c.batch.Do(ctx, scripts.Unlock, m.unlockKeys, args, nil)
+	}, func(r int64, err error) {
 		switch {
 		case err != nil:
 			ch.answer(token, ask, true, false, 0)
@@ -199,37 +314,130 @@ func (m *Mutex) passOver(ctx context.Context, l *Lease, w *waiter) (int64, error
 			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.lease))
 			ch.answer(token, ask, false, r&2 == 2, uint64(r>>2))
 		case r&3 == 2 && ch.ours(uint64(r>>2), token): // 4c + 2: a newer switch of the run came first
-			ch.answer(token, ask, false, false, 0)
+			ch.overtaken(token, ask)
 		default:
 			// The run was broken before this switch (expired, deleted):
 			// w has nothing.
 			m.c.wd.Lose(next.entry, watchdog.ErrGone)
 			ch.answer(token, ask, true, false, 0)
 		}
-	}
-	if !m.c.spawn(judge) {
-		judge()
-	}
+	})
 	return 3, nil
 }
 
-// switchHold sends a switch and, if Redis does not answer, sends it once
-// more (a switch applied twice does what it does once), each bounded by
-// the cleanup timeout.
-func (m *Mutex) switchHold(ctx context.Context, args []any) (int64, error) {
-	var r int64
-	var err error
-	for range 2 {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
-		r, err = m.c.batch.Do(wctx, scripts.Unlock, m.unlockKeys, args, nil)
-		cancel()
-		if err == nil || isServerError(err) || m.c.ctx.Err() != nil {
-			break
-		}
+// handOver hands w, a waiter of reg it has claimed, a Lease of l's lock
+// and run with token, before Redis has it (see above), and returns it
+// with when it did so (the switch's sending), or false if w has gone:
+// nothing is left of the new lease then.
+func (c *Client) handOver(l *Lease, w *waiter, token uint64, group int, reg *waiters) (*Lease, int64, bool) {
+	sent := c.wd.Now()
+	next := &Lease{c: c, rel: l.rel, name: l.name, field: w.owner, token: token, end: newEnding(),
+		chain: l.chain, confirmed: make(chan struct{})}
+	c.wd.AddUnconfirmed(next.ownEntry(group, w.lease, w.fixed), min(l.entry.Deadline(), watchdog.DeadlineFor(sent, w.lease)))
+	if !reg.settle([]*waiter{w}, 0, next, false) {
+		c.wd.Remove(next.entry)
+		close(next.confirmed)
+		return nil, 0, false
 	}
-	return r, err
+	c.stats.acquired.Add(1)
+	c.stats.handoffs.Add(1)
+	return next, sent, true
+}
+
+// judgeSwitch sends a switch with send and judges next, the hold it
+// passes on, by the outcome with judge, in a goroutine of c (at once when
+// c is closing). A switch Redis does not answer is sent once more
+// (applied twice, it does what it does once), each try bounded by the
+// cleanup timeout.
+func judgeSwitch[T any](c *Client, next *Lease, send func(context.Context) (T, error), judge func(T, error)) {
+	run := func() {
+		defer close(next.confirmed)
+		var r T
+		var err error
+		for range 2 {
+			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
+			r, err = send(ctx)
+			cancel()
+			if err == nil || isServerError(err) || c.ctx.Err() != nil {
+				break
+			}
+		}
+		judge(r, err)
+	}
+	if !c.spawn(run) {
+		run()
+	}
 }
 
 // errUnconfirmed ends a hold passed on in process whose switch Redis did
 // not answer.
 var errUnconfirmed = errors.New("no answer from Redis to the switch that passed the lock on")
+
+// fairHeads is how many of the queue's next heads an answer names at
+// most, with a token reserved for each.
+const fairHeads = 8
+
+var argFairHeads any = fairHeads
+
+// passOver passes a FairMutex's lock on in process to w, the first of the
+// queue's next heads that the answer to the run's newest switch named
+// (see above; fair_pass.lua).
+func (m *FairMutex) passOver(ctx context.Context, l *Lease, w *waiter, args []any) (int64, error) {
+	ch := l.chain
+	token := ch.takeHead()
+	next, sent, ok := m.c.handOver(l, w, token, m.group, &m.c.fair)
+	if !ok {
+		ch.answerFair(token, true, nil, 0)
+		if err := l.awaitConfirmed(ctx); err != nil {
+			return 0, err
+		}
+		return m.c.batch.Do(ctx, scripts.FairUnlock, m.unlockKeys, args, nil)
+	}
+	// w returns with next at once and leaves its subscription to us, as
+	// after any handoff.
+	w.sub.Close()
+	judgeSwitch(m.c, next, func(ctx context.Context) ([]any, error) {
+		return scripts.FairPass.Run(ctx, m.c.rdb, m.unlockKeys, w.owner, w.lease.Milliseconds(), token, argFairHeads, argEmpty, m.c.argFencing).Slice()
+	}, func(r []any, err error) {
+		status := int64(-1)
+		if err == nil && len(r) > 0 {
+			status, _ = r[0].(int64)
+		}
+		switch {
+		case err != nil:
+			ch.answerFair(token, true, nil, 0)
+			m.c.wd.Lose(next.entry, errUnconfirmed)
+		case status == 1 && len(r) == 3:
+			heads, first := fairHeadsOf(r[1], r[2])
+			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.lease))
+			ch.answerFair(token, false, heads, first)
+		case status == 2 && len(r) == 2 && ch.ours(uint64(toInt(r[1])), token):
+			// A newer switch of the run came first: w has passed it on.
+			ch.overtaken(token, false)
+		default:
+			// The run was broken before this switch: w has nothing.
+			m.c.wd.Lose(next.entry, watchdog.ErrGone)
+			ch.answerFair(token, true, nil, 0)
+		}
+	})
+	return 3, nil
+}
+
+// fairHeadsOf reads the heads and first reserved token of a fair
+// script's answer.
+func fairHeadsOf(list, first any) ([]string, uint64) {
+	xs, _ := list.([]any)
+	heads := make([]string, 0, len(xs))
+	for _, x := range xs {
+		if h, ok := x.(string); ok {
+			heads = append(heads, h)
+		}
+	}
+	return heads, uint64(toInt(first))
+}
+
+// toInt reads an integer reply, 0 if it is none.
+func toInt(v any) int64 {
+	n, _ := v.(int64)
+	return n
+}

@@ -68,6 +68,22 @@ func (r *passRun) pass(t *testing.T) *relock.Lease {
 	return n
 }
 
+// checkPassed checks that n was passed the lock from prev in process: with
+// the token after prev's, reserved for it, and, once Redis has answered
+// the switch (Check waits for it), recorded there with that token.
+func checkPassed(t *testing.T, ctx context.Context, rdb redis.UniversalClient, name string, prev, n *relock.Lease) {
+	t.Helper()
+	if n.Token() != prev.Token()+1 {
+		t.Fatalf("passed on with token %d after %d: not the reserved one", n.Token(), prev.Token())
+	}
+	if err := n.Check(ctx); err != nil {
+		t.Fatalf("check of the passed hold: %v", err)
+	}
+	if tok := rdb.HGet(ctx, name, "relock_token").Val(); tok != strconv.FormatUint(n.Token(), 10) {
+		t.Fatalf("Redis records token %s, the holder has %d", tok, n.Token())
+	}
+}
+
 // finish checks that the other Client can take the lock, then that
 // nothing is left behind.
 func (r *passRun) finish(t *testing.T) *relock.Lease {
@@ -92,15 +108,7 @@ func (r *passRun) finish(t *testing.T) *relock.Lease {
 func TestPassOnInProcess(t *testing.T) {
 	r := newPassRun(t)
 	n := r.pass(t)
-	if n.Token() != r.b.Token()+1 {
-		t.Fatalf("passed on with token %d after %d: not the reserved one", n.Token(), r.b.Token())
-	}
-	if err := n.Check(r.ctx); err != nil { // waits for Redis's answer to the switch
-		t.Fatalf("check of the passed hold: %v", err)
-	}
-	if tok := r.rdb.HGet(r.ctx, r.name, "relock_token").Val(); tok != strconv.FormatUint(n.Token(), 10) {
-		t.Fatalf("Redis records token %s, the holder has %d", tok, n.Token())
-	}
+	checkPassed(t, r.ctx, r.rdb, r.name, r.b, n)
 	if h := testkit.HoldCount(t, r.rdb, r.name); h != 1 {
 		t.Fatalf("%d holds in Redis, want 1", h)
 	}
@@ -191,4 +199,107 @@ func TestPassOnYieldsToOtherClients(t *testing.T) {
 		testkit.NoKeysLeft(t, top.RDB(t), name)
 		testkit.Idle(t, c, other)
 	})
+}
+
+// TestFairPassOnInProcess: a FairMutex's release to its Client's waiter
+// names the queue's next heads that are the Client's too; that waiter's
+// release passes the lock to the first of them with the token reserved
+// for it, and Redis then records it.
+func TestFairPassOnInProcess(t *testing.T) {
+	top := testkit.Topologies()[0] // no replicas (see newPassRun)
+	c, rdb := top.NewClient(t), top.RDB(t)
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	m := c.FairMutex(name)
+	a, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bCh := testkit.LockAsync(t, ctx, m.Lock)
+	testkit.Eventually(t, 5*time.Second, "the second call to sleep", func() bool { return c.Stats().Asleep == 1 })
+	cCh := testkit.LockAsync(t, ctx, m.Lock)
+	testkit.Eventually(t, 5*time.Second, "the third call to sleep", func() bool { return c.Stats().Asleep == 2 })
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := <-bCh
+	if b == nil {
+		t.FailNow()
+	}
+	if err := b.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := <-cCh
+	if n == nil {
+		t.FailNow()
+	}
+	checkPassed(t, ctx, rdb, name, b, n)
+	if err := n.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.NoKeysLeft(t, rdb, name)
+	testkit.Idle(t, c)
+}
+
+// TestFairPassKeepsOrder: 20 calls of one Client, queued one at a time,
+// take a FairMutex in the order they queued while its releases pass it on
+// in process, with growing tokens, and so do calls of two Clients whose
+// waiters alternate in runs.
+func TestFairPassKeepsOrder(t *testing.T) {
+	top := testkit.Topologies()[0] // no replicas (see newPassRun)
+	rdb := top.RDB(t)
+	for _, nclients := range []int{1, 2} {
+		clients := []*relock.Client{top.NewClient(t), top.NewClient(t)}[:nclients]
+		name := testkit.LockName(t) + ":" + strconv.Itoa(nclients)
+		ctx := testkit.CtxTimeout(t, time.Minute)
+		holder, err := clients[0].FairMutex(name).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const waiters = 20
+		var mu sync.Mutex
+		var order []int
+		var tokens []uint64
+		var wg sync.WaitGroup
+		for i := range waiters {
+			m := clients[(i/3)%nclients].FairMutex(name) // runs of three per Client
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l, err := m.Lock(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order, tokens = append(order, i), append(tokens, l.Token())
+				mu.Unlock()
+				if err := l.Unlock(ctx); err != nil {
+					t.Error(err)
+				}
+			}()
+			testkit.WaitQueued(t, rdb, name, i+1)
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		passed := 0
+		for i, got := range order {
+			if got != i {
+				t.Fatalf("%d Clients: acquisition order %v, want 0..%d", nclients, order, waiters-1)
+			}
+			if i > 0 && tokens[i] <= tokens[i-1] {
+				t.Fatalf("%d Clients: tokens %v do not grow", nclients, tokens)
+			}
+			if i > 0 && tokens[i] == tokens[i-1]+1 {
+				passed++
+			}
+		}
+		if len(order) != waiters || passed == 0 {
+			t.Fatalf("%d Clients: %d of %d acquired, %d passed on with a reserved token", nclients, len(order), waiters, passed)
+		}
+		testkit.NoKeysLeft(t, rdb, name)
+		testkit.Idle(t, clients...)
+	}
 }

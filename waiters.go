@@ -208,6 +208,27 @@ func (r *waiters) claim(name string, buf []*waiter) []*waiter {
 	return ws
 }
 
+// claimOwner claims the waiter of owner for name for a release, if it is
+// a sleeping one-shot waiter not claimed already; nil otherwise.
+func (r *waiters) claimOwner(name, owner string) *waiter {
+	if r.n.Load() == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.byOwner[owner]
+	if w == nil || !w.asleep || w.claimed || w.reentrant {
+		return nil
+	}
+	for _, x := range r.byName[name] {
+		if x == w {
+			w.claimed = true
+			return w
+		}
+	}
+	return nil
+}
+
 // settle ends a release's claim on ws. The chosen one (if chosen >= 0) is
 // handed l, and stays claimed: it takes l and never attempts; settle
 // reports false if that one has gone, leaving l to the caller to release.

@@ -5,7 +5,8 @@ package scripts
 // source still begins with its header.
 var (
 	FairLock        = loadWith("fair_lock", "clock", "fair_queue", "fence")
-	FairUnlock      = loadWith("fair_unlock", "clock", "fair_queue", "fence")
+	FairUnlock      = loadWith("fair_unlock", "clock", "fence", "fair_queue")
+	FairPass        = loadWith("fair_pass", "clock", "fence", "fair_queue")
 	FairLeave       = loadFair("fair_leave")
 	FairForceUnlock = loadFair("fair_forceunlock")
 	FairTell        = loadFair("fair_tell")

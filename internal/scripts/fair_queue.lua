@@ -160,3 +160,28 @@ end
 local function wake(owner, publish, message)
     redis.call(publish, KEYS[4] .. ':' .. owner, message)
 end
+
+-- pass_to returns the queue's next heads that are live waiters of the
+-- client of owner (a field "<uuid>:<n>"), at most k of them, in order,
+-- up to the first that is not, and the first of as many fencing tokens
+-- reserved for passing the lock on to them in process (0 when there is
+-- none; see fair_pass.lua). The lock's fencing keys are KEYS[5] and
+-- KEYS[6], and its fencing mode ARGV[6].
+local function pass_to(owner, k)
+    local n = tonumber(k) or 0
+    if n == 0 or not purge() then
+        return {}, 0
+    end
+    local self = string.match(owner, '^(.*):%d+$')
+    local heads = {}
+    for _, o in ipairs(redis.call('lrange', KEYS[2], 0, n - 1)) do
+        if string.match(o, '^(.*):%d+$') ~= self or not redis.call('hget', ALIVE, o) then
+            break
+        end
+        heads[#heads + 1] = o
+    end
+    if #heads == 0 then
+        return {}, 0
+    end
+    return heads, reserve(KEYS[5], KEYS[6], ARGV[6], #heads)
+end

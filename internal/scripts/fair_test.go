@@ -52,7 +52,7 @@ func (f fairLock) lock(t *testing.T, owner string, waiter int) int64 {
 
 func (f fairLock) unlock(t *testing.T, owner string, candidates ...any) any {
 	t.Helper()
-	args := append([]any{owner, "0", "publish", "0", 60000, fenceTTL, "0"}, candidates...)
+	args := append([]any{owner, "0", "publish", "0", 60000, fenceTTL, "0", "0"}, candidates...)
 	return run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...)
 }
 
@@ -462,8 +462,8 @@ func TestFairHandoff(t *testing.T) {
 	f.lock(t, "b", 5000)
 	// b releases to the candidate c, the head: handed, nobody told.
 	v := f.unlock(t, "b", "x", 1000, "c", 7000)
-	if fmt.Sprint(v) != "[3 2]" {
-		t.Fatalf("unlock = %v, want [3 2] (token 3, candidate 2)", v)
+	if fmt.Sprint(v) != "[3 2 [] 0]" {
+		t.Fatalf("unlock = %v, want [3 2 [] 0] (token 3, candidate 2, no one to pass it to)", v)
 	}
 	if h := hear.heard(t); h != "" {
 		t.Fatalf("a handoff told %q", h)
@@ -615,4 +615,69 @@ func TestFairTell(t *testing.T) {
 	}
 	f.unlock(t, "a")
 	f.gone(t)
+}
+
+// TestFairPass: a release to a waiter of the releasing client names the
+// queue's next heads that are that client's too, reserving a token for
+// each, for passing the lock on in process; fair_pass.lua then makes one
+// of them the holder with its reserved token and names the heads after
+// it, tells an older switch that comes later it was overtaken, and takes
+// no lock the client does not hold.
+func TestFairPass(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:pass")
+	f.lock(t, "u:1", 5000)
+	for _, o := range []string{"u:2", "u:3", "u:4", "u:5", "v:1", "u:6"} {
+		f.lock(t, o, 5000)
+	}
+	args := []any{"u:1", "0", "publish", "0", 60000, fenceTTL, "0", "8", "u:2", 7000}
+	v := run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...).([]any)
+	t2 := v[0].(int64)
+	if fmt.Sprint(v[1:]) != fmt.Sprintf("[1 [u:3 u:4 u:5] %d]", t2+1) {
+		t.Fatalf("release to u:2 = %v, want u:3 to u:5 named, tokens from %d", v, t2+1)
+	}
+	if c := rdb.Get(ctx, f.counter).Val(); c != strconv.FormatInt(t2+3, 10) {
+		t.Fatalf("counter %s after reserving 3 past %d", c, t2)
+	}
+	pass := func(owner string, token int64) string {
+		t.Helper()
+		return fmt.Sprint(run(t, FairPass, f.keys(f.counter, f.token, f.name), owner, 7000, token, 8, "", fenceTTL))
+	}
+	// u:2 passes to u:3 and u:3 to u:4; u:4's switch comes first, while
+	// u:3 is still queued (the client knows it passed it the lock).
+	if v := pass("u:4", t2+2); v != fmt.Sprintf("[1 [u:3 u:5] %d]", t2+4) {
+		t.Fatalf("pass to u:4 = %v", v)
+	}
+	if v := pass("u:3", t2+1); v != fmt.Sprintf("[2 %d]", t2+2) {
+		t.Fatalf("overtaken pass to u:3 = %v, want [2 %d]", v, t2+2)
+	}
+	if q := f.queued(t); !strings.HasPrefix(q, "u:5 v:1") {
+		t.Fatalf("queue %q after the passes", q)
+	}
+	if got := rdb.HGetAll(ctx, f.name).Val(); got["u:4"] != "1" || got["relock_token"] != strconv.FormatInt(t2+2, 10) || len(got) != 3 {
+		t.Fatalf("hash after the passes: %v", got)
+	}
+	if ttl := rdb.PTTL(ctx, f.name).Val(); ttl < 6*time.Second {
+		t.Fatalf("TTL %v after a pass, want the grantee's lease", ttl)
+	}
+	// A retry of the same switch changes nothing.
+	if v := pass("u:4", t2+2); !strings.HasPrefix(v, "[1 ") {
+		t.Fatalf("a retried pass = %v", v)
+	}
+	// u:5 is passed it; the next head is another client's: nothing named.
+	if v := pass("u:5", t2+3); v != "[1 [] 0]" {
+		t.Fatalf("pass to u:5 = %v, want [1 [] 0]", v)
+	}
+	if q := f.queued(t); !strings.HasPrefix(q, "v:1 u:6") {
+		t.Fatalf("queue %q, want v:1 first", q)
+	}
+	// The hold deleted: a pass takes nothing.
+	rdb.Del(ctx, f.name)
+	if v := pass("u:6", t2+20); v != "[0]" {
+		t.Fatalf("pass over a deleted hold = %v, want [0]", v)
+	}
+	if rdb.Exists(ctx, f.name).Val() != 0 {
+		t.Fatal("a pass took a free lock")
+	}
+	rdb.Del(ctx, f.name, f.queue, f.timeouts, f.alive, f.counter, f.token)
 }

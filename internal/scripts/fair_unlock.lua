@@ -21,7 +21,9 @@
 -- ARGV[7]  the longest, in milliseconds, a grant to another client's
 --          waiter holds the lock before that waiter has renewed it; "0"
 --          grants to candidates only
--- ARGV[8], ARGV[9], ...  candidates: pairs of a waiter's owner id and its
+-- ARGV[8]  k: how many fencing tokens to reserve for the releasing
+--          client to pass the lock on in process (see fair_pass.lua)
+-- ARGV[9], ARGV[10], ...  candidates: pairs of a waiter's owner id and its
 --          lease in milliseconds (none for a plain release)
 --
 -- Returns  0: the owner holds no hold here (expired, deleted or never held)
@@ -30,8 +32,12 @@
 --          3: the last hold released and the lock granted to the head of
 --             the queue, a relock waiter of another client, told on its
 --             channel "g:<token>:<ttl ms>:<ms since its entry was made>"
---          a table {t, i}: the last hold released and the lock passed to
---             candidate i (1-based), whose fencing token is t
+--          a table {t, i, h, r}: the last hold released and the lock
+--             passed to candidate i (1-based), whose fencing token is t; h
+--             lists the queue's next heads that are waiters of the
+--             releasing client (at most k, up to the first that is not),
+--             with tokens from r reserved for passing the lock on to them
+--             in process (fair_pass.lua); h is empty and r 0 when none
 
 if ARGV[4] == '1' then
     local done = redis.call('get', KEYS[7])
@@ -41,7 +47,7 @@ if ARGV[4] == '1' then
 end
 -- find returns the index in ARGV of candidate owner, or nil.
 local function find(owner)
-    for i = 8, #ARGV - 1, 2 do
+    for i = 9, #ARGV - 1, 2 do
         if ARGV[i] == owner then
             return i
         end
@@ -80,7 +86,8 @@ else
         redis.call('hset', KEYS[1], head, 1, token_field, token, since_field, now_ms())
         redis.call('pexpire', KEYS[1], ttl)
         if candidate then
-            result = {token, (candidate - 6) / 2}
+            local heads, first = pass_to(ARGV[1], ARGV[8])
+            result = {token, (candidate - 7) / 2, heads, first}
         else
             redis.call(ARGV[3], KEYS[4] .. ':' .. head, 'g:' .. token .. ':' .. ttl .. ':' .. age)
             result = 3

@@ -83,3 +83,18 @@ local function reserve(counter, named, mode, k)
     end
     return t
 end
+
+-- holding returns the holder's field of lock (the field that is neither
+-- token_field nor since_field) and its token, nil for either it lacks.
+local function holding(lock)
+    local f = redis.call('hgetall', lock)
+    local holder, token
+    for i = 1, #f, 2 do
+        if f[i] == token_field then
+            token = tonumber(f[i + 1])
+        elseif f[i] ~= since_field then
+            holder = f[i]
+        end
+    end
+    return holder, token
+end

@@ -114,15 +114,7 @@ end
 local passed = ARGV[15] or ''
 if passed ~= '' then
     local t = tonumber(passed)
-    local f = redis.call('hgetall', KEYS[1])
-    local holder, cur
-    for i = 1, #f, 2 do
-        if f[i] == token_field then
-            cur = tonumber(f[i + 1])
-        elseif f[i] ~= since_field then
-            holder = f[i]
-        end
-    end
+    local holder, cur = holding(KEYS[1])
     redis.call('zrem', KEYS[6], ARGV[10])
     if not cur or not holder or string.sub(holder, 1, #ARGV[8] + 1) ~= ARGV[8] .. ':' then
         return 0

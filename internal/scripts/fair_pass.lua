@@ -1,0 +1,52 @@
+-- fair_pass.lua: make a fair lock's hold, passed on in process by the
+-- client that holds it, so in Redis (see pass.go and "Passing on in
+-- process" in unlock.lua): the client's hold, of an older token, becomes
+-- the grantee's, which leaves the queue. The grantee was among the
+-- queue's next heads, all waiters of the client, that an earlier answer
+-- named; the client has held the lock since, passing it to them in
+-- order. Switches may reach the server in any order: the newest token
+-- wins, and an older switch that comes later only takes its grantee out of
+-- the queue.
+--
+-- KEYS[1..4]  as in fair_queue.lua
+-- KEYS[5]  fencing counter of the lock's slot (see fence.lua)
+-- KEYS[6]  the lock's own token key (see fence.lua)
+-- KEYS[7]  unused (the release marker of fair_unlock.lua)
+-- KEYS[8]  liveness of relock's waiters, as in fair_queue.lua
+-- ARGV[1]  the grantee's owner id "<uuid>:<n>"
+-- ARGV[2]  its lease in milliseconds
+-- ARGV[3]  its fencing token t, reserved for it by an earlier answer
+-- ARGV[4]  k: how many of the queue's next heads to name, at most
+-- ARGV[5]  unused
+-- ARGV[6]  fencing mode (see fence.lua)
+--
+-- Returns  {0}: the client holds the lock no more (its hold expired or was
+--          deleted before): nothing is done but the grantee's leaving
+--          {2, c}: a hold of the client with the newer token c is there
+--          (its switch came first): nothing is done but the grantee's
+--          leaving
+--          {1, h, r}: the grantee holds the lock with token t; h and r as
+--          in fair_unlock.lua's reply
+
+local t = tonumber(ARGV[3])
+if redis.call('lindex', KEYS[2], 0) == ARGV[1] then
+    take(ARGV[1])
+else
+    leave(ARGV[1])
+end
+local holder, cur = holding(KEYS[1])
+local self = string.match(ARGV[1], '^(.*):%d+$')
+if not cur or not holder or string.match(holder, '^(.*):%d+$') ~= self
+    or (cur == t and holder ~= ARGV[1]) then
+    return {0}
+end
+if cur > t then
+    return {2, cur}
+end
+if cur < t then -- else a retry of this switch, applied already
+    redis.call('del', KEYS[1])
+    redis.call('hset', KEYS[1], ARGV[1], 1, token_field, t, since_field, now_ms())
+    redis.call('pexpire', KEYS[1], ARGV[2])
+end
+local heads, first = pass_to(ARGV[1], ARGV[4])
+return {1, heads, first}
