@@ -178,18 +178,22 @@ func (ch *chain) fairNext() string {
 	return ch.heads[0]
 }
 
-// takeHead hands the token for passing a FairMutex to the first of the
-// heads, and takes it off them.
-func (ch *chain) takeHead() uint64 {
+// takeHead hands the token for passing a FairMutex to owner, and takes
+// owner off the heads, if owner is still the first of them (an answer may
+// have come since fairNext); false if not.
+func (ch *chain) takeHead(owner string) (uint64, bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
+	if !ch.permit || len(ch.heads) == 0 || ch.heads[0] != owner || ch.next > ch.last {
+		return 0, false
+	}
 	token := ch.next
 	ch.next++
 	ch.passed = token
-	ch.log = append(ch.log, passedHold{token, ch.heads[0]})
+	ch.log = append(ch.log, passedHold{token, owner})
 	ch.heads = ch.heads[1:]
 	ch.sent()
-	return token
+	return token, true
 }
 
 // overtaken records that the switch that handed token, which asked for
@@ -380,11 +384,10 @@ const fairHeads = 8
 var argFairHeads any = fairHeads
 
 // passOver passes a FairMutex's lock on in process to w, the first of the
-// queue's next heads that the answer to the run's newest switch named
-// (see above; fair_pass.lua).
-func (m *FairMutex) passOver(ctx context.Context, l *Lease, w *waiter, args []any) (int64, error) {
+// queue's next heads that the answer to the run's newest switch named,
+// with token, taken for it (see above; fair_pass.lua).
+func (m *FairMutex) passOver(ctx context.Context, l *Lease, w *waiter, token uint64, args []any) (int64, error) {
 	ch := l.chain
-	token := ch.takeHead()
 	next, sent, ok := m.c.handOver(l, w, token, m.group, &m.c.fair)
 	if !ok {
 		ch.answerFair(token, true, nil, 0)
