@@ -36,10 +36,10 @@ type Lease struct {
 
 	parts *parts // the member holds of a composite lease (MultiLock, RedLock)
 
-	// A Mutex hold passed on in process (pass.go): the Client's run of
-	// holds it belongs to, nil for any other hold; and a channel closed
-	// once Redis has answered the switch that made it the holder there
-	// (nil for a hold Redis had before the lease was made).
+	// A Mutex or FairMutex hold passed on in process (pass.go): the
+	// Client's run of holds it belongs to, nil for any other hold; and a
+	// channel closed once Redis has answered the switch that made it the
+	// holder there (nil for a hold Redis had before the lease was made).
 	chain     *chain
 	confirmed chan struct{}
 	unwanted  bool // handed to a call that had gone: never passed on
@@ -141,7 +141,7 @@ func (l *Lease) unlock(ctx context.Context) error {
 	}
 	res, err := l.rel.release(ctx, l)
 	if err != nil {
-		if !isServerError(err) {
+		if !isServerError(err) && !errors.As(err, new(unsent)) {
 			l.tried = true
 		}
 		return opError("unlock", l.name, err)
@@ -158,6 +158,14 @@ func (l *Lease) unlock(ctx context.Context) error {
 	return nil
 }
 
+// unsent is the error of a release that ended before sending anything,
+// waiting for the answers to the switches of its run (awaitConfirmed): a
+// later try's "not held" then means what it says.
+type unsent struct{ err error }
+
+func (e unsent) Error() string { return e.err.Error() }
+func (e unsent) Unwrap() error { return e.err }
+
 // awaitConfirmed waits until Redis has answered the switch that made the
 // hold its holder there, if it was passed on in process, and every other
 // switch of its run (pass.go), so that no other write about the lock
@@ -170,10 +178,13 @@ func (l *Lease) awaitConfirmed(ctx context.Context) error {
 		select {
 		case <-l.confirmed:
 		case <-ctx.Done():
-			return ctx.Err()
+			return unsent{ctx.Err()}
 		}
 	}
-	return l.chain.settled(ctx)
+	if err := l.chain.settled(ctx); err != nil {
+		return unsent{err}
+	}
+	return nil
 }
 
 // lost is called by the watchdog when the hold is lost.

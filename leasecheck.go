@@ -19,7 +19,9 @@ import (
 // error that wraps ctx's error when ctx ended. A MultiLock or RedLock
 // lease checks each of its members. A Check that overlaps the lease's own
 // Unlock may find the hold already released and report it lost: stop
-// checking before unlocking.
+// checking before unlocking. A hold passed on in process by another call
+// of the Client is checked once Redis has answered the switch that made
+// it the holder there.
 func (l *Lease) Check(ctx context.Context) error {
 	if l.parts != nil {
 		for _, m := range l.parts.members {
