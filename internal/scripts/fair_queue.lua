@@ -174,8 +174,10 @@ local function pass_to(owner, k)
     end
     local self = string.match(owner, '^(.*):%d+$')
     local heads = {}
-    for _, o in ipairs(redis.call('lrange', KEYS[2], 0, n - 1)) do
-        if string.match(o, '^(.*):%d+$') ~= self or not redis.call('hget', ALIVE, o) then
+    local list = redis.call('lrange', KEYS[2], 0, n - 1)
+    local alive = redis.call('hmget', ALIVE, unpack(list))
+    for i, o in ipairs(list) do
+        if string.match(o, '^(.*):%d+$') ~= self or not alive[i] then
             break
         end
         heads[#heads + 1] = o

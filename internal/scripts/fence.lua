@@ -73,6 +73,9 @@ end
 -- where it is kept) moves past the last, so every token handed after by
 -- anyone is above them all.
 local function reserve(counter, named, mode, k)
+    if k > 1 and mode ~= '0' and redis.call('exists', named) == 0 then
+        return redis.call('incrby', counter, k) - k + 1 -- fence's INCR, k at once
+    end
     local t = fence(counter, named, mode)
     if k > 1 then
         local last = t + k - 1

@@ -88,17 +88,11 @@
 local k = tonumber(ARGV[16] or '0')
 
 -- may_pass reports whether the client may pass the lock on in process
--- after granting it to member grantee: see above.
-local function may_pass(queue, grantee, quiet)
-    if not quiet or ARGV[14] ~= '1' or k == 0 then
-        return false
-    end
-    for i = 1, #queue, 2 do
-        if queue[i] ~= grantee then
-            return client(queue[i]) == ARGV[8]
-        end
-    end
-    return true
+-- once it holds it (see above), next being the first member of the queue
+-- after its holder's (nil for none), and quiet whether no one else listens
+-- on the release channel.
+local function may_pass(next, quiet)
+    return quiet and ARGV[14] == '1' and k > 0 and (not next or client(next) == ARGV[8])
 end
 
 -- quiet_channel reports whether no one but the releasing client (when it
@@ -125,7 +119,7 @@ if passed ~= '' then
     redis.call('del', KEYS[1])
     redis.call('hset', KEYS[1], owner_of(ARGV[10]), 1, token_field, t, since_field, now_ms())
     redis.call('pexpire', KEYS[1], string.match(ARGV[10], '^(%d+)|'))
-    if not may_pass(waiting(KEYS[6]), ARGV[10], quiet_channel()) then
+    if not may_pass(redis.call('zrange', KEYS[6], 0, 0)[1], quiet_channel()) then
         return 1
     end
     local r = 0
@@ -196,7 +190,14 @@ if grantee then
     redis.call('pexpire', KEYS[1], ttl)
     if mine and grantee == ARGV[10] then
         result = -2 * token
-        if may_pass(queue, grantee, quiet) then
+        local after
+        for i = 1, #queue, 2 do
+            if queue[i] ~= grantee then
+                after = queue[i]
+                break
+            end
+        end
+        if may_pass(after, quiet) then
             reserve(KEYS[4], KEYS[5], ARGV[6], k)
             result = result - 1
         end
