@@ -83,9 +83,16 @@ end
 local function take(owner)
     redis.call('lpop', KEYS[2])
     drop(owner)
-    local rest = redis.call('zrange', KEYS[3], 0, -1)
-    for i = 1, #rest do
-        redis.call('zincrby', KEYS[3], -QUEUE_WAIT, rest[i])
+    -- Every score lowered, with one ZADD per 200 waiters.
+    local rest = redis.call('zrange', KEYS[3], 0, -1, 'withscores')
+    local lowered = {}
+    for i = 1, #rest, 2 do
+        lowered[#lowered + 1] = tonumber(rest[i + 1]) - QUEUE_WAIT
+        lowered[#lowered + 1] = rest[i]
+        if #lowered == 400 or i + 1 == #rest then
+            redis.call('zadd', KEYS[3], unpack(lowered))
+            lowered = {}
+        end
     end
 end
 

@@ -681,3 +681,41 @@ func TestFairPass(t *testing.T) {
 	}
 	rdb.Del(ctx, f.name, f.queue, f.timeouts, f.alive, f.counter, f.token)
 }
+
+// TestFairGrantLowersEveryScore: a grant lowers the score of every waiter
+// left in the queue by Redisson's wait time, however long the queue (the
+// scores go in ZADDs of at most 200 waiters).
+func TestFairGrantLowersEveryScore(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:lower")
+	f.lock(t, "u:0", 5000)
+	const n = 450
+	for i := 1; i <= n; i++ {
+		f.lock(t, "u:"+strconv.Itoa(i), 5000)
+	}
+	before := rdb.ZRangeWithScores(ctx, f.timeouts, 0, -1).Val()
+	if len(before) != n {
+		t.Fatalf("%d scores for %d waiters", len(before), n)
+	}
+	v := f.unlock(t, "u:0", "u:1", 7000)
+	if r, ok := v.([]any); !ok || r[1] != int64(1) {
+		t.Fatalf("release to u:1 = %v", v)
+	}
+	after := make(map[string]float64)
+	for _, z := range rdb.ZRangeWithScores(ctx, f.timeouts, 0, -1).Val() {
+		after[z.Member.(string)] = z.Score
+	}
+	if len(after) != n-1 {
+		t.Fatalf("%d scores left, want %d", len(after), n-1)
+	}
+	for _, z := range before {
+		m := z.Member.(string)
+		if m == "u:1" {
+			continue
+		}
+		if got, want := after[m], z.Score-300000; got != want {
+			t.Fatalf("%s: score %v after the grant, want %v", m, got, want)
+		}
+	}
+	rdb.Del(ctx, f.name, f.queue, f.timeouts, f.alive, f.counter, f.token)
+}
