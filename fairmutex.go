@@ -309,10 +309,11 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	if m.c.passable(l) {
 		if head := l.chain.fairNext(); head != "" {
 			if w := m.c.fair.claimOwner(m.name, head); w != nil {
-				if token, ok := l.chain.takeHead(head); ok {
-					return m.passOver(ctx, l, w, token, args)
+				if token, ok := l.chain.takeHead(head); !ok {
+					m.c.fair.settle([]*waiter{w}, -1, nil, false) // an answer came meanwhile
+				} else if m.passOver(l, w, token) {
+					return 3, nil
 				}
-				m.c.fair.settle([]*waiter{w}, -1, nil, false) // an answer came meanwhile
 			}
 		}
 	}

@@ -29,37 +29,10 @@ func TestFairMutexOrder(t *testing.T) {
 		clients := []*relock.Client{top.NewClient(t), top.NewClient(t), top.NewClient(t)}
 		name := testkit.LockName(t)
 		ctx := testkit.CtxTimeout(t, time.Minute)
-		holder, err := clients[0].FairMutex(name).Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		const waiters = 50
-		var mu sync.Mutex
-		var order []int
-		var wg sync.WaitGroup
-		for i := 0; i < waiters; i++ {
-			m := clients[i%len(clients)].FairMutex(name)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				l, err := m.Lock(ctx)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				order = append(order, i)
-				mu.Unlock()
-				if err := l.Unlock(ctx); err != nil {
-					t.Error(err)
-				}
-			}()
-			testkit.WaitQueued(t, rdb, name, i+1)
-		}
-		if err := holder.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		wg.Wait()
+		order, _ := takeInQueueOrder(t, ctx, rdb, name, waiters, func(i int) *relock.FairMutex {
+			return clients[i%len(clients)].FairMutex(name)
+		})
 		for i, got := range order {
 			if got != i {
 				t.Fatalf("acquisition order %v, want 0..%d", order, waiters-1)
@@ -83,6 +56,46 @@ func TestFairMutexOrder(t *testing.T) {
 		}
 		testkit.NoKeysLeft(t, rdb, name)
 	})
+}
+
+// takeInQueueOrder takes the FairMutex of name through mutex(0), queues n
+// Lock calls behind that hold one at a time, the i-th on mutex(i), and
+// releases it; each call unlocks at once. It returns the order in which
+// the calls took the lock and the tokens they were given, in that order.
+func takeInQueueOrder(t *testing.T, ctx context.Context, rdb redis.UniversalClient, name string, n int, mutex func(i int) *relock.FairMutex) ([]int, []uint64) {
+	t.Helper()
+	holder, err := mutex(0).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []int
+	var tokens []uint64
+	var wg sync.WaitGroup
+	for i := range n {
+		m := mutex(i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := m.Lock(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order, tokens = append(order, i), append(tokens, l.Token())
+			mu.Unlock()
+			if err := l.Unlock(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+		testkit.WaitQueued(t, rdb, name, i+1)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	return order, tokens
 }
 
 // TestFairMutexCancelInQueue: waiters that give up in the middle of the

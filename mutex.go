@@ -263,8 +263,8 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 	}
 	var one [1]*waiter
 	if m.mayPassOver(l) {
-		if ws := m.c.local.claim(m.name, one[:]); len(ws) == 1 {
-			return m.passOver(ctx, l, ws[0])
+		if ws := m.c.local.claim(m.name, one[:]); len(ws) == 1 && m.passOver(l, ws[0]) {
+			return 3, nil
 		}
 	}
 	if err := l.awaitConfirmed(ctx); err != nil {

@@ -196,10 +196,10 @@ func (ch *chain) takeHead(owner string) (uint64, bool) {
 	return token, true
 }
 
-// overtaken records that the switch that handed token, which asked for
-// a block if asked, was overtaken by a newer one of the run: its answer
-// says nothing new.
-func (ch *chain) overtaken(token uint64, asked bool) {
+// noNews ends the wait for the switch that handed token, which asked for
+// a block if asked, when its answer says nothing new (a newer switch of
+// the run came first) or it was never sent (its waiter had gone).
+func (ch *chain) noNews(token uint64, asked bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if asked {
@@ -282,23 +282,19 @@ func (c *Client) passable(l *Lease) bool {
 		!c.wd.Check(l.entry) && l.entry.Deadline()-c.wd.Now() > int64(passMargin)
 }
 
-// passOver is a release that passes the lock to w, a waiter of this
-// Client it has claimed, at once, and sends the switch that makes it so in
-// Redis (see above). It returns without waiting for Redis: a goroutine of
-// the Client judges w's hold by the answer, which comes within the
-// cleanup timeout (twice, if the first try is not answered) whatever ctx
-// does.
-func (m *Mutex) passOver(ctx context.Context, l *Lease, w *waiter) (int64, error) {
+// passOver passes l's lock to w, a waiter of this Client it has claimed,
+// at once, and sends the switch that makes it so in Redis (see above),
+// without waiting for Redis: a goroutine of the Client judges w's hold by
+// the answer, which comes within the cleanup timeout (twice, if the first
+// try is not answered). It reports false, having done nothing, if w has
+// gone: the release then goes on as if it had not claimed w.
+func (m *Mutex) passOver(l *Lease, w *waiter) bool {
 	ch := l.chain
 	token, ask := ch.take()
 	next, sent, ok := m.c.handOver(l, w, token, m.group, &m.c.local)
 	if !ok {
-		// w has gone: release as if no one waited here.
-		ch.answer(token, ask, true, false, 0)
-		if err := l.awaitConfirmed(ctx); err != nil {
-			return 0, err
-		}
-		return m.c.batch.Do(ctx, scripts.Unlock, m.unlockKeys, m.unlockArgs(l.arg(), argZero, nil, ""), nil)
+		ch.noNews(token, ask)
+		return false
 	}
 	args := m.unlockArgs(l.arg(), argZero, w, "")
 	args[14] = strconv.FormatUint(token, 10)
@@ -314,11 +310,11 @@ func (m *Mutex) passOver(ctx context.Context, l *Lease, w *waiter) (int64, error
 		case err != nil:
 			ch.answer(token, ask, true, false, 0)
 			m.c.wd.Lose(next.entry, errUnconfirmed)
-		case r&3 == 1 || r&3 == 3: // 4b + 2p + 1: w holds it
+		case r&1 == 1: // 4b + 2p + 1: w holds it
 			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.lease))
 			ch.answer(token, ask, false, r&2 == 2, uint64(r>>2))
 		case r&3 == 2 && ch.ours(uint64(r>>2), token): // 4c + 2: a newer switch of the run came first
-			ch.overtaken(token, ask)
+			ch.noNews(token, ask)
 		default:
 			// The run was broken before this switch (expired, deleted):
 			// w has nothing.
@@ -326,7 +322,7 @@ func (m *Mutex) passOver(ctx context.Context, l *Lease, w *waiter) (int64, error
 			ch.answer(token, ask, true, false, 0)
 		}
 	})
-	return 3, nil
+	return true
 }
 
 // handOver hands w, a waiter of reg it has claimed, a Lease of l's lock
@@ -385,16 +381,14 @@ var argFairHeads any = fairHeads
 
 // passOver passes a FairMutex's lock on in process to w, the first of the
 // queue's next heads that the answer to the run's newest switch named,
-// with token, taken for it (see above; fair_pass.lua).
-func (m *FairMutex) passOver(ctx context.Context, l *Lease, w *waiter, token uint64, args []any) (int64, error) {
+// with token, taken for it (see above; fair_pass.lua), as Mutex.passOver
+// does.
+func (m *FairMutex) passOver(l *Lease, w *waiter, token uint64) bool {
 	ch := l.chain
 	next, sent, ok := m.c.handOver(l, w, token, m.group, &m.c.fair)
 	if !ok {
-		ch.answerFair(token, true, nil, 0)
-		if err := l.awaitConfirmed(ctx); err != nil {
-			return 0, err
-		}
-		return m.c.batch.Do(ctx, scripts.FairUnlock, m.unlockKeys, args, nil)
+		ch.noNews(token, false)
+		return false
 	}
 	// w returns with next at once and leaves its subscription to us, as
 	// after any handoff.
@@ -416,14 +410,14 @@ func (m *FairMutex) passOver(ctx context.Context, l *Lease, w *waiter, token uin
 			ch.answerFair(token, false, heads, first)
 		case status == 2 && len(r) == 2 && ch.ours(uint64(toInt(r[1])), token):
 			// A newer switch of the run came first: w has passed it on.
-			ch.overtaken(token, false)
+			ch.noNews(token, false)
 		default:
 			// The run was broken before this switch: w has nothing.
 			m.c.wd.Lose(next.entry, watchdog.ErrGone)
 			ch.answerFair(token, true, nil, 0)
 		}
 	})
-	return 3, nil
+	return true
 }
 
 // fairHeadsOf reads the heads and first reserved token of a fair

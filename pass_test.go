@@ -252,38 +252,10 @@ func TestFairPassKeepsOrder(t *testing.T) {
 		clients := []*relock.Client{top.NewClient(t), top.NewClient(t)}[:nclients]
 		name := testkit.LockName(t) + ":" + strconv.Itoa(nclients)
 		ctx := testkit.CtxTimeout(t, time.Minute)
-		holder, err := clients[0].FairMutex(name).Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		const waiters = 20
-		var mu sync.Mutex
-		var order []int
-		var tokens []uint64
-		var wg sync.WaitGroup
-		for i := range waiters {
-			m := clients[(i/3)%nclients].FairMutex(name) // runs of three per Client
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				l, err := m.Lock(ctx)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				order, tokens = append(order, i), append(tokens, l.Token())
-				mu.Unlock()
-				if err := l.Unlock(ctx); err != nil {
-					t.Error(err)
-				}
-			}()
-			testkit.WaitQueued(t, rdb, name, i+1)
-		}
-		if err := holder.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		wg.Wait()
+		order, tokens := takeInQueueOrder(t, ctx, rdb, name, waiters, func(i int) *relock.FairMutex {
+			return clients[(i/3)%nclients].FairMutex(name) // runs of three per Client
+		})
 		passed := 0
 		for i, got := range order {
 			if got != i {
