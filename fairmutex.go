@@ -3,15 +3,16 @@ package relock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
-	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
 // FairMutex is a Mutex that grants the lock in the order its waiters first
 // asked for it, across processes: a queue in Redis holds the waiting
-// owners, and a release tells only the first of them, on its own channel.
+// owners, and a release tells only the first of them: a relock waiter on
+// its Client's grant channel, a Redisson waiter on its own channel.
 // It stores Redisson's fair-lock layout (RFairLock), so Java services
 // using Redisson's fair lock queue up with Go services on the same name.
 // Holds are Mutex holds: a FairMutex and a Mutex of one name exclude each
@@ -33,7 +34,10 @@ import (
 // A FairMutex is a cheap handle, safe for concurrent use; its zero value
 // is not usable: make it with Client.FairMutex.
 type FairMutex struct {
-	lockName // waiter <owner> listens on channel + ":" + owner
+	lockName // a Redisson waiter <owner> listens on channel + ":" + owner
+
+	grants         string // the Client's grant channel for the lock's slot
+	argGrantPrefix any    // grants without the Client's id: every Client's grant channel is this and its id
 
 	waiterTimeout time.Duration
 	argWaiter     any // waiterTimeout in ms, boxed
@@ -93,6 +97,8 @@ func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
 	m.waiterTimeout = cfg.waiterTimeout
 	m.argWaiter = cfg.waiterTimeout.Milliseconds()
 	m.channel = companion(lockChannelPrefix, name)
+	m.grants = c.grantChannel(name)
+	m.argGrantPrefix = strings.TrimSuffix(m.grants, c.id)
 	counter, named := c.tokenKeys(name)
 	m.group = slot(name)
 	m.queue = companion(fairQueuePrefix, name)
@@ -135,7 +141,7 @@ func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.FairForceUnlock.Run(ctx, m.c.rdb, append(m.leaveKeys[:4:4], m.aliveKey), msgUnlock, m.c.publish).Int64()
+	n, err := scripts.FairForceUnlock.Run(ctx, m.c.rdb, append(m.leaveKeys[:4:4], m.aliveKey), msgUnlock, m.c.publish, m.argGrantPrefix).Int64()
 	if err != nil {
 		return false, opError("force unlock", m.name, err)
 	}
@@ -150,6 +156,7 @@ type fairAcquire struct {
 	m      *FairMutex
 	waits  bool  // its attempts queue it
 	joined int64 // when its first attempt, which may have queued it, was sent
+	other  bool  // its last attempt found a holder, or waiters ahead, that are not relock's
 }
 
 // Undo undoes an attempt whose reply was lost (batch.Undo): the hold it
@@ -188,21 +195,8 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	if wait && !a.reentrant && a.cfg.spin == nil && !m.c.rsync.mayWait() {
 		grants = a.lease
 	}
-	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, queueFor, argMsgUnlock, m.c.argPublish, m.c.argFencing, grants, m.c.nowArg()}
+	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, queueFor, argMsgUnlock, m.c.argPublish, m.c.argFencing, grants, m.c.nowArg(), m.argGrantPrefix}
 
-	var fw *waiter // a one-shot call's, which a release of this Client may claim
-	// A call that will most likely wait, since calls of this Client wait
-	// for the lock, or did a moment ago, listens on its channel before its
-	// first attempt: it then needs no check once it sleeps (see
-	// Client.waitQueued).
-	var pre *notify.Waiter
-	if wait && !a.reentrant && a.cfg.spin == nil && m.c.fair.contended(m.name) {
-		fw = newWaiter(a.owner, a.cfg, false)
-		if pre, err = m.listen(ctx, a.owner, fw); err != nil {
-			return nil, err
-		}
-		defer pre.Close()
-	}
 	l, ttl, err := m.attempt(ctx, a)
 	if l != nil || err != nil {
 		return l, err
@@ -210,39 +204,11 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	if !wait {
 		return nil, ErrNotAcquired
 	}
-	if fw == nil && !a.reentrant {
+	var fw *waiter // a one-shot call's, which a release of this Client may claim
+	if !a.reentrant {
 		fw = newWaiter(a.owner, a.cfg, false)
 	}
-	return m.wait(ctx, a, ttl, fw, pre)
-}
-
-// listenFor bounds how long a call waits for its channel's subscription
-// before its first attempt: one that is not confirmed by then (pub/sub
-// down) attempts all the same, and checks whether it is first once
-// subscribed, as a call that did not listen first.
-const listenFor = 50 * time.Millisecond
-
-// listen subscribes the channel of the call of owner, whose waiter is w,
-// and waits until the subscription is confirmed, or listenFor.
-func (m *FairMutex) listen(ctx context.Context, owner string, w *waiter) (*notify.Waiter, error) {
-	sub, err := m.c.hub.Subscribe(m.channel+":"+owner, m.c.fairPolicy(w))
-	if err != nil {
-		return nil, ErrClosed
-	}
-	t := time.NewTimer(listenFor)
-	defer t.Stop()
-	select {
-	case <-sub.Ready():
-		return sub, nil
-	case <-t.C:
-		return sub, nil
-	case <-ctx.Done():
-		err = fmt.Errorf("relock: lock %q: %w", m.name, ctx.Err())
-	case <-m.c.closing:
-		err = ErrClosed
-	}
-	sub.Close()
-	return nil, err
+	return m.wait(ctx, a, ttl, fw)
 }
 
 // attempt runs fair_lock.lua once. It returns a Lease, or how long to wait
@@ -257,7 +223,9 @@ func (m *FairMutex) attempt(ctx context.Context, a *fairAcquire) (*Lease, time.D
 		return nil, 0, opError("lock", m.name, err)
 	}
 	if r <= 0 {
-		return nil, time.Duration(-r-1) * time.Millisecond, nil
+		v := -r - 1
+		a.other = v%2 == 1
+		return nil, time.Duration(v/2-1) * time.Millisecond, nil
 	}
 	l := m.newLease(a.owner, a.reentrant, uint64(r))
 	m.c.watch(l, m.group, a.cfg.lease, a.cfg.fixed, sent)
@@ -284,7 +252,7 @@ func (m *FairMutex) leave(ctx context.Context, a *fairAcquire, mode any) {
 	if a.reentrant {
 		keys = append(m.leaveKeys[:4:4], a.keys[6], m.aliveKey)
 	}
-	err := scripts.FairLeave.Run(ctx, m.c.rdb, keys, a.owner, msgUnlock, m.c.publish, mode).Err()
+	err := scripts.FairLeave.Run(ctx, m.c.rdb, keys, a.owner, msgUnlock, m.c.publish, mode, m.argGrantPrefix).Err()
 	if err != nil {
 		m.c.cfg.logger.Warn("relock: cannot leave a fair lock's queue; the entry expires with the waiter timeout",
 			"name", m.name, "waiter timeout", m.waiterTimeout, "err", err)
@@ -305,7 +273,7 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	if m.c.rsync.mayWait() {
 		grants = argZero
 	}
-	args := []any{l.field, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants, argFairHeads}
+	args := []any{l.field, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants, argFairHeads, m.argGrantPrefix}
 	if m.c.passable(l) {
 		if head := l.chain.fairNext(); head != "" {
 			if w := m.c.fair.claimOwner(m.name, head); w != nil {

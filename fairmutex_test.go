@@ -620,13 +620,15 @@ func TestFairMutexGrants(t *testing.T) {
 			testkit.NoKeysLeft(t, rdb, name)
 		})
 
-		t.Run("listens-before-queueing", func(t *testing.T) {
-			// A call that comes while another call of its Client waits
-			// listens on its channel before its first attempt, and sleeps
-			// without checking whether it is first.
+		t.Run("one-subscription", func(t *testing.T) {
+			// A Client's waiting calls listen on its grant channel, one
+			// subscription for all: the first call attempts once more
+			// when it is confirmed; a call that comes while another
+			// waits finds it confirmed already, and sleeps after its one
+			// attempt. Neither subscribes to a channel of its own.
 			arb := top.RDB(t)
-			checks := &testkit.CountCalls{Command: "lindex"}
-			arb.AddHook(checks)
+			attempts := &testkit.CountCalls{Script: "fair_lock"}
+			arb.AddHook(attempts)
 			h, a := newClient(), testkit.NewClient(t, arb, relock.WithoutReplicaSync())
 			name := testkit.LockName(t)
 			holder, err := h.FairMutex(name).Lock(ctx)
@@ -636,14 +638,17 @@ func TestFairMutexGrants(t *testing.T) {
 			got1 := lockFor(a, name)
 			queued(name, 1)
 			testkit.Eventually(t, 5*time.Second, "the first waiter to sleep", func() bool { return a.Stats().Asleep == 1 })
-			if n := checks.N.Load(); n != 1 {
-				t.Fatalf("the first waiter checked %d times whether it is first, want 1", n)
+			if n := attempts.N.Load(); n != 2 {
+				t.Fatalf("the first waiter attempted %d times, want 2", n)
 			}
 			got2 := lockFor(a, name)
 			queued(name, 2)
 			testkit.Eventually(t, 5*time.Second, "the second waiter to sleep", func() bool { return a.Stats().Asleep == 2 })
-			if n := checks.N.Load(); n != 1 {
-				t.Errorf("the second waiter checked whether it is first (%d checks in all)", n)
+			if n := attempts.N.Load(); n != 3 {
+				t.Errorf("the second waiter attempted %d times, want 1", n-2)
+			}
+			if s := a.Stats(); s.Channels != 1 {
+				t.Errorf("%d channels subscribed by two waiting calls, want 1 (the grant channel)", s.Channels)
 			}
 			ls := takeInTurn(t, ctx, holder, got1, got2)
 			if ls[0].Token() != holder.Token()+1 || ls[1].Token() != ls[0].Token()+1 {
@@ -680,8 +685,8 @@ func TestFairMutexGrants(t *testing.T) {
 			// A grant made as the entry was made, for 1ms: run out since
 			// (a heartbeat came a third of the waiter timeout later).
 			const fake = 1 << 40
-			channel := "redisson_lock__channel:{" + name + "}:" + owner
-			msg := fmt.Sprintf("g:%d:1:0", int64(fake))
+			channel := grantChannelOf(top, name, owner)
+			msg := fmt.Sprintf("fg:%d:1:0:%s", int64(fake), owner)
 			if n, err := rdb.Do(ctx, javaPublish(top), channel, msg).Int64(); err != nil || n != 1 {
 				t.Errorf("the grant reached %d subscribers (%v), want 1", n, err)
 			}

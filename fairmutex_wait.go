@@ -4,26 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
 // Waiting in a fair lock's queue.
 //
 // A Lock call that cannot have the lock at once joins the queue in Redis in
-// that same attempt and subscribes to its own channel. Once subscribed it
-// tries once more if it is now first in the queue (only the first is ever
-// told, so a message published before the subscription can only have been
-// meant for the first), and sleeps until it is told on its channel, the
-// holder's TTL runs out, its heartbeat is due, ctx ends, or the Client is
-// closed, in the one waiting loop (Client.waitQueued). Every attempt
-// refreshes the call's queue entry, so the heartbeat is simply an attempt
-// every third of the waiter timeout.
+// that same attempt, and sleeps until it is told, the holder's TTL runs
+// out, its heartbeat is due, ctx ends, or the Client is closed, in the one
+// waiting loop (Client.waitQueued). Every attempt refreshes the call's
+// queue entry, so the heartbeat is simply an attempt every third of the
+// waiter timeout.
+//
+// Only the first of the queue is ever told. A release by relock tells a
+// relock waiter on its Client's grant channel, which the Client keeps
+// subscribed while its calls wait and a second after ("fg:" a grant,
+// "fn:" check now; see routeGrant): a Client's waiting calls share one
+// subscription, confirmed long before most calls queue, so that a call
+// neither subscribes, nor checks, nor unsubscribes on its own. A Redisson
+// client's release tells the first on its own channel: a call listens
+// there once an attempt finds a holder, or a waiter ahead of it, that is
+// not relock's (fair_lock.lua), and once subscribed checks whether it is
+// first (a message before the subscription can only have been meant for
+// the first).
 //
 // Direct handoff. A release by a Client whose own calls sleep in the queue
 // passes their owners to fair_unlock.lua as candidates: if the first of
@@ -37,23 +44,9 @@ import (
 // fairMaxCandidates caps the candidates of one release.
 const fairMaxCandidates = 16
 
-// fairPolicy is the policy of a fair waiter's own channel: a grant
-// ("g:<token>:<ttl ms>:<ms since its queue entry was made>") is kept for w, if not
-// nil, which is told of it; every other message wakes the call.
-func (c *Client) fairPolicy(w *waiter) notify.Policy {
-	return func(payload string) int {
-		rest, ok := strings.CutPrefix(payload, "g:")
-		if !ok || w == nil {
-			return 1
-		}
-		g, _, ok := parseGrant(rest)
-		if !ok {
-			return 1
-		}
-		c.fair.keep(w, g)
-		return 0
-	}
-}
+// fairPolicy is the policy of a fair waiter's own channel, where only
+// Redisson's releases publish: every message wakes the call.
+func fairPolicy(string) int { return 1 }
 
 // acceptGrant makes the Lease of a grant to call a by another Client's
 // release, or returns nil when it may have run out already (see
@@ -106,9 +99,10 @@ func (m *FairMutex) handOff(ctx context.Context, keys []any, args []any, ws []*w
 	if !m.c.fair.settle(ws, int(i-1), next, false) {
 		m.c.releaseUnwanted(next)
 	} else {
-		// w returns with next at once and leaves its subscription to us:
-		// the unsubscribe is off the path of the lock's next handover.
-		w.sub.Close()
+		// w returns with next at once and leaves its subscription, if
+		// any, to us: the unsubscribe is off the path of the lock's next
+		// handover.
+		w.sub.Close() // nil without one
 	}
 	return -1, nil
 }
@@ -122,7 +116,7 @@ func (m *FairMutex) handOff(ctx context.Context, keys []any, args []any, ws []*w
 func (m *FairMutex) tellHead(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
 	defer cancel()
-	if err := scripts.FairTell.Run(ctx, m.c.rdb, append(m.leaveKeys[:4:4], m.aliveKey), msgUnlock, m.c.publish).Err(); err != nil {
+	if err := scripts.FairTell.Run(ctx, m.c.rdb, append(m.leaveKeys[:4:4], m.aliveKey), msgUnlock, m.c.publish, m.argGrantPrefix).Err(); err != nil {
 		m.c.cfg.logger.Debug("relock: cannot tell the next fair waiter of a fixed lease", "name", m.name, "err", err)
 	}
 }
@@ -138,10 +132,11 @@ func (m *FairMutex) nextTry(ttl time.Duration) time.Duration {
 	return d
 }
 
-// wait sleeps in the queue between attempts, in Client.waitQueued on the
-// call's own channel. Whatever ends it without the lock, the call leaves
-// the queue before it returns.
-func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration, fw *waiter, pre *notify.Waiter) (*Lease, error) {
+// wait sleeps in the queue between attempts, in Client.waitQueued, on the
+// Client's grant channel, and on the call's own channel once a Redisson
+// client may tell it there. Whatever ends it without the lock, the call
+// leaves the queue before it returns.
+func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration, fw *waiter) (*Lease, error) {
 	q := &fairQueued{m: m, a: a, ctx: ctx}
 	if a.cfg.spin != nil {
 		// An attempt refreshes the call's place in the queue: the heartbeat
@@ -157,8 +152,9 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration,
 		}
 		return l, err
 	}
-	qw := queuedWait{op: "lock", name: m.name, channel: m.channel + ":" + a.owner, policy: m.c.fairPolicy(fw),
-		local: m.name, owner: a.owner, joined: true, sent: a.joined, pre: pre, reg: &m.c.fair, waiter: fw}
+	qw := queuedWait{op: "lock", name: m.name, channel: m.channel + ":" + a.owner, policy: fairPolicy,
+		listenWhen: &a.other, local: m.name, owner: a.owner, grants: m.grants,
+		joined: true, sent: a.joined, reg: &m.c.fair, waiter: fw}
 	l, err := m.c.waitQueued(ctx, qw, q, m.nextTry(ttl))
 	if err != nil {
 		return nil, err

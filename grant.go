@@ -97,15 +97,18 @@ type grant struct {
 
 // routeGrant is the hub's policy for a grant channel: it passes a grant
 // ("g:<token>:<ttl ms>:<age ms>:<owner>") or a call to check again
-// ("n:<ttl ms>:<owner>") to the waiting call of that owner, if it is
-// still here, and wakes no other.
+// ("n:<ttl ms>:<owner>", 0 for now) to the waiting Mutex, RWMutex or
+// PermitSemaphore call of that owner, and a grant ("fg:", the same) or a
+// call to check now ("fn:<owner>") to the waiting FairMutex call of that
+// owner, if it is still here, and wakes no other.
 func (c *Client) routeGrant(payload string) int {
 	kind, rest, _ := strings.Cut(payload, ":")
 	var g *grant
-	var recheck time.Duration
+	var recheck time.Duration // 0: now
 	var owner string
+	reg := &c.local
 	switch kind {
-	case "g":
+	case "g", "fg":
 		var ok bool
 		if g, owner, ok = parseGrant(rest); !ok || owner == "" {
 			return 0
@@ -116,13 +119,20 @@ func (c *Client) routeGrant(payload string) int {
 		if err != nil {
 			return 0
 		}
-		recheck, owner = time.Duration(n)*time.Millisecond+time.Millisecond, o
+		if owner = o; n > 0 {
+			recheck = time.Duration(n)*time.Millisecond + time.Millisecond
+		}
+	case "fn":
+		owner = rest
 	default:
 		return 0
 	}
+	if kind[0] == 'f' {
+		reg = &c.fair
+	}
 	// A call gone has taken the grant with its attempt, or leaving the
 	// queue releases it.
-	c.local.tell(owner, g, recheck)
+	reg.tell(owner, g, recheck)
 	return 0
 }
 

@@ -3,6 +3,7 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/slots"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -99,6 +101,16 @@ func noNewKeys(t testing.TB, before, after []string) {
 			t.Fatalf("key %s left behind (keys before: %v)", k, before)
 		}
 	}
+}
+
+// grantChannelOf returns the grant channel on which the Client of waiter
+// owner ("<uuid>:<n>") is told of locks of name.
+func grantChannelOf(top testkit.Topology, name, owner string) string {
+	id := owner[:strings.LastIndex(owner, ":")]
+	if top.Name == "cluster" {
+		return "relock_grant:{" + slots.Tag(slots.Of(name)) + "}:" + id
+	}
+	return "relock_grant:" + id
 }
 
 func javaPublish(top testkit.Topology) string {

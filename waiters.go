@@ -84,7 +84,7 @@ const contendedFor = time.Second
 // queued a call and the call's sleep.
 type mailed struct {
 	g       *grant
-	recheck time.Duration
+	recheck time.Duration // 0: none; negative: now
 	at      time.Time
 }
 
@@ -279,9 +279,9 @@ func (w *waiter) hand(l *Lease) bool {
 	}
 }
 
-// tell records a grant, or a time to check again by, for the waiter of
-// owner and wakes it. With no such waiter yet, it keeps the news for one
-// added within mailLife.
+// tell records a grant, or a time to check again by (0: now), for the
+// waiter of owner and wakes it. With no such waiter yet, it keeps the news
+// for one added within mailLife.
 func (r *waiters) tell(owner string, g *grant, recheck time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -300,9 +300,12 @@ func (r *waiters) tell(owner string, g *grant, recheck time.Duration) {
 		r.mail[owner] = m
 	}
 	m.at = now
-	if g != nil {
+	switch {
+	case g != nil:
 		m.g = g
-	} else if m.recheck == 0 || recheck < m.recheck {
+	case recheck <= 0:
+		m.recheck = -1 // now
+	case m.recheck == 0 || recheck < m.recheck:
 		m.recheck = recheck
 	}
 }
@@ -341,25 +344,21 @@ func (r *waiters) tellOther(name string, w *waiter, d time.Duration) {
 	}
 }
 
-// note records g or recheck for w, and wakes it. Called with mu held.
+// note records g or recheck for w (0: attempt now), and wakes it. Called
+// with mu held.
 func (w *waiter) note(g *grant, recheck time.Duration) {
-	if g != nil {
+	switch {
+	case g != nil:
 		w.granted = g
-	} else if w.recheck == 0 || recheck < w.recheck {
+	case recheck <= 0:
+		w.poked = true
+	case w.recheck == 0 || recheck < w.recheck:
 		w.recheck = recheck
 	}
 	select {
 	case w.news <- struct{}{}:
 	default:
 	}
-}
-
-// keep records grant g for w, whose call its own channel's message wakes
-// (FairMutex calls).
-func (r *waiters) keep(w *waiter, g *grant) {
-	r.mu.Lock()
-	w.note(g, 0)
-	r.mu.Unlock()
 }
 
 // takeNews returns and clears what w was told by other Clients' releases:
@@ -494,9 +493,6 @@ type queuedWait struct {
 	want              int    // the permits a semaphore call asks for (see waiters.pokeFitting)
 	exit              func() // if not nil, called as the call returns, before it unsubscribes
 
-	// pre, if not nil, is a subscription to channel the call made before
-	// its first attempt: the call's own subscription takes its place.
-	pre *notify.Waiter
 	// waiter, if not nil, is the call's waiter, which a release of this
 	// Client may claim and hand the lock to (a Mutex's or FairMutex's
 	// one-shot call; see claim).
@@ -556,16 +552,6 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 	}()
 	if err := listen(); err != nil {
 		return nil, err
-	}
-	if qw.pre != nil {
-		if w != nil && qw.joined && qw.sent != 0 && c.hub.ConfirmedBefore(qw.channel, qw.sent) {
-			// Every message since the call queued reaches it, a grant
-			// kept by the channel's policy, a wake handed on from pre as
-			// it closes; a re-subscription from now on wakes it: no
-			// attempt or check is owed.
-			ready = nil
-		}
-		qw.pre.Close()
 	}
 	var grants, gready <-chan struct{} // the grant channel's reconnects and confirmation
 	if qw.grants != "" {

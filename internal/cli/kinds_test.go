@@ -184,7 +184,7 @@ func TestKindsShownAndCounted(t *testing.T) {
 
 // TestUnlockForceByKind: unlock --force acts by the lock's kind: a
 // read-write lock's waiting writer and a fair lock's first queued owner
-// are woken by the release message their kind listens for (counted in
+// are woken by the message their kind listens for (counted in
 // Stats.Wakeups), not left to find out at their next timer, and a
 // read-write lock's reader hold keys go with it.
 func TestUnlockForceByKind(t *testing.T) {
@@ -208,7 +208,7 @@ func TestUnlockForceByKind(t *testing.T) {
 			func(c *relock.Client) func(ctx context.Context) (*relock.Lease, error) {
 				return func(ctx context.Context) (*relock.Lease, error) { return c.FairMutex("fair").Lock(ctx) }
 			},
-			both(queued("fair", 1), subscribedLike(companion(layout.LockChannel, "fair")+":*"))},
+			both(queued("fair", 1), subscribedLike(layout.GrantChannel+":*"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.hold(); err != nil {

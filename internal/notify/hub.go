@@ -234,6 +234,9 @@ func (w *Waiter) Wake() <-chan struct{} { return w.wake }
 // waiter of the channel, and unsubscribes the channel if it was the last
 // (after the channel's linger, if it has one).
 func (w *Waiter) Close() {
+	if w == nil {
+		return
+	}
 	w.once.Do(func() {
 		if !w.c.remove(w) {
 			w.c.hub.release(w.c)

@@ -5,6 +5,9 @@
 -- KEYS[5]  liveness of relock's waiters, as in fair_queue.lua
 -- ARGV[1]  message telling a waiter the lock is free
 -- ARGV[2]  "publish" or "spublish"
+-- ARGV[3]  prefix of the grant channels of the lock's slot (see
+--          fair_lock.lua); absent: relock waiters are told on their own
+--          channels
 --
 -- Returns  1 if the lock was held and is now deleted, 0 if it was not held.
 --          A key of another type is left alone and reported as an error.
@@ -19,6 +22,6 @@ end
 redis.call('del', KEYS[1])
 local head = purge()
 if head then
-    wake(head, ARGV[2], ARGV[1])
+    wake(head, ARGV[2], ARGV[1], ARGV[3])
 end
 return 1

@@ -13,6 +13,9 @@
 --          hold, which can only come from the lost call; "2": also undo
 --          one hold of a reentrant owner if KEYS[5] shows the lost call
 --          was applied
+-- ARGV[5]  prefix of the grant channels of the lock's slot (see
+--          fair_lock.lua); absent: relock waiters are told on their own
+--          channels
 --
 -- Returns  1 if an entry or a hold was removed, 0 if there was nothing to
 --          remove.
@@ -39,6 +42,6 @@ if leave(owner) then
     end
 end
 if head and (changed or freed) and redis.call('exists', KEYS[1]) == 0 then
-    wake(head, ARGV[3], ARGV[2])
+    wake(head, ARGV[3], ARGV[2], ARGV[5])
 end
 return removed

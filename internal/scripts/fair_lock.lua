@@ -24,29 +24,45 @@
 --          "0" when the caller takes no such grant
 -- ARGV[10] the caller's clock in unix ms, recorded as relock_since by an
 --          acquisition (absent: the server's clock, one more call)
+-- ARGV[11] prefix of the grant channels of the lock's slot: a relock
+--          waiter is told on its client's, the prefix followed by its
+--          "<uuid>" (see tell in fair_queue.lua); absent: on its own
+--          channel
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
---          zero or a negative integer r: not acquired; -r-1 is how long
---          to wait, in milliseconds, before trying again: the holder's
---          remaining TTL or, while the lock is free for the head of the
---          queue, the time until the head's deadline (-1: unknown).
+--          zero or a negative integer r: not acquired. With v = -r-1,
+--          v // 2 - 1 is how long to wait, in milliseconds, before trying
+--          again: the holder's remaining TTL or, while the lock is free
+--          for the head of the queue, the time until the head's deadline
+--          (-1: unknown). v % 2 is 1 when the holder is not a relock
+--          client, or anyone but relock's waiters is ahead of the caller
+--          in the queue (see others_ahead): such a client's release tells
+--          the next head on its own channel, which the caller must then
+--          listen on.
 
 local owner = ARGV[2]
 local timeout = tonumber(ARGV[5])
 
--- join the queue, or refresh the caller's place in it
-local function enqueue()
-    if timeout > 0 then
-        join(owner, timeout, ARGV[9])
+-- wait joins the queue, or refreshes the caller's place in it, and
+-- returns the reply for waiting ms; other tells that the holder is not a
+-- relock client.
+local function wait(ms, other)
+    if timeout > 0 and others_ahead(join(owner, timeout, ARGV[9])) then
+        other = true
     end
+    local v = 2 * (ms + 1)
+    if other then
+        v = v + 1
+    end
+    return -1 - v
 end
 
 local ttl = redis.call('pttl', KEYS[1]) -- -2: free
 if ttl ~= -2 then
-    if redis.call('hexists', KEYS[1], owner) == 0 then
-        enqueue()
-        return -1 - ttl
+    local f = redis.call('hmget', KEYS[1], owner, token_field)
+    if not f[1] then
+        return wait(ttl, not f[2])
     end
     local token = held(KEYS[1], KEYS[5], KEYS[6])
     -- A one-shot owner is never seen twice: this is a retry of a request
@@ -88,7 +104,6 @@ if not head or head == owner then
 end
 -- Free, and another waiter is first: it has until its deadline.
 if changed then
-    wake(head, ARGV[7], ARGV[6])
+    wake(head, ARGV[7], ARGV[6], ARGV[11])
 end
-enqueue()
-return -1 - (deadline - now_ms())
+return wait(deadline - now_ms(), false)

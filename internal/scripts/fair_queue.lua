@@ -7,7 +7,9 @@
 -- KEYS[2]  queue: list of waiting owners, oldest first
 -- KEYS[3]  waiting budgets: zset owner -> time in ms (Redisson's timeout
 --          set, see below)
--- KEYS[4]  channel prefix: waiter <owner> listens on KEYS[4] .. ':' .. <owner>
+-- KEYS[4]  channel prefix: a waiter <owner> of another client (Redisson)
+--          listens on KEYS[4] .. ':' .. <owner>; relock's waiters listen
+--          on their client's grant channel (see tell)
 -- KEYS[#KEYS]  relock's liveness of its own waiters: hash owner ->
 --          "<deadline>:<lease>:<joined>", the server time in ms after which
 --          a relock waiter that has not refreshed its entry counts as dead,
@@ -137,6 +139,7 @@ end
 -- a grant by another client's release (0 when it takes none), joined when
 -- the entry was made, kept by every refresh: a grant tells its waiter how
 -- long ago that was, which no later attempt of the waiter changes.
+-- Returns owner's place in the queue, 0 for the first.
 local function join(owner, timeout, lease)
     local at = redis.call('lpos', KEYS[2], owner)
     local score = tonumber(redis.call('zscore', KEYS[3], owner))
@@ -161,11 +164,57 @@ local function join(owner, timeout, lease)
     if redis.call('pttl', ALIVE) < 2 * timeout then
         redis.call('pexpire', ALIVE, 3 * timeout)
     end
+    return at
 end
 
--- wake tells waiter owner, on its own channel, that the lock is free.
-local function wake(owner, publish, message)
-    redis.call(publish, KEYS[4] .. ':' .. owner, message)
+-- relock_client returns the "<uuid>" of waiter owner's client when owner
+-- is a relock waiter (one with a liveness entry) and grants, the prefix
+-- of the grant channels of the lock's slot, is given; else nil.
+local function relock_client(owner, grants)
+    if not grants or grants == '' or redis.call('hexists', ALIVE, owner) == 0 then
+        return nil
+    end
+    return string.match(owner, '^(.*):%d+$')
+end
+
+-- tell publishes news for waiter owner: to a relock waiter on its
+-- client's grant channel, grants .. "<uuid>", as kind .. ':' .. body ..
+-- owner ("fg:<token>:<ttl>:<age>:<owner>", a grant; "fn:<owner>", check
+-- now), so that a client listens on one channel for all its waiters;
+-- to any other on the waiter's own channel, as old (Redisson's way). c
+-- is owner's client if known (relock_client).
+local function tell(owner, publish, grants, c, kind, body, old)
+    if c then
+        redis.call(publish, grants .. c, kind .. ':' .. body .. owner)
+    else
+        redis.call(publish, KEYS[4] .. ':' .. owner, old)
+    end
+end
+
+-- wake tells waiter owner that the lock is free (see tell); message is
+-- what a Redisson waiter is told.
+local function wake(owner, publish, message, grants)
+    tell(owner, publish, grants, relock_client(owner, grants), 'fn', '', message)
+end
+
+-- others_ahead reports whether anyone but relock's waiters is among the
+-- first at waiters of the queue: a Redisson client's release then tells
+-- the next head on its own channel, which a relock waiter behind them must
+-- listen on. Over 16 ahead it says yes without looking.
+local function others_ahead(at)
+    if at == 0 then
+        return false
+    end
+    if at > 16 then
+        return true
+    end
+    local ahead = redis.call('lrange', KEYS[2], 0, at - 1)
+    for _, a in ipairs(redis.call('hmget', ALIVE, unpack(ahead))) do
+        if not a then
+            return true
+        end
+    end
+    return false
 end
 
 -- pass_to returns the queue's next heads that are live waiters of the

@@ -7,12 +7,15 @@
 -- KEYS[5]  liveness of relock's waiters, as in fair_queue.lua
 -- ARGV[1]  message telling a waiter to check again
 -- ARGV[2]  "publish" or "spublish"
+-- ARGV[3]  prefix of the grant channels of the lock's slot (see
+--          fair_lock.lua); absent: relock waiters are told on their own
+--          channels
 --
 -- Returns  1 if a waiter was told, 0 if the queue is empty.
 
 local head = redis.call('lindex', KEYS[2], 0)
 if head then
-    wake(head, ARGV[2], ARGV[1])
+    wake(head, ARGV[2], ARGV[1], ARGV[3])
     return 1
 end
 return 0

@@ -50,9 +50,16 @@ func (f fairLock) lock(t *testing.T, owner string, waiter int) int64 {
 	return run(t, FairLock, f.keys(f.counter, f.token, f.name), 10000, owner, "0", 60000, waiter, "0", "publish", fenceTTL).(int64)
 }
 
+// waitOf reads fair_lock.lua's reply v when it did not acquire: how long
+// to wait in ms, and whether others than relock are ahead or hold.
+func waitOf(v int64) (ms int64, other bool) {
+	w := -v - 1
+	return w/2 - 1, w%2 == 1
+}
+
 func (f fairLock) unlock(t *testing.T, owner string, candidates ...any) any {
 	t.Helper()
-	args := append([]any{owner, "0", "publish", "0", 60000, fenceTTL, "0", "0"}, candidates...)
+	args := append([]any{owner, "0", "publish", "0", 60000, fenceTTL, "0", "0", ""}, candidates...)
 	return run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...)
 }
 
@@ -174,8 +181,8 @@ func TestFairQueueOrder(t *testing.T) {
 	}
 	for _, o := range []string{"b", "c"} {
 		v := f.lock(t, o, 5000)
-		if ttl := -v - 1; v > 0 || ttl < 9000 || ttl > 10000 {
-			t.Fatalf("%s = %d, want -(holder ttl + 1)", o, v)
+		if ttl, other := waitOf(v); v > 0 || ttl < 9000 || ttl > 10000 || other {
+			t.Fatalf("%s = %d, want the holder's ttl, and no others", o, v)
 		}
 	}
 	if q := f.queued(t); q != "b c" {
@@ -216,8 +223,8 @@ func TestFairQueueOrder(t *testing.T) {
 	}
 	// The lock is free, but b is first: c waits until b's deadline.
 	v := f.lock(t, "c", 5000)
-	if wait := -v - 1; v > 0 || wait < 4000 || wait > 5000 {
-		t.Fatalf("c while b is first = %d, want -(b's remaining deadline + 1)", v)
+	if wait, _ := waitOf(v); v > 0 || wait < 4000 || wait > 5000 {
+		t.Fatalf("c while b is first = %d, want b's remaining deadline", v)
 	}
 	if v := f.lock(t, "x", 0); v > 0 {
 		t.Fatal("a single attempt went past the queue")
@@ -630,7 +637,7 @@ func TestFairPass(t *testing.T) {
 	for _, o := range []string{"u:2", "u:3", "u:4", "u:5", "v:1", "u:6"} {
 		f.lock(t, o, 5000)
 	}
-	args := []any{"u:1", "0", "publish", "0", 60000, fenceTTL, "0", "8", "u:2", 7000}
+	args := []any{"u:1", "0", "publish", "0", 60000, fenceTTL, "0", "8", "", "u:2", 7000}
 	v := run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...).([]any)
 	t2 := v[0].(int64)
 	if fmt.Sprint(v[1:]) != fmt.Sprintf("[1 [u:3 u:4 u:5] %d]", t2+1) {
@@ -718,4 +725,114 @@ func TestFairGrantLowersEveryScore(t *testing.T) {
 		}
 	}
 	rdb.Del(ctx, f.name, f.queue, f.timeouts, f.alive, f.counter, f.token)
+}
+
+// TestFairTellsOnGrantChannels: with the grant channels' prefix, a relock
+// waiter is told on its client's grant channel, with its owner in the
+// message ("fg:" a grant, "fn:" check now); a waiter without a liveness
+// entry (Redisson's) on its own channel, as before. An attempt reports
+// whether anyone but relock's waiters holds the lock or is ahead.
+func TestFairTellsOnGrantChannels(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:grantchan")
+	const prefix = "relock_grant:"
+	own := f.listen(t, "u:1", "u:2", "v:1", "java:9")
+	grants := rdb.Subscribe(ctx, prefix+"u", prefix+"v")
+	t.Cleanup(func() { _ = grants.Close() })
+	for range 2 {
+		if _, err := grants.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func(want string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		msg, err := grants.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := msg.Channel + " " + msg.Payload; !strings.HasPrefix(got, want) {
+			t.Fatalf("heard %q, want %q...", got, want)
+		}
+	}
+	lock := func(owner, grants string) int64 {
+		t.Helper()
+		return run(t, FairLock, f.keys(f.counter, f.token, f.name), 10000, owner, "0", 60000, 5000, "0", "publish", fenceTTL, grants, "1700000000000", prefix).(int64)
+	}
+	unlock := func(owner string) any {
+		t.Helper()
+		return run(t, FairUnlock, f.keys(f.counter, f.token, f.name), owner, "0", "publish", "0", 60000, fenceTTL, 2000, "0", prefix)
+	}
+	if v := lock("u:1", "0"); v <= 0 {
+		t.Fatalf("u:1 = %d, want the lock", v)
+	}
+	// v:1 takes grants, u:2 does not; all of relock: no others.
+	for _, o := range []string{"v:1", "u:2"} {
+		grants := "0"
+		if o == "v:1" {
+			grants = "30000"
+		}
+		if v := lock(o, grants); v > 0 {
+			t.Fatalf("%s = %d, want to wait", o, v)
+		} else if _, other := waitOf(v); other {
+			t.Fatalf("%s: others reported with only relock's waiters", o)
+		}
+	}
+	// A Redisson waiter joins behind u:2; it is ahead of nobody.
+	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: rdb.ZScore(ctx, f.timeouts, "u:2").Val() + 300000, Member: "java:9"})
+	rdb.RPush(ctx, f.queue, "java:9")
+	if v := lock("u:2", "0"); v > 0 {
+		t.Fatalf("u:2 = %d, want to wait", v)
+	} else if _, other := waitOf(v); other {
+		t.Fatal("u:2: others reported for a Redisson waiter behind it")
+	}
+	// The grant to v:1 goes to client v's grant channel.
+	if v := unlock("u:1"); v != int64(3) {
+		t.Fatalf("release = %v, want a grant (3)", v)
+	}
+	next(prefix + "v fg:")
+	// u:2, next, takes no grants: it is told to check now on u's channel.
+	if v := unlock("v:1"); v != int64(2) {
+		t.Fatalf("release = %v, want 2", v)
+	}
+	next(prefix + "u fn:u:2")
+	if v := lock("u:2", "0"); v <= 0 {
+		t.Fatalf("u:2 = %d, want the lock", v)
+	}
+	// The Redisson waiter is told on its own channel.
+	if v := unlock("u:2"); v != int64(2) {
+		t.Fatalf("release = %v, want 2", v)
+	}
+	if got := own.heard(t); got != "java:9" {
+		t.Fatalf("own channels told %q, want java:9", got)
+	}
+	// Now a Redisson client holds the lock, and relock waiters behind
+	// a Redisson waiter: both are others.
+	rdb.Del(ctx, f.queue, f.timeouts)
+	rdb.HSet(ctx, f.name, "java:9", 1)
+	rdb.PExpire(ctx, f.name, 10*time.Second)
+	if v := lock("u:3", "0"); v > 0 {
+		t.Fatalf("u:3 = %d, want to wait", v)
+	} else if _, other := waitOf(v); !other {
+		t.Fatal("u:3: a Redisson holder not reported")
+	}
+	rdb.Del(ctx, f.name)
+	rdb.HSet(ctx, f.name, "u:9", 1, "relock_token", 5)
+	rdb.PExpire(ctx, f.name, 10*time.Second)
+	rdb.RPush(ctx, f.queue, "java:8")
+	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "java:8"})
+	if v := lock("u:4", "0"); v > 0 {
+		t.Fatalf("u:4 = %d, want to wait", v)
+	} else if _, other := waitOf(v); !other {
+		t.Fatal("u:4: a Redisson waiter ahead not reported")
+	}
+	// u:3, queued before the Redisson waiter, has only a relock holder
+	// ahead of it.
+	if v := lock("u:3", "0"); v > 0 {
+		t.Fatalf("u:3 = %d, want to wait", v)
+	} else if _, other := waitOf(v); other {
+		t.Fatal("u:3: others reported where a relock client holds and nobody is ahead")
+	}
+	rdb.Del(ctx, f.name, f.queue, f.timeouts, f.alive)
 }

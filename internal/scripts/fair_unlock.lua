@@ -2,8 +2,8 @@
 -- lock, it passes to the head of the queue without ever being free if the
 -- head is one of the candidates (waiters of the releasing client), or a
 -- relock waiter that takes grants (granted for at most ARGV[7], told on
--- its channel, and confirmed by it); any other head is told on its own
--- channel that the lock is free.
+-- its client's grant channel, and confirmed by it); any other head is told
+-- that the lock is free (see tell in fair_queue.lua).
 --
 -- KEYS[1..4]  as in fair_queue.lua
 -- KEYS[5]  fencing counter of the lock's slot (see fence.lua)
@@ -23,15 +23,20 @@
 --          grants to candidates only
 -- ARGV[8]  k: how many fencing tokens to reserve for the releasing
 --          client to pass the lock on in process (see fair_pass.lua)
--- ARGV[9], ARGV[10], ...  candidates: pairs of a waiter's owner id and its
---          lease in milliseconds (none for a plain release)
+-- ARGV[9]  prefix of the grant channels of the lock's slot (see
+--          fair_lock.lua); "": relock waiters are told on their own
+--          channels
+-- ARGV[10], ARGV[11], ...  candidates: pairs of a waiter's owner id and
+--          its lease in milliseconds (none for a plain release)
 --
 -- Returns  0: the owner holds no hold here (expired, deleted or never held)
 --          1: one hold released, the owner still holds the lock
 --          2: the last hold released, the lock is free
 --          3: the last hold released and the lock granted to the head of
 --             the queue, a relock waiter of another client, told on its
---             channel "g:<token>:<ttl ms>:<ms since its entry was made>"
+--             client's grant channel "fg:<token>:<ttl ms>:<ms since its
+--             entry was made>:<owner>" (on its own channel "g:<token>:
+--             <ttl ms>:<ms since its entry was made>" without ARGV[9])
 --          a table {t, i, h, r}: the last hold released and the lock
 --             passed to candidate i (1-based), whose fencing token is t; h
 --             lists the queue's next heads that are waiters of the
@@ -47,7 +52,7 @@ if ARGV[4] == '1' then
 end
 -- find returns the index in ARGV of candidate owner, or nil.
 local function find(owner)
-    for i = 9, #ARGV - 1, 2 do
+    for i = 10, #ARGV - 1, 2 do
         if ARGV[i] == owner then
             return i
         end
@@ -81,19 +86,21 @@ else
     end
     if candidate or lease then
         local ttl = candidate and ARGV[candidate + 1] or math.min(lease, tonumber(ARGV[7]))
+        local c = not candidate and relock_client(head, ARGV[9]) -- before take drops its liveness
         take(head)
         local token = fence(KEYS[5], KEYS[6], ARGV[6])
         redis.call('hset', KEYS[1], head, 1, token_field, token, since_field, now_ms())
         redis.call('pexpire', KEYS[1], ttl)
         if candidate then
             local heads, first = pass_to(ARGV[1], ARGV[8])
-            result = {token, (candidate - 7) / 2, heads, first}
+            result = {token, (candidate - 8) / 2, heads, first}
         else
-            redis.call(ARGV[3], KEYS[4] .. ':' .. head, 'g:' .. token .. ':' .. ttl .. ':' .. age)
+            local g = token .. ':' .. ttl .. ':' .. age
+            tell(head, ARGV[3], ARGV[9], c, 'fg', g .. ':', 'g:' .. g)
             result = 3
         end
     elseif head then
-        wake(head, ARGV[3], ARGV[2])
+        wake(head, ARGV[3], ARGV[2], ARGV[9])
     end
 end
 if ARGV[4] == '1' then
