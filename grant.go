@@ -28,8 +28,9 @@ import (
 //     Client's grant channel ("relock_grant:<uuid>", one per slot on a
 //     cluster), and the lock holds for at most grantTTL until the waiter
 //     has confirmed it, so that a waiter that died costs the next one at
-//     most that long; the next Client in the queue is told to check again
-//     by then.
+//     most that long: every waiting call attempts at least every grantTTL
+//     (the next Client in the queue is told to check again only when the
+//     grant is the waiter's own shorter lease).
 //
 // A release does not grant when someone else listens on the lock's
 // release channel (a Redisson client, an older relock): it frees the lock

@@ -427,9 +427,11 @@ const fallbackRecheck = 2 * time.Second
 
 // retryClock says when a waiting call attempts again: when the holder's
 // TTL runs out or, until its subscriptions are confirmed (no message can
-// reach it before), on a short period that grows.
+// reach it before), on a short period that grows; and never later than
+// most after its last attempt, if most is set.
 type retryClock struct {
 	unconfirmed time.Duration // the next period while unconfirmed
+	most        time.Duration // the longest sleep; 0: none
 	due         time.Time     // when the call would attempt; zero: unknown
 }
 
@@ -440,6 +442,9 @@ func newRetryClock() retryClock { return retryClock{unconfirmed: 50 * time.Milli
 func (r *retryClock) next(d time.Duration, confirmed bool) time.Duration {
 	if !confirmed && d > r.unconfirmed {
 		d, r.unconfirmed = r.unconfirmed, min(2*r.unconfirmed, time.Second)
+	}
+	if r.most > 0 && d > r.most {
+		d = r.most
 	}
 	r.due = time.Now().Add(d)
 	return d
@@ -593,6 +598,12 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		leave(claimed) // before the subscriptions go
 	}()
 	clock := newRetryClock()
+	if qw.grants != "" {
+		// A grant to a waiter ahead that has died holds the lock for
+		// grantTTL, and nobody announces its end: the call finds out by
+		// attempting at least that often (see tell_grant in queue.lua).
+		clock.most = grantTTL
+	}
 	if qw.reg == nil {
 		defer func() { c.passOn(qw.local, lw, done, qw.hold, clock.due) }()
 	}

@@ -59,6 +59,6 @@ local function grant_permit(permits, expiries, channel, queue, numsub, self, pre
     if life > 0 then
         redis.call('pexpire', expiries, life)
     end
-    tell_grant(queued, first, 0, ttl, publish, prefix, self)
+    tell_grant(queued, first, 0, ttl, publish, prefix, self, grant_ttl)
     return true
 end

@@ -72,9 +72,13 @@ end
 -- tell_grant announces on its client's grant channel the grant of a lock
 -- to grantee, a member of queue (a ZRANGE WITHSCORES reply), with fencing
 -- token token and a life of ttl ms: "g:<token>:<ttl>:<ms since it
--- joined>:<owner>". In case the grantee has died, the first waiter of the
--- next client in the queue is told to check again by then: "n:<ttl>:<owner>".
-local function tell_grant(queue, grantee, token, ttl, publish, prefix, self)
+-- joined>:<owner>". A grant lives at most most ms until its waiter renews
+-- it; if it dies, every waiting call learns of the end by its next
+-- attempt, which no call defers longer than that (see grant.go). A grant
+-- shorter than most is the waiter's own short lease, which may run out
+-- unannounced: the first waiter of the next client in the queue is told to
+-- check again by then, "n:<ttl>:<owner>".
+local function tell_grant(queue, grantee, token, ttl, publish, prefix, self, most)
     local to = client(grantee)
     local now = now_ms()
     local age = 0
@@ -84,6 +88,9 @@ local function tell_grant(queue, grantee, token, ttl, publish, prefix, self)
         end
     end
     redis.call(publish, grant_channel(prefix, self, to), 'g:' .. token .. ':' .. ttl .. ':' .. age .. ':' .. owner_of(grantee))
+    if ttl >= tonumber(most) then
+        return
+    end
     for i = 1, #queue, 2 do
         local c = client(queue[i])
         if c and c ~= to then

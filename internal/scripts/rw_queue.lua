@@ -45,7 +45,7 @@ local function grant_writer()
     local token = fence(KEYS[4], KEYS[5], ARGV[13])
     redis.call('hset', KEYS[1], 'mode', 'write', owner_of(first) .. ':write', 1, token_field, token)
     redis.call('pexpire', KEYS[1], ttl)
-    tell_grant(queue, first, token, ttl, ARGV[3], ARGV[9], ARGV[8])
+    tell_grant(queue, first, token, ttl, ARGV[3], ARGV[9], ARGV[8], ARGV[10])
     return true
 end
 

@@ -55,6 +55,34 @@ func unlockArgs(owner, flag string) []any {
 	return []any{owner, "0", "publish", flag, 60000, fenceTTL, "numsub", "u", "0", "", "relock_grant:u", 2000, "", "1"}
 }
 
+// TestGrantShortLease: a grant for a waiter's lease shorter than a grant
+// may live tells the first waiter of the next client in the queue to
+// check again when it runs out: the lease may end unannounced.
+func TestGrantShortLease(t *testing.T) {
+	ctx := context.Background()
+	keys, rel := lockKeys("s:gs", "s:gs"), unlockKeys("s:gs", "s:gs")
+	if v := run(t, Lock, keys, "10000", "u:1", "0", 60000, fenceTTL, "", 2000).(int64); v <= 0 {
+		t.Fatalf("first lock = %d", v)
+	}
+	for i, m := range []string{"500|o|v:1", "30000|o|w:2"} {
+		rdb.ZAdd(ctx, keys[4], redis.Z{Score: float64(i + 1), Member: m})
+	}
+	w := rdb.Subscribe(ctx, "relock_grant:w")
+	defer w.Close()
+	if _, err := w.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, Unlock, rel, unlockArgs("u:1", "0")...); r != int64(3) {
+		t.Fatalf("release to another client's waiter = %v, want 3", r)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if msg, err := w.ReceiveMessage(ctx); err != nil || msg.Payload != "n:500:w:2" {
+		t.Fatalf("message to the next client %v, %v; want n:500:w:2", msg, err)
+	}
+	rdb.Del(ctx, "s:gs", keys[4])
+}
+
 func TestHeaders(t *testing.T) {
 	for _, s := range []*Script{Lock, Unlock, Abandon, Renew, ForceUnlock, ElectionProclaim, ElectionResign, ElectionRead} {
 		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
@@ -272,7 +300,7 @@ func TestNoScriptFallback(t *testing.T) {
 // TestGrant: a release that frees the lock grants it to the first waiter
 // of the queue: in place to the releasing client's own waiter it names,
 // by a message on the grant channel of another client's, for at most the
-// grant time, telling the next client in the queue; and not at all when
+// grant time; and not at all when
 // a listener that does not queue is subscribed, or the first waiter is a
 // reentrant owner.
 func TestGrant(t *testing.T) {
@@ -342,8 +370,13 @@ func TestGrant(t *testing.T) {
 	if err != nil || !strings.HasPrefix(msg.Payload, "g:3:2000:") || !strings.HasSuffix(msg.Payload, ":v:7") {
 		t.Fatalf("grant message %v, %v", msg, err)
 	}
-	if msg, err := w.ReceiveMessage(ctx); err != nil || msg.Payload != "n:2000:w:3" {
-		t.Fatalf("message to the next client %v, %v", msg, err)
+	// A grant for the longest a grant lives tells nobody else: every
+	// waiting call attempts at least that often.
+	if err := rdb.Publish(ctx, "relock_grant:w", "mark").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := w.ReceiveMessage(ctx); err != nil || msg.Payload != "mark" {
+		t.Fatalf("message to the next client %v, %v; want none", msg, err)
 	}
 
 	// A listener that does not queue: the lock is freed and announced.

@@ -76,8 +76,8 @@
 -- relock call that waited for a holder that was not relock): then the
 -- lock is freed and announced as it always was, so that no client that
 -- does not queue is starved. A grant to another client's waiter holds the lock
--- for at most ARGV[12] until that waiter renews it; the next client in the
--- queue is told to check again by then, in case the waiter has died. Only
+-- for at most ARGV[12] until that waiter renews it (see tell_grant for a
+-- waiter that has died). Only
 -- kind "o" is granted by another client: when another kind is first, the
 -- lock is freed and announced, and its waiter tries for itself. Waiters
 -- listen on the release channel only while a holder that is not relock
@@ -202,7 +202,7 @@ if grantee then
             result = result - 1
         end
     else
-        tell_grant(queue, grantee, token, ttl, ARGV[3], ARGV[11], ARGV[8])
+        tell_grant(queue, grantee, token, ttl, ARGV[3], ARGV[11], ARGV[8], ARGV[12])
         result = 3
     end
 else
