@@ -999,6 +999,11 @@ func TestFairMutexRedissonInterop(t *testing.T) {
 		if l == nil {
 			t.FailNow()
 		}
+		// Its attempt found Java ahead: it listened on its own channel,
+		// where Java's release told it (not its next timed attempt).
+		if b.Stats().Wakeups == 0 {
+			t.Fatal("the relock waiter behind Java was not woken by Java's release")
+		}
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -282,6 +282,9 @@ func (m *Mutex) settle(w *waiter, r int64, err error, sent int64) {
 			next.chain = newChain(next.token+1, chainBlock)
 		}
 		m.c.watch(next, m.group, w.lease, w.fixed, sent)
+		if next.chain != nil {
+			m.c.local.setRun(m.name, next)
+		}
 		m.c.stats.acquired.Add(1)
 		m.c.stats.handoffs.Add(1)
 		if !m.c.local.settle(ws, 0, next, false) {

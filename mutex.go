@@ -141,6 +141,15 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	}
 	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, m.c.argFencing, a.kind, argGrantTTL, argZero, m.c.nowArg()}
 
+	if a.waits && !a.reentrant && !m.c.rsync.mayWait() {
+		// While the Client passes the lock on in process, the call joins
+		// the run without an attempt (waiters.joinRun).
+		lw := newWaiter(a.owner, a.cfg, false)
+		lw.member = a.queueMember()
+		if m.c.local.joinRun(m.name, lw, m.c.mayJoinRun) {
+			return m.wait(ctx, a, grantTTL, lw, true)
+		}
+	}
 	l, ttl, err := m.attempt(ctx, a)
 	if err != nil && !isServerError(err) {
 		m.leaveQueue(a) // it may have joined the queue
@@ -156,19 +165,25 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 			return m.attempt(ctx, a)
 		})
 	}
-	return m.wait(ctx, a, ttl)
+	return m.wait(ctx, a, retryAfter(ttl), nil, false)
 }
 
 // wait sleeps between attempts, in the lock's queue of waiters (see
 // grant.go): on the Client's grant channel, and on the lock's release
-// channel once the holder may be a client that only publishes there.
-func (m *Mutex) wait(ctx context.Context, a *acquire, ttl time.Duration) (*Lease, error) {
-	lw := newWaiter(a.owner, a.cfg, a.reentrant)
-	lw.member = a.queueMember()
+// channel once the holder may be a client that only publishes there;
+// retry is how long to sleep first at most. A call that joined its
+// Client's run (inRun) has made no attempt yet, and lw is its waiter.
+func (m *Mutex) wait(ctx context.Context, a *acquire, retry time.Duration, lw *waiter, inRun bool) (*Lease, error) {
 	qw := queuedWait{op: "lock", name: m.name, channel: m.channel, policy: lockPolicy,
 		listenWhen: &a.other, local: m.name, owner: a.owner, grants: m.grants,
-		joined: true, sent: a.joined, hold: a.cfg.lease, waiter: lw}
-	h, err := m.c.waitQueued(ctx, qw, a, retryAfter(ttl))
+		joined: !inRun, sent: a.joined, hold: a.cfg.lease, waiter: lw, inRun: inRun}
+	if inRun {
+		qw.sent = m.c.wd.Now()
+	} else {
+		qw.waiter = newWaiter(a.owner, a.cfg, a.reentrant)
+		qw.waiter.member = a.queueMember()
+	}
+	h, err := m.c.waitQueued(ctx, qw, a, retry)
 	if h != nil || err != nil {
 		return h, err
 	}
@@ -267,6 +282,8 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 			return 3, nil
 		}
 	}
+	// The run, if l holds it, ends here: the calls that joined it attempt.
+	m.c.local.endRun(m.name, l)
 	if err := l.awaitConfirmed(ctx); err != nil {
 		return 0, err
 	}

@@ -37,20 +37,8 @@ func newPassRun(t *testing.T) *passRun {
 	top := testkit.Topologies()[0]
 	r := &passRun{c: top.NewClient(t), other: top.NewClient(t), rdb: top.RDB(t), name: testkit.LockName(t),
 		ctx: testkit.CtxTimeout(t, 20*time.Second)}
-	m := r.c.Mutex(r.name)
-	a, err := m.Lock(r.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bCh := testkit.LockAsync(t, r.ctx, m.Lock)
-	testkit.Eventually(t, 5*time.Second, "the second call to sleep", func() bool { return r.c.Stats().Asleep == 1 })
-	if err := a.Unlock(r.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if r.b = <-bCh; r.b == nil {
-		t.FailNow()
-	}
-	r.next = testkit.LockAsync(t, r.ctx, m.Lock)
+	r.b = holdRun(t, r.ctx, r.c, r.name)
+	r.next = testkit.LockAsync(t, r.ctx, r.c.Mutex(r.name).Lock)
 	testkit.Eventually(t, 5*time.Second, "the third call to sleep", func() bool { return r.c.Stats().Asleep == 1 })
 	return r
 }
@@ -276,4 +264,136 @@ func TestFairPassKeepsOrder(t *testing.T) {
 		testkit.NoKeysLeft(t, rdb, name)
 		testkit.Idle(t, clients...)
 	}
+}
+
+// joinedRun is a Client whose calls pass a Mutex on in process: b holds
+// it, granted by a's release with tokens reserved, and attempts counts the
+// Client's lock.lua calls.
+type joinedRun struct {
+	c        *relock.Client
+	rdb      redis.UniversalClient
+	name     string
+	ctx      context.Context
+	b        *relock.Lease
+	attempts *testkit.CountCalls
+}
+
+func newJoinedRun(t *testing.T) *joinedRun {
+	t.Helper()
+	top := testkit.Topologies()[0] // see newPassRun
+	arb := top.RDB(t)
+	attempts := &testkit.CountCalls{Script: "lock.lua"}
+	arb.AddHook(attempts)
+	r := &joinedRun{c: testkit.NewClient(t, arb), rdb: top.RDB(t), name: testkit.LockName(t),
+		ctx: testkit.CtxTimeout(t, 20*time.Second), attempts: attempts}
+	r.b = holdRun(t, r.ctx, r.c, r.name)
+	return r
+}
+
+// holdRun returns a hold of c's Mutex name that may pass it on in process:
+// granted to a waiting call by c's release of the hold before, with
+// tokens reserved.
+func holdRun(t *testing.T, ctx context.Context, c *relock.Client, name string) *relock.Lease {
+	t.Helper()
+	m := c.Mutex(name)
+	a, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bCh := testkit.LockAsync(t, ctx, m.Lock)
+	testkit.Eventually(t, 5*time.Second, "the second call to sleep", func() bool { return c.Stats().Asleep == 1 })
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := <-bCh
+	if b == nil {
+		t.FailNow()
+	}
+	return b
+}
+
+// join starts a Lock call that must join the run: it sleeps without an
+// attempt. asleep is how many calls then sleep.
+func (r *joinedRun) join(t *testing.T, asleep int64) <-chan *relock.Lease {
+	t.Helper()
+	before := r.attempts.N.Load()
+	ch := testkit.LockAsync(t, r.ctx, r.c.Mutex(r.name).Lock)
+	testkit.Eventually(t, 5*time.Second, "the call to sleep", func() bool { return r.c.Stats().Asleep == asleep })
+	if n := r.attempts.N.Load() - before; n != 0 {
+		t.Fatalf("a call that came while its Client passes the lock on made %d attempts, want 0", n)
+	}
+	return ch
+}
+
+// TestPassOnJoinsRun: a Lock call that comes while its Client passes the
+// lock on in process sleeps without an attempt of its own, and is passed
+// the lock in turn with the next reserved token.
+func TestPassOnJoinsRun(t *testing.T) {
+	r := newJoinedRun(t)
+	next := r.join(t, 1)
+	if err := r.b.Unlock(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := <-next
+	if n == nil {
+		t.FailNow()
+	}
+	checkPassed(t, r.ctx, r.rdb, r.name, r.b, n)
+	if err := n.Unlock(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.NoKeysLeft(t, r.rdb, r.name)
+	testkit.Idle(t, r.c)
+}
+
+// TestPassOnRunEndWakesJoined: when the run ends (Redis answered that
+// another Client's waiter is first), the calls that joined it without an
+// attempt are told to attempt at once, and queue behind that waiter.
+func TestPassOnRunEndWakesJoined(t *testing.T) {
+	r := newJoinedRun(t)
+	x1 := r.join(t, 1)
+	x2 := r.join(t, 2)
+	other := testkit.Topologies()[0].NewClient(t)
+	o := testkit.LockAsync(t, r.ctx, other.Mutex(r.name).Lock)
+	testkit.Eventually(t, 5*time.Second, "the other Client's call to sleep", func() bool { return other.Stats().Asleep == 1 })
+	if err := r.b.Unlock(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	l1 := <-x1
+	if l1 == nil {
+		t.FailNow()
+	}
+	if err := l1.Check(r.ctx); err != nil { // the switch is answered: another Client's waiter is first
+		t.Fatal(err)
+	}
+	wakeups, attempts := r.c.Stats().Wakeups, r.attempts.N.Load()
+	if err := l1.Unlock(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	lo := <-o
+	if lo == nil {
+		t.FailNow()
+	}
+	if s := r.c.Stats(); s.Wakeups == wakeups || r.attempts.N.Load() == attempts {
+		t.Errorf("the call that joined the run: %d wake-ups and %d attempts since the run ended, want it told to attempt",
+			s.Wakeups-wakeups, r.attempts.N.Load()-attempts)
+	}
+	if lo.Token() <= l1.Token() {
+		t.Errorf("the other Client's token %d after %d", lo.Token(), l1.Token())
+	}
+	if err := lo.Unlock(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2 := <-x2
+	if l2 == nil {
+		t.FailNow()
+	}
+	if l2.Token() <= lo.Token() {
+		t.Errorf("the joined call's token %d after the other Client's %d: not behind it", l2.Token(), lo.Token())
+	}
+	if err := l2.Unlock(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.NoKeysLeft(t, r.rdb, r.name)
+	testkit.Idle(t, r.c, other)
 }

@@ -45,6 +45,7 @@ type waiter struct {
 
 	// guarded by waiters.mu
 	asleep  bool          // past its subscription and asleep: a release may claim it
+	inRun   bool          // joined its Client's run without an attempt (joinRun): told to attempt when the run ends
 	claimed bool          // a release that may hand it the lock runs: no attempts
 	blocked bool          // it woke while claimed and waits for the outcome
 	gone    bool          // it returned while claimed: what it is handed is released
@@ -73,6 +74,7 @@ type waiters struct {
 	pruned  time.Time            // when mail was last cleared of old news
 	waited  map[string]time.Time // by name: when a call last stopped waiting (see contended)
 	forgot  time.Time            // when waited was last cleared of old times
+	runs    map[string]*Lease    // by name: the holder of the Client's run of a Mutex (see joinRun)
 }
 
 // contendedFor is how long a name counts as contended after a call
@@ -97,6 +99,13 @@ const mailLife = 2 * time.Second
 // before.
 func (r *waiters) add(name string, w *waiter) {
 	r.mu.Lock()
+	r.addLocked(name, w)
+	r.mu.Unlock()
+	r.n.Add(1)
+}
+
+// addLocked is add, with mu held, except for the count.
+func (r *waiters) addLocked(name string, w *waiter) {
 	if r.byName == nil {
 		r.byName = make(map[string][]*waiter)
 		r.byOwner = make(map[string]*waiter)
@@ -109,8 +118,6 @@ func (r *waiters) add(name string, w *waiter) {
 			w.note(m.g, m.recheck)
 		}
 	}
-	r.mu.Unlock()
-	r.n.Add(1)
 }
 
 // remove unregisters w as its lock call returns, and reports whether a
@@ -344,6 +351,60 @@ func (r *waiters) tellOther(name string, w *waiter, d time.Duration) {
 	}
 }
 
+// Joining a run. While the Client passes a Mutex on in process (pass.go),
+// a Lock call of the Client that comes needs no attempt of its own: it
+// joins the local queue at once, asleep, and the run hands it the lock in
+// turn. The run's holder is recorded by name (setRun); a call joins only
+// while that holder may pass the lock on (joinRun), and the release that
+// ends the run (it does not pass the lock on) tells every call that joined
+// so to attempt (endRun), under the same lock as the joining: no call
+// sleeps past the run's end. A call that joined makes its first attempt
+// then, or when its retry time comes, and is a queued call from there.
+
+// setRun records l as the holder of its Client's run of name.
+func (r *waiters) setRun(name string, l *Lease) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runs == nil {
+		r.runs = make(map[string]*Lease)
+	}
+	r.runs[name] = l
+}
+
+// joinRun adds w as a waiter for name that joined its Client's run
+// without an attempt, if the run's holder may pass the lock on (ok), and
+// reports whether it did.
+func (r *waiters) joinRun(name string, w *waiter, ok func(*Lease) bool) bool {
+	r.mu.Lock()
+	h := r.runs[name]
+	if h == nil || !ok(h) {
+		r.mu.Unlock()
+		return false
+	}
+	w.inRun = true
+	r.addLocked(name, w)
+	r.mu.Unlock()
+	r.n.Add(1)
+	return true
+}
+
+// endRun ends the run of name if l holds it: every call that joined it
+// without an attempt is told to attempt.
+func (r *waiters) endRun(name string, l *Lease) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runs[name] != l {
+		return
+	}
+	delete(r.runs, name)
+	for _, w := range r.byName[name] {
+		if w.inRun {
+			w.inRun = false
+			w.poke()
+		}
+	}
+}
+
 // note records g or recheck for w (0: attempt now), and wakes it. Called
 // with mu held.
 func (w *waiter) note(g *grant, recheck time.Duration) {
@@ -502,6 +563,10 @@ type queuedWait struct {
 	// Client may claim and hand the lock to (a Mutex's or FairMutex's
 	// one-shot call; see claim).
 	waiter *waiter
+	// inRun tells that waiter joined its Client's run of the lock
+	// (waiters.joinRun), in reg already and without an attempt: it
+	// sleeps at once until the run hands it the lock or ends.
+	inRun bool
 	// reg is the queue of local waiters the call is in; nil for
 	// Client.local. Calls in another (the FairMutex's, Client.fair) learn
 	// of a free moment from their queue in Redis, not from fellow calls
@@ -566,7 +631,7 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		}
 		defer gw.Close()
 		grants, gready = gw.Wake(), gw.Ready()
-		if qw.joined && qw.sent != 0 && c.hub.ConfirmedBefore(qw.grants, qw.sent) {
+		if (qw.joined || qw.inRun) && qw.sent != 0 && c.hub.ConfirmedBefore(qw.grants, qw.sent) {
 			// Every grant since the call queued reaches it (a grant that
 			// came before its waiter is added waits for it; see
 			// waiters.tell), and a re-subscription from now on wakes it:
@@ -585,7 +650,9 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 	if reg == nil {
 		reg = &c.local
 	}
-	reg.add(qw.local, lw)
+	if !qw.inRun {
+		reg.add(qw.local, lw)
+	}
 	defer func() {
 		// A grant from another Client left untaken is not released here:
 		// the call either holds what was granted already (its own attempt
@@ -688,8 +755,8 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		if !try || (confirmed && check != nil && !check.confirmed(ctx)) {
 			continue
 		}
-		if qw.grants != "" && !joined && ready == nil && gready == nil {
-			q.join() // both subscribed
+		if !joined && (qw.inRun || qw.grants != "" && ready == nil && gready == nil) {
+			q.join() // both subscribed, or out of its Client's run
 			joined = true
 		}
 		var next time.Duration

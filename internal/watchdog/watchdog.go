@@ -59,6 +59,9 @@ type Entry struct {
 // Deadline returns the entry's local deadline on the watchdog's clock.
 func (e *Entry) Deadline() int64 { return e.deadline.Load() }
 
+// Ended reports whether the entry has ended: lost, or removed.
+func (e *Entry) Ended() bool { return e.state.Load() == 2 }
+
 // Extend moves the deadline to d if that is later.
 func (e *Entry) Extend(d int64) {
 	for {
