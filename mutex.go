@@ -141,12 +141,12 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	}
 	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, m.c.argFencing, a.kind, argGrantTTL, argZero, m.c.nowArg()}
 
-	if a.waits && !a.reentrant && !m.c.rsync.mayWait() {
+	if a.waits && !a.reentrant && m.c.local.mayJoinRun(m.name, m.c.wd.Now()) {
 		// While the Client passes the lock on in process, the call joins
 		// the run without an attempt (waiters.joinRun).
 		lw := newWaiter(a.owner, a.cfg, false)
 		lw.member = a.queueMember()
-		if m.c.local.joinRun(m.name, lw, m.c.mayJoinRun) {
+		if m.c.local.joinRun(m.name, lw, m.c.wd.Now()) {
 			return m.wait(ctx, a, grantTTL, lw, true)
 		}
 	}

@@ -273,13 +273,6 @@ func (m *Mutex) mayPassOver(l *Lease) bool {
 	return m.c.passable(l) && l.chain.ready()
 }
 
-// mayJoinRun reports whether a Lock call may join the run that h holds
-// (waiters.joinRun): h's hold is watched, has time left, and may be
-// passed on as far as the run's answers tell.
-func (c *Client) mayJoinRun(h *Lease) bool {
-	return !h.entry.Ended() && h.entry.Deadline()-c.wd.Now() > int64(passMargin) && h.chain.ready()
-}
-
 // passable reports whether l's hold may be passed on in process, tokens
 // and permission aside: a one-shot hold of a run, not handed to a call
 // that had gone, with time left, of a Client without replicas to wait

@@ -75,6 +75,7 @@ type waiters struct {
 	waited  map[string]time.Time // by name: when a call last stopped waiting (see contended)
 	forgot  time.Time            // when waited was last cleared of old times
 	runs    map[string]*Lease    // by name: the holder of the Client's run of a Mutex (see joinRun)
+	nRuns   atomic.Int64         // len(runs), read without mu
 }
 
 // contendedFor is how long a name counts as contended after a call
@@ -368,16 +369,38 @@ func (r *waiters) setRun(name string, l *Lease) {
 	if r.runs == nil {
 		r.runs = make(map[string]*Lease)
 	}
+	if r.runs[name] == nil {
+		r.nRuns.Add(1)
+	}
 	r.runs[name] = l
 }
 
-// joinRun adds w as a waiter for name that joined its Client's run
-// without an attempt, if the run's holder may pass the lock on (ok), and
-// reports whether it did.
-func (r *waiters) joinRun(name string, w *waiter, ok func(*Lease) bool) bool {
+// mayJoinRun reports whether a Lock call of name may join its Client's
+// run now (now on the watchdog's clock): one holds it, whose hold is
+// watched, has time left, and may be passed on as far as the run's
+// answers tell. It allocates nothing, so that a call with no run to join
+// pays nothing for the look.
+func (r *waiters) mayJoinRun(name string, now int64) bool {
+	if r.nRuns.Load() == 0 {
+		return false
+	}
 	r.mu.Lock()
-	h := r.runs[name]
-	if h == nil || !ok(h) {
+	defer r.mu.Unlock()
+	return joinable(r.runs[name], now)
+}
+
+// joinable reports whether a call may join the run that h holds (nil:
+// none) at now.
+func joinable(h *Lease, now int64) bool {
+	return h != nil && !h.entry.Ended() && h.entry.Deadline()-now > int64(passMargin) && h.chain.ready()
+}
+
+// joinRun adds w as a waiter for name that joined its Client's run
+// without an attempt, if it still may (mayJoinRun), and reports whether
+// it did.
+func (r *waiters) joinRun(name string, w *waiter, now int64) bool {
+	r.mu.Lock()
+	if !joinable(r.runs[name], now) {
 		r.mu.Unlock()
 		return false
 	}
@@ -397,6 +420,7 @@ func (r *waiters) endRun(name string, l *Lease) {
 		return
 	}
 	delete(r.runs, name)
+	r.nRuns.Add(-1)
 	for _, w := range r.byName[name] {
 		if w.inRun {
 			w.inRun = false
