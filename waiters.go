@@ -70,17 +70,11 @@ type waiters struct {
 	n       atomic.Int64 // how many, read without mu
 	byName  map[string][]*waiter
 	byOwner map[string]*waiter
-	mail    map[string]*mailed   // by owner: told before its waiter was added
-	pruned  time.Time            // when mail was last cleared of old news
-	waited  map[string]time.Time // by name: when a call last stopped waiting (see contended)
-	forgot  time.Time            // when waited was last cleared of old times
-	runs    map[string]*Lease    // by name: the holder of the Client's run of a Mutex (see joinRun)
-	nRuns   atomic.Int64         // len(runs), read without mu
+	mail    map[string]*mailed // by owner: told before its waiter was added
+	pruned  time.Time          // when mail was last cleared of old news
+	runs    map[string]*Lease  // by name: the holder of the Client's run of a Mutex (see joinRun)
+	nRuns   atomic.Int64       // len(runs), read without mu
 }
-
-// contendedFor is how long a name counts as contended after a call
-// stopped waiting for it.
-const contendedFor = time.Second
 
 // mailed is what a call was told (see waiters.tell) before its waiter was
 // added: a grant may reach a Client between the reply to the attempt that
@@ -139,12 +133,6 @@ func (r *waiters) remove(name string, w *waiter) (claimed bool, unwanted *Lease)
 			break
 		}
 	}
-	now := time.Now()
-	if r.waited == nil {
-		r.waited = make(map[string]time.Time)
-	}
-	r.waited[name] = now
-	forgetOld(r.waited, func(t time.Time) time.Time { return t }, contendedFor, &r.forgot, now)
 	if len(ws) == 0 {
 		delete(r.byName, name)
 	} else {
@@ -330,14 +318,6 @@ func forgetOld[V any](m map[string]V, at func(V) time.Time, life time.Duration, 
 			delete(m, k)
 		}
 	}
-}
-
-// contended reports whether calls wait for name, or one stopped waiting
-// for it within contendedFor.
-func (r *waiters) contended(name string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.byName[name]) > 0 || time.Since(r.waited[name]) < contendedFor
 }
 
 // tellOther tells one waiter of name other than w to check again within d.

@@ -122,25 +122,3 @@ func TestNewsWaitsForItsWaiter(t *testing.T) {
 		t.Fatalf("news kept: %v; want only the recent one", r.mail)
 	}
 }
-
-// TestContended: a name counts as contended while a call waits for it
-// and for contendedFor after the last one stopped.
-func TestContended(t *testing.T) {
-	var r waiters
-	if r.contended("l") {
-		t.Fatal("a name nobody waited for is contended")
-	}
-	w := newWaiter("o:1", lockConfig{}, false)
-	r.add("l", w)
-	if !r.contended("l") {
-		t.Fatal("a name a call waits for is not contended")
-	}
-	r.remove("l", w)
-	if !r.contended("l") || r.contended("m") {
-		t.Fatal("only the name a call stopped waiting for a moment ago is contended")
-	}
-	r.waited["l"] = time.Now().Add(-2 * contendedFor)
-	if r.contended("l") {
-		t.Fatal("a name still contended long after its last wait")
-	}
-}
