@@ -276,7 +276,7 @@ func TestSemaphoreLostReply(t *testing.T) {
 	if n, _ := s.Available(ctx); n != 2 || drop.Dropped.Load() != 1 {
 		t.Fatalf("%d permits available after an undone acquisition, want 2", n)
 	}
-	drop.Script = "sem_release.lua"
+	drop.Retarget("sem_release.lua")
 	if ok, err := s.TryAcquire(ctx, 1); !ok || err != nil {
 		t.Fatal(ok, err)
 	}

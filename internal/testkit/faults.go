@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,9 +24,19 @@ var ErrDropped = &net.OpError{Op: "read", Net: "tcp", Err: errors.New("reply dro
 // whose source header names Script run on the server and then reports a
 // transport error instead of its reply.
 type DropReply struct {
-	Script  string       // the file name of the script whose reply to drop
+	Script  string       // the file name of the script whose reply to drop; change it with Retarget once the hook is in use
 	Armed   atomic.Bool  // drop the next reply of Script, once
 	Dropped atomic.Int32 // replies dropped
+
+	mu sync.Mutex // guards Script once the hook is in use
+}
+
+// Retarget makes script the one whose reply is dropped, while commands
+// may pass through the hook.
+func (d *DropReply) Retarget(script string) {
+	d.mu.Lock()
+	d.Script = script
+	d.mu.Unlock()
 }
 
 // DialHook passes dialling through.
@@ -49,7 +60,12 @@ func (d *DropReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (d *DropReply) matches(cmd redis.Cmder) bool { return isScript(cmd, d.Script) }
+func (d *DropReply) matches(cmd redis.Cmder) bool {
+	d.mu.Lock()
+	script := d.Script
+	d.mu.Unlock()
+	return isScript(cmd, script)
+}
 
 // CountCalls is a go-redis hook that counts the calls of one script, or
 // of one command, sent alone or in a pipeline.
