@@ -557,8 +557,8 @@ func TestFairMutexHeartbeat(t *testing.T) {
 }
 
 // TestFairMutexGrants: a FairMutex release grants the lock to the head of
-// the queue when it is a relock call of another Client, pushed on the
-// head's channel, which the head confirms to its lease; the order is the
+// the queue when it is a relock call of another Client, pushed on that
+// Client's grant channel, which the head confirms to its lease; the order is the
 // queue's. A head that died after it was granted costs the next one the
 // short grant and a heartbeat at most.
 func TestFairMutexGrants(t *testing.T) {

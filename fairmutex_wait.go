@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -43,10 +44,6 @@ import (
 
 // fairMaxCandidates caps the candidates of one release.
 const fairMaxCandidates = 16
-
-// fairPolicy is the policy of a fair waiter's own channel, where only
-// Redisson's releases publish: every message wakes the call.
-func fairPolicy(string) int { return 1 }
 
 // acceptGrant makes the Lease of a grant to call a by another Client's
 // release, or returns nil when it may have run out already (see
@@ -152,7 +149,8 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration,
 		}
 		return l, err
 	}
-	qw := queuedWait{op: "lock", name: m.name, channel: m.channel + ":" + a.owner, policy: fairPolicy,
+	// Only Redisson's releases publish on the call's own channel.
+	qw := queuedWait{op: "lock", name: m.name, channel: m.channel + ":" + a.owner, policy: notify.WakeOne,
 		listenWhen: &a.other, local: m.name, owner: a.owner, grants: m.grants,
 		joined: true, sent: a.joined, reg: &m.c.fair, waiter: fw}
 	l, err := m.c.waitQueued(ctx, qw, q, m.nextTry(ttl))

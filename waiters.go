@@ -394,6 +394,9 @@ func (r *waiters) joinRun(name string, w *waiter, now int64) bool {
 // endRun ends the run of name if l holds it: every call that joined it
 // without an attempt is told to attempt.
 func (r *waiters) endRun(name string, l *Lease) {
+	if r.nRuns.Load() == 0 {
+		return // no run: every release but a run's last passes here
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.runs[name] != l {
