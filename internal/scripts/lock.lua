@@ -47,6 +47,10 @@ if ttl == -2 then
     end
     return token
 end
+
+-- A fresh acquisition, the common case, has returned without making the
+-- closures of the functions below.
+-- @library
 local f = redis.call('hmget', KEYS[1], ARGV[2], token_field)
 if not f[1] then
     if ARGV[6] ~= '' then

@@ -58,7 +58,11 @@ var (
 // libs that it uses inserted after its header, in order, so that its
 // source still begins with it. Every declaration is a closure or a value
 // the server makes again on each call, so one the script never reaches is
-// left out (see declarations).
+// left out (see declarations), and a script whose common case needs few of
+// them may defer the rest: at each line of its body that reads exactly
+// "-- @library", loadWith puts the declarations that the code after the
+// line uses and the code before it did not. A call that returns before
+// such a line makes none of the closures declared there.
 func loadWith(name string, libs ...string) *Script {
 	s := load(name)
 	header, body, ok := strings.Cut(s.src, "\n\n")
@@ -74,12 +78,26 @@ func loadWith(name string, libs ...string) *Script {
 		}
 		decls = append(decls, declarations(string(b))...)
 	}
-	s.src = header + "\n\n" + used(decls, body) + body
+	var b strings.Builder
+	b.WriteString(header + "\n\n")
+	put := make([]bool, len(decls))
+	for i, part := range strings.Split(body, libraryMark) {
+		if i > 0 {
+			b.WriteString(libraryMark)
+		}
+		b.WriteString(used(decls, part, put))
+		b.WriteString(part)
+	}
+	s.src = b.String()
 	sum := sha1.Sum([]byte(s.src))
 	s.sha = hex.EncodeToString(sum[:])
 	s.shaArg, s.srcArg = s.sha, s.src
 	return s
 }
+
+// libraryMark is the line of a script's body at which loadWith puts the
+// declarations the code after it uses, with the line break before it.
+const libraryMark = "\n-- @library\n"
 
 // libraries holds the names of the library files loadWith has read.
 var libraries = make(map[string]bool)
@@ -124,13 +142,14 @@ func declarations(src string) []declaration {
 }
 
 // used returns, in their order, the declarations that code refers to,
-// directly or through the declarations it uses.
-func used(decls []declaration, code string) string {
+// directly or through the declarations it uses, leaving out those put
+// marks as given already, and marks the ones it returns.
+func used(decls []declaration, code string, put []bool) string {
 	in := make([]bool, len(decls))
 	for grew := true; grew; {
 		grew = false
 		for i, d := range decls {
-			if !in[i] && refers(code, d.names) {
+			if !in[i] && !put[i] && refers(code, d.names) {
 				in[i], grew = true, true
 				code += d.text
 			}
@@ -139,6 +158,7 @@ func used(decls []declaration, code string) string {
 	var b strings.Builder
 	for i, d := range decls {
 		if in[i] {
+			put[i] = true
 			b.WriteString(d.text)
 			b.WriteString("\n")
 		}

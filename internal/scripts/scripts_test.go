@@ -147,14 +147,20 @@ func TestDeclarations(t *testing.T) {
 	if len(ds) != 3 || fmt.Sprint(ds[0].names) != "[a]" || fmt.Sprint(ds[1].names) != "[f]" || fmt.Sprint(ds[2].names) != "[g]" {
 		t.Fatalf("declarations: %+v", ds)
 	}
-	if got := used(ds, "return g()"); !strings.Contains(got, "local a = 1") || !strings.Contains(got, "local function g") {
+	none := func() []bool { return make([]bool, len(ds)) }
+	if got := used(ds, "return g()", none()); !strings.Contains(got, "local a = 1") || !strings.Contains(got, "local function g") {
 		t.Errorf("used(g) = %q, want a, f and g", got)
 	}
-	if got := used(ds, "return f()"); strings.Contains(got, "function g") {
+	if got := used(ds, "return f()", none()); strings.Contains(got, "function g") {
 		t.Errorf("used(f) = %q, want a and f", got)
 	}
-	if got := used(ds, "return a"); strings.Contains(got, "function") {
+	if got := used(ds, "return a", none()); strings.Contains(got, "function") {
 		t.Errorf("used(a) = %q, want a alone", got)
+	}
+	put := none()
+	used(ds, "return f()", put)
+	if got := used(ds, "return g()", put); strings.Contains(got, "local a") || strings.Contains(got, "function f") || !strings.Contains(got, "function g") {
+		t.Errorf("used(g) after f = %q, want g alone", got)
 	}
 	if refers("local fx = 1", []string{"f"}) || !refers("x = f(1)", []string{"f"}) {
 		t.Error("refers matches part of a word, or misses a whole one")
@@ -547,7 +553,8 @@ func TestReserve(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := "return {reserve(KEYS[1], KEYS[2], ARGV[1], 4), fence(KEYS[1], KEYS[2], ARGV[1])}\n"
-	s := redis.NewScript(used(declarations(string(b)), body) + body)
+	ds := declarations(string(b))
+	s := redis.NewScript(used(ds, body, make([]bool, len(ds))) + body)
 	for _, c := range []struct {
 		name    string
 		mode    string
@@ -589,6 +596,37 @@ func TestReserve(t *testing.T) {
 			}
 		} else if rdb.Exists(ctx, named).Val() != 0 {
 			t.Errorf("%s: named key made where it was not kept", c.name)
+		}
+	}
+}
+
+// TestLibraryMark: the declarations a script's common case needs come
+// before its "-- @library" line, and those only the rest needs after it.
+func TestLibraryMark(t *testing.T) {
+	for _, c := range []struct {
+		s             *Script
+		before, after []string
+	}{
+		{Lock, []string{"local function fence(", "local function now_ms("}, []string{"local function join_queue(", "local function latest("}},
+		{Unlock, nil, []string{"local function fence(", "local function waiting(", "local function tell_grant("}},
+	} {
+		src := c.s.Source()
+		mark := strings.Index(src, libraryMark)
+		if mark < 0 || strings.Count(src, libraryMark) != 1 {
+			t.Fatalf("%s: want one library mark in\n%s", c.s.Name(), src)
+		}
+		for _, d := range c.before {
+			if i := strings.Index(src, d); i < 0 || i > mark {
+				t.Errorf("%s: %q at %d, want before the mark at %d", c.s.Name(), d, i, mark)
+			}
+		}
+		for _, d := range c.after {
+			if i := strings.Index(src, d); i < mark || strings.Count(src, d) != 1 {
+				t.Errorf("%s: %q at %d (%d times), want once after the mark at %d", c.s.Name(), d, i, strings.Count(src, d), mark)
+			}
+		}
+		if strings.Index(src, "local function") < mark && c.before == nil {
+			t.Errorf("%s: a function made before the mark", c.s.Name())
 		}
 	}
 }

@@ -85,6 +85,29 @@
 -- client in the queue is also told on its client's grant channel to check
 -- again now ("n:0:<owner>").
 
+local passed = ARGV[15] or ''
+
+-- The common call, a plain release of the owner's last hold with no one
+-- in the queue, frees the lock here, before any of the functions below is
+-- made. Whatever it reads on the way is kept for the rest of the script:
+-- count, the owner's hold count, and queued, whether the queue exists.
+local count, queued
+if passed == '' and ARGV[13] == '' and ARGV[4] ~= '1' then
+    count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+    if count == nil then
+        return 0
+    end
+    if count == 1 then
+        queued = redis.call('exists', KEYS[6]) == 1
+        if not queued and ARGV[10] == '' then
+            redis.call('del', KEYS[1])
+            redis.call(ARGV[3], KEYS[2], ARGV[2])
+            return 2
+        end
+    end
+end
+
+-- @library
 local k = tonumber(ARGV[16] or '0')
 
 -- may_pass reports whether the client may pass the lock on in process
@@ -105,7 +128,6 @@ local function quiet_channel()
     return redis.call('pubsub', ARGV[7], KEYS[2])[2] <= known
 end
 
-local passed = ARGV[15] or ''
 if passed ~= '' then
     local t = tonumber(passed)
     local holder, cur = holding(KEYS[1])
@@ -141,9 +163,11 @@ if ARGV[4] == '1' then
         return tonumber(done)
     end
 end
-local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
-if count == nil then
-    return 0
+if not count then
+    count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+    if count == nil then
+        return 0
+    end
 end
 if count > 1 then
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
@@ -156,7 +180,7 @@ end
 local result = 2
 local grantee
 local quiet = false
-local queue = waiting(KEYS[6])
+local queue = waiting(KEYS[6], queued)
 if #queue > 0 or ARGV[10] ~= '' then
     quiet = quiet_channel()
     if quiet then
