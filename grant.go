@@ -240,25 +240,22 @@ func (m *Mutex) leaveQueue(a *acquire) {
 	if a.reentrant {
 		owner = argEmpty // never granted; its holds, if any, are not this call's
 	}
-	args := m.unlockArgs(owner, argZero, nil, a.queueMember())
+	args := m.unlockArgs(owner, false, nil, a.queueMember())
 	if err := scripts.Unlock.Run(ctx, m.c.rdb, m.unlockKeys, args...).Err(); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the place expires with the queue",
 			"name", m.name, "err", err)
 	}
 }
 
-// unlockArgs returns the ARGV of unlock.lua releasing a hold of owner,
-// with flag as its release-marker flag, granting to w (may be nil) when
-// the first waiter is the Client's own; leaving is the member of a call
-// leaving the queue, or "".
-func (m *Mutex) unlockArgs(owner any, flag any, w *waiter, leaving string) []any {
-	preferred, listen, remote, left := argEmpty, argZero, argOne, argEmpty
-	if w != nil {
-		preferred = w.member
-	}
-	if leaving != "" {
-		left = leaving
-	}
+// unlockArgs returns the ARGV of unlock.lua releasing a hold of owner:
+// marked when its keys hold a release marker (a reentrant hold), w the
+// waiter of this Client to grant the lock to (nil for none), leaving the
+// queue member of a call leaving the queue ("" for none), and passed, for
+// a hold passed on in process, its token and whether to reserve more.
+// The arguments past the fifth that are "" or "0" at the end are left out,
+// as a plain release needs none of them and each costs the server.
+func (m *Mutex) unlockArgs(owner any, marked bool, w *waiter, leaving string, passed ...any) []any {
+	listen, remote, preferred, left := argZero, argOne, argEmpty, argEmpty
 	// Only the Mutex calls of a Client listen on a Mutex's release channel.
 	if m.c.local.n.Load() > 0 && m.c.hub.Listening(m.channel) {
 		listen = argOne
@@ -266,8 +263,22 @@ func (m *Mutex) unlockArgs(owner any, flag any, w *waiter, leaving string) []any
 	if m.c.rsync.mayWait() {
 		remote = argZero // a grant to another Client would return before replicas acknowledge it
 	}
-	return []any{owner, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing,
-		m.c.argNumsub, m.c.argID, listen, preferred, m.argGrants, argGrantTTL, left, remote, argEmpty, argChainBlock}
+	if w != nil {
+		preferred = w.member
+	}
+	if leaving != "" {
+		left = leaving
+	}
+	args := []any{owner, m.c.argPublish, m.c.argFencing, m.argGrants, remote, listen, preferred, left, argEmpty, argZero, argEmpty}
+	copy(args[unlockArgPassed:], passed)
+	if marked {
+		args[unlockArgMarkerTTL] = m.c.argMarkerTTL
+	}
+	n := len(args)
+	for n > unlockArgsFixed && (args[n-1] == argEmpty || args[n-1] == argZero) {
+		n--
+	}
+	return args[:n]
 }
 
 // settle ends the claim on w of the release that claimed it, sent at
@@ -319,9 +330,9 @@ func (c *Client) releaseUnwanted(l *Lease) {
 // handed its Lease only if enough replicas acknowledged it; otherwise w's
 // hold is released again and w tries for itself. With replica sync no
 // grant goes to another Client.
-func (m *Mutex) handOff(ctx context.Context, l *Lease, w *waiter, keys []any, flag any) (int64, error) {
+func (m *Mutex) handOff(ctx context.Context, l *Lease, w *waiter, keys []any) (int64, error) {
 	s := m.c.rsync
-	args := m.unlockArgs(l.arg(), flag, w, "")
+	args := m.unlockArgs(l.arg(), l.reentrant, w, "")
 	t, err := s.target(ctx, m.name)
 	if err == nil && t == nil {
 		sent := m.c.wd.Now()
@@ -330,7 +341,7 @@ func (m *Mutex) handOff(ctx context.Context, l *Lease, w *waiter, keys []any, fl
 		return r, err
 	}
 	unlock := func() (int64, error) {
-		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), flag, nil, ""), nil)
+		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), l.reentrant, nil, ""), nil)
 		m.c.local.settle([]*waiter{w}, -1, nil, true) // it tries itself
 		return r, err
 	}

@@ -21,10 +21,19 @@ type Mutex struct {
 
 	argGrants any // grants, boxed once
 
-	// KEYS of one-shot owners' calls, whose request marker key (used by
-	// reentrant owners only) is a placeholder: shared, never modified.
+	// KEYS of one-shot owners' calls, which have no request marker:
+	// shared, never modified. A reentrant owner's call appends its marker.
 	lockKeys, unlockKeys []any
 }
+
+// Positions in the KEYS and ARGV of lock.lua and unlock.lua (0-based).
+const (
+	lockKeyMarker      = 4  // a reentrant owner's request marker
+	lockArgJoined      = 4  // "1" once an attempt of the call may have queued it
+	unlockArgsFixed    = 5  // the arguments every release gives; the rest may be left out
+	unlockArgPassed    = 8  // the token of a hold passed on in process, and the reserve flag
+	unlockArgMarkerTTL = 10 // the release marker's lifetime, with a marker
+)
 
 // Mutex returns the Mutex of the given name. An invalid name is reported
 // by every call on it with ErrInvalidName.
@@ -39,8 +48,8 @@ func (c *Client) Mutex(name string) *Mutex {
 	m.queue = companion(lockQueuePrefix, name)
 	m.grants = c.grantChannel(name)
 	m.argGrants = m.grants
-	m.lockKeys = []any{name, m.counter, m.named, name, m.queue}
-	m.unlockKeys = []any{name, m.channel, name, m.counter, m.named, m.queue}
+	m.lockKeys = []any{name, m.counter, m.named, m.queue}
+	m.unlockKeys = []any{name, m.channel, m.counter, m.named, m.queue}
 	return m
 }
 
@@ -133,13 +142,12 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 		a.waits = true
 		a.kind = m.c.waiterKind(a.reentrant)
 	}
-	flag := argZero
 	a.keys = m.lockKeys // one-shot owners need no request marker
+	a.args = []any{a.lease, a.owner, m.c.argFencing, a.kind, argZero, m.c.nowArg()}
 	if a.reentrant {
-		a.keys = []any{m.name, m.counter, m.named, requestMarker(m.name, a.owner), m.queue}
-		flag = argOne
+		a.keys = append(m.lockKeys[:4:4], requestMarker(m.name, a.owner))
+		a.args = append(a.args, m.c.argMarkerTTL)
 	}
-	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, m.c.argFencing, a.kind, argGrantTTL, argZero, m.c.nowArg()}
 
 	if a.waits && !a.reentrant && m.c.local.mayJoinRun(m.name, m.c.wd.Now()) {
 		// While the Client passes the lock on in process, the call joins
@@ -230,7 +238,7 @@ func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration,
 	r, sent, err := m.c.acquire(ctx, m.name, scripts.Lock, a.keys, a.args, a, positive, nil)
 	if a.joined == 0 && a.waits {
 		a.joined = sent
-		a.args[7] = argOne // later attempts leave the queue when they acquire
+		a.args[lockArgJoined] = argOne // later attempts leave the queue when they acquire
 	}
 	if err != nil {
 		return nil, 0, opError("lock", m.name, err)
@@ -261,7 +269,10 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 	if a.reentrant {
 		flag = argOne
 	}
-	keys := []any{m.name, m.channel, a.keys[3]}
+	keys := []any{m.name, m.channel, m.name}
+	if a.reentrant {
+		keys[2] = a.keys[lockKeyMarker]
+	}
 	if err := scripts.Abandon.Run(ctx, m.c.rdb, keys, a.owner, msgUnlock, m.c.publish, flag).Err(); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", m.name, "lease", a.cfg.lease, "err", err)
@@ -272,9 +283,9 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 // granted to the next waiter in its queue, if any (see grant.go); when that
 // is a call of this Client, it is handed its Lease here.
 func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
-	keys, flag := m.unlockKeys, argZero
+	keys := m.unlockKeys
 	if l.reentrant {
-		keys, flag = []any{m.name, m.channel, suffixed(unlockLatchPrefix, m.name, l.request), m.counter, m.named, m.queue}, argOne
+		keys = append(m.unlockKeys[:5:5], suffixed(unlockLatchPrefix, m.name, l.request))
 	}
 	var one [1]*waiter
 	if m.mayPassOver(l) {
@@ -288,9 +299,9 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 		return 0, err
 	}
 	if ws := m.c.local.claim(m.name, one[:]); len(ws) == 1 {
-		return m.handOff(ctx, l, ws[0], keys, flag)
+		return m.handOff(ctx, l, ws[0], keys)
 	}
-	return m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), flag, nil, ""), nil)
+	return m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), l.reentrant, nil, ""), nil)
 }
 
 // markerTTL is how long request markers make retries idempotent: longer

@@ -44,9 +44,8 @@ import (
 // release frees the lock or grants it in its script, as any other.
 
 // chainBlock is how many tokens Redis reserves for passing on at once.
+// unlock.lua has it as k, which a test compares with it.
 const chainBlock = 8
-
-var argChainBlock any = chainBlock
 
 // passMargin is the least time a hold must have left before its local
 // deadline to be passed on.
@@ -297,13 +296,11 @@ func (m *Mutex) passOver(l *Lease, w *waiter) bool {
 		return false
 	}
 	m.c.local.setRun(m.name, next)
-	args := m.unlockArgs(l.arg(), argZero, w, "")
-	args[14] = strconv.FormatUint(token, 10)
+	reserve := argZero
 	if ask {
-		args = append(args, argOne)
-	} else {
-		args = append(args, argZero)
+		reserve = argOne
 	}
+	args := m.unlockArgs(l.arg(), false, w, "", strconv.FormatUint(token, 10), reserve)
 	judgeSwitch(m.c, next, func(ctx context.Context) (int64, error) {
 		return m.c.batch.Do(ctx, scripts.Unlock, m.unlockKeys, args, nil)
 	}, func(r int64, err error) {

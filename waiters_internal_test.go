@@ -1,8 +1,12 @@
 package relock
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/relock-go/relock/internal/scripts"
 )
 
 // TestHandoffLeavesNoStaleOutcome: a release claims a waiter just as the
@@ -120,5 +124,23 @@ func TestNewsWaitsForItsWaiter(t *testing.T) {
 	r.tell("o:3", nil, time.Second)
 	if _, kept := r.mail["o:2"]; kept || len(r.mail) != 1 {
 		t.Fatalf("news kept: %v; want only the recent one", r.mail)
+	}
+}
+
+// TestScriptConstants: what the scripts write in instead of taking as an
+// argument matches the Go side.
+func TestScriptConstants(t *testing.T) {
+	for _, c := range []struct {
+		s    *scripts.Script
+		want string
+	}{
+		{scripts.Lock, fmt.Sprintf("local grant_ttl = %d\n", grantTTL.Milliseconds())},
+		{scripts.Unlock, fmt.Sprintf("local grant_ttl = %d\n", grantTTL.Milliseconds())},
+		{scripts.Unlock, fmt.Sprintf("local k = %d\n", chainBlock)},
+		{scripts.Unlock, fmt.Sprintf("local unlock_message = '%s'\n", msgUnlock)},
+	} {
+		if !strings.Contains(c.s.Source(), c.want) {
+			t.Errorf("%s.lua lacks %q", c.s.Name(), c.want)
+		}
 	}
 }

@@ -6,22 +6,25 @@
 --          the holder was granted it (unix ms)
 -- KEYS[2]  fencing counter of the lock's slot (see fence.lua)
 -- KEYS[3]  the lock's own token key (see fence.lua)
--- KEYS[4]  request marker, written only for reentrant owners so that a
---          retried request is applied once
--- KEYS[5]  queue of waiters: zset of "<lease ms>|<kind>|<owner>" scored
+-- KEYS[4]  queue of waiters: zset of "<lease ms>|<kind>|<owner>" scored
 --          by the server time (ms) each joined (see unlock.lua)
+-- KEYS[5]  request marker, given for a reentrant owner and only for one,
+--          so that a retried request is applied once; a one-shot owner is
+--          never seen twice
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<uuid>:<n>"
--- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
--- ARGV[4]  request marker lifetime in milliseconds
--- ARGV[5]  fencing mode (see fence.lua)
--- ARGV[6]  the caller's kind of waiter (see unlock.lua); "" for a call
+-- ARGV[3]  fencing mode (see fence.lua)
+-- ARGV[4]  the caller's kind of waiter (see unlock.lua); "" for a call
 --          that will not wait. Its member of the queue is
---          "<ARGV[1]>|<ARGV[6]>|<ARGV[2]>".
--- ARGV[7]  milliseconds the queue outlives the holder's TTL, at least
--- ARGV[8]  "1" when an earlier attempt of the call may have queued it
--- ARGV[9]  the caller's clock in unix ms, recorded as relock_since by a
---          fresh acquisition (absent: the server's clock, one more call)
+--          "<ARGV[1]>|<ARGV[4]>|<ARGV[2]>".
+-- ARGV[5]  "1" when an earlier attempt of the call may have queued it
+-- ARGV[6]  the caller's clock in unix ms, recorded as relock_since by a
+--          fresh acquisition
+-- ARGV[7]  request marker lifetime in milliseconds, given with KEYS[5]
+--
+-- Every argument costs the server on every call, so what is the same for
+-- every call of every client is written here instead: the queue outlives
+-- the holder's TTL by at least grant_ttl (queue.lua).
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
@@ -33,17 +36,17 @@
 
 local ttl = redis.call('pttl', KEYS[1])
 local function member()
-    return ARGV[1] .. '|' .. ARGV[6] .. '|' .. ARGV[2]
+    return ARGV[1] .. '|' .. ARGV[4] .. '|' .. ARGV[2]
 end
 if ttl == -2 then
-    local token = fence(KEYS[2], KEYS[3], ARGV[5])
-    redis.call('hset', KEYS[1], ARGV[2], 1, token_field, token, since_field, ARGV[9] or now_ms())
+    local token = fence(KEYS[2], KEYS[3], ARGV[3])
+    redis.call('hset', KEYS[1], ARGV[2], 1, token_field, token, since_field, ARGV[6])
     redis.call('pexpire', KEYS[1], ARGV[1])
-    if ARGV[3] == '1' then
-        redis.call('set', KEYS[4], 1, 'px', ARGV[4])
+    if KEYS[5] then
+        redis.call('set', KEYS[5], 1, 'px', ARGV[7])
     end
-    if ARGV[8] == '1' then
-        redis.call('zrem', KEYS[5], member())
+    if ARGV[5] == '1' then
+        redis.call('zrem', KEYS[4], member())
     end
     return token
 end
@@ -53,8 +56,8 @@ end
 -- @library
 local f = redis.call('hmget', KEYS[1], ARGV[2], token_field)
 if not f[1] then
-    if ARGV[6] ~= '' then
-        join_queue(KEYS[5], member(), ttl, ARGV[7])
+    if ARGV[4] ~= '' then
+        join_queue(KEYS[4], member(), ttl, grant_ttl)
     end
     local other = 0
     if not f[2] then
@@ -67,16 +70,16 @@ local token = tonumber(f[2]) or latest(KEYS[2], KEYS[3])
 -- A one-shot owner is never seen twice: this is a retry of a request that
 -- was already applied, or the lock was granted to this waiting owner by a
 -- release (unlock.lua), perhaps for a shorter time than its lease.
-if ARGV[3] == '0' then
+if not KEYS[5] then
     if ttl < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    if ARGV[8] == '1' then
-        redis.call('zrem', KEYS[5], member())
+    if ARGV[5] == '1' then
+        redis.call('zrem', KEYS[4], member())
     end
     return token
 end
-if redis.call('exists', KEYS[4]) == 1 then
+if redis.call('exists', KEYS[5]) == 1 then
     return token
 end
 redis.call('hincrby', KEYS[1], ARGV[2], 1)
@@ -84,8 +87,8 @@ redis.call('hincrby', KEYS[1], ARGV[2], 1)
 if ttl < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
-redis.call('set', KEYS[4], 1, 'px', ARGV[4])
-if ARGV[8] == '1' then
-    redis.call('zrem', KEYS[5], member())
+redis.call('set', KEYS[5], 1, 'px', ARGV[7])
+if ARGV[5] == '1' then
+    redis.call('zrem', KEYS[4], member())
 end
 return token

@@ -38,9 +38,9 @@ end
 -- queue listens on channel (a Redisson waiter, a relock call still
 -- subscribing: the channel has more subscribers than the queue has
 -- clients), and reports whether it did. The permit is held for the call's
--- lease but at most grant_ttl ms until the call renews it; the call is
+-- lease but at most "most" ms until the call renews it; the call is
 -- told on its client's grant channel (see tell_grant).
-local function grant_permit(permits, expiries, channel, queue, numsub, self, prefix, grant_ttl, publish)
+local function grant_permit(permits, expiries, channel, queue, numsub, self, prefix, most, publish)
     local queued = waiting(queue)
     local first = queued[1]
     if first == nil or redis.call('pubsub', numsub, channel)[2] > clients_in(queued) then
@@ -52,13 +52,13 @@ local function grant_permit(permits, expiries, channel, queue, numsub, self, pre
     if not lease or lease == 0 or redis.call('zscore', expiries, id) then
         return false
     end
-    local ttl = math.min(lease, tonumber(grant_ttl))
+    local ttl = math.min(lease, tonumber(most))
     redis.call('decr', permits)
     redis.call('zadd', expiries, now_ms() + ttl, id)
     local life = redis.call('pttl', permits)
     if life > 0 then
         redis.call('pexpire', expiries, life)
     end
-    tell_grant(queued, first, 0, ttl, publish, prefix, self, grant_ttl)
+    tell_grant(queued, first, 0, ttl, publish, prefix, self, most)
     return true
 end

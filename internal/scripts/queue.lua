@@ -3,6 +3,12 @@
 -- loading puts it between a script's header and its body. A member is
 -- "<lease ms>|<kind>|<owner>", and an owner "<uuid>:<n>".
 
+-- grant_ttl is the longest, in milliseconds, that a grant to another
+-- client's waiter holds the lock before that waiter renews it (grantTTL in
+-- grant.go, which a test compares with it); a queue outlives its holder by
+-- at least as much.
+local grant_ttl = 2000
+
 -- waiting returns the first 64 members of the queue key, with their
 -- scores (a ZRANGE WITHSCORES reply); none when it does not exist, which
 -- an EXISTS tells for a third of what an empty ZRANGE costs. exists, when

@@ -36,23 +36,51 @@ func run(t *testing.T, s *Script, keys []string, args ...any) any {
 // of a lock's own token key found without one.
 const fenceTTL = "604800000"
 
-// lockKeys returns the KEYS of lock.lua for the lock name with the given
-// request marker. Each test name gets a fencing counter of its own, so that
-// its tokens start at 1 whatever other tests ran.
+// lockKeys returns the KEYS of lock.lua for the lock name, with the
+// request marker of a reentrant owner unless marker is "". Each test name
+// gets a fencing counter of its own, so that its tokens start at 1
+// whatever other tests ran.
 func lockKeys(name, marker string) []string {
-	return []string{name, "relock_fencing:{" + name + "}", "redisson_lock_token:{" + name + "}", marker, "relock_lock_queue:{" + name + "}"}
+	keys := []string{name, "relock_fencing:{" + name + "}", "redisson_lock_token:{" + name + "}", "relock_lock_queue:{" + name + "}"}
+	if marker != "" {
+		keys = append(keys, marker)
+	}
+	return keys
 }
 
-// unlockKeys returns the KEYS of unlock.lua for the lock name.
+// lockArgs returns the ARGV of lock.lua for a first attempt of owner with
+// a lease (ms) and a kind of waiter ("" for a call that will not wait);
+// with keys that have a request marker, its lifetime is added.
+func lockArgs(keys []string, lease any, owner, kind string) []any {
+	args := []any{lease, owner, fenceTTL, kind, "0", time.Now().UnixMilli()}
+	if len(keys) == 5 {
+		args = append(args, 60000)
+	}
+	return args
+}
+
+// unlockKeys returns the KEYS of unlock.lua for the lock name, with the
+// release marker of a reentrant owner's request unless marker is "".
 func unlockKeys(name, marker string) []string {
-	return []string{name, "redisson_lock__channel:{" + name + "}", marker, "relock_fencing:{" + name + "}",
+	keys := []string{name, "redisson_lock__channel:{" + name + "}", "relock_fencing:{" + name + "}",
 		"redisson_lock_token:{" + name + "}", "relock_lock_queue:{" + name + "}"}
+	if marker != "" {
+		keys = append(keys, marker)
+	}
+	return keys
 }
 
 // unlockArgs returns the ARGV of unlock.lua for a release by owner of
-// client "u" with the release-marker flag, granting to other clients.
-func unlockArgs(owner, flag string) []any {
-	return []any{owner, "0", "publish", flag, 60000, fenceTTL, "numsub", "u", "0", "", "relock_grant:u", 2000, "", "1"}
+// client "u", granting to other clients, with every argument that may be
+// left out given: [5] listens, [6] the waiter to prefer, [7] a member
+// leaving, [8] a token passed on, [9] reserve; with keys that have a
+// release marker, its lifetime [10] is added.
+func unlockArgs(keys []string, owner string) []any {
+	args := []any{owner, "publish", fenceTTL, "relock_grant:u", "1", "0", "", "", "", "0"}
+	if len(keys) == 6 {
+		args = append(args, 60000)
+	}
+	return args
 }
 
 // TestGrantShortLease: a grant for a waiter's lease shorter than a grant
@@ -60,19 +88,19 @@ func unlockArgs(owner, flag string) []any {
 // check again when it runs out: the lease may end unannounced.
 func TestGrantShortLease(t *testing.T) {
 	ctx := context.Background()
-	keys, rel := lockKeys("s:gs", "s:gs"), unlockKeys("s:gs", "s:gs")
-	if v := run(t, Lock, keys, "10000", "u:1", "0", 60000, fenceTTL, "", 2000).(int64); v <= 0 {
+	keys, rel := lockKeys("s:gs", ""), unlockKeys("s:gs", "")
+	if v := run(t, Lock, keys, lockArgs(keys, "10000", "u:1", "")...).(int64); v <= 0 {
 		t.Fatalf("first lock = %d", v)
 	}
 	for i, m := range []string{"500|o|v:1", "30000|o|w:2"} {
-		rdb.ZAdd(ctx, keys[4], redis.Z{Score: float64(i + 1), Member: m})
+		rdb.ZAdd(ctx, keys[3], redis.Z{Score: float64(i + 1), Member: m})
 	}
 	w := rdb.Subscribe(ctx, "relock_grant:w")
 	defer w.Close()
 	if _, err := w.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r := run(t, Unlock, rel, unlockArgs("u:1", "0")...); r != int64(3) {
+	if r := run(t, Unlock, rel, unlockArgs(rel, "u:1")...); r != int64(3) {
 		t.Fatalf("release to another client's waiter = %v, want 3", r)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -80,7 +108,7 @@ func TestGrantShortLease(t *testing.T) {
 	if msg, err := w.ReceiveMessage(ctx); err != nil || msg.Payload != "n:500:w:2" {
 		t.Fatalf("message to the next client %v, %v; want n:500:w:2", msg, err)
 	}
-	rdb.Del(ctx, "s:gs", keys[4])
+	rdb.Del(ctx, "s:gs", keys[3])
 }
 
 func TestHeaders(t *testing.T) {
@@ -169,31 +197,32 @@ func TestDeclarations(t *testing.T) {
 
 func TestLockUnlock(t *testing.T) {
 	ctx := context.Background()
-	keys := lockKeys("s:lock", "s:lock")
-	if v := run(t, Lock, keys, 10000, "u:1", "0", 60000, fenceTTL, "", 2000); v != int64(1) {
+	keys := lockKeys("s:lock", "")
+	if v := run(t, Lock, keys, lockArgs(keys, 10000, "u:1", "")...); v != int64(1) {
 		t.Fatalf("first acquisition = %v, want token 1", v)
 	}
-	if v := run(t, Lock, keys, 10000, "u:1", "0", 60000, fenceTTL, "", 2000); v != int64(1) {
+	if v := run(t, Lock, keys, lockArgs(keys, 10000, "u:1", "")...); v != int64(1) {
 		t.Fatalf("a one-shot owner's repeated request = %v, want the same token", v)
 	}
 	if n := rdb.HGet(ctx, "s:lock", "u:1").Val(); n != "1" {
 		t.Fatalf("count %q after a repeated one-shot request, want 1", n)
 	}
-	v := run(t, Lock, keys, 10000, "u:2", "0", 60000, fenceTTL, "", 2000).(int64)
+	v := run(t, Lock, keys, lockArgs(keys, 10000, "u:2", "")...).(int64)
 	if ttl, other := (-v-1)/2-1, (-v-1)%2; v > 0 || ttl <= 9000 || ttl > 10000 || other != 0 {
 		t.Fatalf("other owner = %v, want -(2(ttl+1)+1) with ttl near 10000 and a relock holder", v)
 	}
 	// A holder that is not relock (no token field) is reported as such.
 	rdb.HSet(ctx, "s:foreign", "r:1", 1)
 	rdb.PExpire(ctx, "s:foreign", 10*time.Second)
-	if v := run(t, Lock, lockKeys("s:foreign", "s:foreign"), 10000, "u:2", "0", 60000, fenceTTL, "", 2000).(int64); (-v-1)%2 != 1 {
+	foreign := lockKeys("s:foreign", "")
+	if v := run(t, Lock, foreign, lockArgs(foreign, 10000, "u:2", "")...).(int64); (-v-1)%2 != 1 {
 		t.Fatalf("a holder that is not relock = %v, want an odd -r-1", v)
 	}
-	release := unlockKeys("s:lock", "s:lock")
-	if v := run(t, Unlock, release, unlockArgs("u:2", "0")...); v != int64(0) {
+	release := unlockKeys("s:lock", "")
+	if v := run(t, Unlock, release, unlockArgs(release, "u:2")...); v != int64(0) {
 		t.Fatalf("unlock by a non-owner = %v, want 0", v)
 	}
-	if v := run(t, Unlock, release, unlockArgs("u:1", "0")...); v != int64(2) {
+	if v := run(t, Unlock, release, unlockArgs(release, "u:1")...); v != int64(2) {
 		t.Fatalf("unlock = %v, want 2", v)
 	}
 	if rdb.Exists(ctx, "s:lock").Val() != 0 {
@@ -204,7 +233,8 @@ func TestLockUnlock(t *testing.T) {
 func TestReentrantMarkers(t *testing.T) {
 	ctx := context.Background()
 	lock := func(req string) int64 {
-		return run(t, Lock, lockKeys("s:re", "relock_lock_request:{s:re}:"+req), 10000, "u:1", "1", 60000, fenceTTL, "", 2000).(int64)
+		keys := lockKeys("s:re", "relock_lock_request:{s:re}:"+req)
+		return run(t, Lock, keys, lockArgs(keys, 10000, "u:1", "")...).(int64)
 	}
 	a := lock("a")
 	if b := lock("b"); b != a {
@@ -215,7 +245,8 @@ func TestReentrantMarkers(t *testing.T) {
 		t.Fatalf("count %q, want 2: a retried request was applied twice", n)
 	}
 	unlock := func(req string) int64 {
-		return run(t, Unlock, unlockKeys("s:re", "redisson_unlock_latch:{s:re}:"+req), unlockArgs("u:1", "1")...).(int64)
+		keys := unlockKeys("s:re", "redisson_unlock_latch:{s:re}:"+req)
+		return run(t, Unlock, keys, unlockArgs(keys, "u:1")...).(int64)
 	}
 	if v := unlock("x"); v != 1 {
 		t.Fatalf("unlock = %d, want 1", v)
@@ -311,15 +342,15 @@ func TestNoScriptFallback(t *testing.T) {
 // reentrant owner.
 func TestGrant(t *testing.T) {
 	ctx := context.Background()
-	keys, rel := lockKeys("s:g", "s:g"), unlockKeys("s:g", "s:g")
-	queue := keys[4]
+	keys, rel := lockKeys("s:g", ""), unlockKeys("s:g", "")
+	queue := keys[3]
 	lock := func(owner, member string) int64 {
 		lease, kind := "10000", ""
 		if member != "" {
 			p := strings.SplitN(member, "|", 3)
 			lease, kind = p[0], p[1]
 		}
-		return run(t, Lock, keys, lease, owner, "0", 60000, fenceTTL, kind, 2000).(int64)
+		return run(t, Lock, keys, lockArgs(keys, lease, owner, kind)...).(int64)
 	}
 	if v := lock("u:1", ""); v != 1 {
 		t.Fatalf("first lock = %d", v)
@@ -341,8 +372,8 @@ func TestGrant(t *testing.T) {
 	}
 
 	// Client u's own waiter, named by the release: handed in place.
-	args := unlockArgs("u:1", "0")
-	args[8], args[9] = "1", "5000|o|u:2"
+	args := unlockArgs(rel, "u:1")
+	args[5], args[6] = "1", "5000|o|u:2"
 	if v := run(t, Unlock, rel, args...); v != int64(-4) {
 		t.Fatalf("release to an own waiter = %v, want -4 (token 2, nothing reserved)", v)
 	}
@@ -363,7 +394,7 @@ func TestGrant(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r := run(t, Unlock, rel, unlockArgs("u:2", "0")...); r != int64(3) {
+	if r := run(t, Unlock, rel, unlockArgs(rel, "u:2")...); r != int64(3) {
 		t.Fatalf("release to another client's waiter = %v, want 3", r)
 	}
 	if got := rdb.HGet(ctx, "s:g", "v:7").Val(); got != "1" {
@@ -394,7 +425,7 @@ func TestGrant(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r := run(t, Unlock, rel, unlockArgs("v:7", "0")...); r != int64(2) {
+	if r := run(t, Unlock, rel, unlockArgs(rel, "v:7")...); r != int64(2) {
 		t.Fatalf("release with a listener that does not queue = %v, want 2", r)
 	}
 	if msg, err := a.ReceiveMessage(ctx); err != nil || msg.Payload != "0" {
@@ -408,15 +439,15 @@ func TestGrant(t *testing.T) {
 		t.Fatal("the free lock was not acquired")
 	}
 	rdb.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "30000|r|x:1"})
-	if r := run(t, Unlock, rel, unlockArgs("u:9", "0")...); r != int64(2) {
+	if r := run(t, Unlock, rel, unlockArgs(rel, "u:9")...); r != int64(2) {
 		t.Fatalf("release with a reentrant owner first = %v, want 2", r)
 	}
 	if rdb.ZScore(ctx, queue, "30000|r|x:1").Err() != nil {
 		t.Fatal("the reentrant owner lost its place")
 	}
 	// Leaving the queue takes the place, and releases a grant if any.
-	args = unlockArgs("x:1", "0")
-	args[12] = "30000|r|x:1"
+	args = unlockArgs(rel, "x:1")
+	args[7] = "30000|r|x:1"
 	if r := run(t, Unlock, rel, args...); r != int64(0) {
 		t.Fatalf("leaving without a hold = %v, want 0", r)
 	}
@@ -434,18 +465,15 @@ func TestGrant(t *testing.T) {
 func TestPassOn(t *testing.T) {
 	ctx := context.Background()
 	name := "s:pass"
-	keys, rel := lockKeys(name, name), unlockKeys(name, name)
-	queue, counter := keys[4], keys[1]
+	keys, rel := lockKeys(name, ""), unlockKeys(name, "")
+	queue, counter := keys[3], keys[1]
 	lock := func(owner, member string) int64 {
-		return run(t, Lock, keys, "30000", owner, "0", 60000, fenceTTL, "o", 2000).(int64)
+		return run(t, Lock, keys, lockArgs(keys, "30000", owner, "o")...).(int64)
 	}
-	const k = 4
+	const k = 8 // tokens a grant reserves (unlock.lua)
 	release := func(owner, grantee, token string, ask string) int64 {
-		args := append(unlockArgs(owner, "0"), token, k)
-		args[9] = grantee
-		if ask != "" {
-			args = append(args, ask)
-		}
+		args := unlockArgs(rel, owner)
+		args[6], args[8], args[9] = grantee, token, ask
 		return run(t, Unlock, rel, args...).(int64)
 	}
 	holder := func() (string, string) {
@@ -470,18 +498,18 @@ func TestPassOn(t *testing.T) {
 		t.Fatalf("first lock = %d", v)
 	}
 	queued("30000|o|u:2", "30000|o|u:3", "30000|o|u:4")
-	// A grant to an own waiter with no one else waiting: t = 2, and 3..6
+	// A grant to an own waiter with no one else waiting: t = 2, and 3..2+k
 	// reserved.
 	if v := release("u:1", "30000|o|u:2", "", ""); v != -(2*2 + 1) {
 		t.Fatalf("grant = %d, want %d", v, -(2*2 + 1))
 	}
-	if c := rdb.Get(ctx, counter).Val(); c != "6" {
-		t.Fatalf("counter %s after reserving 4, want 6", c)
+	if c := rdb.Get(ctx, counter).Val(); c != fmt.Sprint(2+k) {
+		t.Fatalf("counter %s after reserving %d, want %d", c, k, 2+k)
 	}
 	// u:2 passes to u:3 with token 3, and u:3 to u:4 with 4; the second
-	// switch reaches Redis first and asks for the next block (7..10).
-	if v := release("u:3", "30000|o|u:4", "4", "1"); v != 4*7+3 {
-		t.Fatalf("switch 3 -> 4 = %d, want %d", v, 4*7+3)
+	// switch reaches Redis first and asks for the next block (3+k..2+2k).
+	if v := release("u:3", "30000|o|u:4", "4", "1"); v != 4*(3+k)+3 {
+		t.Fatalf("switch 3 -> 4 = %d, want %d", v, 4*(3+k)+3)
 	}
 	if h, tok := holder(); h != "u:4=1" || tok != "4" {
 		t.Fatalf("holder %s token %s, want u:4 with 4", h, tok)
@@ -607,7 +635,7 @@ func TestLibraryMark(t *testing.T) {
 		s             *Script
 		before, after []string
 	}{
-		{Lock, []string{"local function fence(", "local function now_ms("}, []string{"local function join_queue(", "local function latest("}},
+		{Lock, []string{"local function fence("}, []string{"local function join_queue(", "local function latest(", "local function now_ms("}},
 		{Unlock, nil, []string{"local function fence(", "local function waiting(", "local function tell_grant("}},
 	} {
 		src := c.s.Source()

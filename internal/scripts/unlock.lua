@@ -3,38 +3,38 @@
 --
 -- KEYS[1]  lock hash: field <owner> -> hold count
 -- KEYS[2]  release channel
--- KEYS[3]  release marker for this request, read and written only when
---          ARGV[4] is "1", so that a retried release of a reentrant hold is
---          applied once
--- KEYS[4]  fencing counter of the lock's slot (see fence.lua)
--- KEYS[5]  the lock's own token key (see fence.lua)
--- KEYS[6]  queue of waiters (see lock.lua): members "<lease ms>|<kind>|<owner>",
+-- KEYS[3]  fencing counter of the lock's slot (see fence.lua)
+-- KEYS[4]  the lock's own token key (see fence.lua)
+-- KEYS[5]  queue of waiters (see lock.lua): members "<lease ms>|<kind>|<owner>",
 --          kind "o" for a one-shot owner, "r" for a reentrant one, "w" for
 --          one whose Client waits for replicas to acknowledge its grants
+-- KEYS[6]  release marker for this request, given for a reentrant owner
+--          and only for one, so that a retried release of a reentrant hold
+--          is applied once
 -- ARGV[1]  owner id releasing
--- ARGV[2]  release message published when the lock becomes free
--- ARGV[3]  "publish" or "spublish"
--- ARGV[4]  "1" to use the release marker, "0" not to
--- ARGV[5]  release marker lifetime in milliseconds
--- ARGV[6]  fencing mode (see fence.lua)
--- ARGV[7]  "numsub" or "shardnumsub", to count the channel's subscribers
--- ARGV[8]  the releasing client's "<uuid>"
--- ARGV[9]  "1" when the releasing client listens on the channel itself
--- ARGV[10] queue member of a waiter of the releasing client to grant the
---          lock to in place of the first one when that is the releasing
---          client's too; "" for none
--- ARGV[11] grant channel of the releasing client: the channel of another
---          client is this with the client's "<uuid>" replaced
--- ARGV[12] the longest, in milliseconds, a grant to another client holds
---          the lock before its waiter has renewed it
--- ARGV[13] queue member to remove first (a waiter leaving); "" for none
--- ARGV[14] "1" to grant to other clients' waiters, "0" to the releasing
+-- ARGV[2]  "publish" or "spublish" (and so "numsub" or "shardnumsub" to
+--          count a channel's subscribers)
+-- ARGV[3]  fencing mode (see fence.lua)
+-- ARGV[4]  grant channel of the releasing client, which ends with its
+--          "<uuid>": the channel of another client is this with the
+--          client's "<uuid>" replaced
+-- ARGV[5]  "1" to grant to other clients' waiters, "0" to the releasing
 --          client's own only
--- ARGV[15] a fencing token, or "": with a token, the releasing client has
---          passed its hold to its waiter ARGV[10] in process already,
---          with that token (see "Passing on in process" below)
--- ARGV[16] how many tokens to reserve for passing on in process (k)
--- ARGV[17] with ARGV[15]: "1" to reserve the next k tokens, "0" not to
+-- The arguments from here on may be left out when they are "" or "0":
+-- ARGV[6]  "1" when the releasing client listens on the channel itself
+-- ARGV[7]  queue member of a waiter of the releasing client to grant the
+--          lock to in place of the first one when that is the releasing
+--          client's too
+-- ARGV[8]  queue member to remove first (a waiter leaving)
+-- ARGV[9]  a fencing token: the releasing client has passed its hold to
+--          its waiter ARGV[7] in process already, with that token (see
+--          "Passing on in process" below)
+-- ARGV[10] with ARGV[9]: "1" to reserve the next k tokens
+-- ARGV[11] release marker lifetime in milliseconds, given with KEYS[6]
+--
+-- Every argument costs the server on every call, so what is the same for
+-- every call of every client is written in the script instead: Redisson's
+-- release message, grant_ttl (queue.lua) and k (below).
 --
 -- Returns  0: the owner holds no hold here (expired, deleted or never held)
 --          1: one hold released, the owner still holds the lock
@@ -42,10 +42,10 @@
 --          3: the last hold released, and the lock granted to a waiter of
 --             another client, told on its grant channel
 --          a negative integer -(2t + p): the last hold released, and the
---             lock granted to the member ARGV[10], whose fencing token is
+--             lock granted to the member ARGV[7], whose fencing token is
 --             t; p is 1 when the tokens t + 1 to t + k are reserved for
 --             the grantee's client to pass the lock on in process.
---          With ARGV[15] (passing on in process), t being that token:
+--          With ARGV[9] (passing on in process), t being that token:
 --          0  the client holds the lock no more: the run of holds was
 --             broken before (expired, deleted), and the waiter has nothing
 --          4c + 2: a hold of the client with the newer token c is there
@@ -60,7 +60,7 @@
 -- other client's waiter is first in the queue. While its client holds the
 -- lock without a break, a release of that client may then hand the lock
 -- to its next local waiter at once, with the next reserved token, and
--- send this script with ARGV[15] to make it so in Redis. Such switches
+-- send this script with ARGV[9] to make it so in Redis. Such switches
 -- may reach the server in any order; each replaces the client's hold if
 -- that hold's token is older than its own, so the newest wins, and none
 -- ever takes a lock the client does not hold. A switch answered with p
@@ -75,90 +75,100 @@
 -- listens on the release channel (a Redisson client, an older relock, a
 -- relock call that waited for a holder that was not relock): then the
 -- lock is freed and announced as it always was, so that no client that
--- does not queue is starved. A grant to another client's waiter holds the lock
--- for at most ARGV[12] until that waiter renews it (see tell_grant for a
--- waiter that has died). Only
--- kind "o" is granted by another client: when another kind is first, the
--- lock is freed and announced, and its waiter tries for itself. Waiters
--- listen on the release channel only while a holder that is not relock
--- may publish there; so when the lock is freed, the first waiter of each
--- client in the queue is also told on its client's grant channel to check
--- again now ("n:0:<owner>").
+-- does not queue is starved. A grant to another client's waiter holds the
+-- lock for at most grant_ttl until that waiter renews it (see tell_grant
+-- for a waiter that has died). Only kind "o" is granted by another
+-- client: when another kind is first, the lock is freed and announced,
+-- and its waiter tries for itself. Waiters listen on the release channel
+-- only while a holder that is not relock may publish there; so when the
+-- lock is freed, the first waiter of each client in the queue is also
+-- told on its client's grant channel to check again now ("n:0:<owner>").
 
-local passed = ARGV[15] or ''
+-- The release message is Redisson's; the arguments a plain release leaves
+-- out are "".
+local unlock_message = '0'
+local preferred, leaving, passed = ARGV[7] or '', ARGV[8] or '', ARGV[9] or ''
 
 -- The common call, a plain release of the owner's last hold with no one
 -- in the queue, frees the lock here, before any of the functions below is
 -- made. Whatever it reads on the way is kept for the rest of the script:
 -- count, the owner's hold count, and queued, whether the queue exists.
 local count, queued
-if passed == '' and ARGV[13] == '' and ARGV[4] ~= '1' then
+if passed == '' and leaving == '' and not KEYS[6] then
     count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
     if count == nil then
         return 0
     end
     if count == 1 then
-        queued = redis.call('exists', KEYS[6]) == 1
-        if not queued and ARGV[10] == '' then
+        queued = redis.call('exists', KEYS[5]) == 1
+        if not queued and preferred == '' then
             redis.call('del', KEYS[1])
-            redis.call(ARGV[3], KEYS[2], ARGV[2])
+            redis.call(ARGV[2], KEYS[2], unlock_message)
             return 2
         end
     end
 end
 
 -- @library
-local k = tonumber(ARGV[16] or '0')
+-- k is how many tokens a grant reserves for passing on in process
+-- (chainBlock in pass.go, which a test compares with it), and self the
+-- releasing client's "<uuid>", which ends its grant channel.
+local k = 8
+local self = string.match(ARGV[4], '[^:]*$')
 
 -- may_pass reports whether the client may pass the lock on in process
 -- once it holds it (see above), next being the first member of the queue
 -- after its holder's (nil for none), and quiet whether no one else listens
 -- on the release channel.
 local function may_pass(next, quiet)
-    return quiet and ARGV[14] == '1' and k > 0 and (not next or client(next) == ARGV[8])
+    return quiet and ARGV[5] == '1' and (not next or client(next) == self)
 end
 
 -- quiet_channel reports whether no one but the releasing client (when it
 -- listens) listens on the release channel.
 local function quiet_channel()
     local known = 0
-    if ARGV[9] == '1' then
+    if ARGV[6] == '1' then
         known = 1
     end
-    return redis.call('pubsub', ARGV[7], KEYS[2])[2] <= known
+    local numsub = 'numsub'
+    if ARGV[2] == 'spublish' then
+        numsub = 'shardnumsub'
+    end
+    return redis.call('pubsub', numsub, KEYS[2])[2] <= known
 end
 
 if passed ~= '' then
     local t = tonumber(passed)
     local holder, cur = holding(KEYS[1])
-    redis.call('zrem', KEYS[6], ARGV[10])
-    if not cur or not holder or string.sub(holder, 1, #ARGV[8] + 1) ~= ARGV[8] .. ':' then
+    redis.call('zrem', KEYS[5], preferred)
+    if not cur or not holder or string.sub(holder, 1, #self + 1) ~= self .. ':' then
         return 0
     end
     if cur > t then
         return 4 * cur + 2
     end
     redis.call('del', KEYS[1])
-    redis.call('hset', KEYS[1], owner_of(ARGV[10]), 1, token_field, t, since_field, now_ms())
-    redis.call('pexpire', KEYS[1], string.match(ARGV[10], '^(%d+)|'))
-    if not may_pass(redis.call('zrange', KEYS[6], 0, 0)[1], quiet_channel()) then
+    redis.call('hset', KEYS[1], owner_of(preferred), 1, token_field, t, since_field, now_ms())
+    redis.call('pexpire', KEYS[1], string.match(preferred, '^(%d+)|'))
+    if not may_pass(redis.call('zrange', KEYS[5], 0, 0)[1], quiet_channel()) then
         return 1
     end
     local r = 0
-    if ARGV[17] == '1' then
-        r = reserve(KEYS[4], KEYS[5], ARGV[6], k)
+    if ARGV[10] == '1' then
+        r = reserve(KEYS[3], KEYS[4], ARGV[3], k)
     end
     return 4 * r + 3
 end
 
-if ARGV[13] ~= '' then
-    redis.call('zrem', KEYS[6], ARGV[13])
+if leaving ~= '' then
+    redis.call('zrem', KEYS[5], leaving)
     if redis.call('type', KEYS[1]).ok ~= 'hash' then
         return 0 -- nothing to release, whatever the key holds
     end
 end
-if ARGV[4] == '1' then
-    local done = redis.call('get', KEYS[3])
+if KEYS[6] then
+    local done = redis.call('get', KEYS[6])
     if done then
         return tonumber(done)
     end
@@ -171,8 +181,8 @@ if not count then
 end
 if count > 1 then
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
-    if ARGV[4] == '1' then
-        redis.call('set', KEYS[3], 1, 'px', ARGV[5])
+    if KEYS[6] then
+        redis.call('set', KEYS[6], 1, 'px', ARGV[11])
     end
     return 1
 end
@@ -180,22 +190,22 @@ end
 local result = 2
 local grantee
 local quiet = false
-local queue = waiting(KEYS[6], queued)
-if #queue > 0 or ARGV[10] ~= '' then
+local queue = waiting(KEYS[5], queued)
+if #queue > 0 or preferred ~= '' then
     quiet = quiet_channel()
     if quiet then
         local first = queue[1]
-        if first == nil or (client(first) == ARGV[8] and ARGV[10] ~= '') then
-            grantee = ARGV[10]
-            if first ~= nil and not redis.call('zscore', KEYS[6], grantee) then
+        if first == nil or (client(first) == self and preferred ~= '') then
+            grantee = preferred
+            if first ~= nil and not redis.call('zscore', KEYS[5], grantee) then
                 grantee = first
             end
-        elseif ARGV[14] == '1' then
+        elseif ARGV[5] == '1' then
             grantee = first
         end
     end
 end
-if grantee and grantee ~= ARGV[10] and not string.match(grantee, '^%d+|o|') then
+if grantee and grantee ~= preferred and not string.match(grantee, '^%d+|o|') then
     grantee = nil -- a reentrant owner, or one that must see replicas acknowledge
 end
 
@@ -203,16 +213,16 @@ redis.call('del', KEYS[1])
 if grantee then
     local lease = string.match(grantee, '^(%d+)|')
     local owner = owner_of(grantee)
-    local mine = client(grantee) == ARGV[8]
+    local mine = client(grantee) == self
     local ttl = tonumber(lease)
     if not mine then
-        ttl = math.min(ttl, tonumber(ARGV[12]))
+        ttl = math.min(ttl, grant_ttl)
     end
-    redis.call('zrem', KEYS[6], grantee)
-    local token = fence(KEYS[4], KEYS[5], ARGV[6])
+    redis.call('zrem', KEYS[5], grantee)
+    local token = fence(KEYS[3], KEYS[4], ARGV[3])
     redis.call('hset', KEYS[1], owner, 1, token_field, token, since_field, now_ms())
     redis.call('pexpire', KEYS[1], ttl)
-    if mine and grantee == ARGV[10] then
+    if mine and grantee == preferred then
         result = -2 * token
         local after
         for i = 1, #queue, 2 do
@@ -222,18 +232,18 @@ if grantee then
             end
         end
         if may_pass(after, quiet) then
-            reserve(KEYS[4], KEYS[5], ARGV[6], k)
+            reserve(KEYS[3], KEYS[4], ARGV[3], k)
             result = result - 1
         end
     else
-        tell_grant(queue, grantee, token, ttl, ARGV[3], ARGV[11], ARGV[8], ARGV[12])
+        tell_grant(queue, grantee, token, ttl, ARGV[2], ARGV[4], self, grant_ttl)
         result = 3
     end
 else
-    redis.call(ARGV[3], KEYS[2], ARGV[2])
-    wake_clients(queue, ARGV[3], ARGV[11], ARGV[8])
+    redis.call(ARGV[2], KEYS[2], unlock_message)
+    wake_clients(queue, ARGV[2], ARGV[4], self)
 end
-if ARGV[4] == '1' then
-    redis.call('set', KEYS[3], result, 'px', ARGV[5])
+if KEYS[6] then
+    redis.call('set', KEYS[6], result, 'px', ARGV[11])
 end
 return result
