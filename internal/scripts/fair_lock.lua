@@ -46,9 +46,9 @@ local timeout = tonumber(ARGV[5])
 
 -- wait joins the queue, or refreshes the caller's place in it, and
 -- returns the reply for waiting ms; other tells that the holder is not a
--- relock client.
-local function wait(ms, other)
-    if timeout > 0 and others_ahead(join(owner, timeout, ARGV[9])) then
+-- relock client, and ttl is the lock's PTTL.
+local function wait(ms, other, ttl)
+    if timeout > 0 and others_ahead(join(owner, timeout, ARGV[9], ttl)) then
         other = true
     end
     local v = 2 * (ms + 1)
@@ -62,7 +62,7 @@ local ttl = redis.call('pttl', KEYS[1]) -- -2: free
 if ttl ~= -2 then
     local f = redis.call('hmget', KEYS[1], owner, token_field)
     if not f[1] then
-        return wait(ttl, not f[2])
+        return wait(ttl, not f[2], ttl)
     end
     local token = held(KEYS[1], KEYS[5], KEYS[6])
     -- A one-shot owner is never seen twice: this is a retry of a request
@@ -89,7 +89,7 @@ if ttl ~= -2 then
     return token
 end
 
-local head, changed, deadline = purge()
+local head, changed, deadline, alive = purge()
 if not head or head == owner then
     if head then
         take(owner)
@@ -104,6 +104,6 @@ if not head or head == owner then
 end
 -- Free, and another waiter is first: it has until its deadline.
 if changed then
-    wake(head, ARGV[7], ARGV[6], ARGV[11])
+    wake(head, ARGV[7], ARGV[6], ARGV[11], alive)
 end
-return wait(deadline - now_ms(), false)
+return wait(deadline - now_ms(), false, ttl)

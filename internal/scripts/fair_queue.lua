@@ -38,38 +38,43 @@ local ALIVE = KEYS[#KEYS]
 
 -- deadline returns when waiter owner counts as dead: for a relock waiter
 -- its liveness deadline, for any other its score (Redisson's rule); nil
--- for an entry without a score.
+-- for an entry without a score. It returns owner's liveness entry too,
+-- false for none.
 local function deadline(owner)
     local alive = redis.call('hget', ALIVE, owner)
     if alive then
-        return tonumber(string.match(alive, '^%d+'))
+        return tonumber(string.match(alive, '^%d+')), alive
     end
-    return tonumber(redis.call('zscore', KEYS[3], owner))
+    return tonumber(redis.call('zscore', KEYS[3], owner)), false
 end
 
 -- drop removes owner's score and liveness, once it is out of the list;
 -- with the list gone, relock's liveness hash goes too. Returns whether
--- owner had a score or a liveness.
+-- owner had a score or a liveness, and whether the list is gone.
 local function drop(owner)
     local n = redis.call('zrem', KEYS[3], owner) + redis.call('hdel', ALIVE, owner)
-    if redis.call('exists', KEYS[2]) == 0 then
+    local gone = redis.call('exists', KEYS[2]) == 0
+    if gone then
         redis.call('del', ALIVE)
     end
-    return n > 0
+    return n > 0, gone
 end
 
 -- purge removes dead waiters from the head of the queue, as Redisson
 -- does, without changing any other score; an entry without a score is
 -- popped too. Dead waiters further back are removed when they reach the
--- head. Returns the head after the purge (false if none), whether the
--- head changed, and the head's deadline.
-local function purge()
-    local head = redis.call('lindex', KEYS[2], 0)
+-- head. head, when given, is the head read already. Returns the head
+-- after the purge (false if none), whether the head changed, the head's
+-- deadline and its liveness entry (false for none).
+local function purge(head)
+    if head == nil then
+        head = redis.call('lindex', KEYS[2], 0)
+    end
     local changed = false
     while head do
-        local d = deadline(head)
+        local d, alive = deadline(head)
         if d and d > now_ms() then
-            return head, changed, d
+            return head, changed, d, alive
         end
         redis.call('lpop', KEYS[2])
         drop(head)
@@ -84,7 +89,10 @@ end
 -- does.
 local function take(owner)
     redis.call('lpop', KEYS[2])
-    drop(owner)
+    local _, gone = drop(owner)
+    if gone then
+        return -- no one left whose score to lower
+    end
     -- Every score lowered, with one ZADD per 200 waiters.
     local rest = redis.call('zrange', KEYS[3], 0, -1, 'withscores')
     local lowered = {}
@@ -117,9 +125,12 @@ end
 
 -- grantable returns, for relock waiter owner, the lease in ms for which a
 -- release of another client may grant it the lock (see fair_unlock.lua)
--- and how long ago its entry was made, in ms; or nil.
-local function grantable(owner)
-    local alive = redis.call('hget', ALIVE, owner)
+-- and how long ago its entry was made, in ms; or nil. alive, when not
+-- nil, is owner's liveness entry read already (false for none).
+local function grantable(owner, alive)
+    if alive == nil then
+        alive = redis.call('hget', ALIVE, owner)
+    end
     if not alive then
         return nil
     end
@@ -139,8 +150,9 @@ end
 -- a grant by another client's release (0 when it takes none), joined when
 -- the entry was made, kept by every refresh: a grant tells its waiter how
 -- long ago that was, which no later attempt of the waiter changes.
--- Returns owner's place in the queue, 0 for the first.
-local function join(owner, timeout, lease)
+-- ttl is the lock's PTTL, read already. Returns owner's place in the
+-- queue, 0 for the first.
+local function join(owner, timeout, lease, ttl)
     local at = redis.call('lpos', KEYS[2], owner)
     local score = tonumber(redis.call('zscore', KEYS[3], owner))
     local joined = now_ms()
@@ -148,14 +160,13 @@ local function join(owner, timeout, lease)
         local old = redis.call('hget', ALIVE, owner)
         joined = tonumber(old and string.match(old, '^%d+:%d+:(%d+)$')) or joined
     else
-        at = redis.call('llen', KEYS[2])
         local last = redis.call('lindex', KEYS[2], -1)
         local base = last and tonumber(redis.call('zscore', KEYS[3], last))
         if not base then
-            base = now_ms() + math.max(redis.call('pttl', KEYS[1]), 0)
+            base = now_ms() + math.max(ttl, 0)
         end
         score = math.max(score or 0, base + QUEUE_WAIT)
-        redis.call('rpush', KEYS[2], owner)
+        at = redis.call('rpush', KEYS[2], owner) - 1
     end
     local alive = now_ms() + timeout
     score = math.max(score or 0, alive + at * QUEUE_WAIT)
@@ -169,9 +180,16 @@ end
 
 -- relock_client returns the "<uuid>" of waiter owner's client when owner
 -- is a relock waiter (one with a liveness entry) and grants, the prefix
--- of the grant channels of the lock's slot, is given; else nil.
-local function relock_client(owner, grants)
-    if not grants or grants == '' or redis.call('hexists', ALIVE, owner) == 0 then
+-- of the grant channels of the lock's slot, is given; else nil. alive,
+-- when not nil, is owner's liveness entry read already (false for none).
+local function relock_client(owner, grants, alive)
+    if not grants or grants == '' then
+        return nil
+    end
+    if alive == nil then
+        alive = redis.call('hexists', ALIVE, owner) == 1
+    end
+    if not alive then
         return nil
     end
     return string.match(owner, '^(.*):%d+$')
@@ -192,9 +210,9 @@ local function tell(owner, publish, grants, c, kind, body, old)
 end
 
 -- wake tells waiter owner that the lock is free (see tell); message is
--- what a Redisson waiter is told.
-local function wake(owner, publish, message, grants)
-    tell(owner, publish, grants, relock_client(owner, grants), 'fn', '', message)
+-- what a Redisson waiter is told, and alive as for relock_client.
+local function wake(owner, publish, message, grants, alive)
+    tell(owner, publish, grants, relock_client(owner, grants, alive), 'fn', '', message)
 end
 
 -- others_ahead reports whether anyone but relock's waiters is among the

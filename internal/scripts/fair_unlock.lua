@@ -74,19 +74,21 @@ else
     -- is first, it needs no check of its deadline.
     local head = redis.call('lindex', KEYS[2], 0)
     local candidate = head and find(head)
+    local alive -- the head's liveness entry, once purge has read it
     if head and not candidate then
-        head = purge()
+        local _
+        head, _, _, alive = purge(head)
         candidate = head and find(head)
     end
     -- Any other head that is a relock waiter taking grants is granted
     -- the lock for its lease, at most ARGV[7].
     local lease, age
     if head and not candidate and ARGV[7] ~= '0' then
-        lease, age = grantable(head)
+        lease, age = grantable(head, alive)
     end
     if candidate or lease then
         local ttl = candidate and ARGV[candidate + 1] or math.min(lease, tonumber(ARGV[7]))
-        local c = not candidate and relock_client(head, ARGV[9]) -- before take drops its liveness
+        local c = not candidate and relock_client(head, ARGV[9], alive) -- before take drops its liveness
         take(head)
         local token = fence(KEYS[5], KEYS[6], ARGV[6])
         redis.call('hset', KEYS[1], head, 1, token_field, token, since_field, now_ms())
@@ -100,7 +102,7 @@ else
             result = 3
         end
     elseif head then
-        wake(head, ARGV[3], ARGV[2], ARGV[9])
+        wake(head, ARGV[3], ARGV[2], ARGV[9], alive)
     end
 end
 if ARGV[4] == '1' then
