@@ -42,6 +42,26 @@
 --          listen on.
 
 local owner = ARGV[2]
+local ttl = redis.call('pttl', KEYS[1]) -- -2: free
+
+-- acquire takes the free lock for the caller and returns its token.
+local function acquire()
+    local token = fence(KEYS[5], KEYS[6], ARGV[8])
+    redis.call('hset', KEYS[1], owner, 1, token_field, token, since_field, ARGV[10] or now_ms())
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    if ARGV[3] == '1' then
+        redis.call('set', KEYS[7], 1, 'px', ARGV[4])
+    end
+    return token
+end
+
+-- The common call, for a free lock with no one queued, takes it here,
+-- before any of the functions below is made.
+if ttl == -2 and redis.call('exists', KEYS[2]) == 0 then
+    return acquire()
+end
+
+-- @library
 local timeout = tonumber(ARGV[5])
 
 -- wait joins the queue, or refreshes the caller's place in it, and
@@ -58,7 +78,6 @@ local function wait(ms, other, ttl)
     return -1 - v
 end
 
-local ttl = redis.call('pttl', KEYS[1]) -- -2: free
 if ttl ~= -2 then
     local f = redis.call('hmget', KEYS[1], owner, token_field)
     if not f[1] then
@@ -94,13 +113,7 @@ if not head or head == owner then
     if head then
         take(owner)
     end
-    local token = fence(KEYS[5], KEYS[6], ARGV[8])
-    redis.call('hset', KEYS[1], owner, 1, token_field, token, since_field, ARGV[10] or now_ms())
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    if ARGV[3] == '1' then
-        redis.call('set', KEYS[7], 1, 'px', ARGV[4])
-    end
-    return token
+    return acquire()
 end
 -- Free, and another waiter is first: it has until its deadline.
 if changed then

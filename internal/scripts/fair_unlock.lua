@@ -44,6 +44,22 @@
 --             with tokens from r reserved for passing the lock on to them
 --             in process (fair_pass.lua); h is empty and r 0 when none
 
+-- The common call, a plain release of the owner's last hold with no one
+-- queued, frees the lock here, before any of the functions below is made;
+-- the count it read is kept for the rest of the script.
+local count
+if ARGV[4] ~= '1' then
+    count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+    if count == nil then
+        return 0
+    end
+    if count == 1 and redis.call('exists', KEYS[2]) == 0 then
+        redis.call('del', KEYS[1])
+        return 2
+    end
+end
+
+-- @library
 if ARGV[4] == '1' then
     local done = redis.call('get', KEYS[7])
     if done then
@@ -60,9 +76,11 @@ local function find(owner)
     return nil
 end
 
-local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
-if count == nil then
-    return 0
+if not count then
+    count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+    if count == nil then
+        return 0
+    end
 end
 local result = 2
 if count > 1 then

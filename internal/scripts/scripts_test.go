@@ -637,6 +637,8 @@ func TestLibraryMark(t *testing.T) {
 	}{
 		{Lock, []string{"local function fence("}, []string{"local function join_queue(", "local function latest(", "local function now_ms("}},
 		{Unlock, nil, []string{"local function fence(", "local function waiting(", "local function tell_grant("}},
+		{FairLock, []string{"local function fence(", "local function now_ms("}, []string{"local function join(", "local function purge(", "local function others_ahead("}},
+		{FairUnlock, nil, []string{"local function fence(", "local function purge(", "local function take("}},
 	} {
 		src := c.s.Source()
 		mark := strings.Index(src, libraryMark)
