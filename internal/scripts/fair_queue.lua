@@ -49,15 +49,15 @@ local function deadline(owner)
 end
 
 -- drop removes owner's score and liveness, once it is out of the list;
--- with the list gone, relock's liveness hash goes too. Returns whether
--- owner had a score or a liveness, and whether the list is gone.
-local function drop(owner)
+-- with the list gone, relock's liveness hash goes too. A caller that
+-- knows others are still queued says so with others, which spares the
+-- look at the list. Returns whether owner had a score or a liveness.
+local function drop(owner, others)
     local n = redis.call('zrem', KEYS[3], owner) + redis.call('hdel', ALIVE, owner)
-    local gone = redis.call('exists', KEYS[2]) == 0
-    if gone then
+    if not others and redis.call('exists', KEYS[2]) == 0 then
         redis.call('del', ALIVE)
     end
-    return n > 0, gone
+    return n > 0
 end
 
 -- purge removes dead waiters from the head of the queue, as Redisson
@@ -89,21 +89,20 @@ end
 -- does.
 local function take(owner)
     redis.call('lpop', KEYS[2])
-    local _, gone = drop(owner)
-    if gone then
-        return -- no one left whose score to lower
-    end
-    -- Every score lowered, with one ZADD per 200 waiters.
+    -- Every other score lowered, with one ZADD per 200 waiters.
     local rest = redis.call('zrange', KEYS[3], 0, -1, 'withscores')
     local lowered = {}
     for i = 1, #rest, 2 do
-        lowered[#lowered + 1] = tonumber(rest[i + 1]) - QUEUE_WAIT
-        lowered[#lowered + 1] = rest[i]
-        if #lowered == 400 or i + 1 == #rest then
+        if rest[i] ~= owner then
+            lowered[#lowered + 1] = tonumber(rest[i + 1]) - QUEUE_WAIT
+            lowered[#lowered + 1] = rest[i]
+        end
+        if #lowered == 400 or (i + 1 == #rest and #lowered > 0) then
             redis.call('zadd', KEYS[3], unpack(lowered))
             lowered = {}
         end
     end
+    drop(owner, #rest > 2)
 end
 
 -- leave removes owner from anywhere in the queue and lowers the scores of
@@ -154,9 +153,10 @@ end
 -- queue, 0 for the first.
 local function join(owner, timeout, lease, ttl)
     local at = redis.call('lpos', KEYS[2], owner)
-    local score = tonumber(redis.call('zscore', KEYS[3], owner))
+    local score -- an owner not in the list has no score to keep: relock never uses an owner id twice
     local joined = now_ms()
     if at then
+        score = tonumber(redis.call('zscore', KEYS[3], owner))
         local old = redis.call('hget', ALIVE, owner)
         joined = tonumber(old and string.match(old, '^%d+:%d+:(%d+)$')) or joined
     else
@@ -243,13 +243,22 @@ end
 -- KEYS[6], and its fencing mode ARGV[6].
 local function pass_to(owner, k)
     local n = tonumber(k) or 0
-    if n == 0 or not purge() then
+    if n == 0 then
+        return {}, 0
+    end
+    local list = redis.call('lrange', KEYS[2], 0, n - 1)
+    if #list == 0 then
+        return {}, 0
+    end
+    local alive = redis.call('hmget', ALIVE, unpack(list))
+    -- The head must be a live relock waiter: a dead one is left for the
+    -- next release to purge, and none is named.
+    local d = alive[1] and tonumber(string.match(alive[1], '^%d+'))
+    if not d or d <= now_ms() then
         return {}, 0
     end
     local self = string.match(owner, '^(.*):%d+$')
     local heads = {}
-    local list = redis.call('lrange', KEYS[2], 0, n - 1)
-    local alive = redis.call('hmget', ALIVE, unpack(list))
     for i, o in ipairs(list) do
         if string.match(o, '^(.*):%d+$') ~= self or not alive[i] then
             break

@@ -836,3 +836,31 @@ func TestFairTellsOnGrantChannels(t *testing.T) {
 	}
 	rdb.Del(ctx, f.name, f.queue, f.timeouts, f.alive)
 }
+
+// TestFairPassDeadHead: a release that hands the lock to its client's
+// waiter names no heads to pass it on to when the next head is a dead
+// relock waiter; the dead head is left for the next release, which purges
+// it.
+func TestFairPassDeadHead(t *testing.T) {
+	f := newFairLock("s:fair:passdead")
+	f.lock(t, "u:1", 5000)
+	for _, o := range []string{"u:2", "u:3", "u:4"} {
+		f.lock(t, o, 5000)
+	}
+	f.kill(t, "u:3")
+	args := []any{"u:1", "0", "publish", "0", 60000, fenceTTL, "0", "8", "", "u:2", 7000}
+	v := run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...).([]any)
+	if fmt.Sprint(v[1:]) != "[1 [] 0]" {
+		t.Fatalf("release to u:2 = %v, want nothing named behind a dead head", v)
+	}
+	if q := f.queued(t); !strings.HasPrefix(q, "u:3 u:4") {
+		t.Fatalf("queue %q, want the dead u:3 still first", q)
+	}
+	args = []any{"u:2", "0", "publish", "0", 60000, fenceTTL, "0", "8", "", "u:4", 7000}
+	v = run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...).([]any)
+	if fmt.Sprint(v[1:]) != "[1 [] 0]" || rdb.HGet(context.Background(), f.name, "u:4").Val() != "1" {
+		t.Fatalf("release to u:4 = %v: the dead u:3 was not purged", v)
+	}
+	f.unlock(t, "u:4")
+	f.gone(t)
+}
