@@ -143,10 +143,13 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 		a.kind = m.c.waiterKind(a.reentrant)
 	}
 	a.keys = m.lockKeys // one-shot owners need no request marker
-	a.args = []any{a.lease, a.owner, m.c.argFencing, a.kind, argZero, m.c.nowArg()}
+	// The last argument, the request marker's lifetime, goes with the
+	// marker only.
+	a.args = []any{a.lease, a.owner, m.c.argFencing, a.kind, argZero, m.c.nowArg(), m.c.argMarkerTTL}
 	if a.reentrant {
 		a.keys = append(m.lockKeys[:4:4], requestMarker(m.name, a.owner))
-		a.args = append(a.args, m.c.argMarkerTTL)
+	} else {
+		a.args = a.args[:6]
 	}
 
 	if a.waits && !a.reentrant && m.c.local.mayJoinRun(m.name, m.c.wd.Now()) {
@@ -155,7 +158,7 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 		lw := newWaiter(a.owner, a.cfg, false)
 		lw.member = a.queueMember()
 		if m.c.local.joinRun(m.name, lw, m.c.wd.Now()) {
-			return m.wait(ctx, a, grantTTL, lw, true)
+			return m.wait(ctx, a, grantTTL, lw)
 		}
 	}
 	l, ttl, err := m.attempt(ctx, a)
@@ -173,24 +176,26 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 			return m.attempt(ctx, a)
 		})
 	}
-	return m.wait(ctx, a, retryAfter(ttl), nil, false)
+	return m.wait(ctx, a, retryAfter(ttl), nil)
 }
 
 // wait sleeps between attempts, in the lock's queue of waiters (see
 // grant.go): on the Client's grant channel, and on the lock's release
 // channel once the holder may be a client that only publishes there;
-// retry is how long to sleep first at most. A call that joined its
-// Client's run (inRun) has made no attempt yet, and lw is its waiter.
-func (m *Mutex) wait(ctx context.Context, a *acquire, retry time.Duration, lw *waiter, inRun bool) (*Lease, error) {
+// retry is how long to sleep first at most. joined, if not nil, is the
+// waiter of a call that joined its Client's run (waiters.joinRun) and has
+// made no attempt yet.
+func (m *Mutex) wait(ctx context.Context, a *acquire, retry time.Duration, joined *waiter) (*Lease, error) {
+	inRun, lw, sent := joined != nil, joined, a.joined
+	if inRun {
+		sent = m.c.wd.Now()
+	} else {
+		lw = newWaiter(a.owner, a.cfg, a.reentrant)
+		lw.member = a.queueMember()
+	}
 	qw := queuedWait{op: "lock", name: m.name, channel: m.channel, policy: lockPolicy,
 		listenWhen: &a.other, local: m.name, owner: a.owner, grants: m.grants,
-		joined: !inRun, sent: a.joined, hold: a.cfg.lease, waiter: lw, inRun: inRun}
-	if inRun {
-		qw.sent = m.c.wd.Now()
-	} else {
-		qw.waiter = newWaiter(a.owner, a.cfg, a.reentrant)
-		qw.waiter.member = a.queueMember()
-	}
+		joined: !inRun, sent: sent, hold: a.cfg.lease, waiter: lw, inRun: inRun}
 	h, err := m.c.waitQueued(ctx, qw, a, retry)
 	if h != nil || err != nil {
 		return h, err
