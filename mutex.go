@@ -29,7 +29,7 @@ type Mutex struct {
 // Positions in the KEYS and ARGV of lock.lua and unlock.lua (0-based).
 const (
 	lockKeyMarker      = 4  // a reentrant owner's request marker
-	lockArgJoined      = 4  // "1" once an attempt of the call may have queued it
+	lockArgJoined      = 5  // "1" once an attempt of the call may have queued it; left out before
 	unlockArgsFixed    = 5  // the arguments every release gives; the rest may be left out
 	unlockArgPassed    = 8  // the token of a hold passed on in process, and the reserve flag
 	unlockArgMarkerTTL = 10 // the release marker's lifetime, with a marker
@@ -144,12 +144,13 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	}
 	a.keys = m.lockKeys // one-shot owners need no request marker
 	// The last argument, the request marker's lifetime, goes with the
-	// marker only.
-	a.args = []any{a.lease, a.owner, m.c.argFencing, a.kind, argZero, m.c.nowArg(), m.c.argMarkerTTL}
+	// marker only, and the one before it, whether the call may have
+	// queued, only after an attempt or before the lifetime.
+	a.args = []any{a.lease, a.owner, m.c.argFencing, a.kind, m.c.nowArg(), argZero, m.c.argMarkerTTL}
 	if a.reentrant {
 		a.keys = append(m.lockKeys[:4:4], requestMarker(m.name, a.owner))
 	} else {
-		a.args = a.args[:6]
+		a.args = a.args[:lockArgJoined]
 	}
 
 	if a.waits && !a.reentrant && m.c.local.mayJoinRun(m.name, m.c.wd.Now()) {
@@ -243,6 +244,7 @@ func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration,
 	r, sent, err := m.c.acquire(ctx, m.name, scripts.Lock, a.keys, a.args, a, positive, nil)
 	if a.joined == 0 && a.waits {
 		a.joined = sent
+		a.args = a.args[:max(len(a.args), lockArgJoined+1)]
 		a.args[lockArgJoined] = argOne // later attempts leave the queue when they acquire
 	}
 	if err != nil {

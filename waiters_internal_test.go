@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -138,6 +139,10 @@ func TestScriptConstants(t *testing.T) {
 		{scripts.Unlock, fmt.Sprintf("local grant_ttl = %d\n", grantTTL.Milliseconds())},
 		{scripts.Unlock, fmt.Sprintf("local k = %d\n", chainBlock)},
 		{scripts.Unlock, fmt.Sprintf("local unlock_message = '%s'\n", msgUnlock)},
+		{scripts.Lock, fmt.Sprintf("local token_field = '%s'\n", layout.TokenField)},
+		{scripts.Lock, fmt.Sprintf("local since_field = '%s'\n", layout.SinceField)},
+		{scripts.Lock, fmt.Sprintf("local queued_field = '%s'\n", layout.QueuedField)},
+		{scripts.Unlock, fmt.Sprintf("local queued_field = '%s'\n", layout.QueuedField)},
 	} {
 		if !strings.Contains(c.s.Source(), c.want) {
 			t.Errorf("%s.lua lacks %q", c.s.Name(), c.want)

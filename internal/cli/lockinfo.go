@@ -187,6 +187,9 @@ func parseLock(name string, fields map[string]string) (*lockInfo, bool) {
 			li.since, _ = strconv.ParseInt(v, 10, 64)
 			continue
 		}
+		if f == layout.QueuedField {
+			continue
+		}
 		if li.kind == kindElection && (f == layout.LeaderField || f == layout.LeaderHolderField) {
 			continue
 		}

@@ -78,6 +78,11 @@ const TokenField = "relock_token"
 // clock (to the second), or the server's for a grant by a release.
 const SinceField = "relock_since"
 
+// QueuedField is the field of a Mutex's hash that says someone may be in
+// the lock's queue of waiters, so that the holder's release looks there:
+// "1" when present.
+const QueuedField = "relock_queued"
+
 // Companion returns the key or channel "prefix:{name}" that hashes to the
 // same cluster slot as name, or "prefix:name" when name has its own hash
 // tag.

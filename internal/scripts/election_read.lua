@@ -20,7 +20,7 @@ local holder = redis.call('hget', KEYS[1], 'relock_leader_holder')
 if holder and redis.call('hexists', KEYS[1], holder) == 1 then
     out[1] = redis.call('hget', KEYS[1], 'relock_leader')
 end
-local newest = redis.call('xrevrange', KEYS[2], '+', '-', 'count', 1)
+local newest = redis.call('xrevrange', KEYS[2], '+', '-', 'count', '1')
 if #newest > 0 then
     out[3] = newest[1][1]
 end

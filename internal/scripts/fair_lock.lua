@@ -42,24 +42,27 @@
 --          listen on.
 
 local owner = ARGV[2]
-local ttl = redis.call('pttl', KEYS[1]) -- -2: free
 
--- acquire takes the free lock for the caller and returns its token.
-local function acquire()
-    local token = fence(KEYS[5], KEYS[6], ARGV[8])
-    redis.call('hset', KEYS[1], owner, 1, token_field, token, since_field, ARGV[10] or now_ms())
+-- acquire takes the free lock for the caller and returns its token;
+-- fresh is true when the caller has read that the lock's own token key
+-- does not exist.
+local function acquire(fresh)
+    local token = fence(KEYS[5], KEYS[6], ARGV[8], fresh)
+    redis.call('hset', KEYS[1], owner, '1', token_field, token, since_field, ARGV[10] or now_ms())
     redis.call('pexpire', KEYS[1], ARGV[1])
     if ARGV[3] == '1' then
-        redis.call('set', KEYS[7], 1, 'px', ARGV[4])
+        redis.call('set', KEYS[7], '1', 'px', ARGV[4])
     end
     return token
 end
 
 -- The common call, for a free lock with no one queued, takes it here,
--- before any of the functions below is made.
-if ttl == -2 and redis.call('exists', KEYS[2]) == 0 then
-    return acquire()
+-- before any of the functions below is made: one EXISTS reads that the
+-- lock, its queue and its own token key are all missing.
+if redis.call('exists', KEYS[1], KEYS[2], KEYS[6]) == 0 then
+    return acquire(true)
 end
+local ttl = redis.call('pttl', KEYS[1]) -- -2: free
 
 -- @library
 local timeout = tonumber(ARGV[5])
@@ -96,7 +99,7 @@ if ttl ~= -2 then
     if redis.call('exists', KEYS[7]) == 1 then
         return token
     end
-    redis.call('hincrby', KEYS[1], owner, 1)
+    redis.call('hincrby', KEYS[1], owner, '1')
     -- Another call of the owner may have queued before the owner took
     -- the lock: the owner waits no more.
     leave(owner)
@@ -104,7 +107,7 @@ if ttl ~= -2 then
     if ttl < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    redis.call('set', KEYS[7], 1, 'px', ARGV[4])
+    redis.call('set', KEYS[7], '1', 'px', ARGV[4])
     return token
 end
 

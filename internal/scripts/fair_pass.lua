@@ -45,7 +45,7 @@ if cur > t then
 end
 if cur < t then -- else a retry of this switch, applied already
     redis.call('del', KEYS[1])
-    redis.call('hset', KEYS[1], ARGV[1], 1, token_field, t, since_field, now_ms())
+    redis.call('hset', KEYS[1], ARGV[1], '1', token_field, t, since_field, now_ms())
     redis.call('pexpire', KEYS[1], ARGV[2])
 end
 local heads, first = pass_to(ARGV[1], ARGV[4])

@@ -109,7 +109,7 @@ else
         local c = not candidate and relock_client(head, ARGV[9], alive) -- before take drops its liveness
         take(head)
         local token = fence(KEYS[5], KEYS[6], ARGV[6])
-        redis.call('hset', KEYS[1], head, 1, token_field, token, since_field, now_ms())
+        redis.call('hset', KEYS[1], head, '1', token_field, token, since_field, now_ms())
         redis.call('pexpire', KEYS[1], ttl)
         if candidate then
             local heads, first = pass_to(ARGV[1], ARGV[8])

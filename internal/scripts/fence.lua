@@ -28,11 +28,18 @@ local token_field = 'relock_token'
 -- read-write lock's, whose Redisson scripts take every numeric field for a
 -- reader's hold count).
 local since_field = 'relock_since'
+-- The field of a Mutex's hash that says someone may be in the lock's queue
+-- (see lock.lua): "1" when there.
+local queued_field = 'relock_queued'
 
--- fence returns a new token for a lock the caller is granting.
-local function fence(counter, named, mode)
+-- fence returns a new token for a lock the caller is granting; absent is
+-- true when the caller has read already that named does not exist.
+local function fence(counter, named, mode, absent)
     local t
-    local n = tonumber(redis.call('get', named))
+    local n
+    if not absent then
+        n = tonumber(redis.call('get', named))
+    end
     if not n then
         t = redis.call('incr', counter)
         if mode == '0' then
@@ -87,15 +94,16 @@ local function reserve(counter, named, mode, k)
     return t
 end
 
--- holding returns the holder's field of lock (the field that is neither
--- token_field nor since_field) and its token, nil for either it lacks.
+-- holding returns the holder's field of lock (the field that is none of
+-- token_field, since_field and queued_field) and its token, nil for either
+-- it lacks.
 local function holding(lock)
     local f = redis.call('hgetall', lock)
     local holder, token
     for i = 1, #f, 2 do
         if f[i] == token_field then
             token = tonumber(f[i + 1])
-        elseif f[i] ~= since_field then
+        elseif f[i] ~= since_field and f[i] ~= queued_field then
             holder = f[i]
         end
     end

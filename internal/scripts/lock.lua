@@ -17,14 +17,21 @@
 -- ARGV[4]  the caller's kind of waiter (see unlock.lua); "" for a call
 --          that will not wait. Its member of the queue is
 --          "<ARGV[1]>|<ARGV[4]>|<ARGV[2]>".
--- ARGV[5]  "1" when an earlier attempt of the call may have queued it
--- ARGV[6]  the caller's clock in unix ms, recorded as relock_since by a
+-- ARGV[5]  the caller's clock in unix ms, recorded as relock_since by a
 --          fresh acquisition
+-- ARGV[6]  "1" when an earlier attempt of the call may have queued it;
+--          may be left out (or "0") when not, unless ARGV[7] follows
 -- ARGV[7]  request marker lifetime in milliseconds, given with KEYS[5]
 --
 -- Every argument costs the server on every call, so what is the same for
 -- every call of every client is written here instead: the queue outlives
 -- the holder's TTL by at least grant_ttl (queue.lua).
+--
+-- The hash of a holder with someone in the queue has the field
+-- relock_queued (see fence.lua), so that its release learns of the queue
+-- from the read of its hold count: a caller that joins the queue writes it
+-- into the holder's hash, and an acquisition of a free lock whose queue
+-- exists writes it into its own.
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
@@ -34,19 +41,34 @@
 --          client (no relock_token field): its release only publishes on
 --          the release channel. A caller with a member is then in the queue.
 
-local ttl = redis.call('pttl', KEYS[1])
 local function member()
     return ARGV[1] .. '|' .. ARGV[4] .. '|' .. ARGV[2]
 end
+
+-- A fresh acquisition, the common case, reads with one EXISTS that the
+-- lock, its queue and its own token key are all missing; any of them there
+-- and PTTL tells whether the lock is free.
+local ttl, queued, fresh = -2, false, true
+if redis.call('exists', KEYS[1], KEYS[4], KEYS[3]) > 0 then
+    fresh = false
+    ttl = redis.call('pttl', KEYS[1])
+    if ttl == -2 then
+        if ARGV[6] == '1' then
+            redis.call('zrem', KEYS[4], member())
+        end
+        queued = redis.call('exists', KEYS[4]) == 1
+    end
+end
 if ttl == -2 then
-    local token = fence(KEYS[2], KEYS[3], ARGV[3])
-    redis.call('hset', KEYS[1], ARGV[2], 1, token_field, token, since_field, ARGV[6])
+    local token = fence(KEYS[2], KEYS[3], ARGV[3], fresh)
+    if queued then
+        redis.call('hset', KEYS[1], ARGV[2], '1', token_field, token, since_field, ARGV[5], queued_field, '1')
+    else
+        redis.call('hset', KEYS[1], ARGV[2], '1', token_field, token, since_field, ARGV[5])
+    end
     redis.call('pexpire', KEYS[1], ARGV[1])
     if KEYS[5] then
-        redis.call('set', KEYS[5], 1, 'px', ARGV[7])
-    end
-    if ARGV[5] == '1' then
-        redis.call('zrem', KEYS[4], member())
+        redis.call('set', KEYS[5], '1', 'px', ARGV[7])
     end
     return token
 end
@@ -58,6 +80,7 @@ local f = redis.call('hmget', KEYS[1], ARGV[2], token_field)
 if not f[1] then
     if ARGV[4] ~= '' then
         join_queue(KEYS[4], member(), ttl, grant_ttl)
+        redis.call('hset', KEYS[1], queued_field, '1')
     end
     local other = 0
     if not f[2] then
@@ -74,7 +97,7 @@ if not KEYS[5] then
     if ttl < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    if ARGV[5] == '1' then
+    if ARGV[6] == '1' then
         redis.call('zrem', KEYS[4], member())
     end
     return token
@@ -82,13 +105,13 @@ end
 if redis.call('exists', KEYS[5]) == 1 then
     return token
 end
-redis.call('hincrby', KEYS[1], ARGV[2], 1)
+redis.call('hincrby', KEYS[1], ARGV[2], '1')
 -- Never shorten the life of a hold the owner already has.
 if ttl < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
-redis.call('set', KEYS[5], 1, 'px', ARGV[7])
-if ARGV[5] == '1' then
+redis.call('set', KEYS[5], '1', 'px', ARGV[7])
+if ARGV[6] == '1' then
     redis.call('zrem', KEYS[4], member())
 end
 return token

@@ -43,7 +43,7 @@ local function grant_writer()
     local ttl = math.min(tonumber(string.match(first, '^(%d+)|')), tonumber(ARGV[10]))
     redis.call('zrem', KEYS[6], first)
     local token = fence(KEYS[4], KEYS[5], ARGV[13])
-    redis.call('hset', KEYS[1], 'mode', 'write', owner_of(first) .. ':write', 1, token_field, token)
+    redis.call('hset', KEYS[1], 'mode', 'write', owner_of(first) .. ':write', '1', token_field, token)
     redis.call('pexpire', KEYS[1], ttl)
     tell_grant(queue, first, token, ttl, ARGV[3], ARGV[9], ARGV[8], ARGV[10])
     return true

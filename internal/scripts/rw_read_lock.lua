@@ -34,11 +34,11 @@ if mode == false then
     if redis.call('exists', KEYS[1]) == 1 then
         return refused()
     end
-    redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
-    redis.call('set', holds .. '1', 1, 'px', ARGV[1])
+    redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], '1')
+    redis.call('set', holds .. '1', '1', 'px', ARGV[1])
     redis.call('pexpire', KEYS[1], ARGV[1])
     if ARGV[3] == '1' then
-        redis.call('set', KEYS[4], 1, 'px', ARGV[4])
+        redis.call('set', KEYS[4], '1', 'px', ARGV[4])
     end
     return taken(token)
 end
@@ -52,13 +52,13 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 and
         (ARGV[3] == '0' or redis.call('exists', KEYS[4]) == 1) then
     return taken(token)
 end
-local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-redis.call('set', holds .. n, 1, 'px', ARGV[1])
+local n = redis.call('hincrby', KEYS[1], ARGV[2], '1')
+redis.call('set', holds .. n, '1', 'px', ARGV[1])
 -- The hash lives at least as long as its longest hold.
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 if ARGV[3] == '1' then
-    redis.call('set', KEYS[4], 1, 'px', ARGV[4])
+    redis.call('set', KEYS[4], '1', 'px', ARGV[4])
 end
 return taken(token)

@@ -36,10 +36,10 @@ if mode == false then
         return refused()
     end
     local token = fence(KEYS[2], KEYS[3], ARGV[5])
-    redis.call('hset', KEYS[1], 'mode', 'write', writer, 1, token_field, token)
+    redis.call('hset', KEYS[1], 'mode', 'write', writer, '1', token_field, token)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if ARGV[3] == '1' then
-        redis.call('set', KEYS[4], 1, 'px', ARGV[4])
+        redis.call('set', KEYS[4], '1', 'px', ARGV[4])
     end
     return taken(token)
 end
@@ -63,10 +63,10 @@ end
 if redis.call('exists', KEYS[4]) == 1 then
     return token
 end
-redis.call('hincrby', KEYS[1], writer, 1)
+redis.call('hincrby', KEYS[1], writer, '1')
 -- Never shorten the life of a hold the owner already has.
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
-redis.call('set', KEYS[4], 1, 'px', ARGV[4])
+redis.call('set', KEYS[4], '1', 'px', ARGV[4])
 return taken(token)

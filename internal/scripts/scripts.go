@@ -146,12 +146,13 @@ func declarations(src string) []declaration {
 // marks as given already, and marks the ones it returns.
 func used(decls []declaration, code string, put []bool) string {
 	in := make([]bool, len(decls))
+	code = uncommented(code)
 	for grew := true; grew; {
 		grew = false
 		for i, d := range decls {
 			if !in[i] && !put[i] && refers(code, d.names) {
 				in[i], grew = true, true
-				code += d.text
+				code += uncommented(d.text)
 			}
 		}
 	}
@@ -161,6 +162,22 @@ func used(decls []declaration, code string, put []bool) string {
 			put[i] = true
 			b.WriteString(d.text)
 			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// uncommented returns Lua source without its comments ("--" to the end of
+// a line; the scripts have no "--" within a string), so that a name a
+// comment mentions is not taken for a use.
+func uncommented(src string) string {
+	var b strings.Builder
+	for line := range strings.Lines(src) {
+		if code, _, found := strings.Cut(line, "--"); found {
+			b.WriteString(code)
+			b.WriteByte('\n')
+		} else {
+			b.WriteString(line)
 		}
 	}
 	return b.String()

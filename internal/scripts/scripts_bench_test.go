@@ -45,7 +45,7 @@ func BenchmarkUncontendedCycle(b *testing.B) {
 	const owner = "f1fb68c1-6fe4-4f69-9cb2-8f426e845bbd:1"
 	lock := func(name string) ([]string, []any) {
 		keys := lockKeys(name, "")
-		return keys, []any{30000, owner, fenceTTL, "o", "0", time.Now().UnixMilli()}
+		return keys, []any{30000, owner, fenceTTL, "o", time.Now().UnixMilli()}
 	}
 	unlock := func(name string) ([]string, []any) {
 		return unlockKeys(name, ""), []any{owner, "publish", fenceTTL, "relock_grant:f1fb68c1-6fe4-4f69-9cb2-8f426e845bbd", "1"}

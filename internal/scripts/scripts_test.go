@@ -52,11 +52,27 @@ func lockKeys(name, marker string) []string {
 // a lease (ms) and a kind of waiter ("" for a call that will not wait);
 // with keys that have a request marker, its lifetime is added.
 func lockArgs(keys []string, lease any, owner, kind string) []any {
-	args := []any{lease, owner, fenceTTL, kind, "0", time.Now().UnixMilli()}
+	args := []any{lease, owner, fenceTTL, kind, time.Now().UnixMilli(), "0"}
 	if len(keys) == 5 {
 		args = append(args, 60000)
 	}
 	return args
+}
+
+// enqueue puts members in the queue of the lock whose lock.lua KEYS are
+// keys, scored 1, 2, ... in their order, and marks the holder's hash as a
+// caller joining the queue does.
+func enqueue(t *testing.T, keys []string, members ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for i, m := range members {
+		if err := rdb.ZAdd(ctx, keys[3], redis.Z{Score: float64(i + 1), Member: m}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.HSet(ctx, keys[0], "relock_queued", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // unlockKeys returns the KEYS of unlock.lua for the lock name, with the
@@ -92,9 +108,7 @@ func TestGrantShortLease(t *testing.T) {
 	if v := run(t, Lock, keys, lockArgs(keys, "10000", "u:1", "")...).(int64); v <= 0 {
 		t.Fatalf("first lock = %d", v)
 	}
-	for i, m := range []string{"500|o|v:1", "30000|o|w:2"} {
-		rdb.ZAdd(ctx, keys[3], redis.Z{Score: float64(i + 1), Member: m})
-	}
+	enqueue(t, keys, "500|o|v:1", "30000|o|w:2")
 	w := rdb.Subscribe(ctx, "relock_grant:w")
 	defer w.Close()
 	if _, err := w.Receive(ctx); err != nil {
@@ -227,6 +241,59 @@ func TestLockUnlock(t *testing.T) {
 	}
 	if rdb.Exists(ctx, "s:lock").Val() != 0 {
 		t.Fatal("key left after the last release")
+	}
+}
+
+// TestQueueMark: a release learns of the queue from the holder's hash.
+// A caller that joins the queue marks the holder's hash; an acquisition of
+// a free lock whose queue exists, and a grant with others behind the
+// grantee, mark their own; with no queue, or a token key of the lock's
+// own, an acquisition still takes a token above every earlier one.
+func TestQueueMark(t *testing.T) {
+	ctx := context.Background()
+	keys, rel := lockKeys("s:qm", ""), unlockKeys("s:qm", "")
+	marked := func() bool { return rdb.HExists(ctx, keys[0], "relock_queued").Val() }
+	lock := func(owner, kind string) int64 {
+		return run(t, Lock, keys, lockArgs(keys, "30000", owner, kind)...).(int64)
+	}
+	if v := lock("u:1", "o"); v != 1 || marked() {
+		t.Fatalf("fresh acquisition = %d, marked %v; want token 1, no mark", v, marked())
+	}
+	if v := lock("v:1", "o"); v > 0 || !marked() {
+		t.Fatalf("a caller joining = %d, marked %v; want it queued and the holder's hash marked", v, marked())
+	}
+	// The holder's hash expires with the waiter still queued: the next
+	// acquisition of the free lock finds the queue and marks its hash.
+	rdb.Del(ctx, keys[0])
+	if v := lock("w:1", "o"); v != 2 || !marked() {
+		t.Fatalf("acquisition with a queue = %d, marked %v; want token 2 and a mark", v, marked())
+	}
+	v := rdb.Subscribe(ctx, "relock_grant:v")
+	defer v.Close()
+	if _, err := v.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, Unlock, rel, unlockArgs(rel, "w:1")...); r != int64(3) {
+		t.Fatalf("release with a queue = %v, want 3: granted to v:1", r)
+	}
+	if got := rdb.HGet(ctx, keys[0], "v:1").Val(); got != "1" || marked() {
+		t.Fatalf("grantee's count %q, marked %v; want 1 and no mark, no one being behind it", got, marked())
+	}
+	if r := run(t, Unlock, rel, unlockArgs(rel, "v:1")...); r != int64(2) {
+		t.Fatalf("plain release = %v, want 2", r)
+	}
+	// A token key of the lock's own (Redisson's RFencedLock) ahead of the
+	// counter: the next token is above it.
+	rdb.Set(ctx, keys[2], 41, 0)
+	if v := lock("u:2", "o"); v != 42 || marked() {
+		t.Fatalf("acquisition with the lock's token key at 41 = %d, marked %v; want 42, no mark", v, marked())
+	}
+	if r := run(t, Unlock, rel, unlockArgs(rel, "u:2")...); r != int64(2) {
+		t.Fatalf("plain release = %v, want 2", r)
+	}
+	rdb.Del(ctx, keys[2])
+	if v := lock("u:3", "o"); v != 43 {
+		t.Fatalf("fresh acquisition after = %d, want 43", v)
 	}
 }
 
@@ -364,9 +431,7 @@ func TestGrant(t *testing.T) {
 	if n := rdb.ZCard(ctx, queue).Val(); n != 3 {
 		t.Fatalf("%d queued, want 3", n)
 	}
-	for i, m := range []string{"5000|o|u:2", "30000|o|v:7", "30000|o|w:3"} { // in order, whatever the clock
-		rdb.ZAdd(ctx, queue, redis.Z{Score: float64(i + 1), Member: m})
-	}
+	enqueue(t, keys, "5000|o|u:2", "30000|o|v:7", "30000|o|w:3") // in order, whatever the clock
 	if ttl := rdb.PTTL(ctx, queue).Val(); ttl < 10*time.Second {
 		t.Fatalf("queue TTL %v, want at least the holder's", ttl)
 	}
@@ -377,7 +442,8 @@ func TestGrant(t *testing.T) {
 	if v := run(t, Unlock, rel, args...); v != int64(-4) {
 		t.Fatalf("release to an own waiter = %v, want -4 (token 2, nothing reserved)", v)
 	}
-	if got := rdb.HGetAll(ctx, "s:g").Val(); len(got) != 3 || got["u:2"] != "1" || got["relock_token"] != "2" || got["relock_since"] == "" {
+	// Others are queued behind it: its release is to look at the queue.
+	if got := rdb.HGetAll(ctx, "s:g").Val(); len(got) != 4 || got["u:2"] != "1" || got["relock_token"] != "2" || got["relock_since"] == "" || got["relock_queued"] != "1" {
 		t.Fatalf("hash after the grant: %v", got)
 	}
 	if ttl := rdb.PTTL(ctx, "s:g").Val(); ttl > 5*time.Second || ttl < 4*time.Second {
@@ -438,7 +504,7 @@ func TestGrant(t *testing.T) {
 	if v := lock("u:9", ""); v <= 0 {
 		t.Fatal("the free lock was not acquired")
 	}
-	rdb.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "30000|r|x:1"})
+	enqueue(t, keys, "30000|r|x:1")
 	if r := run(t, Unlock, rel, unlockArgs(rel, "u:9")...); r != int64(2) {
 		t.Fatalf("release with a reentrant owner first = %v, want 2", r)
 	}
@@ -479,7 +545,7 @@ func TestPassOn(t *testing.T) {
 	holder := func() (string, string) {
 		h := rdb.HGetAll(ctx, name).Val()
 		for f, v := range h {
-			if f != "relock_token" && f != "relock_since" {
+			if f != "relock_token" && f != "relock_since" && f != "relock_queued" {
 				return f + "=" + v, h["relock_token"]
 			}
 		}

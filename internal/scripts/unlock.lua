@@ -92,21 +92,21 @@ local preferred, leaving, passed = ARGV[7] or '', ARGV[8] or '', ARGV[9] or ''
 -- The common call, a plain release of the owner's last hold with no one
 -- in the queue, frees the lock here, before any of the functions below is
 -- made. Whatever it reads on the way is kept for the rest of the script:
--- count, the owner's hold count, and queued, whether the queue exists.
+-- count, the owner's hold count, and queued, whether the hash says someone
+-- may be in the queue (relock_queued, see lock.lua).
 local count, queued
 if passed == '' and leaving == '' and not KEYS[6] then
-    count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
-    if count == nil then
+    local f = redis.call('hmget', KEYS[1], ARGV[1], queued_field)
+    if not f[1] then
         return 0
     end
-    if count == 1 then
-        queued = redis.call('exists', KEYS[5]) == 1
-        if not queued and preferred == '' then
-            redis.call('del', KEYS[1])
-            redis.call(ARGV[2], KEYS[2], unlock_message)
-            return 2
-        end
+    queued = f[2] ~= false
+    if f[1] == '1' and not queued and preferred == '' then
+        redis.call('del', KEYS[1])
+        redis.call(ARGV[2], KEYS[2], unlock_message)
+        return 2
     end
+    count = tonumber(f[1])
 end
 
 -- @library
@@ -122,6 +122,16 @@ local self = string.match(ARGV[4], '[^:]*$')
 -- on the release channel.
 local function may_pass(next, quiet)
     return quiet and ARGV[5] == '1' and (not next or client(next) == self)
+end
+
+-- hold writes the hash of a hold granted to owner with token t, marked
+-- for its release when anyone (next, not nil) is in the queue behind it.
+local function hold(owner, t, next)
+    if next then
+        redis.call('hset', KEYS[1], owner, '1', token_field, t, since_field, now_ms(), queued_field, '1')
+    else
+        redis.call('hset', KEYS[1], owner, '1', token_field, t, since_field, now_ms())
+    end
 end
 
 -- quiet_channel reports whether no one but the releasing client (when it
@@ -148,10 +158,11 @@ if passed ~= '' then
     if cur > t then
         return 4 * cur + 2
     end
+    local next = redis.call('zrange', KEYS[5], 0, 0)[1]
     redis.call('del', KEYS[1])
-    redis.call('hset', KEYS[1], owner_of(preferred), 1, token_field, t, since_field, now_ms())
+    hold(owner_of(preferred), t, next)
     redis.call('pexpire', KEYS[1], string.match(preferred, '^(%d+)|'))
-    if not may_pass(redis.call('zrange', KEYS[5], 0, 0)[1], quiet_channel()) then
+    if not may_pass(next, quiet_channel()) then
         return 1
     end
     local r = 0
@@ -182,7 +193,7 @@ end
 if count > 1 then
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
     if KEYS[6] then
-        redis.call('set', KEYS[6], 1, 'px', ARGV[11])
+        redis.call('set', KEYS[6], '1', 'px', ARGV[11])
     end
     return 1
 end
@@ -220,17 +231,18 @@ if grantee then
     end
     redis.call('zrem', KEYS[5], grantee)
     local token = fence(KEYS[3], KEYS[4], ARGV[3])
-    redis.call('hset', KEYS[1], owner, 1, token_field, token, since_field, now_ms())
+    -- after is the first member of the queue behind the grantee, if any.
+    local after
+    for i = 1, #queue, 2 do
+        if queue[i] ~= grantee then
+            after = queue[i]
+            break
+        end
+    end
+    hold(owner, token, after)
     redis.call('pexpire', KEYS[1], ttl)
     if mine and grantee == preferred then
         result = -2 * token
-        local after
-        for i = 1, #queue, 2 do
-            if queue[i] ~= grantee then
-                after = queue[i]
-                break
-            end
-        end
         if may_pass(after, quiet) then
             reserve(KEYS[3], KEYS[4], ARGV[3], k)
             result = result - 1

@@ -131,7 +131,7 @@ func HoldCount(t testing.TB, rdb redis.UniversalClient, name string) int {
 	}
 	n := 0
 	for f, v := range fields {
-		if f == "relock_token" || f == "relock_since" { // the holder's fencing token and grant time
+		if f == "relock_token" || f == "relock_since" || f == "relock_queued" { // the holder's fencing token, grant time, queue mark
 			continue
 		}
 		i, _ := strconv.Atoi(v)
