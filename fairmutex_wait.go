@@ -143,7 +143,7 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration,
 		})
 		switch {
 		case l == nil:
-			q.leave(false)
+			q.leave()
 		case a.cfg.fixed:
 			m.tellHead(ctx)
 		}
@@ -194,12 +194,14 @@ func (q *fairQueued) join() {}
 func (q *fairQueued) confirmed(ctx context.Context) bool { return q.m.first(ctx, q.a.owner) }
 
 // leave takes the call out of the queue. A one-shot owner that leaves
-// holds nothing, unless a release that claimed it is passing it the lock
-// (and then releases it): a hold of its id is otherwise left by a handoff
-// whose reply was lost, and is undone with the queue entry.
-func (q *fairQueued) leave(claimed bool) {
+// wants nothing: a hold of its id is undone with the queue entry, whether
+// another Client's release granted it (a release of this Client that had
+// claimed the call may be granting it at the same time: whichever of the
+// two comes second finds nothing to free) or a handoff whose reply was
+// lost left it. A reentrant owner is never granted the lock by a release.
+func (q *fairQueued) leave() {
 	mode := fairLeaveOnly
-	if !q.a.reentrant && !claimed {
+	if !q.a.reentrant {
 		mode = fairUndoOneShot
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.ctx), q.m.c.cfg.cleanup)

@@ -218,8 +218,8 @@ func (a *acquire) accept(g *grant) bool {
 	return a.got != nil
 }
 
-func (a *acquire) join()      {}
-func (a *acquire) leave(bool) { a.m.leaveQueue(a) }
+func (a *acquire) join()  {}
+func (a *acquire) leave() { a.m.leaveQueue(a) }
 
 // retryAfter is how long a waiter sleeps, at most, when the holder has ttl
 // left (negative: unknown).

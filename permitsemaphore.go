@@ -381,7 +381,7 @@ func (a *permitAttempt) join() {
 // leave takes the call out of the queue as it returns without a permit,
 // and releases the permit if one was granted to it meanwhile (the next
 // call then gets it), within the cleanup timeout.
-func (a *permitAttempt) leave(bool) {
+func (a *permitAttempt) leave() {
 	if a.joined == 0 {
 		return
 	}

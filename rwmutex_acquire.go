@@ -180,8 +180,8 @@ func (q *rwQueued) accept(g *grant) bool {
 	return q.l != nil
 }
 
-func (q *rwQueued) join()      { q.a.args[rwArgKind] = q.a.kind }
-func (q *rwQueued) leave(bool) { q.rw.leaveQueue(q.a) }
+func (q *rwQueued) join()  { q.a.args[rwArgKind] = q.a.kind }
+func (q *rwQueued) leave() { q.rw.leaveQueue(q.a) }
 
 // accept makes the write Lease of a grant to call a, or returns nil when
 // the grant may have run out already (see Client.granted).

@@ -115,14 +115,13 @@ func (r *waiters) addLocked(name string, w *waiter) {
 	}
 }
 
-// remove unregisters w as its lock call returns, and reports whether a
-// release had claimed it (that release frees whatever it passes to w). It
-// returns a Lease handed to w that w did not take (its call returned for
-// another reason at the same moment), for the caller to release.
-func (r *waiters) remove(name string, w *waiter) (claimed bool, unwanted *Lease) {
+// remove unregisters w as its lock call returns; a release that claimed
+// it frees whatever it passes to w. It returns a Lease handed to w that w
+// did not take (its call returned for another reason at the same moment),
+// for the caller to release.
+func (r *waiters) remove(name string, w *waiter) (unwanted *Lease) {
 	r.mu.Lock()
-	claimed = w.claimed
-	w.gone = claimed
+	w.gone = w.claimed
 	if r.byOwner[w.owner] == w {
 		delete(r.byOwner, w.owner)
 	}
@@ -148,7 +147,7 @@ func (r *waiters) remove(name string, w *waiter) (claimed bool, unwanted *Lease)
 	case unwanted = <-w.handed:
 	default:
 	}
-	return claimed, unwanted
+	return unwanted
 }
 
 // sleep marks w asleep: a release may now claim it.
@@ -540,10 +539,11 @@ type queued interface {
 	accept(g *grant) bool
 	// join makes the call's next attempts put it in the queue.
 	join()
-	// leave takes the call out of the queue as it returns undone; claimed
-	// tells whether a release of this Client had claimed it then (that
-	// release frees whatever it passes to the call).
-	leave(claimed bool)
+	// leave takes the call out of the queue as it returns undone, and
+	// frees what another Client's release may have granted it meanwhile
+	// (a release of this Client that claimed it frees what it passes to
+	// the call itself).
+	leave()
 }
 
 // queuedWait is how a waiting call waits: on channel, the primitive's
@@ -602,13 +602,13 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 	}
 	defer exit() // whatever happens
 	done, joined, left := false, qw.joined, false
-	leave := func(claimed bool) {
+	leave := func() {
 		if !done && joined && !left {
 			left = true
-			q.leave(claimed)
+			q.leave()
 		}
 	}
-	defer leave(false) // whatever happens
+	defer leave() // whatever happens
 
 	var w *notify.Waiter             // on the release channel, once listened to
 	var wakes, ready <-chan struct{} // its messages and confirmation
@@ -665,11 +665,10 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		// the call either holds what was granted already (its own attempt
 		// found it granted) or leaves the queue (q.leave), which releases
 		// it.
-		claimed, unwanted := reg.remove(qw.local, lw)
-		if unwanted != nil {
+		if unwanted := reg.remove(qw.local, lw); unwanted != nil {
 			c.releaseUnwanted(unwanted)
 		}
-		leave(claimed) // before the subscriptions go
+		leave() // before the subscriptions go
 	}()
 	clock := newRetryClock()
 	if qw.grants != "" {
@@ -784,4 +783,4 @@ type tries func(ctx context.Context) (bool, time.Duration, error)
 func (f tries) attempt(ctx context.Context) (bool, time.Duration, error) { return f(ctx) }
 func (tries) accept(*grant) bool                                         { return false }
 func (tries) join()                                                      {}
-func (tries) leave(bool)                                                 {}
+func (tries) leave()                                                     {}
