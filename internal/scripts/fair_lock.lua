@@ -56,13 +56,15 @@ local function acquire(fresh)
     return token
 end
 
+local ttl = redis.call('pttl', KEYS[1]) -- -2: free
+
 -- The common call, for a free lock with no one queued, takes it here,
 -- before any of the functions below is made: one EXISTS reads that the
--- lock, its queue and its own token key are all missing.
-if redis.call('exists', KEYS[1], KEYS[2], KEYS[6]) == 0 then
+-- queue and the lock's own token key are both missing. (A held lock, the
+-- common case of a call that waits, costs no more than its PTTL.)
+if ttl == -2 and redis.call('exists', KEYS[2], KEYS[6]) == 0 then
     return acquire(true)
 end
-local ttl = redis.call('pttl', KEYS[1]) -- -2: free
 
 -- @library
 local timeout = tonumber(ARGV[5])

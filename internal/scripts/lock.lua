@@ -78,8 +78,9 @@ end
 -- @library
 local f = redis.call('hmget', KEYS[1], ARGV[2], token_field)
 if not f[1] then
-    if ARGV[4] ~= '' then
-        join_queue(KEYS[4], member(), ttl, grant_ttl)
+    -- A caller already in the queue found it there: the holder's hash
+    -- is marked already.
+    if ARGV[4] ~= '' and join_queue(KEYS[4], member(), ttl, grant_ttl) then
         redis.call('hset', KEYS[1], queued_field, '1')
     end
     local other = 0

@@ -56,13 +56,15 @@ end
 
 -- join_queue adds member to the queue key, scored by the server time,
 -- unless it is there already, and keeps the queue for at least extra ms
--- past ttl, the holder's TTL (counted as at least a second).
+-- past ttl, the holder's TTL (counted as at least a second). It returns
+-- whether member was added.
 local function join_queue(key, member, ttl, extra)
-    redis.call('zadd', key, 'nx', now_ms(), member)
+    local added = redis.call('zadd', key, 'nx', now_ms(), member) == 1
     local keep = math.max(ttl, 1000) + tonumber(extra)
     if redis.call('pttl', key) < keep then
         redis.call('pexpire', key, keep)
     end
+    return added
 end
 
 -- clients_in counts the clients with a member in queue, a ZRANGE
