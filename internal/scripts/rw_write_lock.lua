@@ -32,10 +32,13 @@
 local mode = redis.call('hget', KEYS[1], 'mode')
 local writer = ARGV[2] .. ':write'
 if mode == false then
-    if redis.call('exists', KEYS[1]) == 1 then
+    -- One EXISTS reads, in the common case, that neither the lock nor its
+    -- own token key is there.
+    local n = redis.call('exists', KEYS[1], KEYS[3])
+    if n > 0 and redis.call('exists', KEYS[1]) == 1 then
         return refused()
     end
-    local token = fence(KEYS[2], KEYS[3], ARGV[5])
+    local token = fence(KEYS[2], KEYS[3], ARGV[5], n == 0)
     redis.call('hset', KEYS[1], 'mode', 'write', writer, '1', token_field, token)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if ARGV[3] == '1' then

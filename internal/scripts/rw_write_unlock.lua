@@ -40,31 +40,45 @@ if ARGV[4] == '1' then
 elseif ARGV[4] == '2' and redis.call('del', KEYS[3]) == 0 then
     return 0
 end
-local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
-if count == nil or redis.call('hget', KEYS[1], 'mode') ~= 'write' then
+-- One HGETALL reads the writer's count, the mode, and whether the hash
+-- has read holds (numeric fields of other owners).
+local fields = redis.call('hgetall', KEYS[1])
+local count, mode, readers = nil, nil, false
+for i = 1, #fields, 2 do
+    local f = fields[i]
+    if f == ARGV[1] then
+        count = tonumber(fields[i + 1])
+    elseif f == 'mode' then
+        mode = fields[i + 1]
+    elseif f ~= token_field and tonumber(fields[i + 1]) then
+        readers = true
+    end
+end
+if count == nil or mode ~= 'write' then
     return 0
 end
 
 local result = 1
+-- Read holds left (the writer's own) keep the lock in read mode, for as
+-- long as the longest of them.
+local longest = 0
+if count == 1 and readers then
+    redis.call('hdel', KEYS[1], ARGV[1], token_field)
+    longest = longest_reader(KEYS[1], ARGV[6])
+end
 if count > 1 then
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
+elseif longest > 0 then
+    redis.call('hset', KEYS[1], 'mode', 'read')
+    redis.call('pexpire', KEYS[1], longest)
+    redis.call(ARGV[3], KEYS[2], ARGV[2])
 else
-    redis.call('hdel', KEYS[1], ARGV[1], 'relock_token')
-    -- Read holds left (the writer's own) keep the lock in read mode, for
-    -- as long as the longest of them.
-    local longest = longest_reader(KEYS[1], ARGV[6])
-    if longest > 0 then
-        redis.call('hset', KEYS[1], 'mode', 'read')
-        redis.call('pexpire', KEYS[1], longest)
-        redis.call(ARGV[3], KEYS[2], ARGV[2])
+    redis.call('del', KEYS[1])
+    result = 2
+    if grant_writer() then
+        result = 3
     else
-        redis.call('del', KEYS[1])
-        result = 2
-        if grant_writer() then
-            result = 3
-        else
-            redis.call(ARGV[3], KEYS[2], ARGV[2])
-        end
+        redis.call(ARGV[3], KEYS[2], ARGV[2])
     end
 end
 if ARGV[4] == '1' then
