@@ -207,6 +207,30 @@ func TestDeclarations(t *testing.T) {
 	if refers("local fx = 1", []string{"f"}) || !refers("x = f(1)", []string{"f"}) {
 		t.Error("refers matches part of a word, or misses a whole one")
 	}
+	if got := used(ds, "-- g is not called here\nreturn a -- nor f", none()); strings.Contains(got, "function") {
+		t.Errorf("used with g and f in comments = %q, want a alone", got)
+	}
+}
+
+// TestNoDashesInStrings: uncommented cuts each line of Lua at its first
+// "--", so no file may have one inside a string.
+func TestNoDashesInStrings(t *testing.T) {
+	entries, err := files.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := files.ReadFile(e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			code, _, found := strings.Cut(line, "--")
+			if found && (strings.Count(code, "'")%2 == 1 || strings.Count(code, `"`)%2 == 1) {
+				t.Errorf("%s:%d: \"--\" inside a string: %s", e.Name(), i+1, line)
+			}
+		}
+	}
 }
 
 func TestLockUnlock(t *testing.T) {
