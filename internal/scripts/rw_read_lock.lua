@@ -27,9 +27,24 @@
 --          kind); -r-2 is the holder's remaining TTL in milliseconds (-1
 --          when it has none). A caller with a kind is then in the queue.
 
-local mode = redis.call('hget', KEYS[1], 'mode')
-local token = held(KEYS[1], KEYS[2], KEYS[3])
+-- One HMGET reads the mode, the write hold's token, and the caller's own
+-- read and write holds.
+local f = redis.call('hmget', KEYS[1], 'mode', token_field, ARGV[2], ARGV[2] .. ':write')
+local mode = f[1]
 local holds = ARGV[5] .. ':' .. ARGV[2] .. ':rwlock_timeout:'
+
+-- token returns the reply of an acquisition: the token of the write hold
+-- the lock has (only the caller's own can be there), else the newest
+-- token handed (see latest in fence.lua), read with one MGET.
+local function token()
+    local write = tonumber(f[2])
+    if write then
+        return write
+    end
+    local t = redis.call('mget', KEYS[2], KEYS[3])
+    return math.max(tonumber(t[1] or '0'), tonumber(t[2] or '0'))
+end
+
 if mode == false then
     if redis.call('exists', KEYS[1]) == 1 then
         return refused()
@@ -40,17 +55,16 @@ if mode == false then
     if ARGV[3] == '1' then
         redis.call('set', KEYS[4], '1', 'px', ARGV[4])
     end
-    return taken(token)
+    return taken(token())
 end
 -- A writer may take the read lock too (downgrade); other readers share it.
-if mode ~= 'read' and redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 0 then
+if mode ~= 'read' and not f[4] then
     return refused()
 end
 -- A one-shot owner is never seen twice: a field of its own is a retry of
 -- this very request, already applied.
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 and
-        (ARGV[3] == '0' or redis.call('exists', KEYS[4]) == 1) then
-    return taken(token)
+if f[3] and (ARGV[3] == '0' or redis.call('exists', KEYS[4]) == 1) then
+    return taken(token())
 end
 local n = redis.call('hincrby', KEYS[1], ARGV[2], '1')
 redis.call('set', holds .. n, '1', 'px', ARGV[1])
@@ -61,4 +75,4 @@ end
 if ARGV[3] == '1' then
     redis.call('set', KEYS[4], '1', 'px', ARGV[4])
 end
-return taken(token)
+return taken(token())

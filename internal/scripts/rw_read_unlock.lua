@@ -44,8 +44,8 @@ if ARGV[4] == '1' then
 elseif ARGV[4] == '2' and redis.call('del', KEYS[3]) == 0 then
     return 0
 end
-local mode = redis.call('hget', KEYS[1], 'mode')
-local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+local f = redis.call('hmget', KEYS[1], 'mode', ARGV[1])
+local mode, count = f[1], tonumber(f[2])
 if mode == false or count == nil then
     return 0
 end
