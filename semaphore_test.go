@@ -246,6 +246,9 @@ func TestSemaphoreBadInput(t *testing.T) {
 		if _, err := s.TryAcquire(ctx, 1); !errors.Is(err, relock.ErrWrongType) {
 			t.Errorf("TryAcquire of a hash: %v", err)
 		}
+		if err := s.Release(ctx, 1); !errors.Is(err, relock.ErrWrongType) {
+			t.Errorf("Release to a hash: %v", err)
+		}
 		if keys := testkit.KeysOf(t, rdb, name); len(keys) != 1 {
 			t.Errorf("keys %v: bad input wrote something", keys)
 		}

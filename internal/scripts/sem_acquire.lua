@@ -15,11 +15,18 @@
 if #KEYS > 2 then
     redis.call('del', unpack(KEYS, 3))
 end
-local done = redis.call('get', KEYS[2])
-if done then
-    return tonumber(done)
+-- One MGET reads the request's marker and the permits available.
+local got = redis.call('mget', KEYS[2], KEYS[1])
+if got[1] then
+    return tonumber(got[1])
 end
-local value = tonumber(redis.call('get', KEYS[1]) or '0')
+local value = got[2]
+if not value then
+    -- Missing, or of another type, which MGET does not tell: GET fails
+    -- on the latter.
+    value = redis.call('get', KEYS[1])
+end
+value = tonumber(value or '0')
 if value >= tonumber(ARGV[1]) then
     redis.call('decrby', KEYS[1], ARGV[1])
     redis.call('set', KEYS[2], '1', 'px', ARGV[2])

@@ -16,10 +16,16 @@
 if #KEYS > 3 then
     redis.call('del', unpack(KEYS, 4))
 end
-if redis.call('exists', KEYS[3]) == 1 then
+-- Setting the request's marker tells, in the same command, whether an
+-- earlier attempt set it (and so was applied).
+if not redis.call('set', KEYS[3], '1', 'px', ARGV[3], 'nx') then
     return tonumber(redis.call('get', KEYS[1]) or '0')
 end
-local value = redis.call('incrby', KEYS[1], ARGV[1])
+local value = redis.pcall('incrby', KEYS[1], ARGV[1])
+if type(value) == 'table' and value.err then
+    -- A key of another type, or a count out of range: nothing stays.
+    redis.call('del', KEYS[3])
+    return value
+end
 redis.call(ARGV[2], KEYS[2], value)
-redis.call('set', KEYS[3], '1', 'px', ARGV[3])
 return value
