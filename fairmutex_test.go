@@ -976,6 +976,9 @@ func TestFairMutexRedissonInterop(t *testing.T) {
 		if q := testkit.Queued(t, rdb, name); q[0] != java.java.field {
 			t.Fatalf("queue %v: Java is not first", q)
 		}
+		// Asleep once its own channel is confirmed: Java's release, below,
+		// cannot come before it listens.
+		testkit.Eventually(t, 5*time.Second, "the relock waiter behind Java to sleep", func() bool { return b.Stats().Asleep == 1 })
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
