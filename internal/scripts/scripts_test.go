@@ -75,6 +75,19 @@ func enqueue(t *testing.T, keys []string, members ...string) {
 	}
 }
 
+// listening subscribes a connection of its own to channel and returns it
+// once the server has confirmed the subscription; it is closed when the
+// test ends, if not before.
+func listening(t *testing.T, channel string) *redis.PubSub {
+	t.Helper()
+	ps := rdb.Subscribe(context.Background(), channel)
+	t.Cleanup(func() { _ = ps.Close() })
+	if _, err := ps.Receive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
 // unlockKeys returns the KEYS of unlock.lua for the lock name, with the
 // release marker of a reentrant owner's request unless marker is "".
 func unlockKeys(name, marker string) []string {
@@ -109,11 +122,7 @@ func TestGrantShortLease(t *testing.T) {
 		t.Fatalf("first lock = %d", v)
 	}
 	enqueue(t, keys, "500|o|v:1", "30000|o|w:2")
-	w := rdb.Subscribe(ctx, "relock_grant:w")
-	defer w.Close()
-	if _, err := w.Receive(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w := listening(t, "relock_grant:w")
 	if r := run(t, Unlock, rel, unlockArgs(rel, "u:1")...); r != int64(3) {
 		t.Fatalf("release to another client's waiter = %v, want 3", r)
 	}
@@ -292,11 +301,7 @@ func TestQueueMark(t *testing.T) {
 	if v := lock("w:1", "o"); v != 2 || !marked() {
 		t.Fatalf("acquisition with a queue = %d, marked %v; want token 2 and a mark", v, marked())
 	}
-	v := rdb.Subscribe(ctx, "relock_grant:v")
-	defer v.Close()
-	if _, err := v.Receive(ctx); err != nil {
-		t.Fatal(err)
-	}
+	listening(t, "relock_grant:v")
 	if r := run(t, Unlock, rel, unlockArgs(rel, "w:1")...); r != int64(3) {
 		t.Fatalf("release with a queue = %v, want 3: granted to v:1", r)
 	}
@@ -476,14 +481,7 @@ func TestGrant(t *testing.T) {
 
 	// Another client's waiter: told on its grant channel, and the next
 	// client told to check again when the grant runs out.
-	v, w := rdb.Subscribe(ctx, "relock_grant:v"), rdb.Subscribe(ctx, "relock_grant:w")
-	defer v.Close()
-	defer w.Close()
-	for _, ps := range []*redis.PubSub{v, w} {
-		if _, err := ps.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	v, w := listening(t, "relock_grant:v"), listening(t, "relock_grant:w")
 	if r := run(t, Unlock, rel, unlockArgs(rel, "u:2")...); r != int64(3) {
 		t.Fatalf("release to another client's waiter = %v, want 3", r)
 	}
@@ -507,14 +505,7 @@ func TestGrant(t *testing.T) {
 	}
 
 	// A listener that does not queue: the lock is freed and announced.
-	a, b := rdb.Subscribe(ctx, rel[1]), rdb.Subscribe(ctx, rel[1])
-	defer a.Close()
-	defer b.Close()
-	for _, ps := range []*redis.PubSub{a, b} {
-		if _, err := ps.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	a, b := listening(t, rel[1]), listening(t, rel[1])
 	if r := run(t, Unlock, rel, unlockArgs(rel, "v:7")...); r != int64(2) {
 		t.Fatalf("release with a listener that does not queue = %v, want 2", r)
 	}
@@ -644,11 +635,7 @@ func TestPassOn(t *testing.T) {
 	// A listener on the release channel: the lock is freed, not granted,
 	// and nothing reserved.
 	rdb.Del(ctx, name, queue)
-	ps := rdb.Subscribe(ctx, rel[1])
-	defer ps.Close()
-	if _, err := ps.Receive(ctx); err != nil {
-		t.Fatal(err)
-	}
+	listening(t, rel[1]) // a listener that does not queue
 	lock("u:7", "")
 	queued("30000|o|u:8")
 	before := rdb.Get(ctx, counter).Val()
