@@ -51,6 +51,7 @@ type procResult struct {
 	Elapsed int64   `json:"elapsed"` // ns from the window's start to the last cycle's end
 	Calls   int64   `json:"calls"`
 	Mallocs uint64  `json:"mallocs"`
+	CPU     int64   `json:"cpu_ns"`
 	Holds   Holds   `json:"holds"`
 }
 
@@ -118,6 +119,7 @@ func measureProcs(ctx context.Context, s *server, t turn) Result {
 		w.elapsed = max(w.elapsed, time.Duration(r.Elapsed))
 		w.calls += r.Calls
 		w.mallocs += r.Mallocs
+		w.cpu += time.Duration(r.CPU)
 		parts = append(parts, r.Holds)
 	}
 	used1, err := s.usage(ctx)
@@ -227,12 +229,12 @@ func workInProc(in *json.Decoder, out *json.Encoder) (procResult, error) {
 	m := startMeter(lib)
 	st, err := worker(ctx, w, spec.Worker, lk, end, tl, nil)
 	elapsed := time.Since(start)
-	calls, mallocs := m.stop()
+	calls, mallocs, cpu := m.stop()
 	if err != nil {
 		return procResult{}, err
 	}
 	r := procResult{Cycles: st.cycles, Think: int64(st.think), Elapsed: int64(elapsed),
-		Calls: calls, Mallocs: mallocs, Holds: tl.Holds}
+		Calls: calls, Mallocs: mallocs, CPU: int64(cpu), Holds: tl.Holds}
 	r.Lat = make([]int64, len(st.lat))
 	for i, d := range st.lat {
 		r.Lat[i] = int64(d)

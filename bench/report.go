@@ -23,8 +23,8 @@ type Target struct {
 func printTable(out io.Writer, rs runResults, w workload, libs []string) {
 	ref := w.reference()
 	fmt.Fprintf(out, "### %s\n\n", w.title)
-	head := "| library | cycles/s | " + ref + " ÷ this | cycle p50 | allocs/cycle | calls/cycle | server cmds/cycle | server CPU/cycle |"
-	rule := "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	head := "| library | cycles/s | " + ref + " ÷ this | cycle p50 | allocs/cycle | calls/cycle | server cmds/cycle | server CPU/cycle | client CPU/cycle |"
+	rule := "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 	if w.shared {
 		head += " wait p50 | wait p99 |"
 		rule += " ---: | ---: |"
@@ -55,8 +55,9 @@ func printTable(out io.Writer, rs runResults, w workload, libs []string) {
 		if q, ok := rs.ratio(w.name, ref, name, "cycles/s", throughput); ok && name != ref {
 			ratio = q.String()
 		}
-		fmt.Fprintf(out, "| %s | %.0f | %s | %s | %.1f | %.2f | %.2f | %.1fµs |", name, r.PerSecond, ratio,
-			fmtRTT(r.CycleP50us, r.CycleP50RTT), r.AllocsPerCycle, r.CallsPerCycle, r.ServerCmdsPerCycle, r.ServerCPUPerCycleUs)
+		fmt.Fprintf(out, "| %s | %.0f | %s | %s | %.1f | %.2f | %.2f | %.1fµs | %.1fµs |", name, r.PerSecond, ratio,
+			fmtRTT(r.CycleP50us, r.CycleP50RTT), r.AllocsPerCycle, r.CallsPerCycle, r.ServerCmdsPerCycle, r.ServerCPUPerCycleUs,
+			r.ClientCPUPerCycleUs)
 		if w.shared {
 			fmt.Fprintf(out, " %s | %s |", fmtRTT(r.WaitP50us, r.WaitP50RTT), fmtMicros(r.WaitP99us))
 		}

@@ -111,6 +111,7 @@ func (rs runResults) summary(workload, lib string) (Result, bool) {
 		CallsPerCycle:        m(func(r Result) float64 { return r.CallsPerCycle }),
 		ServerCmdsPerCycle:   m(func(r Result) float64 { return r.ServerCmdsPerCycle }),
 		ServerCPUPerCycleUs:  m(func(r Result) float64 { return r.ServerCPUPerCycleUs }),
+		ClientCPUPerCycleUs:  m(func(r Result) float64 { return r.ClientCPUPerCycleUs }),
 		CycleP50us:           m(func(r Result) float64 { return r.CycleP50us }),
 		CycleP99us:           m(func(r Result) float64 { return r.CycleP99us }),
 		WaitP50us:            m(func(r Result) float64 { return r.WaitP50us }),

@@ -42,6 +42,12 @@ type Result struct {
 	// the window per cycle, in microseconds: what the server spends on a
 	// cycle, which bounds the throughput of a server-bound workload.
 	ServerCPUPerCycleUs float64 `json:"server_cpu_per_cycle_us"`
+	// ClientCPUPerCycleUs is the CPU time (user and system) the clients'
+	// processes used in the window per cycle, in microseconds: the bench
+	// process, or the worker processes of a workload run across
+	// processes. On a machine whose cores the clients share with the
+	// server, it takes from the server's time.
+	ClientCPUPerCycleUs float64 `json:"client_cpu_per_cycle_us"`
 	// Cycle percentiles in microseconds: lock call to unlock return, every
 	// cycle, the hold included.
 	CycleP50us float64 `json:"cycle_p50_us"`

@@ -98,10 +98,11 @@ type turn struct {
 type window struct {
 	st      runStats
 	elapsed time.Duration
-	calls   int64     // commands the library's clients sent
-	mallocs uint64    // heap allocations; 0 if not measured
-	used    usage     // what the server did, the first INFO included
-	tl      *timeline // holds of the shared key, or nil
+	calls   int64         // commands the library's clients sent
+	mallocs uint64        // heap allocations; 0 if not measured
+	cpu     time.Duration // the clients' processes' CPU time
+	used    usage         // what the server did, the first INFO included
+	tl      *timeline     // holds of the shared key, or nil
 }
 
 // measure runs one turn: it connects the library, warms it up, then
@@ -170,7 +171,7 @@ func measureInProcess(ctx context.Context, s *server, t turn) (r Result) {
 	st, runErr := runWorkers(ctx, w, lockers, start.Add(t.d), win.tl)
 	win.elapsed = time.Since(start)
 	win.st = st
-	win.calls, win.mallocs = m.stop()
+	win.calls, win.mallocs, win.cpu = m.stop()
 	used1, err := s.usage(ctx)
 	if err != nil {
 		return t.failed("INFO", err)
@@ -185,6 +186,7 @@ type meter struct {
 	lib   library
 	calls int64
 	mem   runtime.MemStats
+	cpu   time.Duration
 }
 
 // startMeter collects garbage, so that the window starts on a clean heap,
@@ -194,14 +196,16 @@ func startMeter(lib library) *meter {
 	runtime.GC()
 	runtime.ReadMemStats(&m.mem)
 	m.calls = lib.calls()
+	m.cpu = processCPU()
 	return m
 }
 
-// stop returns the calls and allocations since startMeter.
-func (m *meter) stop() (calls int64, mallocs uint64) {
+// stop returns the calls, allocations and CPU time since startMeter.
+func (m *meter) stop() (calls int64, mallocs uint64, cpu time.Duration) {
+	cpu = processCPU() - m.cpu
 	var end runtime.MemStats
 	runtime.ReadMemStats(&end)
-	return m.lib.calls() - m.calls, end.Mallocs - m.mem.Mallocs
+	return m.lib.calls() - m.calls, end.Mallocs - m.mem.Mallocs, cpu
 }
 
 // figures turns a measured window into the turn's result.
@@ -224,6 +228,7 @@ func (t turn) figures(win window, runErr error) Result {
 	// The first INFO is counted in the second snapshot.
 	r.ServerCmdsPerCycle = float64(win.used.cmds-1) / n
 	r.ServerCPUPerCycleUs = micros(win.used.cpu) / n
+	r.ClientCPUPerCycleUs = micros(win.cpu) / n
 	r.CycleP50us = micros(percentile(st.lat, 0.50))
 	r.CycleP99us = micros(percentile(st.lat, 0.99))
 	if w.think > 0 {
