@@ -148,6 +148,10 @@ func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	return n == 1, nil
 }
 
+// fairLockArgs is how many arguments fair_lock.lua takes but for the one
+// a first attempt of a one-shot owner adds.
+const fairLockArgs = 11
+
 // fairAcquire is one lock call's fixed arguments, shared by its attempts.
 type fairAcquire struct {
 	lockCall
@@ -195,7 +199,12 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	if wait && !a.reentrant && a.cfg.spin == nil && !m.c.rsync.mayWait() {
 		grants = a.lease
 	}
-	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, queueFor, argMsgUnlock, m.c.argPublish, m.c.argFencing, grants, m.c.nowArg(), m.argGrantPrefix}
+	// A one-shot owner's id is new: its first attempt need not look for it
+	// in the queue (the last argument, which later attempts leave out).
+	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, queueFor, argMsgUnlock, m.c.argPublish, m.c.argFencing, grants, m.c.nowArg(), m.argGrantPrefix, argOne}
+	if a.reentrant {
+		a.args = a.args[:fairLockArgs]
+	}
 
 	l, ttl, err := m.attempt(ctx, a)
 	if l != nil || err != nil {
@@ -216,6 +225,7 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 // outcome is unknown is undone before returning.
 func (m *FairMutex) attempt(ctx context.Context, a *fairAcquire) (*Lease, time.Duration, error) {
 	r, sent, err := m.c.acquire(ctx, m.name, scripts.FairLock, a.keys, a.args, a, positive, nil)
+	a.args = a.args[:fairLockArgs]
 	if a.joined == 0 && a.waits {
 		a.joined = sent
 	}
@@ -277,9 +287,9 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	if m.c.passable(l) {
 		if head := l.chain.fairNext(); head != "" {
 			if w := m.c.fair.claimOwner(m.name, head); w != nil {
-				if token, ok := l.chain.takeHead(head); !ok {
+				if token, ask, ok := l.chain.takeHead(head); !ok {
 					m.c.fair.settle([]*waiter{w}, -1, nil, false) // an answer came meanwhile
-				} else if m.passOver(l, w, token) {
+				} else if m.passOver(l, w, token, ask) {
 					return 3, nil
 				}
 			}

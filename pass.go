@@ -179,20 +179,29 @@ func (ch *chain) fairNext() string {
 
 // takeHead hands the token for passing a FairMutex to owner, and takes
 // owner off the heads, if owner is still the first of them (an answer may
-// have come since fairNext); false if not.
-func (ch *chain) takeHead(owner string) (uint64, bool) {
+// have come since fairNext); ok is false if not. ask reports whether the
+// switch should ask Redis to name the queue's next heads again: when no
+// switch asking is on its way and fairRefill or fewer heads are left.
+// The heads named stay the queue's next ones until they are passed the
+// lock: the queue only grows at its tail, and a head that leaves does so
+// by its own call, which takes it off the Client's waiters, so that the
+// release that finds it gone frees the lock in Redis instead.
+func (ch *chain) takeHead(owner string) (token uint64, ask, ok bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if !ch.permit || len(ch.heads) == 0 || ch.heads[0] != owner || ch.next > ch.last {
-		return 0, false
+		return 0, false, false
 	}
-	token := ch.next
+	token = ch.next
 	ch.next++
 	ch.passed = token
 	ch.log = append(ch.log, passedHold{token, owner})
 	ch.heads = ch.heads[1:]
+	if !ch.asking && len(ch.heads) <= fairRefill {
+		ch.asking, ask = true, true
+	}
 	ch.sent()
-	return token, true
+	return token, ask, true
 }
 
 // noNews ends the wait for the switch that handed token, which asked for
@@ -214,17 +223,25 @@ func (ch *chain) forget(token uint64) {
 }
 
 // answerFair records the answer to the switch of a FairMutex's run that
-// handed token: stop ends passing on; otherwise heads are the queue's
-// next heads that are the Client's waiters, as the switch left the
-// queue, with tokens reserved for them from first. Answers to older
-// switches than the newest answered say nothing new.
-func (ch *chain) answerFair(token uint64, stop bool, heads []string, first uint64) {
+// handed token, which asked Redis to name the queue's next heads if
+// asked: stop ends passing on; otherwise heads are the queue's next heads
+// that are the Client's waiters, as the switch left the queue, with
+// tokens reserved for them from first. Answers to older switches than
+// the newest answered say nothing new: an asking switch answered after a
+// newer one leaves the heads as they are, and the run ends when they
+// run out.
+func (ch *chain) answerFair(token uint64, asked, stop bool, heads []string, first uint64) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	ch.forget(token)
+	if asked {
+		ch.asking = false
+	}
 	switch {
 	case stop:
 		ch.permit, ch.answered, ch.heads = false, ^uint64(0), nil
+	case token >= ch.answered && !asked:
+		ch.answered = token
 	case token >= ch.answered:
 		// Holders the run passed the lock to whose switches are not
 		// answered yet may still be queued: they are not passed it again.
@@ -375,24 +392,33 @@ var errUnconfirmed = errors.New("no answer from Redis to the switch that passed 
 // most, with a token reserved for each.
 const fairHeads = 8
 
+// fairRefill is how few named heads a run may have left before a switch
+// asks Redis to name them again. A switch that does not ask runs four
+// commands fewer (fair_queue.lua, pass_to).
+const fairRefill = 2
+
 var argFairHeads any = fairHeads
 
 // passOver passes a FairMutex's lock on in process to w, the first of the
 // queue's next heads that the answer to the run's newest switch named,
 // with token, taken for it (see above; fair_pass.lua), as Mutex.passOver
 // does.
-func (m *FairMutex) passOver(l *Lease, w *waiter, token uint64) bool {
+func (m *FairMutex) passOver(l *Lease, w *waiter, token uint64, ask bool) bool {
 	ch := l.chain
 	next, sent, ok := m.c.handOver(l, w, token, m.group, &m.c.fair)
 	if !ok {
-		ch.noNews(token, false)
+		ch.noNews(token, ask)
 		return false
 	}
 	// w returns with next at once and leaves its subscription to us, as
 	// after any handoff.
 	w.sub.Close()
+	heads, since := argZero, m.c.nowArg()
+	if ask {
+		heads = argFairHeads
+	}
 	judgeSwitch(m.c, next, func(ctx context.Context) ([]any, error) {
-		return scripts.FairPass.Run(ctx, m.c.rdb, m.unlockKeys, w.owner, w.lease.Milliseconds(), token, argFairHeads, argEmpty, m.c.argFencing).Slice()
+		return scripts.FairPass.Run(ctx, m.c.rdb, m.unlockKeys, w.owner, w.lease.Milliseconds(), token, heads, since, m.c.argFencing).Slice()
 	}, func(r []any, err error) {
 		status := int64(-1)
 		if err == nil && len(r) > 0 {
@@ -400,19 +426,19 @@ func (m *FairMutex) passOver(l *Lease, w *waiter, token uint64) bool {
 		}
 		switch {
 		case err != nil:
-			ch.answerFair(token, true, nil, 0)
+			ch.answerFair(token, ask, true, nil, 0)
 			m.c.wd.Lose(next.entry, errUnconfirmed)
 		case status == 1 && len(r) == 3:
 			heads, first := fairHeadsOf(r[1], r[2])
 			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.lease))
-			ch.answerFair(token, false, heads, first)
+			ch.answerFair(token, ask, false, heads, first)
 		case status == 2 && len(r) == 2 && ch.ours(uint64(toInt(r[1])), token):
 			// A newer switch of the run came first: w has passed it on.
-			ch.noNews(token, false)
+			ch.noNews(token, ask)
 		default:
 			// The run was broken before this switch: w has nothing.
 			m.c.wd.Lose(next.entry, watchdog.ErrGone)
-			ch.answerFair(token, true, nil, 0)
+			ch.answerFair(token, ask, true, nil, 0)
 		}
 	})
 	return true

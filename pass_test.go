@@ -3,6 +3,7 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -264,6 +265,38 @@ func TestFairPassKeepsOrder(t *testing.T) {
 		testkit.NoKeysLeft(t, rdb, name)
 		testkit.Idle(t, clients...)
 	}
+}
+
+// TestFairPassAsksForHeadsWhenLow: the switches of a FairMutex's run
+// ask Redis to name the queue's next heads only when few of those named
+// before are left, and the run keeps the queue's order with growing
+// tokens.
+func TestFairPassAsksForHeadsWhenLow(t *testing.T) {
+	top := testkit.Topologies()[0] // no replicas (see newPassRun)
+	arb := top.RDB(t)
+	switches := &testkit.CountCalls{Script: "fair_pass.lua"}
+	asking := &testkit.CountCalls{Script: "fair_pass.lua", When: func(args []any) bool {
+		// EVALSHA sha numkeys KEYS[1..8] ARGV[1..]: ARGV[4] is how many
+		// heads to name.
+		return len(args) > 14 && fmt.Sprint(args[14]) != "0"
+	}}
+	arb.AddHook(switches)
+	arb.AddHook(asking)
+	c, rdb := testkit.NewClient(t, arb), top.RDB(t)
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, time.Minute)
+	const waiters = 12
+	order, tokens := takeInQueueOrder(t, ctx, rdb, name, waiters, func(int) *relock.FairMutex { return c.FairMutex(name) })
+	for i, got := range order {
+		if got != i || (i > 0 && tokens[i] <= tokens[i-1]) {
+			t.Fatalf("acquisition order %v with tokens %v, want 0..%d with growing tokens", order, tokens, waiters-1)
+		}
+	}
+	if n, a := switches.N.Load(), asking.N.Load(); n < 4 || 2*a > n {
+		t.Fatalf("%d of %d acquisitions passed on in process, %d of the switches asking for heads; want at least 4, at most half asking", n, waiters, a)
+	}
+	testkit.NoKeysLeft(t, rdb, name)
+	testkit.Idle(t, c)
 }
 
 // joinedRun is a Client whose calls pass a Mutex on in process: b holds

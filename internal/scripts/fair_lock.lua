@@ -28,6 +28,9 @@
 --          waiter is told on its client's, the prefix followed by its
 --          "<uuid>" (see tell in fair_queue.lua); absent: on its own
 --          channel
+-- ARGV[12] "1" when the owner cannot be in the queue yet: the first
+--          attempt of a one-shot owner's call, whose id is new; absent or
+--          "0" otherwise
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
@@ -73,8 +76,9 @@ local timeout = tonumber(ARGV[5])
 -- returns the reply for waiting ms; other tells that the holder is not a
 -- relock client, and ttl is the lock's PTTL.
 local function wait(ms, other, ttl)
-    if timeout > 0 and others_ahead(join(owner, timeout, ARGV[9], ttl)) then
-        other = true
+    if timeout > 0 then
+        local _, ahead = join(owner, timeout, ARGV[9], ttl, ARGV[12] == '1')
+        other = other or ahead
     end
     local v = 2 * (ms + 1)
     if other then

@@ -17,7 +17,9 @@
 -- ARGV[2]  its lease in milliseconds
 -- ARGV[3]  its fencing token t, reserved for it by an earlier answer
 -- ARGV[4]  k: how many of the queue's next heads to name, at most
--- ARGV[5]  unused
+-- ARGV[5]  the client's clock in unix ms when it passed the lock,
+--          recorded as relock_since (absent or "": the server's clock, one
+--          more call)
 -- ARGV[6]  fencing mode (see fence.lua)
 --
 -- Returns  {0}: the client holds the lock no more (its hold expired or was
@@ -29,9 +31,15 @@
 --          in fair_unlock.lua's reply
 
 local t = tonumber(ARGV[3])
-if redis.call('lindex', KEYS[2], 0) == ARGV[1] then
-    take(ARGV[1])
+-- The grantee is the head but when an older switch comes after a newer
+-- one: the head popped is then put back at once.
+local head = redis.call('lpop', KEYS[2])
+if head == ARGV[1] then
+    take(ARGV[1], true)
 else
+    if head then
+        redis.call('lpush', KEYS[2], head)
+    end
     leave(ARGV[1])
 end
 local holder, cur = holding(KEYS[1])
@@ -45,7 +53,11 @@ if cur > t then
 end
 if cur < t then -- else a retry of this switch, applied already
     redis.call('del', KEYS[1])
-    redis.call('hset', KEYS[1], ARGV[1], '1', token_field, t, since_field, now_ms())
+    local since = ARGV[5]
+    if not since or since == '' then
+        since = now_ms()
+    end
+    redis.call('hset', KEYS[1], ARGV[1], '1', token_field, t, since_field, since)
     redis.call('pexpire', KEYS[1], ARGV[2])
 end
 local heads, first = pass_to(ARGV[1], ARGV[4])

@@ -11,10 +11,11 @@
 --          listens on KEYS[4] .. ':' .. <owner>; relock's waiters listen
 --          on their client's grant channel (see tell)
 -- KEYS[#KEYS]  relock's liveness of its own waiters: hash owner ->
---          "<deadline>:<lease>:<joined>", the server time in ms after which
---          a relock waiter that has not refreshed its entry counts as dead,
---          the lease it may be granted by another client's release, and the
---          server time in ms its entry was made (see join); relock's key
+--          "<deadline>:<lease>:<joined>[:r]", the server time in ms after
+--          which a relock waiter that has not refreshed its entry counts as
+--          dead, the lease it may be granted by another client's release,
+--          the server time in ms its entry was made, and ":r" when only
+--          relock's waiters can be ahead of it (see join); relock's key
 --          alone, with a TTL
 --
 -- The queue and the zset are shared with Redisson and hold the same
@@ -86,9 +87,12 @@ end
 
 -- take removes owner, the head, from the queue as it is granted the lock,
 -- and lowers every remaining score by QUEUE_WAIT, as a Redisson grant
--- does.
-local function take(owner)
-    redis.call('lpop', KEYS[2])
+-- does. popped is true when the caller has popped owner off the list
+-- already.
+local function take(owner, popped)
+    if not popped then
+        redis.call('lpop', KEYS[2])
+    end
     -- Every other score lowered, with one ZADD per 200 waiters.
     local rest = redis.call('zrange', KEYS[3], 0, -1, 'withscores')
     local lowered = {}
@@ -133,7 +137,7 @@ local function grantable(owner, alive)
     if not alive then
         return nil
     end
-    local lease, joined = string.match(alive, '^%d+:(%d+):(%d+)$')
+    local lease, joined = string.match(alive, '^%d+:(%d+):(%d+)')
     lease, joined = tonumber(lease), tonumber(joined)
     if lease and joined and lease > 0 then
         return lease, math.max(now_ms() - joined, 0)
@@ -141,41 +145,82 @@ local function grantable(owner, alive)
     return nil
 end
 
+-- others_ahead reports whether anyone but relock's waiters is among the
+-- first at waiters of the queue, at > 0: a Redisson client's release then
+-- tells the next head on its own channel, which a relock waiter behind
+-- them must listen on. Over 16 ahead it says yes without looking.
+local function others_ahead(at)
+    if at > 16 then
+        return true
+    end
+    local ahead = redis.call('lrange', KEYS[2], 0, at - 1)
+    for _, a in ipairs(redis.call('hmget', ALIVE, unpack(ahead))) do
+        if not a then
+            return true
+        end
+    end
+    return false
+end
+
 -- join puts owner at the end of the queue, or refreshes its entry: its
 -- liveness deadline becomes now + timeout, and its score at least now +
 -- timeout + QUEUE_WAIT for each waiter ahead of it (a new entry also gets
 -- at least Redisson's score for it). Scores are never lowered here. The
--- liveness entry is "<deadline>:<lease>:<joined>", lease the waiter's for
--- a grant by another client's release (0 when it takes none), joined when
--- the entry was made, kept by every refresh: a grant tells its waiter how
--- long ago that was, which no later attempt of the waiter changes.
--- ttl is the lock's PTTL, read already. Returns owner's place in the
--- queue, 0 for the first.
-local function join(owner, timeout, lease, ttl)
-    local at = redis.call('lpos', KEYS[2], owner)
+-- liveness entry is "<deadline>:<lease>:<joined>[:r]", lease the waiter's
+-- for a grant by another client's release (0 when it takes none), joined
+-- when the entry was made, kept by every refresh: a grant tells its waiter
+-- how long ago that was, which no later attempt of the waiter changes.
+-- ttl is the lock's PTTL, read already; new is true when owner cannot be
+-- in the queue yet, which spares the search for it.
+--
+-- Returns owner's place in the queue, 0 for the first, and whether anyone
+-- but relock's waiters may be ahead of it (see others_ahead). An entry
+-- marked ":r" had only relock's waiters ahead of it, and so has for good:
+-- entries join only at the tail and only leave from the rest, so no one
+-- can come ahead of it. A new entry behind a marked one of relock's is
+-- marked without a look at the queue.
+local function join(owner, timeout, lease, ttl, new)
+    local at = false
+    if not new then
+        at = redis.call('lpos', KEYS[2], owner)
+    end
     local score -- an owner not in the list has no score to keep: relock never uses an owner id twice
     local joined = now_ms()
+    local clear
     if at then
         score = tonumber(redis.call('zscore', KEYS[3], owner))
         local old = redis.call('hget', ALIVE, owner)
-        joined = tonumber(old and string.match(old, '^%d+:%d+:(%d+)$')) or joined
+        joined = tonumber(old and string.match(old, '^%d+:%d+:(%d+)')) or joined
+        clear = old and string.sub(old, -2) == ':r'
     else
         local last = redis.call('lindex', KEYS[2], -1)
         local base = last and tonumber(redis.call('zscore', KEYS[3], last))
         if not base then
             base = now_ms() + math.max(ttl, 0)
         end
+        if last then
+            local ahead = redis.call('hget', ALIVE, last)
+            clear = ahead and string.sub(ahead, -2) == ':r'
+        end
         score = math.max(score or 0, base + QUEUE_WAIT)
         at = redis.call('rpush', KEYS[2], owner) - 1
+    end
+    local other = false
+    if at > 0 and not clear then
+        other = others_ahead(at)
     end
     local alive = now_ms() + timeout
     score = math.max(score or 0, alive + at * QUEUE_WAIT)
     redis.call('zadd', KEYS[3], score, owner)
-    redis.call('hset', ALIVE, owner, alive .. ':' .. (lease or '0') .. ':' .. joined)
+    local entry = alive .. ':' .. (lease or '0') .. ':' .. joined
+    if not other then
+        entry = entry .. ':r'
+    end
+    redis.call('hset', ALIVE, owner, entry)
     if redis.call('pttl', ALIVE) < 2 * timeout then
         redis.call('pexpire', ALIVE, 3 * timeout)
     end
-    return at
+    return at, other
 end
 
 -- relock_client returns the "<uuid>" of waiter owner's client when owner
@@ -213,26 +258,6 @@ end
 -- what a Redisson waiter is told, and alive as for relock_client.
 local function wake(owner, publish, message, grants, alive)
     tell(owner, publish, grants, relock_client(owner, grants, alive), 'fn', '', message)
-end
-
--- others_ahead reports whether anyone but relock's waiters is among the
--- first at waiters of the queue: a Redisson client's release then tells
--- the next head on its own channel, which a relock waiter behind them must
--- listen on. Over 16 ahead it says yes without looking.
-local function others_ahead(at)
-    if at == 0 then
-        return false
-    end
-    if at > 16 then
-        return true
-    end
-    local ahead = redis.call('lrange', KEYS[2], 0, at - 1)
-    for _, a in ipairs(redis.call('hmget', ALIVE, unpack(ahead))) do
-        if not a then
-            return true
-        end
-    end
-    return false
 end
 
 -- pass_to returns the queue's next heads that are live waiters of the

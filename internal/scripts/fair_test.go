@@ -646,15 +646,22 @@ func TestFairPass(t *testing.T) {
 	if c := rdb.Get(ctx, f.counter).Val(); c != strconv.FormatInt(t2+3, 10) {
 		t.Fatalf("counter %s after reserving 3 past %d", c, t2)
 	}
+	since := ""
 	pass := func(owner string, token int64) string {
 		t.Helper()
-		return fmt.Sprint(run(t, FairPass, f.keys(f.counter, f.token, f.name), owner, 7000, token, 8, "", fenceTTL))
+		return fmt.Sprint(run(t, FairPass, f.keys(f.counter, f.token, f.name), owner, 7000, token, 8, since, fenceTTL))
 	}
 	// u:2 passes to u:3 and u:3 to u:4; u:4's switch comes first, while
-	// u:3 is still queued (the client knows it passed it the lock).
+	// u:3 is still queued (the client knows it passed it the lock). It
+	// records the client's clock as the hold's start.
+	since = "1700000000000"
 	if v := pass("u:4", t2+2); v != fmt.Sprintf("[1 [u:3 u:5] %d]", t2+4) {
 		t.Fatalf("pass to u:4 = %v", v)
 	}
+	if got := rdb.HGet(ctx, f.name, "relock_since").Val(); got != since {
+		t.Fatalf("relock_since %q after a pass at the client's clock %s", got, since)
+	}
+	since = ""
 	if v := pass("u:3", t2+1); v != fmt.Sprintf("[2 %d]", t2+2) {
 		t.Fatalf("overtaken pass to u:3 = %v, want [2 %d]", v, t2+2)
 	}
@@ -667,9 +674,17 @@ func TestFairPass(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, f.name).Val(); ttl < 6*time.Second {
 		t.Fatalf("TTL %v after a pass, want the grantee's lease", ttl)
 	}
-	// A retry of the same switch changes nothing.
+	// A retry of the same switch changes nothing; one that asks for no
+	// heads is told none and reserves no token.
 	if v := pass("u:4", t2+2); !strings.HasPrefix(v, "[1 ") {
 		t.Fatalf("a retried pass = %v", v)
+	}
+	counter := rdb.Get(ctx, f.counter).Val()
+	if v := fmt.Sprint(run(t, FairPass, f.keys(f.counter, f.token, f.name), "u:4", 7000, t2+2, 0, "", fenceTTL)); v != "[1 [] 0]" {
+		t.Fatalf("a pass asking for no heads = %v, want [1 [] 0]", v)
+	}
+	if c := rdb.Get(ctx, f.counter).Val(); c != counter {
+		t.Fatalf("counter %s after a pass asking for no heads, was %s", c, counter)
 	}
 	// u:5 is passed it; the next head is another client's: nothing named.
 	if v := pass("u:5", t2+3); v != "[1 [] 0]" {
@@ -863,4 +878,134 @@ func TestFairPassDeadHead(t *testing.T) {
 	}
 	f.unlock(t, "u:4")
 	f.gone(t)
+}
+
+// TestFairNewOwnerJoins: a first attempt that says its owner cannot be
+// queued yet joins at the tail without searching the queue for it, and a
+// later attempt without the flag keeps the owner's place.
+func TestFairNewOwnerJoins(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:new")
+	attempt := func(owner, isNew string) int64 {
+		t.Helper()
+		return run(t, FairLock, f.keys(f.counter, f.token, f.name), 10000, owner, "0", 60000, 5000, "0", "publish", fenceTTL, "0", "", "", isNew).(int64)
+	}
+	searches := func() int64 {
+		t.Helper()
+		info := rdb.Info(ctx, "commandstats").Val()
+		_, rest, ok := strings.Cut(info, "cmdstat_lpos:calls=")
+		if !ok {
+			return 0
+		}
+		n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+		return n
+	}
+	if v := attempt("a", "1"); v <= 0 {
+		t.Fatalf("first acquisition = %d, want a token", v)
+	}
+	before := searches()
+	for _, o := range []string{"b", "c"} {
+		if v := attempt(o, "1"); v > 0 {
+			t.Fatalf("%s = %d while a holds it", o, v)
+		}
+	}
+	if n := searches() - before; n != 0 {
+		t.Fatalf("new owners' attempts searched the queue %d times, want 0", n)
+	}
+	if q := f.queued(t); q != "b c" {
+		t.Fatalf("queue %q, want \"b c\"", q)
+	}
+	before = searches()
+	attempt("b", "0")
+	if n := searches() - before; n != 1 {
+		t.Fatalf("a repeated attempt searched the queue %d times, want 1", n)
+	}
+	if q := f.queued(t); q != "b c" {
+		t.Fatalf("queue %q after a repeated attempt, want \"b c\"", q)
+	}
+	for _, o := range []string{"b", "c"} {
+		f.leave(t, o, "0")
+	}
+	f.unlock(t, "a")
+	f.gone(t)
+}
+
+// TestFairClearMark: a relock waiter with only relock's waiters ahead of
+// it is marked so in its liveness entry, and a new waiter behind a marked
+// one learns it has no others ahead without a look at the queue, however
+// long the queue; behind a Redisson waiter it is not marked, and once the
+// Redisson waiter has gone, the next to join behind it looks and is.
+func TestFairClearMark(t *testing.T) {
+	ctx := context.Background()
+	f := newFairLock("s:fair:clear")
+	attempt := func(owner string) (other bool) {
+		t.Helper()
+		isNew := "1"
+		if rdb.HExists(ctx, f.alive, owner).Val() {
+			isNew = "0"
+		}
+		v := run(t, FairLock, f.keys(f.counter, f.token, f.name), 10000, owner, "0", 60000, 5000, "0", "publish", fenceTTL, "0", "", "", isNew).(int64)
+		if v > 0 {
+			t.Fatalf("%s = %d while the lock is held", owner, v)
+		}
+		_, other = waitOf(v)
+		return other
+	}
+	marked := func(owner string) bool {
+		return strings.HasSuffix(rdb.HGet(ctx, f.alive, owner).Val(), ":r")
+	}
+	looks := func() int64 {
+		t.Helper()
+		_, rest, ok := strings.Cut(rdb.Info(ctx, "commandstats").Val(), "cmdstat_lrange:calls=")
+		if !ok {
+			return 0
+		}
+		n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+		return n
+	}
+	if v := f.lock(t, "h:1", 0); v <= 0 {
+		t.Fatalf("first acquisition = %d", v)
+	}
+	before := looks()
+	for i := range 20 {
+		o := "w:" + strconv.Itoa(i)
+		if attempt(o) || !marked(o) {
+			t.Fatalf("%s behind %d relock waiters: others reported, or not marked", o, i)
+		}
+	}
+	if n := looks() - before; n != 0 {
+		t.Fatalf("new waiters behind marked ones read the queue %d times, want 0", n)
+	}
+	rdb.Del(ctx, f.name, f.queue, f.timeouts, f.alive)
+	// Behind two relock waiters, a Redisson waiter joins: the next relock
+	// waiter behind it has others ahead.
+	if v := f.lock(t, "h:1", 0); v <= 0 {
+		t.Fatalf("second acquisition = %d", v)
+	}
+	for _, o := range []string{"w:1", "w:2"} {
+		if attempt(o) {
+			t.Fatalf("%s: others reported", o)
+		}
+	}
+	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "java:1"})
+	rdb.RPush(ctx, f.queue, "java:1")
+	if !attempt("x:1") || marked("x:1") {
+		t.Fatal("x:1 behind a Redisson waiter: no others reported, or marked")
+	}
+	// A marked waiter's refresh keeps its mark and reports no others.
+	if attempt("w:2") || !marked("w:2") {
+		t.Fatal("w:2's refresh reported others, or lost its mark")
+	}
+	// The Redisson waiter gives up (Redisson's script takes it out of both
+	// keys): the next relock waiter looks, finds only relock's and is
+	// marked.
+	rdb.LRem(ctx, f.queue, 0, "java:1")
+	rdb.ZRem(ctx, f.timeouts, "java:1")
+	if attempt("y:1") {
+		t.Fatal("y:1: others reported after the Redisson waiter left")
+	}
+	if !marked("y:1") {
+		t.Fatal("y:1 not marked with only relock's waiters ahead")
+	}
+	rdb.Del(ctx, f.name, f.queue, f.timeouts, f.alive)
 }

@@ -72,10 +72,16 @@ func (d *DropReply) matches(cmd redis.Cmder) bool {
 type CountCalls struct {
 	Script  string // the file name of the script
 	Command string // or the name of the command, in lower case
-	N       atomic.Int64
+	// When, if set, counts only the calls whose arguments (the command's
+	// name first) it accepts.
+	When func(args []any) bool
+	N    atomic.Int64
 }
 
 func (n *CountCalls) matches(cmd redis.Cmder) bool {
+	if n.When != nil && !n.When(cmd.Args()) {
+		return false
+	}
 	if n.Command != "" {
 		return cmd.Name() == n.Command
 	}
