@@ -251,7 +251,8 @@ func (m *Mutex) leaveQueue(a *acquire) {
 // marked when its keys hold a release marker (a reentrant hold), w the
 // waiter of this Client to grant the lock to (nil for none), leaving the
 // queue member of a call leaving the queue ("" for none), and passed, for
-// a hold passed on in process, its token and whether to reserve more.
+// a hold passed on in process, its token and whether to reserve more (the
+// Client's clock goes with them, as the hold's start).
 // The arguments past the fifth that are "" or "0" at the end are left out,
 // as a plain release needs none of them and each costs the server.
 func (m *Mutex) unlockArgs(owner any, marked bool, w *waiter, leaving string, passed ...any) []any {
@@ -269,8 +270,11 @@ func (m *Mutex) unlockArgs(owner any, marked bool, w *waiter, leaving string, pa
 	if leaving != "" {
 		left = leaving
 	}
-	args := []any{owner, m.c.argPublish, m.c.argFencing, m.argGrants, remote, listen, preferred, left, argEmpty, argZero, argEmpty}
-	copy(args[unlockArgPassed:], passed)
+	args := []any{owner, m.c.argPublish, m.c.argFencing, m.argGrants, remote, listen, preferred, left, argEmpty, argZero, argEmpty, argEmpty}
+	if len(passed) > 0 {
+		copy(args[unlockArgPassed:], passed)
+		args[unlockArgSince] = m.c.nowArg()
+	}
 	if marked {
 		args[unlockArgMarkerTTL] = m.c.argMarkerTTL
 	}

@@ -33,6 +33,7 @@ const (
 	unlockArgsFixed    = 5  // the arguments every release gives; the rest may be left out
 	unlockArgPassed    = 8  // the token of a hold passed on in process, and the reserve flag
 	unlockArgMarkerTTL = 10 // the release marker's lifetime, with a marker
+	unlockArgSince     = 11 // the start of a hold passed on in process, by the Client's clock
 )
 
 // Mutex returns the Mutex of the given name. An invalid name is reported

@@ -609,9 +609,16 @@ func TestPassOn(t *testing.T) {
 	}
 	// Another client's waiter first in the queue: the switch is applied,
 	// but passing on must end.
+	// This switch gives the client's clock: the hold's start is the
+	// client's.
 	queued("30000|o|v:1", "30000|o|u:5")
-	if v := release("u:4", "30000|o|u:5", "7", "1"); v != 1 {
+	args := append(unlockArgs(rel, "u:4"), "", "1700000000000")
+	args[6], args[8], args[9] = "30000|o|u:5", "7", "1"
+	if v := run(t, Unlock, rel, args...).(int64); v != 1 {
 		t.Fatalf("switch with another client first = %d, want 1", v)
+	}
+	if since := rdb.HGet(ctx, name, "relock_since").Val(); since != "1700000000000" {
+		t.Fatalf("relock_since %q after a switch with the client's clock", since)
 	}
 	// The run broken (the hold deleted): a switch takes nothing.
 	rdb.Del(ctx, name)

@@ -31,6 +31,9 @@
 --          "Passing on in process" below)
 -- ARGV[10] with ARGV[9]: "1" to reserve the next k tokens
 -- ARGV[11] release marker lifetime in milliseconds, given with KEYS[6]
+-- ARGV[12] with ARGV[9]: the releasing client's clock in unix ms when it
+--          passed the hold on, recorded as relock_since (absent: the
+--          server's clock, one more call)
 --
 -- Every argument costs the server on every call, so what is the same for
 -- every call of every client is written in the script instead: Redisson's
@@ -125,12 +128,16 @@ local function may_pass(next, quiet)
 end
 
 -- hold writes the hash of a hold granted to owner with token t, marked
--- for its release when anyone (next, not nil) is in the queue behind it.
-local function hold(owner, t, next)
+-- for its release when anyone (next, not nil) is in the queue behind it,
+-- and begun at since (unix ms; nil or "": now, by the server's clock).
+local function hold(owner, t, next, since)
+    if not since or since == '' then
+        since = now_ms()
+    end
     if next then
-        redis.call('hset', KEYS[1], owner, '1', token_field, t, since_field, now_ms(), queued_field, '1')
+        redis.call('hset', KEYS[1], owner, '1', token_field, t, since_field, since, queued_field, '1')
     else
-        redis.call('hset', KEYS[1], owner, '1', token_field, t, since_field, now_ms())
+        redis.call('hset', KEYS[1], owner, '1', token_field, t, since_field, since)
     end
 end
 
@@ -160,7 +167,7 @@ if passed ~= '' then
     end
     local next = redis.call('zrange', KEYS[5], 0, 0)[1]
     redis.call('del', KEYS[1])
-    hold(owner_of(preferred), t, next)
+    hold(owner_of(preferred), t, next, ARGV[12])
     redis.call('pexpire', KEYS[1], string.match(preferred, '^(%d+)|'))
     if not may_pass(next, quiet_channel()) then
         return 1
