@@ -33,9 +33,10 @@ type rwAcquire struct {
 	field  string // the hold's hash field: owner, or owner + ":write"
 	keys   []any  // KEYS[3] is the request marker of a reentrant owner
 	args   []any
-	kind   any    // its kind of waiter, once it queues; nil if it never does
-	member string // its place in the queue of waiters, once it queues
-	joined int64  // when the first attempt that may have queued it was sent
+	kind   any     // its kind of waiter, once it queues; nil if it never does
+	member string  // its place in the queue of waiters, once it queues
+	joined int64   // when the first attempt that may have queued it was sent
+	waiter *waiter // a one-shot writer's, which a release of this Client may hand the lock to
 }
 
 // Undo undoes an attempt whose reply was lost, if Redis applied it
@@ -118,6 +119,12 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 		}
 	}
 
+	if wait && write && !a.reentrant && a.kind != nil && rw.c.turns.busy(rw.name) {
+		// Another writer of this Client has the turn or waits for it:
+		// an attempt now would only fail. A one-shot writer cannot be
+		// re-entering, so it waits for its turn and attempts then.
+		return rw.wait(ctx, a, -1)
+	}
 	l, ttl, err := rw.attempt(ctx, a)
 	if l != nil || err != nil {
 		return l, err
@@ -151,10 +158,19 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration) (*
 	}
 	if a.kind != nil {
 		qw.grants = rw.grants
+		if a.write && !a.reentrant {
+			a.waiter = newWaiter(a.owner, a.cfg, false)
+			a.waiter.member = a.member
+			qw.waiter = a.waiter
+		}
 	}
 	q := &rwQueued{rw: rw, a: a}
-	if _, err := rw.c.waitQueued(ctx, qw, q, retryAfter(ttl)); err != nil {
+	handed, err := rw.c.waitQueued(ctx, qw, q, retryAfter(ttl))
+	if err != nil {
 		return nil, err
+	}
+	if handed != nil {
+		return handed, nil
 	}
 	return q.l, nil
 }
@@ -234,6 +250,11 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		a.member = queueMember(a.cfg.lease, a.args[rwArgKind].(string), a.owner)
 		a.joined = sent
 		a.args[rwArgJoined] = argOne
+		if a.waiter != nil {
+			// Before the call sleeps again, and so before any release may
+			// claim its waiter (waiters.sleep and claim share a lock).
+			a.waiter.member = a.member
+		}
 	}
 	if err != nil {
 		return nil, 0, opError(rwOp(a.write, "lock"), rw.name, err)
@@ -279,7 +300,38 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 		marker, mode = suffixed(unlockLatchPrefix, rw.name, l.request), argOne
 	}
 	script, msg := rwUnlockScript(write)
-	return rw.c.batch.Do(ctx, script, rw.unlockKeys(marker), rw.unlockArgs(l.field, msg, mode, ""), nil)
+	keys, args := rw.unlockKeys(marker), rw.unlockArgs(l.field, msg, mode, "")
+	if rw.c.rsync.mayWait() {
+		return rw.c.batch.Do(ctx, script, keys, args, nil)
+	}
+	var one [1]*waiter
+	ws := rw.c.local.claim(rw.queue, one[:])
+	if len(ws) == 0 {
+		return rw.c.batch.Do(ctx, script, keys, args, nil)
+	}
+	// A writer of this Client sleeps in the queue: if it is first when
+	// the lock is freed, the script hands it the lock, and its call
+	// returns on this reply with no grant message (rw_queue.lua).
+	w := ws[0]
+	sent := rw.c.wd.Now()
+	r, err := rw.c.batch.Do(ctx, script, keys, append(args, w.member), nil)
+	switch {
+	case err == nil && r < 0:
+		next := &Lease{c: rw.c, rel: &rw.w, name: rw.name, field: w.owner + ":write", token: uint64(-r), end: newEnding()}
+		rw.c.watch(next, rw.group, w.lease, w.fixed, sent)
+		rw.c.stats.acquired.Add(1)
+		rw.c.stats.handoffs.Add(1)
+		if !rw.c.local.settle(ws, 0, next, false) {
+			rw.c.releaseUnwanted(next)
+		}
+	case err == nil && (r == 1 || r == 3):
+		// Still held, or granted to another Client's writer: it sleeps on.
+		rw.c.local.settle(ws, -1, nil, false)
+	default:
+		// Freed (or unknown): it attempts.
+		rw.c.local.settle(ws, -1, nil, true)
+	}
+	return r, err
 }
 
 // readHold tells a reentrant owner's shared read hold apart from its write
@@ -290,9 +342,10 @@ const readHold = ":read"
 // sleeps on the release channel, the others wait for their turn here.
 // The end of a write lock wakes every local waiter of the channel, since
 // every waiting reader may enter; without turns it would also wake every
-// local writer, all but one of them to fail again. A writer's first
-// attempt comes before its turn, so a re-entry never waits behind
-// another writer of the Client.
+// local writer, all but one of them to fail again. A reentrant writer's
+// first attempt comes before its turn, so a re-entry never waits behind
+// another writer of the Client; a one-shot writer that finds the turn
+// taken waits for it without an attempt, which could only fail.
 type turnRegistry struct {
 	mu sync.Mutex
 	m  map[string]*turn // by lock name
@@ -302,6 +355,14 @@ type turnRegistry struct {
 type turn struct {
 	slot chan struct{} // holds a value while a writer has the turn
 	refs int           // writers having or awaiting the turn; guarded by turnRegistry.mu
+}
+
+// busy reports whether a writer of the Client has the turn on name or
+// waits for it.
+func (r *turnRegistry) busy(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[name] != nil
 }
 
 // writerTurn waits until the calling writer has the turn, ctx ends or the

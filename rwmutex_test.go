@@ -861,17 +861,25 @@ func TestRWGrants(t *testing.T) {
 			t.Helper()
 			testkit.Gone(t, rdb, name, rwQueueKey(name))
 		}
+		// queueWriters starts a write Lock call of each Client in turn,
+		// each queued before the next starts.
+		queueWriters := func(name string, cs ...*relock.Client) []<-chan *relock.Lease {
+			t.Helper()
+			got := make([]<-chan *relock.Lease, len(cs))
+			for i, c := range cs {
+				got[i] = lockFor(c, name, true)
+				queued(name, int64(i+1))
+			}
+			return got
+		}
 
 		t.Run("writers-in-order", func(t *testing.T) {
 			r, a, b := newClient(t), newClient(t), newClient(t)
 			name := testkit.LockName(t)
 			reader := must(r.RWMutex(name).RLock(ctx))
-			gotA := lockFor(a, name, true)
-			queued(name, 1)
-			gotB := lockFor(b, name, true)
-			queued(name, 2)
+			got := queueWriters(name, a, b)
 			testkit.RWUnlockAll(t, ctx, reader)
-			la := received(gotA)
+			la := received(got[0])
 			if s := a.Stats(); s.Handoffs != 1 || s.Wakeups != 0 {
 				t.Errorf("first writer: %d grants, %d wake-ups; want the grant pushed, no wake-up", s.Handoffs, s.Wakeups)
 			}
@@ -883,7 +891,7 @@ func TestRWGrants(t *testing.T) {
 				t.Errorf("TryRLock over a granted writer: %v", err)
 			}
 			testkit.RWUnlockAll(t, ctx, la)
-			lb := received(gotB)
+			lb := received(got[1])
 			if s := b.Stats(); s.Handoffs != 1 {
 				t.Errorf("second writer: %d grants, want 1", s.Handoffs)
 			}
@@ -892,6 +900,48 @@ func TestRWGrants(t *testing.T) {
 			}
 			testkit.RWUnlockAll(t, ctx, lb)
 			nothingLeft(name)
+		})
+
+		t.Run("own-writer-handed", func(t *testing.T) {
+			c, other := newClient(t), newClient(t)
+			name := testkit.LockName(t)
+			holder := must(c.RWMutex(name).Lock(ctx))
+			got := queueWriters(name, c, other)
+			// The writer's release hands the lock to its Client's writer,
+			// first in the queue, on its reply: the hold has the writer's
+			// full lease at once (a grant by message holds 2s until the
+			// writer confirms it).
+			testkit.RWUnlockAll(t, ctx, holder)
+			lw := received(got[0])
+			if ttl := rdb.PTTL(ctx, name).Val(); ttl < 3*time.Second {
+				t.Errorf("TTL %v of a lock handed to the Client's own writer, want its lease", ttl)
+			}
+			if s := c.Stats(); s.Handoffs != 1 || lw.Token() != holder.Token()+1 {
+				t.Errorf("%d handoffs, token %d after %d; want 1, the next token", s.Handoffs, lw.Token(), holder.Token())
+			}
+			// Then the other Client's writer, next in the queue, is granted
+			// it by message.
+			testkit.RWUnlockAll(t, ctx, lw)
+			lo := received(got[1])
+			if s := other.Stats(); s.Handoffs != 1 || lo.Token() != lw.Token()+1 {
+				t.Errorf("other writer: %d grants, token %d after %d", s.Handoffs, lo.Token(), lw.Token())
+			}
+			testkit.RWUnlockAll(t, ctx, lo)
+			// The last reader's release hands it to its Client's writer too.
+			reader := must(c.RWMutex(name).RLock(ctx))
+			gotW2 := lockFor(c, name, true)
+			queued(name, 1)
+			testkit.RWUnlockAll(t, ctx, reader)
+			lw2 := received(gotW2)
+			if ttl := rdb.PTTL(ctx, name).Val(); ttl < 3*time.Second {
+				t.Errorf("TTL %v of a lock handed by a reader's release, want the writer's lease", ttl)
+			}
+			if s := c.Stats(); s.Handoffs != 2 {
+				t.Errorf("%d handoffs in the reader's Client, want 2", s.Handoffs)
+			}
+			testkit.RWUnlockAll(t, ctx, lw2)
+			nothingLeft(name)
+			testkit.Idle(t, c, other)
 		})
 
 		t.Run("reader-first", func(t *testing.T) {
@@ -993,3 +1043,38 @@ func TestRWGrants(t *testing.T) {
 }
 
 func rwQueueKey(name string) string { return "relock_rwlock_queue:{" + name + "}" }
+
+// TestRWWriterWaitsTurnWithoutAttempt: a one-shot writer that comes while
+// another writer of its Client has the turn sleeps for its turn without an
+// attempt, and then takes the lock in turn.
+func TestRWWriterWaitsTurnWithoutAttempt(t *testing.T) {
+	top := testkit.Topologies()[0]
+	arb, rdb := top.RDB(t), top.RDB(t)
+	attempts := &testkit.CountCalls{Script: "rw_write_lock.lua"}
+	arb.AddHook(attempts)
+	c, h := testkit.NewClient(t, arb, relock.WithoutReplicaSync()), top.NewClient(t, relock.WithoutReplicaSync())
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	must := testkit.RWMust(t)
+	holder := must(h.RWMutex(name).Lock(ctx))
+	got1 := testkit.LockAsync(t, ctx, c.RWMutex(name).Lock)
+	testkit.Eventually(t, 5*time.Second, "the first writer to queue", func() bool {
+		return rdb.ZCard(ctx, rwQueueKey(name)).Val() == 1 && c.Stats().Asleep == 1
+	})
+	before := attempts.N.Load()
+	got2 := testkit.LockAsync(t, ctx, c.RWMutex(name).Lock)
+	testkit.Eventually(t, 5*time.Second, "the second writer to sleep", func() bool { return c.Stats().Asleep == 2 })
+	if n := attempts.N.Load() - before; n != 0 {
+		t.Fatalf("a writer that came while another of its Client had the turn made %d attempts, want 0", n)
+	}
+	testkit.RWUnlockAll(t, ctx, holder)
+	for _, got := range []<-chan *relock.Lease{got1, got2} {
+		l := <-got
+		if l == nil {
+			t.FailNow()
+		}
+		testkit.RWUnlockAll(t, ctx, l)
+	}
+	testkit.Gone(t, rdb, name, rwQueueKey(name))
+	testkit.Idle(t, c, h)
+}

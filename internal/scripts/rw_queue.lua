@@ -21,13 +21,19 @@
 -- ARGV[11] queue member to remove first (a waiter leaving); "" for none
 -- ARGV[12] "1" to grant, "0" never to
 -- ARGV[13] fencing mode (see fence.lua)
+-- ARGV[14] queue member of a one-shot writer of the releasing client to
+--          hand the lock to, with no message, when it is the first of the
+--          queue; absent or "" for none
 
 -- grant_writer grants the lock, just freed (its hash KEYS[1] deleted), to
 -- the first of its queue if that is a one-shot writer and every
 -- subscriber of the release channel KEYS[2] is a client with a call in
 -- the queue (none is Redisson or a relock call not queued), and reports
 -- whether it did. The writer is told on its client's grant channel; the
--- lock holds for at most ARGV[10] until it renews it.
+-- lock holds for at most ARGV[10] until it renews it. When the writer is
+-- ARGV[14], the releasing client's own, it is not told: its second
+-- result is the hold's fencing token, which the release's reply carries,
+-- and the lock holds for the writer's lease.
 local function grant_writer()
     if ARGV[12] ~= '1' then
         return false
@@ -40,11 +46,18 @@ local function grant_writer()
     if redis.call('pubsub', ARGV[7], KEYS[2])[2] > clients_in(queue) then
         return false
     end
-    local ttl = math.min(tonumber(string.match(first, '^(%d+)|')), tonumber(ARGV[10]))
+    local handed = first == ARGV[14] and client(first) == ARGV[8]
+    local ttl = tonumber(string.match(first, '^(%d+)|'))
+    if not handed then
+        ttl = math.min(ttl, tonumber(ARGV[10]))
+    end
     redis.call('zrem', KEYS[6], first)
     local token = fence(KEYS[4], KEYS[5], ARGV[13])
     redis.call('hset', KEYS[1], 'mode', 'write', owner_of(first) .. ':write', '1', token_field, token)
     redis.call('pexpire', KEYS[1], ttl)
+    if handed then
+        return true, token
+    end
     tell_grant(queue, first, token, ttl, ARGV[3], ARGV[9], ARGV[8], ARGV[10])
     return true
 end

@@ -15,7 +15,7 @@
 --               deleted)
 -- ARGV[5]  release marker lifetime in milliseconds
 -- ARGV[6]  prefix of the reader hold keys (see rw_read_lock.lua)
--- KEYS[4..6], ARGV[7..13]: the grant's (see rw_queue.lua)
+-- KEYS[4..6], ARGV[7..14]: the grant's (see rw_queue.lua)
 --
 -- Returns  0: the owner holds no read hold here
 --          1: one hold released; the lock is still held (by this owner
@@ -23,6 +23,9 @@
 --          2: the last hold released, the lock is free
 --          3: the last hold released, and the lock granted to the first
 --             waiting writer (see rw_queue.lua)
+--          a negative integer -t: the last hold released, and the lock
+--             handed to the first waiting writer, ARGV[14], with fencing
+--             token t
 --
 -- The owner's highest-numbered hold key goes with the hold. In read mode
 -- the hash then lives exactly as long as the longest reader hold left;
@@ -68,7 +71,10 @@ if mode == 'read' then
     else
         redis.call('del', KEYS[1])
         result = 2
-        if grant_writer() then
+        local granted, token = grant_writer()
+        if token then
+            result = -token
+        elseif granted then
             result = 3
         else
             redis.call(ARGV[3], KEYS[2], ARGV[2])

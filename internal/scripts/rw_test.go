@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // rwKeys are the keys and arguments of one read-write lock name in tests.
@@ -373,4 +375,45 @@ func TestRWOtherHash(t *testing.T) {
 	if got := rdb.HGetAll(ctx, k.name).Val(); fmt.Sprint(got) != "map[u:1:1]" {
 		t.Fatalf("mutex hash changed: %v", got)
 	}
+}
+
+// TestRWHandOwnWriter: a release that frees the lock hands it to the
+// releasing client's one-shot writer given as ARGV[14] when that writer is
+// first in the queue: the reply is minus its token, the hold has the
+// writer's lease, and nothing is published on the client's grant channel.
+// With another client's writer first, that one is granted by message, for
+// at most the grant's 2s.
+func TestRWHandOwnWriter(t *testing.T) {
+	ctx := context.Background()
+	k := newRW("s:rw:hand")
+	grants := listening(t, "relock_grant:c0ffee")
+	release := func(field, preferred string) int64 {
+		t.Helper()
+		return run(t, RWWriteUnlock, []string{k.name, k.channel, k.name, k.counter, k.token, k.queue}, field, "1", "publish", "0", 60000, k.prefix,
+			"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL, preferred).(int64)
+	}
+	t1 := k.lock(t, "c0ffee:1", 30000, "")
+	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: "30000|o|c0ffee:2"}, redis.Z{Score: 2, Member: "30000|o|beef:1"})
+	if v := release("c0ffee:1:write", "30000|o|c0ffee:2"); v != -(t1 + 1) {
+		t.Fatalf("release handing to the client's own first writer = %d, want %d", v, -(t1 + 1))
+	}
+	if got := rdb.HGet(ctx, k.name, "c0ffee:2:write").Val(); got != "1" {
+		t.Fatalf("the handed writer's hold %q", got)
+	}
+	if ttl := pttl(t, k.name); ttl < 29*time.Second {
+		t.Fatalf("TTL %v of a handed hold, want the writer's lease", ttl)
+	}
+	rdb.Publish(ctx, "relock_grant:c0ffee", "mark")
+	if m, err := grants.ReceiveMessage(ctx); err != nil || m.Payload != "mark" {
+		t.Fatalf("grant channel heard %v (%v) before the mark", m, err)
+	}
+	// The client's writer named is not first: the first, another
+	// client's, is granted by message.
+	if v := release("c0ffee:2:write", "30000|o|c0ffee:9"); v != 3 {
+		t.Fatalf("release with another client's writer first = %d, want 3", v)
+	}
+	if ttl := pttl(t, k.name); ttl > 2*time.Second {
+		t.Fatalf("TTL %v of a grant by message, want at most 2s", ttl)
+	}
+	rdb.Del(ctx, k.name, k.queue, k.counter, k.token)
 }
