@@ -46,16 +46,20 @@
 
 -- The common call, a plain release of the owner's last hold with no one
 -- queued, frees the lock here, before any of the functions below is made;
--- the count it read is kept for the rest of the script.
-local count
+-- the count it read, and the queue's head it read (false: none), are
+-- kept for the rest of the script.
+local count, head
 if ARGV[4] ~= '1' then
     count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
     if count == nil then
         return 0
     end
-    if count == 1 and redis.call('exists', KEYS[2]) == 0 then
-        redis.call('del', KEYS[1])
-        return 2
+    if count == 1 then
+        head = redis.call('lindex', KEYS[2], 0)
+        if not head then
+            redis.call('del', KEYS[1])
+            return 2
+        end
     end
 end
 
@@ -90,7 +94,9 @@ else
     redis.call('del', KEYS[1])
     -- A candidate is alive (it is asleep in the releasing process): if it
     -- is first, it needs no check of its deadline.
-    local head = redis.call('lindex', KEYS[2], 0)
+    if head == nil then
+        head = redis.call('lindex', KEYS[2], 0)
+    end
     local candidate = head and find(head)
     local alive -- the head's liveness entry, once purge has read it
     if head and not candidate then
