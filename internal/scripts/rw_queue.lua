@@ -62,6 +62,23 @@ local function grant_writer()
     return true
 end
 
+-- free frees the lock on its last hold's release: it deletes the hash
+-- KEYS[1] and grants the lock to the next writer (grant_writer), or else
+-- publishes ARGV[2] on the release channel KEYS[2]. It returns the
+-- release's reply: 2 (freed), 3 (granted by message) or -t (handed to
+-- ARGV[14] with fencing token t).
+local function free()
+    redis.call('del', KEYS[1])
+    local granted, token = grant_writer()
+    if token then
+        return -token
+    elseif granted then
+        return 3
+    end
+    redis.call(ARGV[3], KEYS[2], ARGV[2])
+    return 2
+end
+
 -- leave_queue removes the member ARGV[11] of a call leaving the queue, if
 -- any, and reports whether the lock hash is missing (nothing to release).
 local function leave_queue()

@@ -69,16 +69,7 @@ if mode == 'read' then
             redis.call(ARGV[3], KEYS[2], '1')
         end
     else
-        redis.call('del', KEYS[1])
-        result = 2
-        local granted, token = grant_writer()
-        if token then
-            result = -token
-        elseif granted then
-            result = 3
-        else
-            redis.call(ARGV[3], KEYS[2], ARGV[2])
-        end
+        result = free()
     end
 end
 -- In write mode the owner is the writer too, who still holds the lock.

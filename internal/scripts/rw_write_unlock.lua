@@ -76,16 +76,7 @@ elseif longest > 0 then
     redis.call('pexpire', KEYS[1], longest)
     redis.call(ARGV[3], KEYS[2], ARGV[2])
 else
-    redis.call('del', KEYS[1])
-    result = 2
-    local granted, token = grant_writer()
-    if token then
-        result = -token
-    elseif granted then
-        result = 3
-    else
-        redis.call(ARGV[3], KEYS[2], ARGV[2])
-    end
+    result = free()
 end
 if ARGV[4] == '1' then
     redis.call('set', KEYS[3], result, 'px', ARGV[5])
