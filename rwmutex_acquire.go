@@ -12,9 +12,15 @@ import (
 // argUndo selects the undo mode of the read-write unlock scripts.
 var argUndo any = "2"
 
-// The kind of queue member of a waiting reader (rw_queue.lua); writers
-// take a Mutex call's kinds ("o" one-shot, "r" reentrant).
-var argKindReader any = "R"
+// argUnheard tells the lock scripts that the call may be queued as a
+// writer that does not listen ("o"), whose place its "O" takes
+// (rw_wait.lua).
+var argUnheard any = "2"
+
+// The kinds of queue member of a waiting reader, and of a one-shot writer
+// that listens on the release channel (rw_queue.lua); other writers take
+// a Mutex call's kinds ("o" one-shot, "r" reentrant).
+var argKindReader, argKindListening any = "R", "O"
 
 // The positions of an RWMutex acquisition's script arguments that change
 // between its attempts: its kind of waiter ("" until it queues) and
@@ -37,6 +43,10 @@ type rwAcquire struct {
 	member string  // its place in the queue of waiters, once it queues
 	joined int64   // when the first attempt that may have queued it was sent
 	waiter *waiter // a one-shot writer's, which a release of this Client may hand the lock to
+	// other is set once an attempt found a holder other than a relock
+	// writer (rw_wait.lua): a writer listens on the release channel
+	// from then on.
+	other bool
 }
 
 // Undo undoes an attempt whose reply was lost, if Redis applied it
@@ -109,55 +119,82 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 		a.args[4] = rw.c.argFencing
 	}
 	// Calls queue where a release may grant to them: not with replica
-	// sync (see unlockArgs), not when they spin.
+	// sync (see unlockArgs), not when they spin. A writer's attempts
+	// queue it from the first, as one that does not listen on the
+	// release channel; a reader joins once it listens (see join).
 	if wait && a.cfg.spin == nil && !rw.c.rsync.mayWait() {
 		switch {
 		case !write:
 			a.kind = argKindReader
 		default:
 			a.kind = rw.c.waiterKind(a.reentrant)
+			a.args[rwArgKind] = a.kind
 		}
 	}
 
-	if wait && write && !a.reentrant && a.kind != nil && rw.c.turns.busy(rw.name) {
-		// Another writer of this Client has the turn or waits for it:
-		// an attempt now would only fail. A one-shot writer cannot be
-		// re-entering, so it waits for its turn and attempts then.
-		return rw.wait(ctx, a, -1)
+	var leave func() // the writers' turn, once the call has it
+	if write && a.kind != nil {
+		// Only the writer that has its Client's turn may be in the queue:
+		// a grant or a word to another would find no call to take it.
+		var ok bool
+		if leave, ok = rw.c.turns.try(rw.name); !ok {
+			if !a.reentrant {
+				// Another writer of this Client has the turn or waits for
+				// it: an attempt now would only fail. A one-shot writer
+				// cannot be re-entering, so it waits for its turn and
+				// attempts then.
+				return rw.wait(ctx, a, -1, nil)
+			}
+			a.args[rwArgKind] = argEmpty // it joins once it has the turn
+		}
 	}
 	l, ttl, err := rw.attempt(ctx, a)
-	if l != nil || err != nil {
-		return l, err
+	if err != nil && !isServerError(err) {
+		rw.leaveQueue(a) // it may have joined the queue
 	}
-	if !wait {
-		return nil, ErrNotAcquired
+	if l != nil || err != nil || !wait {
+		if leave != nil {
+			leave()
+		}
+		if l == nil && err == nil {
+			err = ErrNotAcquired
+		}
+		return l, err
 	}
 	if a.cfg.spin != nil {
 		return rw.c.spinLock(ctx, rwOp(a.write, "lock"), rw.name, a.cfg.spin, ttl, 0, func(ctx context.Context) (*Lease, time.Duration, error) {
 			return rw.attempt(ctx, a)
 		})
 	}
-	return rw.wait(ctx, a, ttl)
+	return rw.wait(ctx, a, ttl, leave)
 }
 
-// wait sleeps between attempts on the lock's release channel and on the
-// Client's grant channel, in the lock's queue of waiters once both are
-// subscribed (rw_queue.lua; Client.waitQueued): a release that frees the
-// lock may grant it to a waiting writer, whose Lock then returns on the
-// grant; readers, and writers not granted, attempt when a release message
-// wakes them.
-func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration) (*Lease, error) {
+// wait sleeps between attempts in the lock's queue of waiters
+// (rw_queue.lua; Client.waitQueued), on the Client's grant channel and on
+// the lock's release channel: a reader always, a writer once it has seen
+// a holder other than a relock writer. A release that frees the lock may
+// grant it to a waiting writer, whose Lock then returns on the grant;
+// readers attempt when a release message wakes them, and writers not
+// granted when a release message or a word on the grant channel does.
+// A writer's turn, leave, is given when the call has it already.
+func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, leave func()) (*Lease, error) {
 	qw := queuedWait{op: rwOp(a.write, "lock"), name: rw.name, channel: rw.channel, policy: lockPolicy,
 		local: rw.queue, owner: a.owner, hold: a.cfg.lease} // by its queue's name: never a Mutex's
 	if a.write {
-		leave, err := rw.writerTurn(ctx)
-		if err != nil {
-			return nil, err
+		if leave == nil {
+			var err error
+			if leave, err = rw.writerTurn(ctx); err != nil {
+				return nil, err
+			}
 		}
 		qw.exit = leave // before unsubscribing: the next writer finds the channels subscribed
 	}
 	if a.kind != nil {
 		qw.grants = rw.grants
+		if a.write {
+			qw.listenWhen = &a.other
+			qw.joined, qw.sent = a.member != "", a.joined
+		}
 		if a.write && !a.reentrant {
 			a.waiter = newWaiter(a.owner, a.cfg, false)
 			a.waiter.member = a.member
@@ -196,7 +233,26 @@ func (q *rwQueued) accept(g *grant) bool {
 	return q.l != nil
 }
 
-func (q *rwQueued) join()  { q.a.args[rwArgKind] = q.a.kind }
+// join makes the call's next attempts queue it, as one that listens on
+// the release channel when it does: a reader, or a one-shot writer that
+// has seen another holder (Client.waitQueued calls join once both
+// channels are confirmed, or the grant channel only while the call does
+// not listen). A call in the queue keeps its member.
+func (q *rwQueued) join() {
+	a := q.a
+	switch {
+	case a.write && !a.reentrant && a.other:
+		if a.args[rwArgKind] != argKindListening {
+			a.args[rwArgKind] = argKindListening
+			if a.member != "" {
+				a.args[rwArgJoined] = argUnheard // its "O" takes the place of its "o"
+			}
+		}
+	case a.member == "":
+		a.args[rwArgKind] = a.kind
+	}
+}
+
 func (q *rwQueued) leave() { q.rw.leaveQueue(q.a) }
 
 // accept makes the write Lease of a grant to call a, or returns nil when
@@ -244,11 +300,20 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		granted = nonNegative // a reader's reply is the token counter, 0 before any writer
 	}
 	r, sent, err := rw.c.acquire(ctx, rw.name, script, a.keys, a.args, a, granted, nil)
-	if a.member == "" && a.args[rwArgKind] != argEmpty {
-		// This attempt may have queued the call: later attempts leave the
-		// queue when they acquire, and so does the call if it gives up.
-		a.member = queueMember(a.cfg.lease, a.args[rwArgKind].(string), a.owner)
-		a.joined = sent
+	if r < 0 {
+		a.other = (-r-1)&1 == 1
+	}
+	kind := a.args[rwArgKind]
+	queues := kind != argEmpty && (err != nil || kind != argKindOneShot || !a.other)
+	if queues && (a.member == "" || a.args[rwArgJoined] == argUnheard) {
+		// This attempt may have queued the call, or given it a member
+		// that listens in its place (rw_wait.lua): later attempts leave
+		// the queue when they acquire, and so does the call if it gives
+		// up.
+		if a.member == "" {
+			a.joined = sent
+		}
+		a.member = queueMember(a.cfg.lease, kind.(string), a.owner)
 		a.args[rwArgJoined] = argOne
 		if a.waiter != nil {
 			// Before the call sleeps again, and so before any release may
@@ -260,7 +325,7 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		return nil, 0, opError(rwOp(a.write, "lock"), rw.name, err)
 	}
 	if r < 0 {
-		return nil, time.Duration(-r-2) * time.Millisecond, nil
+		return nil, time.Duration((-r-1)>>1-1) * time.Millisecond, nil
 	}
 	if a.write && r == 0 {
 		return nil, 0, fmt.Errorf("relock: lock %q: %w", rw.name, ErrUpgrade)
@@ -357,12 +422,38 @@ type turn struct {
 	refs int           // writers having or awaiting the turn; guarded by turnRegistry.mu
 }
 
-// busy reports whether a writer of the Client has the turn on name or
-// waits for it.
-func (r *turnRegistry) busy(name string) bool {
+// try takes the turn on name if no writer of the Client has it or waits
+// for it. leave gives it up.
+func (r *turnRegistry) try(name string) (leave func(), ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.m[name] != nil
+	if r.m[name] != nil {
+		return nil, false
+	}
+	if r.m == nil {
+		r.m = make(map[string]*turn)
+	}
+	t := &turn{slot: make(chan struct{}, 1), refs: 1}
+	t.slot <- struct{}{}
+	r.m[name] = t
+	return r.leaver(name, t), true
+}
+
+// leaver returns the function that gives up t, the turn on name.
+func (r *turnRegistry) leaver(name string, t *turn) func() {
+	return func() {
+		<-t.slot
+		r.drop(name, t)
+	}
+}
+
+// drop ends a writer's interest in t, the turn on name.
+func (r *turnRegistry) drop(name string, t *turn) {
+	r.mu.Lock()
+	if t.refs--; t.refs == 0 {
+		delete(r.m, name)
+	}
+	r.mu.Unlock()
 }
 
 // writerTurn waits until the calling writer has the turn, ctx ends or the
@@ -381,17 +472,7 @@ func (rw *RWMutex) writerTurn(ctx context.Context) (leave func(), err error) {
 	}
 	t.refs++
 	turns.mu.Unlock()
-	drop := func() {
-		turns.mu.Lock()
-		if t.refs--; t.refs == 0 {
-			delete(turns.m, k)
-		}
-		turns.mu.Unlock()
-	}
-	leave = func() {
-		<-t.slot
-		drop()
-	}
+	leave = turns.leaver(k, t)
 	select {
 	case t.slot <- struct{}{}:
 		return leave, nil
@@ -407,6 +488,6 @@ func (rw *RWMutex) writerTurn(ctx context.Context) (leave func(), err error) {
 	case <-rw.c.closing:
 		err = ErrClosed
 	}
-	drop()
+	turns.drop(k, t)
 	return nil, err
 }

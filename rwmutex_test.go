@@ -837,11 +837,17 @@ func TestRWGrants(t *testing.T) {
 		rdb := top.RDB(t)
 		must := testkit.RWMust(t)
 		newClient := func(t *testing.T) *relock.Client { return top.NewClient(t, relock.WithoutReplicaSync()) }
+		// lockFor starts a Lock call of c and waits until it sleeps, its
+		// subscriptions confirmed (a writer joins the queue before).
 		lockFor := func(c *relock.Client, name string, write bool) <-chan *relock.Lease {
+			t.Helper()
+			lock, asleep := c.RWMutex(name).RLock, c.Stats().Asleep
 			if write {
-				return testkit.LockAsync(t, ctx, c.RWMutex(name).Lock)
+				lock = c.RWMutex(name).Lock
 			}
-			return testkit.LockAsync(t, ctx, c.RWMutex(name).RLock)
+			got := testkit.LockAsync(t, ctx, lock)
+			testkit.Eventually(t, 5*time.Second, "the call to sleep", func() bool { return c.Stats().Asleep == asleep+1 })
+			return got
 		}
 		queued := func(name string, n int64) {
 			t.Helper()
@@ -944,6 +950,50 @@ func TestRWGrants(t *testing.T) {
 			testkit.Idle(t, c, other)
 		})
 
+		t.Run("unheard-writers", func(t *testing.T) {
+			h, a, b := newClient(t), newClient(t), newClient(t)
+			name := testkit.LockName(t)
+			// Behind a relock writer, writers of other Clients queue
+			// without listening on the release channel, and are granted
+			// the lock in turn.
+			holder := must(h.RWMutex(name).Lock(ctx))
+			got := queueWriters(name, a, b)
+			if n := testkit.RWSubscribers(t, top, name); n != 0 {
+				t.Errorf("%d subscribers of the release channel behind a relock writer, want 0", n)
+			}
+			testkit.RWUnlockAll(t, ctx, holder)
+			la := received(got[0])
+			testkit.RWUnlockAll(t, ctx, la)
+			lb := received(got[1])
+			for i, c := range []*relock.Client{a, b} {
+				if s := c.Stats(); s.Handoffs != 1 || s.Wakeups != 0 {
+					t.Errorf("writer %d: %d grants, %d wake-ups; want the grant pushed", i, s.Handoffs, s.Wakeups)
+				}
+			}
+			testkit.RWUnlockAll(t, ctx, lb)
+			// A downgrade tells a writer that does not listen; it listens
+			// from then on, takes a member that says so, and the last
+			// reader's release grants it the lock.
+			owner := relock.WithOwner(ctx)
+			wl := must(h.RWMutex(name).Lock(owner))
+			gotB := lockFor(b, name, true)
+			queued(name, 1)
+			rl := must(h.RWMutex(name).RLock(owner))
+			testkit.RWUnlockAll(t, ctx, wl) // downgrade: b's writer is told
+			testkit.Eventually(t, 5*time.Second, "the writer to listen as \"O\"", func() bool {
+				q := rdb.ZRange(ctx, rwQueueKey(name), 0, -1).Val()
+				return testkit.RWSubscribers(t, top, name) == 1 && len(q) == 1 && strings.Contains(q[0], "|O|") && b.Stats().Asleep == 1
+			})
+			testkit.RWUnlockAll(t, ctx, rl)
+			lb = received(gotB)
+			if s := b.Stats(); s.Handoffs != 2 || s.Wakeups == 0 {
+				t.Errorf("writer after the downgrade: %d grants, %d wake-ups in its Client; want woken, then granted", s.Handoffs, s.Wakeups)
+			}
+			testkit.RWUnlockAll(t, ctx, lb)
+			nothingLeft(name)
+			testkit.Idle(t, h, a, b)
+		})
+
 		t.Run("reader-first", func(t *testing.T) {
 			h, r, w := newClient(t), newClient(t), newClient(t)
 			name := testkit.LockName(t)
@@ -1024,6 +1074,7 @@ func TestRWGrants(t *testing.T) {
 				gave <- err
 			}()
 			queued(name, 1)
+			testkit.Eventually(t, 5*time.Second, "the call to sleep", func() bool { return a.Stats().Asleep == 1 })
 			gotB := lockFor(b, name, true)
 			queued(name, 2)
 			cancel()

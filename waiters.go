@@ -537,7 +537,9 @@ type queued interface {
 	// accept takes a grant made to the call, and reports false when the
 	// grant may have run out already: the call then attempts.
 	accept(g *grant) bool
-	// join makes the call's next attempts put it in the queue.
+	// join makes the call's next attempts put it in the queue. It is
+	// called before every attempt once the call's subscriptions are
+	// confirmed, so a call may choose how it joins by what it has seen.
 	join()
 	// leave takes the call out of the queue as it returns undone, and
 	// frees what another Client's release may have granted it meanwhile
@@ -761,8 +763,8 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		if !try || (confirmed && check != nil && !check.confirmed(ctx)) {
 			continue
 		}
-		if !joined && (qw.inRun || qw.grants != "" && ready == nil && gready == nil) {
-			q.join() // both subscribed, or out of its Client's run
+		if qw.inRun || qw.grants != "" && ready == nil && gready == nil {
+			q.join() // both subscribed (or the channel not listened to), or out of its Client's run
 			joined = true
 		}
 		var next time.Duration

@@ -177,12 +177,14 @@ func TestRWMutexCancelledWaiterLeavesNothing(t *testing.T) {
 }
 
 // TestRWMutexWritersTakeTurns: the waiting writers of one Client take
-// turns on the release channel, so the end of a write lock, which wakes
-// every local waiter, wakes one writer instead of all of them; each still
-// gets the lock.
+// turns in the lock's queue, so the end of a write lock wakes or grants
+// one writer instead of all of them; behind a relock writer, none listens
+// on the release channel; each still gets the lock.
 func TestRWMutexWritersTakeTurns(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		holder, c := top.NewClient(t), top.NewClient(t)
+		// Without replica sync, so that the writers queue (with it they
+		// do not, and listen).
+		holder, c := top.NewClient(t), top.NewClient(t, relock.WithoutReplicaSync())
 		name := testkit.LockName(t)
 		ctx := testkit.CtxTimeout(t, 10*time.Second)
 		held := testkit.RWMust(t)(holder.RWMutex(name).Lock(ctx))
@@ -198,8 +200,12 @@ func TestRWMutexWritersTakeTurns(t *testing.T) {
 			}()
 		}
 		testkit.Eventually(t, 5*time.Second, "the writers to wait", func() bool { return c.Stats().Asleep == writers })
-		if n := testkit.RWSubscribers(t, top, name); n != 1 {
-			t.Fatalf("%d subscribers, want 1", n)
+		if n := testkit.RWSubscribers(t, top, name); n != 0 {
+			t.Fatalf("%d subscribers of the release channel behind a relock writer, want 0", n)
+		}
+		rdb := top.RDB(t)
+		if q := rdb.ZRange(ctx, "relock_rwlock_queue:{"+name+"}", 0, -1).Val(); len(q) != 1 {
+			t.Fatalf("queue %v, want the one writer that has its Client's turn", q)
 		}
 		testkit.RWUnlockAll(t, ctx, held)
 		for i := 0; i < writers; i++ {

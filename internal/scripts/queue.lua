@@ -42,12 +42,13 @@ end
 
 -- wake_clients tells the first waiter of each client in queue, a ZRANGE
 -- WITHSCORES reply, to check again now on its grant channel: the lock was
--- freed without a grant.
-local function wake_clients(queue, publish, prefix, self)
+-- freed without a grant. With only, a pattern, it tells the first waiter
+-- of each client among the members that match it.
+local function wake_clients(queue, publish, prefix, self, only)
     local told = {}
     for i = 1, #queue, 2 do
         local c = client(queue[i])
-        if c and not told[c] then
+        if c and not told[c] and (not only or string.match(queue[i], only)) then
             told[c] = true
             redis.call(publish, grant_channel(prefix, self, c), 'n:0:' .. owner_of(queue[i]))
         end
@@ -68,12 +69,12 @@ local function join_queue(key, member, ttl, extra)
 end
 
 -- clients_in counts the clients with a member in queue, a ZRANGE
--- WITHSCORES reply.
-local function clients_in(queue)
+-- WITHSCORES reply; with only, a pattern, a member that matches it.
+local function clients_in(queue, only)
     local seen, n = {}, 0
     for i = 1, #queue, 2 do
         local c = client(queue[i])
-        if c and not seen[c] then
+        if c and not seen[c] and (not only or string.match(queue[i], only)) then
             seen[c] = true
             n = n + 1
         end

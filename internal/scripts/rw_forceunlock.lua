@@ -31,5 +31,7 @@ for i = 1, #fields, 2 do
 end
 redis.call('del', KEYS[1])
 redis.call(ARGV[2], KEYS[2], ARGV[1])
-wake_clients(waiting(KEYS[3]), ARGV[2], ARGV[4], ARGV[5])
+-- Readers, and writers known to listen, hear the message; the first other
+-- writer of each Client is told (see rw_queue.lua).
+wake_clients(waiting(KEYS[3]), ARGV[2], ARGV[4], ARGV[5], '^%d+|[or]|')
 return 1

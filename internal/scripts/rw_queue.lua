@@ -3,11 +3,18 @@
 -- and its body, after queue.lua. Not a script of its own.
 --
 -- The lock's relock waiters queue in a zset (see rw_write_lock.lua) of
--- members "<lease ms>|<kind>|<owner>": kind "o" for a one-shot writer,
--- "r" for a reentrant writer, "R" for a reader. Every one of them also
--- listens on the release channel (its Client subscribes before it joins,
--- and leaves before it unsubscribes), since a holder that is not relock
--- only publishes there.
+-- members "<lease ms>|<kind>|<owner>": kind "R" for a reader, "O" for a
+-- one-shot writer, "o" for a one-shot writer that may not listen on the
+-- release channel, "r" for a reentrant writer. Readers, and writers that
+-- have seen a holder other than a relock writer (the read mode, whose
+-- readers carry no mark of their client, or a writer without
+-- relock_token), listen on the release channel, since such a holder only
+-- publishes there. A reader or an "O" joins only once its Client's
+-- subscription is confirmed, and leaves before its Client unsubscribes;
+-- so every Client with such a member in the queue listens. Writers that
+-- do not listen ("o", and "r", which may listen or not) are told on their
+-- Client's grant channel when the lock is freed without a grant to them,
+-- or turns to read mode.
 --
 -- The release scripts share these KEYS and ARGV from position 4 on:
 -- KEYS[4]  fencing counter of the lock's slot (see fence.lua)
@@ -26,24 +33,25 @@
 --          queue; absent or "" for none
 
 -- grant_writer grants the lock, just freed (its hash KEYS[1] deleted), to
--- the first of its queue if that is a one-shot writer and every
--- subscriber of the release channel KEYS[2] is a client with a call in
--- the queue (none is Redisson or a relock call not queued), and reports
--- whether it did. The writer is told on its client's grant channel; the
--- lock holds for at most ARGV[10] until it renews it. When the writer is
--- ARGV[14], the releasing client's own, it is not told: its second
--- result is the hold's fencing token, which the release's reply carries,
--- and the lock holds for the writer's lease.
-local function grant_writer()
+-- the first of queue, its queue of waiters (a ZRANGE WITHSCORES reply),
+-- if that is a one-shot writer and every subscriber of the release
+-- channel KEYS[2] is a client known to listen (clients with a reader or an "O" in the queue: none is
+-- Redisson, a relock writer not known to listen, or a relock call not
+-- queued), and reports whether it did. The writer is told on its
+-- client's grant channel; the lock holds for at most ARGV[10] until it
+-- renews it. When the writer is ARGV[14], the releasing client's own, it
+-- is not told: its second result is the hold's fencing token, which the
+-- release's reply carries, and the lock holds for the writer's lease.
+local function grant_writer(queue)
     if ARGV[12] ~= '1' then
         return false
     end
-    local queue = waiting(KEYS[6])
     local first = queue[1]
-    if first == nil or not string.match(first, '^%d+|o|') then
+    if first == nil or not string.match(first, '^%d+|[oO]|') then
         return false
     end
-    if redis.call('pubsub', ARGV[7], KEYS[2])[2] > clients_in(queue) then
+    -- The clients known to listen: with a reader or an "O" in the queue.
+    if redis.call('pubsub', ARGV[7], KEYS[2])[2] > clients_in(queue, '^%d+|[RO]|') then
         return false
     end
     local handed = first == ARGV[14] and client(first) == ARGV[8]
@@ -62,29 +70,44 @@ local function grant_writer()
     return true
 end
 
+-- announce publishes msg on the release channel KEYS[2] and tells the
+-- writers of queue that may not listen there (see above) to check again
+-- now: the lock was freed without a grant to them, or turned to read
+-- mode. queue is a ZRANGE WITHSCORES reply, or nil to read it.
+local function announce(msg, queue)
+    redis.call(ARGV[3], KEYS[2], msg)
+    wake_clients(queue or waiting(KEYS[6]), ARGV[3], ARGV[9], ARGV[8], '^%d+|[or]|')
+end
+
 -- free frees the lock on its last hold's release: it deletes the hash
 -- KEYS[1] and grants the lock to the next writer (grant_writer), or else
--- publishes ARGV[2] on the release channel KEYS[2]. It returns the
--- release's reply: 2 (freed), 3 (granted by message) or -t (handed to
--- ARGV[14] with fencing token t).
+-- announces ARGV[2]. It returns the release's reply: 2 (freed), 3
+-- (granted by message) or -t (handed to ARGV[14] with fencing token t).
 local function free()
     redis.call('del', KEYS[1])
-    local granted, token = grant_writer()
+    local queue = waiting(KEYS[6])
+    local granted, token = grant_writer(queue)
     if token then
         return -token
     elseif granted then
         return 3
     end
-    redis.call(ARGV[3], KEYS[2], ARGV[2])
+    announce(ARGV[2], queue)
     return 2
 end
 
 -- leave_queue removes the member ARGV[11] of a call leaving the queue, if
--- any, and reports whether the lock hash is missing (nothing to release).
+-- any (for an "O", also the "o" it may not have replaced), and reports
+-- whether the lock hash is missing (nothing to release).
 local function leave_queue()
     if ARGV[11] == '' then
         return false
     end
-    redis.call('zrem', KEYS[6], ARGV[11])
+    local lease, owner = string.match(ARGV[11], '^(%d+)|O|(.*)$')
+    if lease then
+        redis.call('zrem', KEYS[6], ARGV[11], lease .. '|o|' .. owner)
+    else
+        redis.call('zrem', KEYS[6], ARGV[11])
+    end
     return redis.call('type', KEYS[1]).ok ~= 'hash'
 end

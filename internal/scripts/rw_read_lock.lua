@@ -18,14 +18,15 @@
 -- ARGV[6]  the caller's kind of waiter, "R", or "" for a call that does
 --          not queue (see rw_write_lock.lua)
 -- ARGV[7]  milliseconds the queue outlives the holder's TTL, at least
--- ARGV[8]  "1" when an earlier attempt of the call may have queued it
+-- ARGV[8]  "1" when an earlier attempt of the call may have queued it,
+--          "2" when as "o" (see rw_wait.lua)
 --
 -- Returns  a non-negative integer: acquired (or re-entered); the value is
 --          the write hold's token when the owner also holds the write lock,
 --          otherwise the latest fencing token (see fence.lua; 0 before any).
 --          a negative integer r: held by a writer (or by a lock of another
---          kind); -r-2 is the holder's remaining TTL in milliseconds (-1
---          when it has none). A caller with a kind is then in the queue.
+--          kind); see refused in rw_wait.lua. A caller with a kind is then
+--          in the queue.
 
 -- One HMGET reads the mode, the write hold's token, and the caller's own
 -- read and write holds.
@@ -47,7 +48,7 @@ end
 
 if mode == false then
     if redis.call('exists', KEYS[1]) == 1 then
-        return refused()
+        return refused(true)
     end
     redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], '1')
     redis.call('set', holds .. '1', '1', 'px', ARGV[1])
@@ -59,7 +60,7 @@ if mode == false then
 end
 -- A writer may take the read lock too (downgrade); other readers share it.
 if mode ~= 'read' and not f[4] then
-    return refused()
+    return refused(not f[2])
 end
 -- A one-shot owner is never seen twice: a field of its own is a retry of
 -- this very request, already applied.

@@ -417,3 +417,138 @@ func TestRWHandOwnWriter(t *testing.T) {
 	}
 	rdb.Del(ctx, k.name, k.queue, k.counter, k.token)
 }
+
+// TestRWListeners: a refused attempt tells whether a holder may be other
+// than a relock writer; a one-shot writer that does not listen ("o")
+// joins the queue only behind a relock writer, one that listens ("O")
+// behind anyone. A release grants the first writer when every subscriber
+// of the release channel is a client known to listen (a reader or an
+// "O"), and otherwise publishes and tells the first writer of each client
+// that may not listen ("o" or "r") on its grant channel, as it does when
+// the lock turns to read mode.
+func TestRWListeners(t *testing.T) {
+	ctx := context.Background()
+	k := newRW("s:rw:listen")
+	attemptAs := func(owner, kind, queued string) int64 {
+		t.Helper()
+		return run(t, RWWriteLock, []string{k.name, k.counter, k.token, k.name, k.queue}, 30000, owner, "0", 60000, fenceTTL, kind, 2000, queued).(int64)
+	}
+	attempt := func(owner, kind string) int64 {
+		t.Helper()
+		return attemptAs(owner, kind, "0")
+	}
+	decode := func(r int64) (ttl time.Duration, other bool) {
+		v := -r - 1
+		return time.Duration(v>>1-1) * time.Millisecond, v&1 == 1
+	}
+	queue := func() string {
+		return fmt.Sprint(rdb.ZRange(ctx, k.queue, 0, -1).Val())
+	}
+	release := func(s *Script, field, msg string) int64 {
+		t.Helper()
+		return run(t, s, []string{k.name, k.channel, k.name, k.counter, k.token, k.queue}, field, msg, "publish", "0", 60000, k.prefix,
+			"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL).(int64)
+	}
+
+	// Behind a relock writer: not other, and "o" joins.
+	k.lock(t, "c0ffee:1", 30000, "")
+	ttl, other := decode(attempt("beef:1", "o"))
+	if other || ttl < 29*time.Second || ttl > 30*time.Second {
+		t.Fatalf("behind a relock writer: ttl %v, other %v", ttl, other)
+	}
+	if q := queue(); q != "[30000|o|beef:1]" {
+		t.Fatalf("queue %s, want the writer that does not listen", q)
+	}
+	// The only subscriber is the first writer's client, not known to
+	// listen: no grant; the writer is told to check.
+	beef := listening(t, "relock_grant:beef")
+	ch := listening(t, k.channel)
+	if v := release(RWWriteUnlock, "c0ffee:1:write", "1"); v != 2 {
+		t.Fatalf("release with an unknown listener = %d, want 2 (freed)", v)
+	}
+	if m, err := ch.ReceiveMessage(ctx); err != nil || m.Payload != "1" {
+		t.Fatalf("release channel heard %v (%v)", m, err)
+	}
+	if m, err := beef.ReceiveMessage(ctx); err != nil || m.Payload != "n:0:beef:1" {
+		t.Fatalf("grant channel heard %v (%v), want the writer told to check", m, err)
+	}
+
+	// Behind a Redisson writer (no relock_token) or readers: other, and
+	// "o" does not join, "O" does.
+	rdb.Del(ctx, k.queue)
+	rdb.HSet(ctx, k.name, "mode", "write", "java:1:write", "1")
+	rdb.PExpire(ctx, k.name, 30*time.Second)
+	if _, other := decode(attempt("beef:1", "o")); !other {
+		t.Fatal("behind a writer without relock_token: not other")
+	}
+	if q := queue(); q != "[]" {
+		t.Fatalf("queue %s: a writer that does not listen joined behind another holder", q)
+	}
+	rdb.Del(ctx, k.name)
+	k.rlock(t, "c0ffee:5", 30000, "")
+	if _, other := decode(attempt("beef:1", "O")); !other {
+		t.Fatal("behind readers: not other")
+	}
+	if q := queue(); q != "[30000|O|beef:1]" {
+		t.Fatalf("queue %s, want the writer that listens", q)
+	}
+	// The subscriber is the client of an "O": the last reader's release
+	// grants it.
+	if v := release(RWReadUnlock, "c0ffee:5", "0"); v != 3 {
+		t.Fatalf("release with a known listener = %d, want 3 (granted)", v)
+	}
+	if m, err := beef.ReceiveMessage(ctx); err != nil || !strings.HasPrefix(m.Payload, "g:") {
+		t.Fatalf("grant channel heard %v (%v), want a grant", m, err)
+	}
+	if rdb.HGet(ctx, k.name, "beef:1:write").Val() != "1" {
+		t.Fatal("the granted writer does not hold the lock")
+	}
+
+	// A downgrade tells the writers that may not listen, once per client,
+	// and not the readers.
+	rdb.Del(ctx, k.name)
+	k.lock(t, "c0ffee:1", 30000, "")
+	k.rlock(t, "c0ffee:1", 30000, "")
+	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: "30000|R|beef:7"}, redis.Z{Score: 2, Member: "30000|r|beef:2"},
+		redis.Z{Score: 3, Member: "30000|o|beef:3"})
+	if v := release(RWWriteUnlock, "c0ffee:1:write", "1"); v != 1 {
+		t.Fatalf("downgrade = %d", v)
+	}
+	if m, err := ch.ReceiveMessage(ctx); err != nil || m.Payload != "1" {
+		t.Fatalf("release channel heard %v (%v)", m, err)
+	}
+	if m, err := beef.ReceiveMessage(ctx); err != nil || m.Payload != "n:0:beef:2" {
+		t.Fatalf("grant channel heard %v (%v), want the first writer told", m, err)
+	}
+	rdb.Publish(ctx, "relock_grant:beef", "mark")
+	if m, err := beef.ReceiveMessage(ctx); err != nil || m.Payload != "mark" {
+		t.Fatalf("grant channel heard %v (%v) before the mark: one word per client", m, err)
+	}
+	rdb.Del(ctx, k.name, k.queue, k.counter, k.token, k.hold("c0ffee:1", 1), k.hold("c0ffee:5", 1))
+
+	// A writer queued as "o" that comes to listen takes its place as "O".
+	k.rlock(t, "c0ffee:5", 30000, "")
+	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 5, Member: "30000|o|beef:1"}, redis.Z{Score: 6, Member: "30000|O|beef:4"})
+	attemptAs("beef:1", "O", "2")
+	got := rdb.ZRangeWithScores(ctx, k.queue, 0, -1).Val()
+	if fmt.Sprint(got) != "[{5 30000|O|beef:1} {6 30000|O|beef:4}]" {
+		t.Fatalf("queue %v, want the writer's \"O\" in the place of its \"o\"", got)
+	}
+	// Leaving as "O" takes an "o" not replaced too.
+	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 7, Member: "30000|o|beef:4"})
+	run(t, RWWriteUnlock, []string{k.name, k.channel, k.name, k.counter, k.token, k.queue}, "beef:4:write", "1", "publish", "0", 60000, k.prefix,
+		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "30000|O|beef:4", "1", fenceTTL)
+	if q := queue(); q != "[30000|O|beef:1]" {
+		t.Fatalf("queue %s after a writer left", q)
+	}
+	// Taking the lock as "O" leaves no "o" behind.
+	rdb.Del(ctx, k.name)
+	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: "30000|o|beef:1"})
+	if v := attemptAs("beef:1", "O", "2"); v <= 0 {
+		t.Fatalf("attempt on a free lock = %d", v)
+	}
+	if q := queue(); q != "[]" {
+		t.Fatalf("queue %s after the writer took the lock", q)
+	}
+	rdb.Del(ctx, k.name, k.queue, k.counter, k.token, k.hold("c0ffee:5", 1))
+}

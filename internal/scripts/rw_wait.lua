@@ -3,18 +3,39 @@
 -- between each script's header and its body, after queue.lua. Not a
 -- script of its own. The scripts share KEYS[5] (the queue) and ARGV[1]
 -- (lease), ARGV[2] (owner) and ARGV[6..8] (kind, the queue's extra life,
--- and whether an earlier attempt may have queued the call).
+-- and whether an earlier attempt may have queued the call: "1" as this
+-- member, "2" as the one-shot writer that did not listen, "o", which
+-- this "O" replaces in its place).
 
 local member = ARGV[1] .. '|' .. ARGV[6] .. '|' .. ARGV[2]
+local unheard = ARGV[1] .. '|o|' .. ARGV[2]
 
 -- refused returns the reply of an attempt that finds the lock held by
--- others, -2 minus the lock's TTL, and queues the call if it has a kind.
-local function refused()
+-- others: -1 - (2 * (ttl + 1) + o), ttl being the lock's TTL in
+-- milliseconds (-1 when it has none) and o 1 when a holder may be other
+-- than a relock writer (other is true: the read mode, whose readers carry
+-- no mark of their client, or a write hold without relock_token), whose
+-- release only publishes on the release channel. It queues a call that
+-- has a kind, except a one-shot writer that does not listen on the
+-- release channel ("o") when other is true: such a writer joins once it
+-- listens, as "O" (see rw_queue.lua), or takes the place of its "o".
+local function refused(other)
     local ttl = redis.call('pttl', KEYS[1])
-    if ARGV[6] ~= '' then
+    if ARGV[6] ~= '' and not (other and ARGV[6] == 'o') then
+        if ARGV[8] == '2' then
+            local at = redis.call('zscore', KEYS[5], unheard)
+            if at then
+                redis.call('zrem', KEYS[5], unheard)
+                redis.call('zadd', KEYS[5], at, member)
+            end
+        end
         join_queue(KEYS[5], member, ttl, ARGV[7])
     end
-    return -2 - ttl
+    local o = 0
+    if other then
+        o = 1
+    end
+    return -1 - (2 * (ttl + 1) + o)
 end
 
 -- taken returns token, the reply of an attempt that took the lock, and
@@ -22,6 +43,8 @@ end
 local function taken(token)
     if ARGV[8] == '1' then
         redis.call('zrem', KEYS[5], member)
+    elseif ARGV[8] == '2' then
+        redis.call('zrem', KEYS[5], member, unheard)
     end
     return token
 end

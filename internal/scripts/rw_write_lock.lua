@@ -19,24 +19,31 @@
 --          that does not queue. Its member of the queue is
 --          "<ARGV[1]>|<ARGV[6]>|<ARGV[2]>".
 -- ARGV[7]  milliseconds the queue outlives the holder's TTL, at least
--- ARGV[8]  "1" when an earlier attempt of the call may have queued it
+-- ARGV[8]  "1" when an earlier attempt of the call may have queued it,
+--          "2" when as "o" (see rw_wait.lua)
 --
 -- Returns  a positive integer: acquired (or re-entered); the value is the
 --          fencing token of the hold.
 --          0: refused, the owner holds the read lock and not the write
 --          lock: waiting would deadlock (upgrade). Nothing was changed.
---          a negative integer r: held by others; -r-2 is the lock's
---          remaining TTL in milliseconds (-1 when it has none). A caller
---          with a kind is then in the queue.
+--          a negative integer r: held by others (see refused in
+--          rw_wait.lua): with v = -r-1, v // 2 - 1 is the lock's remaining
+--          TTL in milliseconds (-1 when it has none), and v % 2 is 1 when
+--          a holder may be other than a relock writer. A caller with a
+--          kind is then in the queue, but for a one-shot writer that does
+--          not listen ("o") when v % 2 is 1.
 
-local mode = redis.call('hget', KEYS[1], 'mode')
+-- One HMGET reads the mode, the caller's write and read holds, and the
+-- write hold's token, which only a relock writer's hash has.
 local writer = ARGV[2] .. ':write'
+local f = redis.call('hmget', KEYS[1], 'mode', writer, ARGV[2], token_field)
+local mode = f[1]
 if mode == false then
     -- One EXISTS reads, in the common case, that neither the lock nor its
     -- own token key is there.
     local n = redis.call('exists', KEYS[1], KEYS[3])
     if n > 0 and redis.call('exists', KEYS[1]) == 1 then
-        return refused()
+        return refused(true)
     end
     local token = fence(KEYS[2], KEYS[3], ARGV[5], n == 0)
     redis.call('hset', KEYS[1], 'mode', 'write', writer, '1', token_field, token)
@@ -46,14 +53,14 @@ if mode == false then
     end
     return taken(token)
 end
-if mode ~= 'write' or redis.call('hexists', KEYS[1], writer) == 0 then
-    if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+if mode ~= 'write' or not f[2] then
+    if f[3] then
         return 0
     end
-    return refused()
+    return refused(mode ~= 'write' or not f[4])
 end
 
-local token = held(KEYS[1], KEYS[2], KEYS[3])
+local token = tonumber(f[4]) or latest(KEYS[2], KEYS[3])
 -- A one-shot owner is never seen twice: this is a retry of a request that
 -- was already applied, or the lock was granted to this waiting owner by a
 -- release (rw_queue.lua), perhaps for a shorter time than its lease.

@@ -31,6 +31,8 @@
 -- When the last write hold goes, the message is published whether the lock
 -- is free or turned to read mode: either way waiting readers may enter;
 -- unless the lock, free, is granted to the next writer (rw_queue.lua).
+-- Writers that may not listen are told on their grant channels then
+-- (announce in rw_queue.lua).
 
 if leave_queue() then
     return 0
@@ -74,7 +76,7 @@ if count > 1 then
 elseif longest > 0 then
     redis.call('hset', KEYS[1], 'mode', 'read')
     redis.call('pexpire', KEYS[1], longest)
-    redis.call(ARGV[3], KEYS[2], ARGV[2])
+    announce(ARGV[2])
 else
     result = free()
 end
