@@ -35,9 +35,9 @@
 -- grant_writer grants the lock, just freed (its hash KEYS[1] deleted), to
 -- the first of queue, its queue of waiters (a ZRANGE WITHSCORES reply),
 -- if that is a one-shot writer and every subscriber of the release
--- channel KEYS[2] is a client known to listen (clients with a reader or an "O" in the queue: none is
--- Redisson, a relock writer not known to listen, or a relock call not
--- queued), and reports whether it did. The writer is told on its
+-- channel KEYS[2] is a client known to listen, with a reader or an "O" in
+-- the queue (none is Redisson, a relock writer not known to listen, or a
+-- relock call not queued), and reports whether it did. The writer is told on its
 -- client's grant channel; the lock holds for at most ARGV[10] until it
 -- renews it. When the writer is ARGV[14], the releasing client's own, it
 -- is not told: its second result is the hold's fencing token, which the
