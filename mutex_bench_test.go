@@ -149,6 +149,33 @@ func BenchmarkMutexLockUnlock(b *testing.B) {
 	e.report(b)
 }
 
+// BenchmarkRWMutexLockUnlock measures one uncontended write Lock and
+// Unlock of an RWMutex, one after the other on one goroutine.
+func BenchmarkRWMutexLockUnlock(b *testing.B) {
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	rw := e.c.RWMutex("bench:rw:serial")
+	cycle := func() error {
+		l, err := rw.Lock(ctx)
+		if err != nil {
+			return err
+		}
+		return l.Unlock(ctx)
+	}
+	if err := cycle(); err != nil { // connect, load the scripts
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	e.mark(b)
+	for b.Loop() {
+		if err := cycle(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	e.report(b)
+}
+
 // BenchmarkMutexLockUnlockParallel measures uncontended Lock and Unlock
 // from about 64 goroutines, each on its own name.
 func BenchmarkMutexLockUnlockParallel(b *testing.B) {

@@ -132,12 +132,12 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 		}
 	}
 
-	var leave func() // the writers' turn, once the call has it
+	var turn *turn // the writers' turn, once the call has it
 	if write && a.kind != nil {
 		// Only the writer that has its Client's turn may be in the queue:
 		// a grant or a word to another would find no call to take it.
 		var ok bool
-		if leave, ok = rw.c.turns.try(rw.name); !ok {
+		if turn, ok = rw.c.turns.try(rw.name); !ok {
 			if !a.reentrant {
 				// Another writer of this Client has the turn or waits for
 				// it: an attempt now would only fail. A one-shot writer
@@ -153,8 +153,8 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 		rw.leaveQueue(a) // it may have joined the queue
 	}
 	if l != nil || err != nil || !wait {
-		if leave != nil {
-			leave()
+		if turn != nil {
+			rw.c.turns.leave(rw.name, turn)
 		}
 		if l == nil && err == nil {
 			err = ErrNotAcquired
@@ -166,7 +166,7 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 			return rw.attempt(ctx, a)
 		})
 	}
-	return rw.wait(ctx, a, ttl, leave)
+	return rw.wait(ctx, a, ttl, turn)
 }
 
 // wait sleeps between attempts in the lock's queue of waiters
@@ -176,18 +176,20 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 // grant it to a waiting writer, whose Lock then returns on the grant;
 // readers attempt when a release message wakes them, and writers not
 // granted when a release message or a word on the grant channel does.
-// A writer's turn, leave, is given when the call has it already.
-func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, leave func()) (*Lease, error) {
+// A writer's turn is given when the call has it already.
+func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t *turn) (*Lease, error) {
 	qw := queuedWait{op: rwOp(a.write, "lock"), name: rw.name, channel: rw.channel, policy: lockPolicy,
 		local: rw.queue, owner: a.owner, hold: a.cfg.lease} // by its queue's name: never a Mutex's
 	if a.write {
-		if leave == nil {
+		if t == nil {
 			var err error
-			if leave, err = rw.writerTurn(ctx); err != nil {
+			if t, err = rw.writerTurn(ctx); err != nil {
 				return nil, err
 			}
 		}
-		qw.exit = leave // before unsubscribing: the next writer finds the channels subscribed
+		// Before unsubscribing: the next writer finds the channels
+		// subscribed.
+		qw.exit = func() { rw.c.turns.leave(rw.name, t) }
 	}
 	if a.kind != nil {
 		qw.grants = rw.grants
@@ -304,7 +306,7 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		a.other = (-r-1)&1 == 1
 	}
 	kind := a.args[rwArgKind]
-	queues := kind != argEmpty && (err != nil || kind != argKindOneShot || !a.other)
+	queues := kind != argEmpty && (err != nil || r < 0 && (kind != argKindOneShot || !a.other))
 	if queues && (a.member == "" || a.args[rwArgJoined] == argUnheard) {
 		// This attempt may have queued the call, or given it a member
 		// that listens in its place (rw_wait.lua): later attempts leave
@@ -412,8 +414,9 @@ const readHold = ":read"
 // another writer of the Client; a one-shot writer that finds the turn
 // taken waits for it without an attempt, which could only fail.
 type turnRegistry struct {
-	mu sync.Mutex
-	m  map[string]*turn // by lock name
+	mu    sync.Mutex
+	m     map[string]*turn // by lock name
+	spare *turn            // one turn no name uses, for the next
 }
 
 // turn is the writers' turn of one Client on one name.
@@ -422,29 +425,42 @@ type turn struct {
 	refs int           // writers having or awaiting the turn; guarded by turnRegistry.mu
 }
 
+// join registers a writer's interest in the turn on name, and returns the
+// turn. r.mu is held.
+func (r *turnRegistry) join(name string) *turn {
+	if r.m == nil {
+		r.m = make(map[string]*turn)
+	}
+	t := r.m[name]
+	if t == nil {
+		if t = r.spare; t != nil {
+			r.spare = nil
+		} else {
+			t = &turn{slot: make(chan struct{}, 1)}
+		}
+		r.m[name] = t
+	}
+	t.refs++
+	return t
+}
+
 // try takes the turn on name if no writer of the Client has it or waits
-// for it. leave gives it up.
-func (r *turnRegistry) try(name string) (leave func(), ok bool) {
+// for it; leave gives it up.
+func (r *turnRegistry) try(name string) (*turn, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m[name] != nil {
 		return nil, false
 	}
-	if r.m == nil {
-		r.m = make(map[string]*turn)
-	}
-	t := &turn{slot: make(chan struct{}, 1), refs: 1}
+	t := r.join(name)
 	t.slot <- struct{}{}
-	r.m[name] = t
-	return r.leaver(name, t), true
+	return t, true
 }
 
-// leaver returns the function that gives up t, the turn on name.
-func (r *turnRegistry) leaver(name string, t *turn) func() {
-	return func() {
-		<-t.slot
-		r.drop(name, t)
-	}
+// leave gives up t, the turn on name that the caller has.
+func (r *turnRegistry) leave(name string, t *turn) {
+	<-t.slot
+	r.drop(name, t)
 }
 
 // drop ends a writer's interest in t, the turn on name.
@@ -452,37 +468,29 @@ func (r *turnRegistry) drop(name string, t *turn) {
 	r.mu.Lock()
 	if t.refs--; t.refs == 0 {
 		delete(r.m, name)
+		r.spare = t
 	}
 	r.mu.Unlock()
 }
 
 // writerTurn waits until the calling writer has the turn, ctx ends or the
-// Client is closed. leave gives the turn up.
-func (rw *RWMutex) writerTurn(ctx context.Context) (leave func(), err error) {
+// Client is closed.
+func (rw *RWMutex) writerTurn(ctx context.Context) (t *turn, err error) {
 	k := rw.name
 	turns := &rw.c.turns
 	turns.mu.Lock()
-	if turns.m == nil {
-		turns.m = make(map[string]*turn)
-	}
-	t := turns.m[k]
-	if t == nil {
-		t = &turn{slot: make(chan struct{}, 1)}
-		turns.m[k] = t
-	}
-	t.refs++
+	t = turns.join(k)
 	turns.mu.Unlock()
-	leave = turns.leaver(k, t)
 	select {
 	case t.slot <- struct{}{}:
-		return leave, nil
+		return t, nil
 	default:
 	}
 	rw.c.stats.asleep.Add(1)
 	defer rw.c.stats.asleep.Add(-1)
 	select {
 	case t.slot <- struct{}{}:
-		return leave, nil
+		return t, nil
 	case <-ctx.Done():
 		err = fmt.Errorf("relock: lock %q: %w", rw.name, ctx.Err())
 	case <-rw.c.closing:
