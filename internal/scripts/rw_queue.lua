@@ -37,11 +37,12 @@
 -- if that is a one-shot writer and every subscriber of the release
 -- channel KEYS[2] is a client known to listen, with a reader or an "O" in
 -- the queue (none is Redisson, a relock writer not known to listen, or a
--- relock call not queued), and reports whether it did. The writer is told on its
--- client's grant channel; the lock holds for at most ARGV[10] until it
--- renews it. When the writer is ARGV[14], the releasing client's own, it
--- is not told: its second result is the hold's fencing token, which the
--- release's reply carries, and the lock holds for the writer's lease.
+-- relock call not queued), and reports whether it did. The writer is
+-- told on its client's grant channel; the lock holds for at most ARGV[10]
+-- until it renews it. When the writer is ARGV[14], the releasing
+-- client's own, it is not told: its second result is the hold's fencing
+-- token, which the release's reply carries, and the lock holds for the
+-- writer's lease.
 local function grant_writer(queue)
     if ARGV[12] ~= '1' then
         return false
