@@ -135,13 +135,19 @@ func BenchmarkMutexLockUnlock(b *testing.B) {
 	e := newBenchEnv(b)
 	ctx := context.Background()
 	m := e.c.Mutex("bench:serial")
-	if err := lockUnlock(ctx, m); err != nil { // connect, load the scripts
+	e.serial(b, func() error { return lockUnlock(ctx, m) })
+}
+
+// serial measures cycle, run one after the other on one goroutine, once
+// a first run has connected and loaded the scripts.
+func (e *benchEnv) serial(b *testing.B, cycle func() error) {
+	if err := cycle(); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	e.mark(b)
 	for b.Loop() {
-		if err := lockUnlock(ctx, m); err != nil {
+		if err := cycle(); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -155,25 +161,13 @@ func BenchmarkRWMutexLockUnlock(b *testing.B) {
 	e := newBenchEnv(b)
 	ctx := context.Background()
 	rw := e.c.RWMutex("bench:rw:serial")
-	cycle := func() error {
+	e.serial(b, func() error {
 		l, err := rw.Lock(ctx)
 		if err != nil {
 			return err
 		}
 		return l.Unlock(ctx)
-	}
-	if err := cycle(); err != nil { // connect, load the scripts
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	e.mark(b)
-	for b.Loop() {
-		if err := cycle(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	e.report(b)
+	})
 }
 
 // BenchmarkMutexLockUnlockParallel measures uncontended Lock and Unlock
@@ -248,7 +242,7 @@ func BenchmarkMutexReentrant(b *testing.B) {
 	e := newBenchEnv(b)
 	ctx := relock.WithOwner(context.Background())
 	m := e.c.Mutex("bench:reentrant")
-	twice := func() error {
+	e.serial(b, func() error {
 		outer, err := m.Lock(ctx)
 		if err != nil {
 			return err
@@ -261,17 +255,5 @@ func BenchmarkMutexReentrant(b *testing.B) {
 			return err
 		}
 		return outer.Unlock(ctx)
-	}
-	if err := twice(); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	e.mark(b)
-	for b.Loop() {
-		if err := twice(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	e.report(b)
+	})
 }

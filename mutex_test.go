@@ -629,71 +629,88 @@ func TestRedissonFencedLockInterop(t *testing.T) {
 // of granting it.
 func TestRedissonWaiterNotStarved(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		rdb := top.RDB(t)
 		name := testkit.LockName(t)
-		ctx := testkit.CtxTimeout(t, 30*time.Second)
-		java := newJavaLock(rdb, name, top.Name == "cluster")
-		ps := java.subscribe(ctx)
-		defer ps.Close()
-		if _, err := ps.Receive(ctx); err != nil {
+		java := newJavaLock(top.RDB(t), name, top.Name == "cluster")
+		redissonNotStarved(t, top, java.subscribe,
+			func(c *relock.Client) func(context.Context, ...relock.LockOption) (*relock.Lease, error) {
+				return c.Mutex(name).Lock
+			},
+			func(ctx context.Context) (time.Duration, error) { return java.tryLock(ctx, 5*time.Second) },
+			java.unlock)
+	})
+}
+
+// redissonNotStarved has relock calls of two Clients, four each, take the
+// lock with lock and hold it for a millisecond, again and again, while a
+// Redisson waiter, who does not queue, must take it 20 times within 30s:
+// it tries with try and, refused, waits as Redisson does, for a message on
+// the channel subscribe listens to or the TTL it was told; it releases
+// with release.
+func redissonNotStarved(t *testing.T, top testkit.Topology, subscribe func(context.Context) *redis.PubSub,
+	lock func(*relock.Client) func(context.Context, ...relock.LockOption) (*relock.Lease, error),
+	try func(context.Context) (time.Duration, error), release func(context.Context) error) {
+	t.Helper()
+	ctx := testkit.CtxTimeout(t, 30*time.Second)
+	ps := subscribe(ctx)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	messages := ps.Channel()
+
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	var relockHolds atomic.Int64
+	for i := range 2 {
+		take := lock(top.NewClient(t, relock.WithoutReplicaSync()))
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for wctx.Err() == nil {
+					l, err := take(wctx)
+					if err != nil {
+						return
+					}
+					relockHolds.Add(1)
+					time.Sleep(time.Millisecond) // the hold
+					if err := l.Unlock(ctx); err != nil && ctx.Err() == nil {
+						t.Errorf("client %d: %v", i, err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	const want = 20
+	for got := 0; got < want; {
+		ttl, err := try(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-		messages := ps.Channel()
-
-		wctx, stop := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		defer stop()
-		var relockHolds atomic.Int64
-		for i := range 2 {
-			c := top.NewClient(t, relock.WithoutReplicaSync())
-			for range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for wctx.Err() == nil {
-						l, err := c.Mutex(name).Lock(wctx)
-						if err != nil {
-							return
-						}
-						relockHolds.Add(1)
-						time.Sleep(time.Millisecond) // the hold
-						if err := l.Unlock(ctx); err != nil && ctx.Err() == nil {
-							t.Errorf("client %d: %v", i, err)
-							return
-						}
-					}
-				}()
-			}
-		}
-		const want = 20
-		for got := 0; got < want; {
-			ttl, err := java.tryLock(ctx, 5*time.Second)
-			if err != nil {
+		if ttl == 0 {
+			got++
+			if err := release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if ttl == 0 {
-				got++
-				if err := java.unlock(ctx); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			timer := time.NewTimer(ttl)
-			select { // as Redisson waits: the release message, or the TTL
-			case <-messages:
-			case <-timer.C:
-			case <-ctx.Done():
-				t.Fatalf("the Redisson waiter took the lock %d times of %d before the deadline (relock: %d holds)", got, want, relockHolds.Load())
-			}
-			timer.Stop()
+			continue
 		}
-		stop()
-		wg.Wait()
-		if relockHolds.Load() == 0 {
-			t.Fatal("relock never held the lock: no contention was tested")
+		timer := time.NewTimer(ttl)
+		select { // as Redisson waits: the release message, or the TTL
+		case <-messages:
+		case <-timer.C:
+		case <-ctx.Done():
+			t.Fatalf("the Redisson waiter took the lock %d times of %d before the deadline (relock: %d holds)", got, want, relockHolds.Load())
 		}
-	})
+		timer.Stop()
+	}
+	stop()
+	wg.Wait()
+	if relockHolds.Load() == 0 {
+		t.Fatal("relock never held the lock: no contention was tested")
+	}
 }
 
 // TestMutexWaiterListensOnceForeignHolderSeen: a waiting relock call

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1133,78 +1131,22 @@ func TestRWWriterWaitsTurnWithoutAttempt(t *testing.T) {
 }
 
 // TestRWRedissonWriterNotStarved: relock writers of two Clients contend
-// for a read-write lock with grants among them, and a
-// Redisson writer on the same name, who does not queue, still takes the
-// write lock again and again: while it listens on the release channel,
-// releases free the lock and announce it instead of granting it, and
-// the relock writers that do not listen are told on their grant channels.
+// for a read-write lock with grants among them, and a Redisson writer on
+// the same name, who does not queue, still takes the write lock again and
+// again: while it listens on the release channel, releases free the lock
+// and announce it instead of granting it, and the relock writers that do
+// not listen are told on their grant channels.
 func TestRWRedissonWriterNotStarved(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		rdb := top.RDB(t)
 		name := testkit.LockName(t)
-		ctx := testkit.CtxTimeout(t, 30*time.Second)
 		java := newJavaRW(rdb, name, top.Name == "cluster")
-		ps := java.subscribe(ctx)
-		defer ps.Close()
-		if _, err := ps.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
-		messages := ps.Channel()
-
-		wctx, stop := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		defer stop()
-		var writes atomic.Int64
-		for i := range 2 {
-			c := top.NewClient(t, relock.WithoutReplicaSync())
-			for range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for wctx.Err() == nil {
-						l, err := c.RWMutex(name).Lock(wctx)
-						if err != nil {
-							return
-						}
-						writes.Add(1)
-						time.Sleep(time.Millisecond) // the hold
-						if err := l.Unlock(ctx); err != nil && ctx.Err() == nil {
-							t.Errorf("client %d: %v", i, err)
-							return
-						}
-					}
-				}()
-			}
-		}
-		const want = 20
-		for got := 0; got < want; {
-			ttl, err := java.writeLock(ctx, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ttl == 0 {
-				got++
-				if err := java.writeUnlock(ctx); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			timer := time.NewTimer(ttl)
-			select { // as Redisson waits: the release message, or the TTL
-			case <-messages:
-			case <-timer.C:
-			case <-ctx.Done():
-				t.Fatalf("the Redisson writer took the lock %d times of %d before the deadline (relock: %d writes)",
-					got, want, writes.Load())
-			}
-			timer.Stop()
-		}
-		stop()
-		wg.Wait()
-		if writes.Load() == 0 {
-			t.Fatal("relock never held the lock: no contention was tested")
-		}
+		redissonNotStarved(t, top, java.subscribe,
+			func(c *relock.Client) func(context.Context, ...relock.LockOption) (*relock.Lease, error) {
+				return c.RWMutex(name).Lock
+			},
+			func(ctx context.Context) (time.Duration, error) { return java.writeLock(ctx, 5*time.Second) },
+			java.writeUnlock)
 		testkit.Gone(t, rdb, name, rwQueueKey(name))
 	})
 }

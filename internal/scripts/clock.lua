@@ -12,3 +12,12 @@ local function now_ms()
     end
     return now
 end
+
+-- at_or_now returns ms, a time in unix milliseconds a client sent, or the
+-- server's time when it sent none (nil or "").
+local function at_or_now(ms)
+    if not ms or ms == '' then
+        return now_ms()
+    end
+    return ms
+end

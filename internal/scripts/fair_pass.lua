@@ -53,11 +53,7 @@ if cur > t then
 end
 if cur < t then -- else a retry of this switch, applied already
     redis.call('del', KEYS[1])
-    local since = ARGV[5]
-    if not since or since == '' then
-        since = now_ms()
-    end
-    redis.call('hset', KEYS[1], ARGV[1], '1', token_field, t, since_field, since)
+    redis.call('hset', KEYS[1], ARGV[1], '1', token_field, t, since_field, at_or_now(ARGV[5]))
     redis.call('pexpire', KEYS[1], ARGV[2])
 end
 local heads, first = pass_to(ARGV[1], ARGV[4])

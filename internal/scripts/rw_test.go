@@ -466,11 +466,11 @@ func TestRWListeners(t *testing.T) {
 	if v := release(RWWriteUnlock, "c0ffee:1:write", "1"); v != 2 {
 		t.Fatalf("release with an unknown listener = %d, want 2 (freed)", v)
 	}
-	if m, err := ch.ReceiveMessage(ctx); err != nil || m.Payload != "1" {
-		t.Fatalf("release channel heard %v (%v)", m, err)
+	if p := heard(t, ch); p != "1" {
+		t.Fatalf("release channel heard %q", p)
 	}
-	if m, err := beef.ReceiveMessage(ctx); err != nil || m.Payload != "n:0:beef:1" {
-		t.Fatalf("grant channel heard %v (%v), want the writer told to check", m, err)
+	if p := heard(t, beef); p != "n:0:beef:1" {
+		t.Fatalf("grant channel heard %q, want the writer told to check", p)
 	}
 
 	// Behind a Redisson writer (no relock_token) or readers: other, and
@@ -497,8 +497,8 @@ func TestRWListeners(t *testing.T) {
 	if v := release(RWReadUnlock, "c0ffee:5", "0"); v != 3 {
 		t.Fatalf("release with a known listener = %d, want 3 (granted)", v)
 	}
-	if m, err := beef.ReceiveMessage(ctx); err != nil || !strings.HasPrefix(m.Payload, "g:") {
-		t.Fatalf("grant channel heard %v (%v), want a grant", m, err)
+	if p := heard(t, beef); !strings.HasPrefix(p, "g:") {
+		t.Fatalf("grant channel heard %q, want a grant", p)
 	}
 	if rdb.HGet(ctx, k.name, "beef:1:write").Val() != "1" {
 		t.Fatal("the granted writer does not hold the lock")
@@ -514,15 +514,15 @@ func TestRWListeners(t *testing.T) {
 	if v := release(RWWriteUnlock, "c0ffee:1:write", "1"); v != 1 {
 		t.Fatalf("downgrade = %d", v)
 	}
-	if m, err := ch.ReceiveMessage(ctx); err != nil || m.Payload != "1" {
-		t.Fatalf("release channel heard %v (%v)", m, err)
+	if p := heard(t, ch); p != "1" {
+		t.Fatalf("release channel heard %q", p)
 	}
-	if m, err := beef.ReceiveMessage(ctx); err != nil || m.Payload != "n:0:beef:2" {
-		t.Fatalf("grant channel heard %v (%v), want the first writer told", m, err)
+	if p := heard(t, beef); p != "n:0:beef:2" {
+		t.Fatalf("grant channel heard %q, want the first writer told", p)
 	}
 	rdb.Publish(ctx, "relock_grant:beef", "mark")
-	if m, err := beef.ReceiveMessage(ctx); err != nil || m.Payload != "mark" {
-		t.Fatalf("grant channel heard %v (%v) before the mark: one word per client", m, err)
+	if p := heard(t, beef); p != "mark" {
+		t.Fatalf("grant channel heard %q before the mark: one word per client", p)
 	}
 	rdb.Del(ctx, k.name, k.queue, k.counter, k.token, k.hold("c0ffee:1", 1), k.hold("c0ffee:5", 1))
 

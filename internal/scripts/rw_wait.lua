@@ -8,7 +8,6 @@
 -- this "O" replaces in its place).
 
 local member = ARGV[1] .. '|' .. ARGV[6] .. '|' .. ARGV[2]
-local unheard = ARGV[1] .. '|o|' .. ARGV[2]
 
 -- refused returns the reply of an attempt that finds the lock held by
 -- others: -1 - (2 * (ttl + 1) + o), ttl being the lock's TTL in
@@ -23,6 +22,7 @@ local function refused(other)
     local ttl = redis.call('pttl', KEYS[1])
     if ARGV[6] ~= '' and not (other and ARGV[6] == 'o') then
         if ARGV[8] == '2' then
+            local unheard = ARGV[1] .. '|o|' .. ARGV[2]
             local at = redis.call('zscore', KEYS[5], unheard)
             if at then
                 redis.call('zrem', KEYS[5], unheard)
@@ -44,7 +44,7 @@ local function taken(token)
     if ARGV[8] == '1' then
         redis.call('zrem', KEYS[5], member)
     elseif ARGV[8] == '2' then
-        redis.call('zrem', KEYS[5], member, unheard)
+        redis.call('zrem', KEYS[5], member, ARGV[1] .. '|o|' .. ARGV[2])
     end
     return token
 end

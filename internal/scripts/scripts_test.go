@@ -88,6 +88,17 @@ func listening(t *testing.T, channel string) *redis.PubSub {
 	return ps
 }
 
+// heard returns the payload of the next message ps receives, failing the
+// test if none comes.
+func heard(t *testing.T, ps *redis.PubSub) string {
+	t.Helper()
+	m, err := ps.ReceiveMessage(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Payload
+}
+
 // unlockKeys returns the KEYS of unlock.lua for the lock name, with the
 // release marker of a reentrant owner's request unless marker is "".
 func unlockKeys(name, marker string) []string {

@@ -131,9 +131,7 @@ end
 -- for its release when anyone (next, not nil) is in the queue behind it,
 -- and begun at since (unix ms; nil or "": now, by the server's clock).
 local function hold(owner, t, next, since)
-    if not since or since == '' then
-        since = now_ms()
-    end
+    since = at_or_now(since)
     if next then
         redis.call('hset', KEYS[1], owner, '1', token_field, t, since_field, since, queued_field, '1')
     else
