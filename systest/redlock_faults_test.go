@@ -67,7 +67,10 @@ func TestRedLockMastersKilled(t *testing.T) {
 func TestRedLockMasterRestarted(t *testing.T) {
 	t.Parallel()
 	ms := redistest.NewMasters(t, 5)
-	ours := testkit.Nodes(t, ms, relock.WithWatchdogTimeout(400*time.Millisecond))
+	// A short lease, so that the restarted master's node hold is found
+	// gone within a renewal or two; long enough that a loaded machine's
+	// late renewals do not lose the other nodes' holds.
+	ours := testkit.Nodes(t, ms, relock.WithWatchdogTimeout(1500*time.Millisecond))
 	theirs, rdbs := testkit.Nodes(t, ms), testkit.Direct(t, ms)
 	name := testkit.LockName(t)
 	ctx := testkit.CtxTimeout(t, 20*time.Second)
