@@ -182,10 +182,11 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t 
 		local: rw.queue, owner: a.owner, hold: a.cfg.lease} // by its queue's name: never a Mutex's
 	if a.write {
 		if t == nil {
-			var err error
-			if t, err = rw.writerTurn(ctx); err != nil {
-				return nil, err
+			l, turn, err := rw.writerTurn(ctx, a)
+			if l != nil || err != nil {
+				return l, err
 			}
+			t = turn
 		}
 		// Before unsubscribing: the next writer finds the channels
 		// subscribed.
@@ -473,9 +474,11 @@ func (r *turnRegistry) drop(name string, t *turn) {
 	r.mu.Unlock()
 }
 
-// writerTurn waits until the calling writer has the turn, ctx ends or the
-// Client is closed.
-func (rw *RWMutex) writerTurn(ctx context.Context) (t *turn, err error) {
+// writerTurn waits until the calling writer, call a, has the turn, ctx
+// ends or the Client is closed. A one-shot writer that may be granted the
+// lock waits where a release of its Client may claim it and hand it the
+// lock (rw_queue.lua, ARGV[14]): it then returns that Lease, and no turn.
+func (rw *RWMutex) writerTurn(ctx context.Context, a *rwAcquire) (l *Lease, t *turn, err error) {
 	k := rw.name
 	turns := &rw.c.turns
 	turns.mu.Lock()
@@ -483,19 +486,65 @@ func (rw *RWMutex) writerTurn(ctx context.Context) (t *turn, err error) {
 	turns.mu.Unlock()
 	select {
 	case t.slot <- struct{}{}:
-		return t, nil
+		return nil, t, nil
 	default:
 	}
 	rw.c.stats.asleep.Add(1)
 	defer rw.c.stats.asleep.Add(-1)
-	select {
-	case t.slot <- struct{}{}:
-		return t, nil
-	case <-ctx.Done():
-		err = fmt.Errorf("relock: lock %q: %w", rw.name, ctx.Err())
-	case <-rw.c.closing:
-		err = ErrClosed
+	var w *waiter
+	var handed <-chan *Lease // nil unless w may be claimed
+	if a.kind != nil && !a.reentrant {
+		w = newWaiter(a.owner, a.cfg, false)
+		w.turn = true
+		w.member = queueMember(a.cfg.lease, argKindOneShot.(string), a.owner)
+		handed = w.handed
+		rw.c.local.add(rw.queue, w)
+		rw.c.local.sleep(w)
+		defer func() {
+			if unwanted := rw.c.local.remove(rw.queue, w); unwanted != nil {
+				rw.c.releaseUnwanted(unwanted)
+			}
+		}()
 	}
-	turns.drop(k, t)
-	return nil, err
+	for {
+		select {
+		case t.slot <- struct{}{}:
+			if w == nil || rw.c.local.wake(w) {
+				return nil, t, nil
+			}
+			// A release of this Client may be handing it the lock.
+			if l, err = rw.c.outcome(ctx, w, rw.name); l != nil || err != nil {
+				turns.leave(k, t)
+				return l, nil, err
+			}
+			return nil, t, nil // its attempt with the turn takes a hold handed with a lost reply
+		case l = <-handed:
+			if l == nil {
+				// The lock was freed, or the release's outcome is unknown:
+				// an attempt that does not queue takes the lock if it is
+				// free, or a hold the release handed it with a lost reply.
+				l, err = rw.attemptUnqueued(ctx, a)
+			}
+			if l == nil && err == nil {
+				rw.c.local.sleep(w)
+				continue
+			}
+		case <-ctx.Done():
+			err = fmt.Errorf("relock: lock %q: %w", rw.name, ctx.Err())
+		case <-rw.c.closing:
+			err = ErrClosed
+		}
+		turns.drop(k, t)
+		return l, nil, err
+	}
+}
+
+// attemptUnqueued makes one attempt of call a that does not put it in
+// the queue.
+func (rw *RWMutex) attemptUnqueued(ctx context.Context, a *rwAcquire) (*Lease, error) {
+	kind := a.args[rwArgKind]
+	a.args[rwArgKind] = argEmpty
+	l, _, err := rw.attempt(ctx, a)
+	a.args[rwArgKind] = kind
+	return l, err
 }

@@ -950,6 +950,51 @@ func TestRWGrants(t *testing.T) {
 			testkit.Idle(t, c, other)
 		})
 
+		t.Run("turn-writer-handed", func(t *testing.T) {
+			c := newClient(t)
+			name := testkit.LockName(t)
+			holder := must(c.RWMutex(name).Lock(ctx))
+			// A reentrant writer has the Client's turn and is in the queue
+			// ("r", never handed the lock); a one-shot writer that comes
+			// then waits for the turn, out of the queue.
+			owner := relock.WithOwner(ctx)
+			gotR := testkit.LockAsync(t, ctx, func(_ context.Context, opts ...relock.LockOption) (*relock.Lease, error) {
+				return c.RWMutex(name).Lock(owner, opts...)
+			})
+			testkit.Eventually(t, 5*time.Second, "the reentrant writer to sleep", func() bool { return c.Stats().Asleep == 1 })
+			queued(name, 1)
+			gotO := lockFor(c, name, true)
+			// The holder's release hands the lock to the one-shot writer on
+			// its reply, ahead of the Client's own first in the queue.
+			testkit.RWUnlockAll(t, ctx, holder)
+			var lo *relock.Lease
+			select {
+			case lo = <-gotO:
+			case <-gotR:
+				t.Fatal("the reentrant writer took the lock; want it handed to the writer waiting for its turn")
+			}
+			if lo == nil {
+				t.FailNow()
+			}
+			if ttl := rdb.PTTL(ctx, name).Val(); ttl < 3*time.Second {
+				t.Errorf("TTL %v of a lock handed to the writer waiting for its turn, want its lease", ttl)
+			}
+			if s := c.Stats(); s.Handoffs != 1 || lo.Token() != holder.Token()+1 {
+				t.Errorf("%d handoffs, token %d after %d; want 1, the next token", s.Handoffs, lo.Token(), holder.Token())
+			}
+			if q := rdb.ZRange(ctx, rwQueueKey(name), 0, -1).Val(); len(q) != 1 || !strings.Contains(q[0], "|r|") {
+				t.Errorf("queue %v, want the reentrant writer in its place", q)
+			}
+			testkit.RWUnlockAll(t, ctx, lo)
+			lr := received(gotR)
+			if lr.Token() != lo.Token()+1 {
+				t.Errorf("token %d after %d", lr.Token(), lo.Token())
+			}
+			testkit.RWUnlockAll(t, ctx, lr)
+			nothingLeft(name)
+			testkit.Idle(t, c)
+		})
+
 		t.Run("unheard-writers", func(t *testing.T) {
 			h, a, b := newClient(t), newClient(t), newClient(t)
 			name := testkit.LockName(t)

@@ -40,6 +40,7 @@ type waiter struct {
 	lease     time.Duration
 	fixed     bool
 	reentrant bool           // never claimed
+	turn      bool           // an RWMutex writer waiting for its Client's writers' turn: may be claimed, told nothing
 	member    string         // a Mutex call's member of the lock's queue in Redis
 	sub       *notify.Waiter // a FairMutex call's subscription to its own channel
 
@@ -106,7 +107,7 @@ func (r *waiters) addLocked(name string, w *waiter) {
 		r.byOwner = make(map[string]*waiter)
 	}
 	r.byName[name] = append(r.byName[name], w)
-	if w.owner != "" {
+	if w.owner != "" && !w.turn {
 		r.byOwner[w.owner] = w
 		if m := r.mail[w.owner]; m != nil {
 			delete(r.mail, w.owner)
@@ -138,7 +139,9 @@ func (r *waiters) remove(name string, w *waiter) (unwanted *Lease) {
 		r.byName[name] = ws
 		if w.poked {
 			// Told to attempt and gone without: the next one attempts.
-			ws[0].poke()
+			if x := firstTold(ws); x != nil {
+				x.poke()
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -324,11 +327,22 @@ func (r *waiters) tellOther(name string, w *waiter, d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, x := range r.byName[name] {
-		if x != w {
+		if x != w && !x.turn {
 			x.note(nil, d)
 			return
 		}
 	}
+}
+
+// firstTold returns the oldest of ws that may be told to check again: not
+// a writer waiting for its turn, which attempts only once it has it.
+func firstTold(ws []*waiter) *waiter {
+	for _, w := range ws {
+		if !w.turn {
+			return w
+		}
+	}
+	return nil
 }
 
 // Joining a run. While the Client passes a Mutex on in process (pass.go),

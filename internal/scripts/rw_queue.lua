@@ -29,45 +29,53 @@
 -- ARGV[12] "1" to grant, "0" never to
 -- ARGV[13] fencing mode (see fence.lua)
 -- ARGV[14] queue member of a one-shot writer of the releasing client to
---          hand the lock to, with no message, when it is the first of the
---          queue; absent or "" for none
+--          hand the lock to, with no message, when the first of the queue
+--          is that writer, none, or another writer of the same client (it
+--          need not be in the queue: a writer that waits for its client's
+--          writers' turn is not); absent or "" for none
 
 -- grant_writer grants the lock, just freed (its hash KEYS[1] deleted), to
--- the first of queue, its queue of waiters (a ZRANGE WITHSCORES reply),
--- if that is a one-shot writer and every subscriber of the release
--- channel KEYS[2] is a client known to listen, with a reader or an "O" in
--- the queue (none is Redisson, a relock writer not known to listen, or a
--- relock call not queued), and reports whether it did. The writer is
--- told on its client's grant channel; the lock holds for at most ARGV[10]
--- until it renews it. When the writer is ARGV[14], the releasing
--- client's own, it is not told: its second result is the hold's fencing
--- token, which the release's reply carries, and the lock holds for the
--- writer's lease.
+-- a one-shot writer, and reports whether it did: to ARGV[14] where it
+-- may be handed (see above), or else to the first of queue, its queue of
+-- waiters (a ZRANGE WITHSCORES reply); only if every subscriber of the
+-- release channel KEYS[2] is a client known to listen, with a reader or an
+-- "O" in the queue (none is Redisson, a relock writer not known to listen,
+-- or a relock call not queued). The first is told on its client's grant
+-- channel, and the lock holds for at most ARGV[10] until it renews it.
+-- ARGV[14] is not told: the second result is the hold's fencing token,
+-- which the release's reply carries, and the lock holds for the writer's
+-- lease. So a client's releases may hand the lock to its own writers
+-- ahead of its own first; never ahead of another client's, and every one
+-- of the client's writers that sleeps is handed it in turn.
 local function grant_writer(queue)
     if ARGV[12] ~= '1' then
         return false
     end
-    local first = queue[1]
-    if first == nil or not string.match(first, '^%d+|[oO]|') then
+    local first, grantee = queue[1], ARGV[14]
+    if not grantee or grantee == '' or client(grantee) ~= ARGV[8]
+        or (first and first ~= grantee and not (client(first) == ARGV[8] and string.match(first, '^%d+|[oOr]|'))) then
+        grantee = first
+    end
+    if grantee == nil or not string.match(grantee, '^%d+|[oO]|') then
         return false
     end
     -- The clients known to listen: with a reader or an "O" in the queue.
     if redis.call('pubsub', ARGV[7], KEYS[2])[2] > clients_in(queue, '^%d+|[RO]|') then
         return false
     end
-    local handed = first == ARGV[14] and client(first) == ARGV[8]
-    local ttl = tonumber(string.match(first, '^(%d+)|'))
+    local handed = grantee == ARGV[14] and client(grantee) == ARGV[8]
+    local ttl = tonumber(string.match(grantee, '^(%d+)|'))
     if not handed then
         ttl = math.min(ttl, tonumber(ARGV[10]))
     end
-    redis.call('zrem', KEYS[6], first)
+    redis.call('zrem', KEYS[6], grantee)
     local token = fence(KEYS[4], KEYS[5], ARGV[13])
-    redis.call('hset', KEYS[1], 'mode', 'write', owner_of(first) .. ':write', '1', token_field, token)
+    redis.call('hset', KEYS[1], 'mode', 'write', owner_of(grantee) .. ':write', '1', token_field, token)
     redis.call('pexpire', KEYS[1], ttl)
     if handed then
         return true, token
     end
-    tell_grant(queue, first, token, ttl, ARGV[3], ARGV[9], ARGV[8], ARGV[10])
+    tell_grant(queue, grantee, token, ttl, ARGV[3], ARGV[9], ARGV[8], ARGV[10])
     return true
 end
 

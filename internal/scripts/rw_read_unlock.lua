@@ -24,8 +24,8 @@
 --          3: the last hold released, and the lock granted to the first
 --             waiting writer (see rw_queue.lua)
 --          a negative integer -t: the last hold released, and the lock
---             handed to the first waiting writer, ARGV[14], with fencing
---             token t
+--             handed to the releasing client's writer ARGV[14], with
+--             fencing token t
 --
 -- The owner's highest-numbered hold key goes with the hold. In read mode
 -- the hash then lives exactly as long as the longest reader hold left;

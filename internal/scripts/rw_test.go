@@ -418,6 +418,82 @@ func TestRWHandOwnWriter(t *testing.T) {
 	rdb.Del(ctx, k.name, k.queue, k.counter, k.token)
 }
 
+// TestRWHandOwnWriterOutOfQueue: the releasing client's writer named as
+// ARGV[14] need not be in the queue (it waits for its client's writers'
+// turn): it is handed the lock when the queue is empty or its first is
+// another writer of the same client, which keeps its place; not when the
+// first is the client's reader or another client's writer, nor when the
+// release channel has a subscriber not known to listen.
+func TestRWHandOwnWriterOutOfQueue(t *testing.T) {
+	ctx := context.Background()
+	k := newRW("s:rw:handout")
+	listening(t, "relock_grant:c0ffee")
+	release := func(field, preferred string) int64 {
+		t.Helper()
+		return run(t, RWWriteUnlock, []string{k.name, k.channel, k.name, k.counter, k.token, k.queue}, field, "1", "publish", "0", 60000, k.prefix,
+			"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL, preferred).(int64)
+	}
+	queue := func() string {
+		return fmt.Sprint(rdb.ZRange(ctx, k.queue, 0, -1).Val())
+	}
+	holder := func(owner string) {
+		t.Helper()
+		if got := rdb.HGet(ctx, k.name, owner+":write").Val(); got != "1" {
+			t.Fatalf("%s's hold %q, want it to hold the lock: %v", owner, got, rdb.HGetAll(ctx, k.name).Val())
+		}
+	}
+
+	// The queue empty.
+	t1 := k.lock(t, "c0ffee:1", 30000, "")
+	if v := release("c0ffee:1:write", "30000|o|c0ffee:2"); v != -(t1 + 1) {
+		t.Fatalf("release with no queue = %d, want %d (handed)", v, -(t1 + 1))
+	}
+	holder("c0ffee:2")
+	if ttl := pttl(t, k.name); ttl < 29*time.Second {
+		t.Fatalf("TTL %v of a handed hold, want the writer's lease", ttl)
+	}
+	// Another writer of the client first, in either kind: it keeps its
+	// place.
+	for i, first := range []string{"30000|o|c0ffee:7", "30000|O|c0ffee:7", "30000|r|c0ffee:7"} {
+		rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: first}, redis.Z{Score: 2, Member: "30000|o|beef:1"})
+		from, to := fmt.Sprintf("c0ffee:%d", 2+i), fmt.Sprintf("c0ffee:%d", 3+i)
+		if v := release(from+":write", "30000|o|"+to); v >= 0 {
+			t.Fatalf("release with the client's %s first = %d, want it handed", first, v)
+		}
+		holder(to)
+		if q := queue(); q != "["+first+" 30000|o|beef:1]" {
+			t.Fatalf("queue %s after the hand", q)
+		}
+		rdb.ZRem(ctx, k.queue, first)
+	}
+	// Another client's writer first: granted by message.
+	if v := release("c0ffee:5:write", "30000|o|c0ffee:6"); v != 3 {
+		t.Fatalf("release with another client's writer first = %d, want 3", v)
+	}
+	holder("beef:1")
+	rdb.Del(ctx, k.name)
+	// The client's reader first: freed and announced.
+	k.lock(t, "c0ffee:8", 30000, "")
+	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: "30000|R|c0ffee:9"})
+	ch := listening(t, k.channel) // the reader's client listens
+	if v := release("c0ffee:8:write", "30000|o|c0ffee:10"); v != 2 {
+		t.Fatalf("release with the client's reader first = %d, want 2 (freed)", v)
+	}
+	if p := heard(t, ch); p != "1" {
+		t.Fatalf("release channel heard %q", p)
+	}
+	// A subscriber not known to listen (a Redisson waiter): freed.
+	rdb.Del(ctx, k.queue)
+	k.lock(t, "c0ffee:11", 30000, "")
+	if v := release("c0ffee:11:write", "30000|o|c0ffee:12"); v != 2 {
+		t.Fatalf("release with a subscriber not known to listen = %d, want 2 (freed)", v)
+	}
+	if n := rdb.Exists(ctx, k.name).Val(); n != 0 {
+		t.Fatalf("the lock is held after a release that freed it: %v", rdb.HGetAll(ctx, k.name).Val())
+	}
+	rdb.Del(ctx, k.name, k.queue, k.counter, k.token)
+}
+
 // TestRWListeners: a refused attempt tells whether a holder may be other
 // than a relock writer; a one-shot writer that does not listen ("o")
 // joins the queue only behind a relock writer, one that listens ("O")

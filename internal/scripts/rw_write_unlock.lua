@@ -25,8 +25,8 @@
 --          3: the last hold released, and the lock granted to the first
 --             waiting writer (see rw_queue.lua)
 --          a negative integer -t: the last hold released, and the lock
---             handed to the first waiting writer, ARGV[14], with fencing
---             token t
+--             handed to the releasing client's writer ARGV[14], with
+--             fencing token t
 --
 -- When the last write hold goes, the message is published whether the lock
 -- is free or turned to read mode: either way waiting readers may enter;
