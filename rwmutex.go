@@ -41,6 +41,10 @@ type RWMutex struct {
 	grants    string // the Client's grant channel for the lock's slot
 	argGrants any    // grants, boxed once
 
+	// KEYS of one-shot owners' calls, whose marker is the lock's name:
+	// shared, never modified (see lockKeys and unlockKeys).
+	oneShotLock, oneShotUnlock []any
+
 	r ReadLocker
 	w WriteLocker
 }
@@ -60,7 +64,8 @@ func (c *Client) RWMutex(name string) *RWMutex {
 	rw.queue = companion(rwQueuePrefix, name)
 	rw.grants = c.grantChannel(name)
 	rw.argGrants = rw.grants
-
+	rw.oneShotLock = []any{name, rw.counter, rw.named, name, rw.queue}
+	rw.oneShotUnlock = []any{name, rw.channel, name, rw.counter, rw.named, rw.queue}
 	return rw
 }
 

@@ -60,7 +60,11 @@ func (a *rwAcquire) Undo(ctx context.Context) {
 		mode = argUndo
 	}
 	script, msg := rwUnlockScript(a.write)
-	if err := script.Run(ctx, rw.c.rdb, rw.unlockKeys(a.keys[3]), rw.unlockArgs(a.field, msg, mode, "")...).Err(); err != nil {
+	marker := ""
+	if a.reentrant {
+		marker = a.keys[3].(string)
+	}
+	if err := script.Run(ctx, rw.c.rdb, rw.unlockKeys(marker), rw.unlockArgs(a.field, msg, mode, "")...).Err(); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", rw.name, "write", a.write, "lease", a.cfg.lease, "err", err)
 	}
@@ -78,8 +82,11 @@ func rwUnlockScript(write bool) (*scripts.Script, any) {
 }
 
 // unlockKeys returns the KEYS of the release scripts, with marker as the
-// release or request marker.
-func (rw *RWMutex) unlockKeys(marker any) []any {
+// release or request marker ("" for none: the lock's name).
+func (rw *RWMutex) unlockKeys(marker string) []any {
+	if marker == "" {
+		return rw.oneShotUnlock
+	}
 	return []any{rw.name, rw.channel, marker, rw.counter, rw.named, rw.queue}
 }
 
@@ -108,12 +115,12 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 	if write {
 		a.field += ":write"
 	}
-	flag, marker := argZero, rw.name // one-shot owners need no request marker
+	flag := argZero
+	a.keys = rw.oneShotLock // one-shot owners need no request marker
 	if a.reentrant {
 		flag = argOne
-		marker = requestMarker(rw.name, a.owner)
+		a.keys = []any{rw.name, rw.counter, rw.named, requestMarker(rw.name, a.owner), rw.queue}
 	}
-	a.keys = []any{rw.name, rw.counter, rw.named, marker, rw.queue}
 	a.args = []any{a.lease, a.owner, flag, rw.c.argMarkerTTL, rw.prefix, argEmpty, argGrantTTL, argZero}
 	if write {
 		a.args[4] = rw.c.argFencing
@@ -283,7 +290,7 @@ func (rw *RWMutex) leaveQueue(a *rwAcquire) {
 		field = a.field
 	}
 	script, msg := rwUnlockScript(a.write)
-	if err := script.Run(ctx, rw.c.rdb, rw.unlockKeys(rw.name), rw.unlockArgs(field, msg, argZero, a.member)...).Err(); err != nil {
+	if err := script.Run(ctx, rw.c.rdb, rw.unlockKeys(""), rw.unlockArgs(field, msg, argZero, a.member)...).Err(); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the place expires with the queue",
 			"name", rw.name, "err", err)
 	}
@@ -363,7 +370,7 @@ func (w *WriteLocker) release(ctx context.Context, l *Lease) (int64, error) {
 }
 
 func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, error) {
-	marker, mode := rw.name, argZero
+	marker, mode := "", argZero
 	if l.reentrant {
 		marker, mode = suffixed(unlockLatchPrefix, rw.name, l.request), argOne
 	}
