@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -139,6 +140,18 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 		}
 	}
 
+	// A reader that comes while its Client listens on the lock's release
+	// channel and its grant channel listens from before its first
+	// attempt, which may then queue it: every release after that attempt
+	// reaches it, so it owes no attempt once subscribed (see wait).
+	var sub *notify.Waiter
+	if !write && a.kind != nil && rw.listening() {
+		if sub, err = rw.c.hub.Subscribe(rw.channel, lockPolicy); err != nil {
+			return nil, ErrClosed
+		}
+		a.args[rwArgKind] = a.kind
+	}
+
 	var turn *turn // the writers' turn, once the call has it
 	if write && a.kind != nil {
 		// Only the writer that has its Client's turn may be in the queue:
@@ -160,6 +173,7 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 		rw.leaveQueue(a) // it may have joined the queue
 	}
 	if l != nil || err != nil || !wait {
+		sub.Close() // after leaving the queue
 		if turn != nil {
 			rw.c.turns.leave(rw.name, turn)
 		}
@@ -173,7 +187,14 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 			return rw.attempt(ctx, a)
 		})
 	}
-	return rw.wait(ctx, a, ttl, turn)
+	return rw.waitSubscribed(ctx, a, ttl, turn, sub)
+}
+
+// listening reports whether the Client has the lock's release channel and
+// its grant channel subscribed, confirmed.
+func (rw *RWMutex) listening() bool {
+	now := rw.c.wd.Now() + 1
+	return rw.c.hub.ConfirmedBefore(rw.channel, now) && rw.c.hub.ConfirmedBefore(rw.grants, now)
 }
 
 // wait sleeps between attempts in the lock's queue of waiters
@@ -185,8 +206,18 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 // granted when a release message or a word on the grant channel does.
 // A writer's turn is given when the call has it already.
 func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t *turn) (*Lease, error) {
+	return rw.waitSubscribed(ctx, a, ttl, t, nil)
+}
+
+// waitSubscribed is wait for a reader that may have subscribed the release
+// channel before its first attempt (sub, nil if not).
+func (rw *RWMutex) waitSubscribed(ctx context.Context, a *rwAcquire, ttl time.Duration, t *turn, sub *notify.Waiter) (*Lease, error) {
 	qw := queuedWait{op: rwOp(a.write, "lock"), name: rw.name, channel: rw.channel, policy: lockPolicy,
 		local: rw.queue, owner: a.owner, hold: a.cfg.lease} // by its queue's name: never a Mutex's
+	if sub != nil {
+		qw.sub = sub
+		qw.joined, qw.sent = a.member != "", a.joined
+	}
 	if a.write {
 		if t == nil {
 			l, turn, err := rw.writerTurn(ctx, a)

@@ -1175,6 +1175,44 @@ func TestRWWriterWaitsTurnWithoutAttempt(t *testing.T) {
 	testkit.Idle(t, c, h)
 }
 
+// TestRWReaderJoinsAtFirstAttempt: a reader that comes while its Client
+// listens on the lock's channels already joins the queue with its first
+// attempt, and sleeps after it; the write lock's end lets both readers in.
+func TestRWReaderJoinsAtFirstAttempt(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		arb, rdb := top.RDB(t), top.RDB(t)
+		attempts := &testkit.CountCalls{Script: "rw_read_lock.lua"}
+		arb.AddHook(attempts)
+		c, h := testkit.NewClient(t, arb, relock.WithoutReplicaSync()), top.NewClient(t, relock.WithoutReplicaSync())
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
+		must := testkit.RWMust(t)
+		holder := must(h.RWMutex(name).Lock(ctx))
+		got1 := testkit.LockAsync(t, ctx, c.RWMutex(name).RLock)
+		testkit.Eventually(t, 5*time.Second, "the first reader to queue", func() bool {
+			return rdb.ZCard(ctx, rwQueueKey(name)).Val() == 1 && c.Stats().Asleep == 1
+		})
+		before := attempts.N.Load()
+		got2 := testkit.LockAsync(t, ctx, c.RWMutex(name).RLock)
+		testkit.Eventually(t, 5*time.Second, "the second reader to queue", func() bool {
+			return rdb.ZCard(ctx, rwQueueKey(name)).Val() == 2 && c.Stats().Asleep == 2
+		})
+		if n := attempts.N.Load() - before; n != 1 {
+			t.Fatalf("a reader that came while its Client listened made %d attempts before it slept, want 1", n)
+		}
+		testkit.RWUnlockAll(t, ctx, holder)
+		for _, got := range []<-chan *relock.Lease{got1, got2} {
+			l := <-got
+			if l == nil {
+				t.FailNow()
+			}
+			testkit.RWUnlockAll(t, ctx, l)
+		}
+		testkit.Gone(t, rdb, name, rwQueueKey(name))
+		testkit.Idle(t, c, h)
+	})
+}
+
 // TestRWRedissonWriterNotStarved: relock writers of two Clients contend
 // for a read-write lock with grants among them, and a Redisson writer on
 // the same name, who does not queue, still takes the write lock again and

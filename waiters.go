@@ -581,6 +581,12 @@ type queuedWait struct {
 	hold              time.Duration
 	want              int    // the permits a semaphore call asks for (see waiters.pokeFitting)
 	exit              func() // if not nil, called as the call returns, before it unsubscribes
+	// sub, if not nil, is the call's subscription to channel, made before
+	// its first attempt, which was sent (sent) once the channel was
+	// confirmed: with joined, a release after that attempt reaches the
+	// call, which owes no attempt once subscribed. Only for a call that
+	// always listens (no listenWhen).
+	sub *notify.Waiter
 
 	// waiter, if not nil, is the call's waiter, which a release of this
 	// Client may claim and hand the lock to (a Mutex's or FairMutex's
@@ -632,7 +638,9 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		if w != nil || (qw.listenWhen != nil && !*qw.listenWhen) {
 			return nil
 		}
-		if w, err = c.hub.Subscribe(qw.channel, qw.policy); err != nil {
+		if qw.sub != nil {
+			w = qw.sub
+		} else if w, err = c.hub.Subscribe(qw.channel, qw.policy); err != nil {
 			return ErrClosed
 		}
 		wakes, ready = w.Wake(), w.Ready()
@@ -661,6 +669,9 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 			// no attempt is owed.
 			gready = nil
 		}
+	}
+	if qw.sub != nil && qw.joined && qw.sent != 0 && c.hub.ConfirmedBefore(qw.channel, qw.sent) {
+		ready = nil // the same for its release channel, subscribed before it queued
 	}
 	defer exit() // before the subscriptions go
 	lw, claimable := qw.waiter, qw.waiter != nil
