@@ -155,6 +155,7 @@ func (l *listener) message(t *testing.T, owner string) string {
 }
 
 func TestFairHeaders(t *testing.T) {
+	fresh(t)
 	for _, s := range []*Script{FairLock, FairUnlock, FairLeave, FairForceUnlock, FairTell} {
 		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
 		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
@@ -173,6 +174,7 @@ func TestFairHeaders(t *testing.T) {
 }
 
 func TestFairQueueOrder(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:order")
 	hear := f.listen(t, "a", "b", "c")
@@ -255,6 +257,7 @@ func TestFairQueueOrder(t *testing.T) {
 }
 
 func TestFairTryNeverQueues(t *testing.T) {
+	fresh(t)
 	f := newFairLock("s:fair:try")
 	f.lock(t, "a", 0)
 	if v := f.lock(t, "b", 0); v > 0 {
@@ -273,6 +276,7 @@ func TestFairTryNeverQueues(t *testing.T) {
 }
 
 func TestFairDeadWaitersPurged(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:dead")
 	hear := f.listen(t, "b", "c", "d")
@@ -301,6 +305,7 @@ func TestFairDeadWaitersPurged(t *testing.T) {
 }
 
 func TestFairPurgeWakesNewHead(t *testing.T) {
+	fresh(t)
 	f := newFairLock("s:fair:purgewake")
 	hear := f.listen(t, "b", "c", "d")
 	f.lock(t, "a", 5000)
@@ -328,6 +333,7 @@ func TestFairPurgeWakesNewHead(t *testing.T) {
 }
 
 func TestFairLeave(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:leave")
 	hear := f.listen(t, "b", "c", "d")
@@ -396,6 +402,7 @@ func TestFairLeave(t *testing.T) {
 // channel with its token, the grant's time and how long its entry had
 // left; a head that takes no grants is told the lock is free.
 func TestFairGrant(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:grant")
 	hear := f.listen(t, "b", "c")
@@ -453,6 +460,7 @@ func TestFairGrant(t *testing.T) {
 }
 
 func TestFairHandoff(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:handoff")
 	hear := f.listen(t, "b", "c")
@@ -490,6 +498,7 @@ func TestFairHandoff(t *testing.T) {
 }
 
 func TestFairReentrant(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:reentrant")
 	lock := func(req string) int64 {
@@ -522,6 +531,7 @@ func TestFairReentrant(t *testing.T) {
 }
 
 func TestFairForceUnlock(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:force")
 	hear := f.listen(t, "b")
@@ -554,6 +564,7 @@ func TestFairForceUnlock(t *testing.T) {
 // and a relock waiter keeps at least 5 minutes per waiter ahead of it
 // plus its waiter timeout.
 func TestFairRedissonScores(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:scores")
 	score := func(o string) int64 {
@@ -601,6 +612,7 @@ func TestFairRedissonScores(t *testing.T) {
 // TestFairTell: the head of the queue, and only it, is told to check
 // again; an empty queue tells nobody.
 func TestFairTell(t *testing.T) {
+	fresh(t)
 	f := newFairLock("s:fair:tell")
 	hear := f.listen(t, "b", "c")
 	f.lock(t, "a", 0)
@@ -631,6 +643,7 @@ func TestFairTell(t *testing.T) {
 // it, tells an older switch that comes later it was overtaken, and takes
 // no lock the client does not hold.
 func TestFairPass(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:pass")
 	f.lock(t, "u:1", 5000)
@@ -708,6 +721,7 @@ func TestFairPass(t *testing.T) {
 // left in the queue by Redisson's wait time, however long the queue (the
 // scores go in ZADDs of at most 200 waiters).
 func TestFairGrantLowersEveryScore(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:lower")
 	f.lock(t, "u:0", 5000)
@@ -748,6 +762,7 @@ func TestFairGrantLowersEveryScore(t *testing.T) {
 // entry (Redisson's) on its own channel, as before. An attempt reports
 // whether anyone but relock's waiters holds the lock or is ahead.
 func TestFairTellsOnGrantChannels(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:grantchan")
 	const prefix = "relock_grant:"
@@ -857,6 +872,7 @@ func TestFairTellsOnGrantChannels(t *testing.T) {
 // relock waiter; the dead head is left for the next release, which purges
 // it.
 func TestFairPassDeadHead(t *testing.T) {
+	fresh(t)
 	f := newFairLock("s:fair:passdead")
 	f.lock(t, "u:1", 5000)
 	for _, o := range []string{"u:2", "u:3", "u:4"} {
@@ -884,6 +900,7 @@ func TestFairPassDeadHead(t *testing.T) {
 // queued yet joins at the tail without searching the queue for it, and a
 // later attempt without the flag keeps the owner's place.
 func TestFairNewOwnerJoins(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:new")
 	attempt := func(owner, isNew string) int64 {
@@ -936,6 +953,7 @@ func TestFairNewOwnerJoins(t *testing.T) {
 // long the queue; behind a Redisson waiter it is not marked, and once the
 // Redisson waiter has gone, the next to join behind it looks and is.
 func TestFairClearMark(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:clear")
 	attempt := func(owner string) (other bool) {

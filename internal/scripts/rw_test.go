@@ -65,6 +65,7 @@ func pttl(t *testing.T, key string) time.Duration {
 }
 
 func TestRWHeaders(t *testing.T) {
+	fresh(t)
 	for _, s := range []*Script{RWReadLock, RWWriteLock, RWReadUnlock, RWWriteUnlock, RWRenew, RWForceUnlock} {
 		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
 		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
@@ -79,6 +80,7 @@ func TestRWHeaders(t *testing.T) {
 // TTL, in Redisson's layout; a writer is refused with the TTL; the last
 // read release frees the lock and publishes "0".
 func TestRWReaders(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	k := newRW("s:rw:readers")
 	rdb.Set(ctx, k.token, 7, 0)
@@ -159,6 +161,7 @@ func TestRWReaders(t *testing.T) {
 // TestRWDeadReader: a reader whose hold keys expired is dropped at the
 // next read release, and when no live reader is left the lock is freed.
 func TestRWDeadReader(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	k := newRW("s:rw:dead")
 	k.rlock(t, "u:1", 10000, "")
@@ -185,6 +188,7 @@ func TestRWDeadReader(t *testing.T) {
 // too (downgrade), and keeps reading after its write unlock; a reader
 // asking for the write lock is refused with 0 and nothing changes.
 func TestRWWriter(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	k := newRW("s:rw:writer")
 	if v := k.lock(t, "u:1", 10000, "a"); v != 1 {
@@ -270,6 +274,7 @@ func TestRWWriter(t *testing.T) {
 // TestRWUndo: an acquisition is undone only if its request marker shows it
 // was applied; a one-shot owner's is undone if its field is there.
 func TestRWUndo(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	k := newRW("s:rw:undo")
 	k.rlock(t, "u:1", 10000, "a")
@@ -298,6 +303,7 @@ func TestRWUndo(t *testing.T) {
 // TestRWRenew: a reader's renewal extends its own hold keys and the hash,
 // never another reader's; a reader without live hold keys is gone.
 func TestRWRenew(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	k := newRW("s:rw:renew")
 	k.rlock(t, "u:1", 1000, "")
@@ -328,6 +334,7 @@ func TestRWRenew(t *testing.T) {
 }
 
 func TestRWForceUnlock(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	k := newRW("s:rw:force")
 	k.rlock(t, "u:1", 10000, "a")
@@ -359,6 +366,7 @@ func TestRWForceUnlock(t *testing.T) {
 // TestRWOtherHash: a hash without a mode field (a Mutex's) is held by
 // another kind of lock: neither side takes it.
 func TestRWOtherHash(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	k := newRW("s:rw:mutex")
 	rdb.HSet(ctx, k.name, "u:1", 1)
@@ -384,6 +392,7 @@ func TestRWOtherHash(t *testing.T) {
 // With another client's writer first, that one is granted by message, for
 // at most the grant's 2s.
 func TestRWHandOwnWriter(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	k := newRW("s:rw:hand")
 	grants := listening(t, "relock_grant:c0ffee")
@@ -425,6 +434,7 @@ func TestRWHandOwnWriter(t *testing.T) {
 // first is the client's reader or another client's writer, nor when the
 // release channel has a subscriber not known to listen.
 func TestRWHandOwnWriterOutOfQueue(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	k := newRW("s:rw:handout")
 	listening(t, "relock_grant:c0ffee")
@@ -503,6 +513,7 @@ func TestRWHandOwnWriterOutOfQueue(t *testing.T) {
 // that may not listen ("o" or "r") on its grant channel, as it does when
 // the lock turns to read mode.
 func TestRWListeners(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	k := newRW("s:rw:listen")
 	attemptAs := func(owner, kind, queued string) int64 {

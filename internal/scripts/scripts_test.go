@@ -23,6 +23,16 @@ func TestMain(m *testing.M) {
 	}))
 }
 
+// fresh empties the test server's database, so that a test run again
+// (-count) meets no keys of an earlier run, fencing counters included.
+// The tests of this package do not run in parallel.
+func fresh(t *testing.T) {
+	t.Helper()
+	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func run(t *testing.T, s *Script, keys []string, args ...any) any {
 	t.Helper()
 	v, err := s.Run(context.Background(), rdb, Keys(keys...), args...).Result()
@@ -127,6 +137,7 @@ func unlockArgs(keys []string, owner string) []any {
 // may live tells the first waiter of the next client in the queue to
 // check again when it runs out: the lease may end unannounced.
 func TestGrantShortLease(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	keys, rel := lockKeys("s:gs", ""), unlockKeys("s:gs", "")
 	if v := run(t, Lock, keys, lockArgs(keys, "10000", "u:1", "")...).(int64); v <= 0 {
@@ -146,6 +157,7 @@ func TestGrantShortLease(t *testing.T) {
 }
 
 func TestHeaders(t *testing.T) {
+	fresh(t)
 	for _, s := range []*Script{Lock, Unlock, Abandon, Renew, ForceUnlock, ElectionProclaim, ElectionResign, ElectionRead} {
 		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
 		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
@@ -161,6 +173,7 @@ func TestHeaders(t *testing.T) {
 // give back all of its code, and a script carries only what it
 // uses.
 func TestLibraries(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	if len(libraries) < 5 {
 		t.Fatalf("%d library files", len(libraries))
@@ -204,6 +217,7 @@ func squeeze(s string) string {
 // TestDeclarations: a library file splits at blank lines before
 // top-level lines only, never inside a function body.
 func TestDeclarations(t *testing.T) {
+	fresh(t)
 	src := "-- lib.lua: header\n\nlocal a = 1\n\n-- f does\nlocal function f()\n    local x = a\n\n    return x\nend\n\n-- g\nlocal function g() return f() end\n"
 	ds := declarations(src)
 	if len(ds) != 3 || fmt.Sprint(ds[0].names) != "[a]" || fmt.Sprint(ds[1].names) != "[f]" || fmt.Sprint(ds[2].names) != "[g]" {
@@ -235,6 +249,7 @@ func TestDeclarations(t *testing.T) {
 // TestNoDashesInStrings: uncommented cuts each line of Lua at its first
 // "--", so no file may have one inside a string.
 func TestNoDashesInStrings(t *testing.T) {
+	fresh(t)
 	entries, err := files.ReadDir(".")
 	if err != nil {
 		t.Fatal(err)
@@ -254,6 +269,7 @@ func TestNoDashesInStrings(t *testing.T) {
 }
 
 func TestLockUnlock(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	keys := lockKeys("s:lock", "")
 	if v := run(t, Lock, keys, lockArgs(keys, 10000, "u:1", "")...); v != int64(1) {
@@ -294,6 +310,7 @@ func TestLockUnlock(t *testing.T) {
 // grantee, mark their own; with no queue, or a token key of the lock's
 // own, an acquisition still takes a token above every earlier one.
 func TestQueueMark(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	keys, rel := lockKeys("s:qm", ""), unlockKeys("s:qm", "")
 	marked := func() bool { return rdb.HExists(ctx, keys[0], "relock_queued").Val() }
@@ -338,6 +355,7 @@ func TestQueueMark(t *testing.T) {
 }
 
 func TestReentrantMarkers(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	lock := func(req string) int64 {
 		keys := lockKeys("s:re", "relock_lock_request:{s:re}:"+req)
@@ -384,6 +402,7 @@ func TestReentrantMarkers(t *testing.T) {
 }
 
 func TestRenew(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	rdb.HSet(ctx, "s:r1", "u:1", 1)
 	rdb.PExpire(ctx, "s:r1", time.Second)
@@ -401,6 +420,7 @@ func TestRenew(t *testing.T) {
 }
 
 func TestForceUnlock(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	rdb.Set(ctx, "s:str", "x", 0)
 	if err := ForceUnlock.Run(ctx, rdb, Keys("s:str", "ch", "relock_lock_queue:{s:str}"), "0", "publish", "relock_grant:u", "u").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
@@ -419,6 +439,7 @@ func TestForceUnlock(t *testing.T) {
 }
 
 func TestNoScriptFallback(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -448,6 +469,7 @@ func TestNoScriptFallback(t *testing.T) {
 // a listener that does not queue is subscribed, or the first waiter is a
 // reentrant owner.
 func TestGrant(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	keys, rel := lockKeys("s:g", ""), unlockKeys("s:g", "")
 	queue := keys[3]
@@ -555,6 +577,7 @@ func TestGrant(t *testing.T) {
 // it was overtaken, never takes a lock the client does not hold, and
 // always takes its waiter out of the queue.
 func TestPassOn(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	name := "s:pass"
 	keys, rel := lockKeys(name, ""), unlockKeys(name, "")
@@ -670,6 +693,7 @@ func TestPassOn(t *testing.T) {
 // before, and the counter, and the named key where it is kept, move to
 // the last of them, in every fencing layout.
 func TestReserve(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	b, err := files.ReadFile("fence.lua")
 	if err != nil {
@@ -726,6 +750,7 @@ func TestReserve(t *testing.T) {
 // TestLibraryMark: the declarations a script's common case needs come
 // before its "-- @library" line, and those only the rest needs after it.
 func TestLibraryMark(t *testing.T) {
+	fresh(t)
 	for _, c := range []struct {
 		s             *Script
 		before, after []string

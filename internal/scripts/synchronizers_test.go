@@ -11,6 +11,7 @@ import (
 )
 
 func TestSyncHeaders(t *testing.T) {
+	fresh(t)
 	for _, s := range SynchronizerScripts {
 		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
 		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
@@ -22,6 +23,7 @@ func TestSyncHeaders(t *testing.T) {
 }
 
 func TestSemaphoreScripts(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	const name, ch = "s:sem", "redisson_sc:{s:sem}"
 	marker := func(id string) string { return "relock_semaphore_request:{s:sem}:" + id }
@@ -92,6 +94,7 @@ func TestSemaphoreScripts(t *testing.T) {
 }
 
 func TestPermitScripts(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	keys := []string{"s:psem", "{s:psem}:timeout", "redisson_sc:{s:psem}", "relock_permit_queue:{s:psem}"}
 	rdb.Set(ctx, keys[0], 2, 0)
@@ -180,6 +183,7 @@ func TestPermitScripts(t *testing.T) {
 }
 
 func TestLatchScripts(t *testing.T) {
+	fresh(t)
 	ctx := context.Background()
 	keys := func(id string) []string {
 		return []string{"s:latch", "redisson_countdownlatch__channel__{s:latch}", "relock_latch_request:{s:latch}:" + id}
