@@ -254,7 +254,7 @@ type Stats struct {
 	Waits    uint64 // lock calls that had to wait
 	Wakeups  uint64 // wake-ups of waiting calls by a release message or a reconnect (a call may be woken several times)
 	Asleep   int64  // lock calls asleep until a release, their TTL or ctx
-	Handoffs uint64 // locks granted by a release straight to a waiter of this Client
+	Handoffs uint64 // locks, and a Semaphore's permits, granted by a release straight to a waiter of this Client
 	Held     int    // holds the watchdog watches now
 	Channels int    // channels subscribed now for waiting calls
 	// Lingering counts the grant channels still subscribed for a moment

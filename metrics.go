@@ -21,7 +21,7 @@ const meterName = "github.com/relock-go/relock"
 //	relock.losses              counter    leases lost
 //	relock.waits               counter    lock calls that had to wait
 //	relock.wakeups             counter    wake-ups of waiting calls
-//	relock.handoffs            counter    locks passed straight to a waiter of the Client
+//	relock.handoffs            counter    locks (and a Semaphore's permits) passed straight to a waiter of the Client
 //	relock.replica_sync.short  counter    writes too few replicas acknowledged, by relock.op:
 //	                                      "write" (Stats.SyncShort), "renew" (Stats.RenewSyncShort)
 //	relock.holds               gauge      holds the watchdog watches
@@ -71,7 +71,7 @@ func (c *Client) registerMetrics() error {
 	counter(&in.lost, "relock.losses", "{loss}", "Leases lost: expired, deleted, or not renewed in time.")
 	counter(&in.waits, "relock.waits", "{call}", "Lock calls that had to wait.")
 	counter(&in.wakeups, "relock.wakeups", "{wakeup}", "Wake-ups of waiting calls by a release message or a reconnect.")
-	counter(&in.handoffs, "relock.handoffs", "{handoff}", "Locks passed by a release straight to a waiter of the same client.")
+	counter(&in.handoffs, "relock.handoffs", "{handoff}", "Locks, and a Semaphore's permits, passed by a release straight to a waiter of the same client.")
 	counter(&in.short, "relock.replica_sync.short", "{write}", "Writes too few replicas acknowledged.")
 	gauge(&in.held, "relock.holds", "{hold}", "Holds the watchdog watches.")
 	gauge(&in.asleep, "relock.waiters.asleep", "{call}", "Lock calls asleep until a release, their TTL or their context.")

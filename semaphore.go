@@ -75,7 +75,11 @@ func (s *Semaphore) AddPermits(ctx context.Context, n int) error {
 }
 
 // Release returns n permits (n must be positive) and wakes the local
-// waiters they can satisfy; waiters of other processes are told too.
+// waiters they can satisfy; waiters of other processes are told too. When
+// no other client listens on the semaphore's channel, the permits that
+// this Client's waiting Acquire calls ask for (oldest first, those that
+// fit) are handed to them directly: they return without asking Redis,
+// and only the rest are added there.
 //
 // Release is applied exactly once when it returns nil, even if a reply is
 // lost or ctx ends while it is under way (it is then completed within the
@@ -95,7 +99,56 @@ func (s *Semaphore) release(ctx context.Context, op string, n int) error {
 	if err := s.check(ctx, op, n); err != nil {
 		return err
 	}
-	return s.c.addPermits(ctx, s.req, op, s.name, s.channel, n)
+	c := s.c
+	if !c.rsync.mayWait() {
+		var buf [16]*waiter
+		if ws := c.local.claimFitting(s.channel, n, buf[:]); len(ws) > 0 {
+			return s.handOut(ctx, op, n, ws)
+		}
+	}
+	return c.addPermits(ctx, s.req, op, s.name, s.channel, n)
+}
+
+// handOut releases n permits, of which those that ws ask for (waiting
+// calls of this Client, claimed) go straight to them when no one else
+// listens on the semaphore's channel (sem_release.lua): they take them
+// without an attempt of their own, and only the rest are added in Redis.
+// Otherwise, or when the outcome is unknown, the calls attempt. Not with
+// replica sync: a call would take permits before replicas acknowledged
+// the release.
+func (s *Semaphore) handOut(ctx context.Context, op string, n int, ws []*waiter) error {
+	c := s.c
+	k := 0
+	for _, w := range ws {
+		k += w.want
+	}
+	keys, marker := s.req.keys(s.name, s.channel)
+	r, err := s.req.run(ctx, scripts.SemRelease, keys, marker, always, n, c.argPublish, c.argMarkerTTL, k, c.argNumsub)
+	if err != nil || r&1 == 0 {
+		c.local.settle(ws, -1, nil, true)
+		if err != nil {
+			return opError(op, s.name, err)
+		}
+		return nil
+	}
+	c.stats.handoffs.Add(uint64(len(ws)))
+	if back := c.local.give(ws); back > 0 {
+		// Calls that returned meanwhile: their permits go to Redis after all.
+		s.giveBack(back)
+	}
+	return nil
+}
+
+// giveBack adds n permits handed to waiting calls that did not take them,
+// within the cleanup timeout.
+func (s *Semaphore) giveBack(n int) {
+	c := s.c
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
+	defer cancel()
+	if err := c.addPermits(ctx, s.req, "release", s.name, s.channel, n); err != nil {
+		c.cfg.logger.Warn("relock: cannot give back permits handed to a call that left; they stay taken",
+			"name", s.name, "permits", n, "err", err)
+	}
 }
 
 // addPermits adds n (possibly negative) to the free permits of the
@@ -138,10 +191,21 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 			c.local.pokeFitting(s.channel, payload)
 			return 0 // a reconnect still wakes every call, through the hub
 		}}
+	if !c.rsync.mayWait() {
+		// A release of this Client may hand the call its permits (handOut).
+		qw.waiter = &waiter{want: n, handed: make(chan *Lease, 1), news: make(chan struct{}, 1)}
+	}
+	w := qw.waiter
 	_, err = c.waitQueued(ctx, qw, tries(func(ctx context.Context) (bool, time.Duration, error) {
+		if w != nil && c.local.takeGiven(w) {
+			return true, 0, nil
+		}
 		ok, err := s.attempt(ctx, n)
 		return ok, fallbackRecheck, err
 	}), fallbackRecheck)
+	if err != nil && w != nil && c.local.takeGiven(w) {
+		s.giveBack(n) // handed as the call gave up
+	}
 	return err
 }
 

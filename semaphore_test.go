@@ -179,6 +179,76 @@ func TestSemaphoreWakesWhatFits(t *testing.T) {
 	})
 }
 
+// TestSemaphoreHandsToOwnWaiters: a Release hands its permits to waiting
+// calls of its own Client, which return without an attempt, when no one
+// else listens on the semaphore's channel; with another Client waiting
+// there, the permits go to Redis and the calls attempt for them.
+func TestSemaphoreHandsToOwnWaiters(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		arb := top.RDB(t)
+		attempts := &testkit.CountCalls{Script: "sem_acquire.lua"}
+		arb.AddHook(attempts)
+		c, other := testkit.NewClient(t, arb, relock.WithoutReplicaSync()), top.NewClient(t, relock.WithoutReplicaSync())
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
+		s := c.Semaphore(name)
+		if ok, err := s.TrySetPermits(ctx, 1); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if n, err := s.Drain(ctx); n != 1 || err != nil {
+			t.Fatal(n, err)
+		}
+		acquire := func(s *relock.Semaphore, n int) <-chan error {
+			done := make(chan error, 1)
+			go func() { done <- s.Acquire(ctx, n) }()
+			return done
+		}
+		sleeping := func(cl *relock.Client, n int64) {
+			t.Helper()
+			testkit.Eventually(t, 5*time.Second, "the calls to sleep", func() bool { return cl.Stats().Asleep == n })
+		}
+		a, b := acquire(s, 1), acquire(s, 2)
+		sleeping(c, 2)
+		before := attempts.N.Load()
+		if err := s.Release(ctx, 3); err != nil {
+			t.Fatal(err)
+		}
+		for _, done := range []<-chan error{a, b} {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := attempts.N.Load() - before; n != 0 {
+			t.Errorf("the calls handed their permits made %d attempts, want 0", n)
+		}
+		if st := c.Stats(); st.Handoffs != 2 {
+			t.Errorf("%d handoffs, want 2", st.Handoffs)
+		}
+		if n, _ := s.Available(ctx); n != 0 {
+			t.Fatalf("%d permits available after handing all 3, want 0", n)
+		}
+		// Another Client waits too: nothing is handed.
+		mine, theirs := acquire(s, 1), acquire(other.Semaphore(name), 1)
+		sleeping(c, 1)
+		sleeping(other, 1)
+		if err := s.Release(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		for _, done := range []<-chan error{mine, theirs} {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := c.Stats(); st.Handoffs != 2 {
+			t.Errorf("%d handoffs with another Client waiting, want still 2", st.Handoffs)
+		}
+		if n, _ := s.Available(ctx); n != 0 {
+			t.Fatalf("%d permits available, want 0", n)
+		}
+		testkit.Idle(t, c, other)
+	})
+}
+
 // TestSemaphoreCancelledWaiterLeavesNothing: a waiter whose context ends
 // leaves no subscription, key or goroutine (TestMain checks goroutines).
 func TestSemaphoreCancelledWaiterLeavesNothing(t *testing.T) {

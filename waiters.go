@@ -54,6 +54,7 @@ type waiter struct {
 	recheck time.Duration // told to check again within this; 0 if not
 	poked   bool          // told to attempt now (a semaphore's permits freed)
 	want    int           // the permits a semaphore call asks for
+	given   bool          // a semaphore call handed its permits by a release of its Client (give)
 
 	handed chan *Lease   // the outcome of a claim: a Lease, or nil to attempt
 	news   chan struct{} // granted or recheck was set (Mutex calls)
@@ -188,6 +189,13 @@ func (r *waiters) wake(w *waiter) bool {
 // claim claims up to len(buf) of the oldest sleeping one-shot waiters of
 // name for a release, appending them to buf[:0].
 func (r *waiters) claim(name string, buf []*waiter) []*waiter {
+	return r.claimFitting(name, -1, buf)
+}
+
+// claimFitting is claim for a Semaphore's release of n permits: it claims
+// only waiters whose requests fit in n together, skipping a request too
+// large, as pokeFitting does. A negative n claims any (claim).
+func (r *waiters) claimFitting(name string, n int, buf []*waiter) []*waiter {
 	ws := buf[:0]
 	if r.n.Load() == 0 {
 		return ws
@@ -195,15 +203,48 @@ func (r *waiters) claim(name string, buf []*waiter) []*waiter {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, w := range r.byName[name] {
-		if w.asleep && !w.claimed && !w.reentrant {
-			w.claimed = true
-			ws = append(ws, w)
-			if len(ws) == cap(buf) {
-				break
-			}
+		if !w.asleep || w.claimed || w.reentrant || n >= 0 && (w.want <= 0 || w.want > n) {
+			continue
+		}
+		w.claimed = true
+		ws = append(ws, w)
+		if n >= 0 {
+			n -= w.want
+		}
+		if len(ws) == cap(buf) || n == 0 {
+			break
 		}
 	}
 	return ws
+}
+
+// give ends a Semaphore release's claim on ws by handing each the
+// permits it asks for: it wakes, and its next attempt takes them
+// (takeGiven) without asking Redis. It returns the permits of those that
+// had returned meanwhile, which the caller gives back.
+func (r *waiters) give(ws []*waiter) (back int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range ws {
+		if w.gone {
+			back += w.want
+			continue
+		}
+		w.claimed, w.blocked, w.asleep = false, false, false
+		w.given = true
+		w.hand(nil)
+	}
+	return back
+}
+
+// takeGiven reports whether w was handed its permits (give), and takes
+// them: once only.
+func (r *waiters) takeGiven(w *waiter) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	given := w.given
+	w.given = false
+	return given
 }
 
 // claimOwner claims the waiter of owner for name for a release, if it is

@@ -9,23 +9,64 @@
 -- ARGV[1]   n, the number of permits to add (negative: to take away)
 -- ARGV[2]   "publish" or "spublish"
 -- ARGV[3]   request marker lifetime in milliseconds
+-- ARGV[4]   k, 0 < k <= n, the permits of a Release that the releasing
+--           client hands to its own waiting calls, if no one else listens
+--           on the channel (its client is the only subscriber); may be
+--           left out
+-- ARGV[5]   with ARGV[4]: "numsub" or "shardnumsub", to count the
+--           channel's subscribers
 --
 -- Returns   the number of permits available after the call (for a
---           retried request: available now)
+--           retried request: available now). With ARGV[4], twice that
+--           number, plus 1 when the k permits were handed (left out of
+--           the count: the client gives them to its calls); a retried
+--           request answers as the first did.
+--
+-- Handed permits are never published: the only listener is the client
+-- that takes them. The rest, if any, are added and published.
 
 if #KEYS > 3 then
     redis.call('del', unpack(KEYS, 4))
 end
+local k = tonumber(ARGV[4] or '0')
+-- The marker says how the request was applied: "h" with the k permits
+-- handed, "1" without.
+local applied = '1'
+if k > 0 and redis.call('pubsub', ARGV[5], KEYS[2])[2] <= 1 then
+    applied = 'h'
+end
+local function answer(value)
+    if k == 0 then
+        return value
+    end
+    if applied == 'h' then
+        return 2 * value + 1
+    end
+    return 2 * value
+end
 -- Setting the request's marker tells, in the same command, whether an
 -- earlier attempt set it (and so was applied).
-if not redis.call('set', KEYS[3], '1', 'px', ARGV[3], 'nx') then
-    return tonumber(redis.call('get', KEYS[1]) or '0')
+if not redis.call('set', KEYS[3], applied, 'px', ARGV[3], 'nx') then
+    applied = redis.call('get', KEYS[3])
+    return answer(tonumber(redis.call('get', KEYS[1]) or '0'))
 end
-local value = redis.pcall('incrby', KEYS[1], ARGV[1])
+local add = tonumber(ARGV[1])
+if applied == 'h' then
+    add = add - k
+end
+local value
+if add == 0 then
+    value = redis.pcall('get', KEYS[1])
+else
+    value = redis.pcall('incrby', KEYS[1], add)
+end
 if type(value) == 'table' and value.err then
     -- A key of another type, or a count out of range: nothing stays.
     redis.call('del', KEYS[3])
     return value
 end
-redis.call(ARGV[2], KEYS[2], value)
-return value
+value = tonumber(value or '0')
+if add ~= 0 then
+    redis.call(ARGV[2], KEYS[2], value)
+end
+return answer(value)

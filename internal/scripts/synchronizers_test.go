@@ -22,6 +22,57 @@ func TestSyncHeaders(t *testing.T) {
 	}
 }
 
+// TestSemaphoreHandOut: a Release may hand k of its n permits to its
+// client's own waiting calls when the client is the only subscriber of
+// the channel: only n-k are added and published, the reply is twice the
+// count plus 1, and a retried request answers the same. With another
+// subscriber, all n are added and the reply is even.
+func TestSemaphoreHandOut(t *testing.T) {
+	fresh(t)
+	ctx := context.Background()
+	const name, ch = "s:semhand", "redisson_sc:{s:semhand}"
+	marker := func(id string) string { return "relock_semaphore_request:{s:semhand}:" + id }
+	release := func(id string, n, k int) int64 {
+		t.Helper()
+		return run(t, SemRelease, []string{name, ch, marker(id)}, n, "publish", 60000, k, "numsub").(int64)
+	}
+	count := func() string { return rdb.Get(ctx, name).Val() }
+	client := listening(t, ch) // the releasing client's own subscription
+
+	// All handed: nothing added, nothing published, no key made.
+	if v := release("all", 2, 2); v != 1 {
+		t.Fatalf("release of 2 handing 2 = %d, want 2*0+1", v)
+	}
+	if n := rdb.Exists(ctx, name).Val(); n != 0 {
+		t.Fatalf("the count %q was written with every permit handed", count())
+	}
+	if v := release("all", 2, 2); v != 1 {
+		t.Fatalf("retried release = %d, want the first answer 1", v)
+	}
+	// Some handed: the rest added and published.
+	if v := release("some", 3, 1); v != 2*2+1 || count() != "2" {
+		t.Fatalf("release of 3 handing 1 = %d, count %s; want 2*2+1, 2", v, count())
+	}
+	if p := heard(t, client); p != "2" {
+		t.Fatalf("channel heard %q, want 2", p)
+	}
+	// Another subscriber (another client, or Redisson): nothing handed.
+	listening(t, ch)
+	if v := release("other", 2, 2); v != 2*4 || count() != "4" {
+		t.Fatalf("release with another listener = %d, count %s; want 2*4, 4", v, count())
+	}
+	if p := heard(t, client); p != "4" {
+		t.Fatalf("channel heard %q, want 4", p)
+	}
+	if v := release("other", 2, 2); v != 2*4 {
+		t.Fatalf("retried release = %d, want 2*4", v)
+	}
+	// Without k, the reply is the count, as it always was.
+	if v := release("plain", 1, 0); v != 5 {
+		t.Fatalf("plain release = %d, want 5", v)
+	}
+}
+
 func TestSemaphoreScripts(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
