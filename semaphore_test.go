@@ -16,73 +16,89 @@ import (
 	"github.com/relock-go/relock/internal/testkit"
 )
 
-// TestSemaphoreHammer: goroutines over three Clients take one or two of
-// three permits at a time, some giving up at random points; never more
-// than three are in use, more than one is, and every permit is back at the
-// end.
+// TestSemaphoreHammer: goroutines over three Clients, or in one, take one
+// or two of three permits at a time, some giving up at random points;
+// never more than three are in use, more than one is, and every permit is
+// back at the end. With three Clients releases publish; with one (without
+// replica sync, which turns it off), they hand their permits to the
+// Client's own calls (Semaphore.handOut), some of which give up meanwhile.
 func TestSemaphoreHammer(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		const permits, workers, rounds = 3, 12, 25
-		clients := []*relock.Client{top.NewClient(t), top.NewClient(t), top.NewClient(t)}
-		name := testkit.LockName(t)
-		ctx := testkit.CtxTimeout(t, time.Minute)
-		if ok, err := clients[0].Semaphore(name).TrySetPermits(ctx, permits); !ok || err != nil {
-			t.Fatalf("TrySetPermits: %v %v", ok, err)
-		}
-		var g gauge
-		var acquired, gaveUp atomic.Int64
-		var wg sync.WaitGroup
-		for i := 0; i < workers; i++ {
-			s := clients[i%len(clients)].Semaphore(name)
-			wg.Add(1)
-			go func(seed int64) {
-				defer wg.Done()
-				rnd := rand.New(rand.NewSource(seed))
-				for j := 0; j < rounds; j++ {
-					n := 1 + rnd.Intn(2)
-					wctx, cancel := ctx, context.CancelFunc(func() {})
-					if rnd.Intn(3) == 0 {
-						wctx, cancel = context.WithTimeout(ctx, time.Duration(rnd.Intn(3000))*time.Microsecond)
-					}
-					err := s.Acquire(wctx, n)
-					cancel()
-					if errors.Is(err, context.DeadlineExceeded) {
-						gaveUp.Add(1)
-						continue
-					}
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					acquired.Add(1)
-					if v := g.enter(n); v > permits {
-						t.Errorf("%d permits in use", v)
-					}
-					time.Sleep(time.Duration(rnd.Intn(300)) * time.Microsecond) // work
-					g.leave(n)
-					if err := s.Release(ctx, n); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			}(int64(i))
-		}
-		wg.Wait()
-		if p := g.peak.Load(); p > permits || p < 2 {
-			t.Fatalf("at most %d permits in use at once; want 2..%d", p, permits)
-		}
-		if acquired.Load() == 0 || gaveUp.Load() == 0 {
-			t.Fatalf("acquired %d, gave up %d: the test exercised one path only", acquired.Load(), gaveUp.Load())
-		}
-		if n, err := clients[1].Semaphore(name).Available(ctx); n != permits || err != nil {
-			t.Fatalf("%d permits available at the end (%v), want %d", n, err, permits)
-		}
-		for _, c := range clients {
-			if s := c.Stats(); s.Channels != 0 || s.Asleep != 0 {
-				t.Fatalf("state left behind: %+v", s)
-			}
-		}
+		t.Run("3-clients", func(t *testing.T) { semaphoreHammer(t, top, 3) })
+		t.Run("1-client", func(t *testing.T) { semaphoreHammer(t, top, 1, relock.WithoutReplicaSync()) })
 	})
+}
+
+func semaphoreHammer(t *testing.T, top testkit.Topology, nClients int, opts ...relock.Option) {
+	const permits, workers, rounds = 3, 12, 25
+	var clients []*relock.Client
+	for range nClients {
+		clients = append(clients, top.NewClient(t, opts...))
+	}
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, time.Minute)
+	if ok, err := clients[0].Semaphore(name).TrySetPermits(ctx, permits); !ok || err != nil {
+		t.Fatalf("TrySetPermits: %v %v", ok, err)
+	}
+	var g gauge
+	var acquired, gaveUp atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		s := clients[i%len(clients)].Semaphore(name)
+		wg.Add(1)
+		go func(seed int64) {
+			defer wg.Done()
+			rnd := rand.New(rand.NewSource(seed))
+			for j := 0; j < rounds; j++ {
+				n := 1 + rnd.Intn(2)
+				wctx, cancel := ctx, context.CancelFunc(func() {})
+				if rnd.Intn(3) == 0 {
+					wctx, cancel = context.WithTimeout(ctx, time.Duration(rnd.Intn(3000))*time.Microsecond)
+				}
+				err := s.Acquire(wctx, n)
+				cancel()
+				if errors.Is(err, context.DeadlineExceeded) {
+					gaveUp.Add(1)
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				acquired.Add(1)
+				if v := g.enter(n); v > permits {
+					t.Errorf("%d permits in use", v)
+				}
+				time.Sleep(time.Duration(rnd.Intn(300)) * time.Microsecond) // work
+				g.leave(n)
+				if err := s.Release(ctx, n); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(int64(i))
+	}
+	wg.Wait()
+	if p := g.peak.Load(); p > permits || p < 2 {
+		t.Fatalf("at most %d permits in use at once; want 2..%d", p, permits)
+	}
+	if acquired.Load() == 0 || gaveUp.Load() == 0 {
+		t.Fatalf("acquired %d, gave up %d: the test exercised one path only", acquired.Load(), gaveUp.Load())
+	}
+	if n, err := clients[len(clients)-1].Semaphore(name).Available(ctx); n != permits || err != nil {
+		t.Fatalf("%d permits available at the end (%v), want %d", n, err, permits)
+	}
+	var handed uint64
+	for _, c := range clients {
+		s := c.Stats()
+		if s.Channels != 0 || s.Asleep != 0 {
+			t.Fatalf("state left behind: %+v", s)
+		}
+		handed += s.Handoffs
+	}
+	if nClients == 1 && handed == 0 {
+		t.Fatal("no permits handed to the Client's own calls")
+	}
 }
 
 func TestSemaphoreBasics(t *testing.T) {

@@ -54,7 +54,7 @@ type waiter struct {
 	recheck time.Duration // told to check again within this; 0 if not
 	poked   bool          // told to attempt now (a semaphore's permits freed)
 	want    int           // the permits a semaphore call asks for
-	given   bool          // a semaphore call handed its permits by a release of its Client (give)
+	given   int           // permits handed to a semaphore call by a release of its Client, not yet taken (give)
 
 	handed chan *Lease   // the outcome of a claim: a Lease, or nil to attempt
 	news   chan struct{} // granted or recheck was set (Mutex calls)
@@ -219,9 +219,10 @@ func (r *waiters) claimFitting(name string, n int, buf []*waiter) []*waiter {
 }
 
 // give ends a Semaphore release's claim on ws by handing each the
-// permits it asks for: it wakes, and its next attempt takes them
-// (takeGiven) without asking Redis. It returns the permits of those that
-// had returned meanwhile, which the caller gives back.
+// permits it asks for: it wakes, told to attempt, and its attempt takes
+// them (takeGiven) without asking Redis; it never sleeps again before. It
+// returns the permits of those that had returned meanwhile, which the
+// caller gives back.
 func (r *waiters) give(ws []*waiter) (back int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -231,19 +232,24 @@ func (r *waiters) give(ws []*waiter) (back int) {
 			continue
 		}
 		w.claimed, w.blocked, w.asleep = false, false, false
-		w.given = true
+		w.given += w.want
+		// Poked as well: a call that wakes for news of its own first
+		// still attempts.
+		w.poked = true
 		w.hand(nil)
 	}
 	return back
 }
 
-// takeGiven reports whether w was handed its permits (give), and takes
-// them: once only.
-func (r *waiters) takeGiven(w *waiter) bool {
+// takeGiven returns the permits handed to w (give) and not taken yet, and
+// takes them: the poke that came with them is answered.
+func (r *waiters) takeGiven(w *waiter) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	given := w.given
-	w.given = false
+	if given > 0 {
+		w.given, w.poked = 0, false
+	}
 	return given
 }
 
