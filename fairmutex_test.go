@@ -626,10 +626,8 @@ func TestFairMutexGrants(t *testing.T) {
 			// when it is confirmed; a call that comes while another
 			// waits finds it confirmed already, and sleeps after its one
 			// attempt. Neither subscribes to a channel of its own.
-			arb := top.RDB(t)
-			attempts := &testkit.CountCalls{Script: "fair_lock"}
-			arb.AddHook(attempts)
-			h, a := newClient(), testkit.NewClient(t, arb, relock.WithoutReplicaSync())
+			a, attempts := top.CountingClient(t, "fair_lock", relock.WithoutReplicaSync())
+			h := newClient()
 			name := testkit.LockName(t)
 			holder, err := h.FairMutex(name).Lock(ctx)
 			if err != nil {

@@ -194,10 +194,8 @@ func TestGrants(t *testing.T) {
 			// A waiting call whose Client listens on its grant channel
 			// already when it queues makes no attempt past the first: a
 			// grant that comes before it sleeps waits for it.
-			arb := top.RDB(t)
-			attempts := &testkit.CountCalls{Script: "lock.lua"}
-			arb.AddHook(attempts)
-			h, a := newClient(t), testkit.NewClient(t, arb, relock.WithoutReplicaSync())
+			a, attempts := top.CountingClient(t, "lock.lua", relock.WithoutReplicaSync())
+			h := newClient(t)
 			names := testkit.SlotNames(t, 4) // names[0] and names[3] share a slot, so a grant channel
 			keep, name := names[0], names[3]
 			// A call of a on another lock keeps the grant channel subscribed.

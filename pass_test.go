@@ -314,10 +314,8 @@ type joinedRun struct {
 func newJoinedRun(t *testing.T) *joinedRun {
 	t.Helper()
 	top := testkit.Topologies()[0] // see newPassRun
-	arb := top.RDB(t)
-	attempts := &testkit.CountCalls{Script: "lock.lua"}
-	arb.AddHook(attempts)
-	r := &joinedRun{c: testkit.NewClient(t, arb), rdb: top.RDB(t), name: testkit.LockName(t),
+	c, attempts := top.CountingClient(t, "lock.lua")
+	r := &joinedRun{c: c, rdb: top.RDB(t), name: testkit.LockName(t),
 		ctx: testkit.CtxTimeout(t, 20*time.Second), attempts: attempts}
 	r.b = holdRun(t, r.ctx, r.c, r.name)
 	return r

@@ -163,7 +163,7 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 				// it: an attempt now would only fail. A one-shot writer
 				// cannot be re-entering, so it waits for its turn and
 				// attempts then.
-				return rw.wait(ctx, a, -1, nil)
+				return rw.wait(ctx, a, -1, nil, nil)
 			}
 			a.args[rwArgKind] = argEmpty // it joins once it has the turn
 		}
@@ -187,7 +187,7 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 			return rw.attempt(ctx, a)
 		})
 	}
-	return rw.waitSubscribed(ctx, a, ttl, turn, sub)
+	return rw.wait(ctx, a, ttl, turn, sub)
 }
 
 // listening reports whether the Client has the lock's release channel and
@@ -204,14 +204,10 @@ func (rw *RWMutex) listening() bool {
 // grant it to a waiting writer, whose Lock then returns on the grant;
 // readers attempt when a release message wakes them, and writers not
 // granted when a release message or a word on the grant channel does.
-// A writer's turn is given when the call has it already.
-func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t *turn) (*Lease, error) {
-	return rw.waitSubscribed(ctx, a, ttl, t, nil)
-}
-
-// waitSubscribed is wait for a reader that may have subscribed the release
-// channel before its first attempt (sub, nil if not).
-func (rw *RWMutex) waitSubscribed(ctx context.Context, a *rwAcquire, ttl time.Duration, t *turn, sub *notify.Waiter) (*Lease, error) {
+// A writer's turn is given when the call has it already; a reader's
+// subscription to the release channel (sub) when it subscribed before its
+// first attempt.
+func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t *turn, sub *notify.Waiter) (*Lease, error) {
 	qw := queuedWait{op: rwOp(a.write, "lock"), name: rw.name, channel: rw.channel, policy: lockPolicy,
 		local: rw.queue, owner: a.owner, hold: a.cfg.lease} // by its queue's name: never a Mutex's
 	if sub != nil {

@@ -1144,25 +1144,55 @@ func rwQueueKey(name string) string { return "relock_rwlock_queue:{" + name + "}
 // another writer of its Client has the turn sleeps for its turn without an
 // attempt, and then takes the lock in turn.
 func TestRWWriterWaitsTurnWithoutAttempt(t *testing.T) {
-	top := testkit.Topologies()[0]
-	arb, rdb := top.RDB(t), top.RDB(t)
-	attempts := &testkit.CountCalls{Script: "rw_write_lock.lua"}
-	arb.AddHook(attempts)
-	c, h := testkit.NewClient(t, arb, relock.WithoutReplicaSync()), top.NewClient(t, relock.WithoutReplicaSync())
-	name := testkit.LockName(t)
-	ctx := testkit.CtxTimeout(t, 20*time.Second)
-	must := testkit.RWMust(t)
-	holder := must(h.RWMutex(name).Lock(ctx))
-	got1 := testkit.LockAsync(t, ctx, c.RWMutex(name).Lock)
-	testkit.Eventually(t, 5*time.Second, "the first writer to queue", func() bool {
-		return rdb.ZCard(ctx, rwQueueKey(name)).Val() == 1 && c.Stats().Asleep == 1
-	})
-	before := attempts.N.Load()
-	got2 := testkit.LockAsync(t, ctx, c.RWMutex(name).Lock)
-	testkit.Eventually(t, 5*time.Second, "the second writer to sleep", func() bool { return c.Stats().Asleep == 2 })
-	if n := attempts.N.Load() - before; n != 0 {
+	if n := secondCallAttempts(t, testkit.Topologies()[0], true); n != 0 {
 		t.Fatalf("a writer that came while another of its Client had the turn made %d attempts, want 0", n)
 	}
+}
+
+// TestRWReaderJoinsAtFirstAttempt: a reader that comes while its Client
+// listens on the lock's channels already joins the queue with its first
+// attempt, and sleeps after it; the write lock's end lets both readers in.
+func TestRWReaderJoinsAtFirstAttempt(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		if n := secondCallAttempts(t, top, false); n != 1 {
+			t.Fatalf("a reader that came while its Client listened made %d attempts before it slept, want 1", n)
+		}
+	})
+}
+
+// secondCallAttempts starts two waiting calls of one Client, writers or
+// readers, behind another Client's write lock, the second once the first
+// is queued and asleep, and returns how many attempts the second made
+// before it slept (a writer waiting for its turn stays out of the queue, a
+// reader joins it). Then the write lock ends and both take the lock in
+// turn, leaving nothing behind.
+func secondCallAttempts(t *testing.T, top testkit.Topology, write bool) int64 {
+	t.Helper()
+	script, lock := "rw_read_lock.lua", (*relock.RWMutex).RLock
+	if write {
+		script, lock = "rw_write_lock.lua", (*relock.RWMutex).Lock
+	}
+	c, attempts := top.CountingClient(t, script, relock.WithoutReplicaSync())
+	h, rdb := top.NewClient(t, relock.WithoutReplicaSync()), top.RDB(t)
+	name := testkit.LockName(t)
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	holder := testkit.RWMust(t)(h.RWMutex(name).Lock(ctx))
+	call := func(ctx context.Context, opts ...relock.LockOption) (*relock.Lease, error) {
+		return lock(c.RWMutex(name), ctx, opts...)
+	}
+	asleep := func(calls, queued int64) func() bool {
+		return func() bool { return rdb.ZCard(ctx, rwQueueKey(name)).Val() == queued && c.Stats().Asleep == calls }
+	}
+	got1 := testkit.LockAsync(t, ctx, call)
+	testkit.Eventually(t, 5*time.Second, "the first call to queue and sleep", asleep(1, 1))
+	before := attempts.N.Load()
+	got2 := testkit.LockAsync(t, ctx, call)
+	queued := int64(2)
+	if write {
+		queued = 1 // the second writer waits for its turn out of the queue
+	}
+	testkit.Eventually(t, 5*time.Second, "the second call to sleep", asleep(2, queued))
+	n := attempts.N.Load() - before
 	testkit.RWUnlockAll(t, ctx, holder)
 	for _, got := range []<-chan *relock.Lease{got1, got2} {
 		l := <-got
@@ -1173,44 +1203,7 @@ func TestRWWriterWaitsTurnWithoutAttempt(t *testing.T) {
 	}
 	testkit.Gone(t, rdb, name, rwQueueKey(name))
 	testkit.Idle(t, c, h)
-}
-
-// TestRWReaderJoinsAtFirstAttempt: a reader that comes while its Client
-// listens on the lock's channels already joins the queue with its first
-// attempt, and sleeps after it; the write lock's end lets both readers in.
-func TestRWReaderJoinsAtFirstAttempt(t *testing.T) {
-	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		arb, rdb := top.RDB(t), top.RDB(t)
-		attempts := &testkit.CountCalls{Script: "rw_read_lock.lua"}
-		arb.AddHook(attempts)
-		c, h := testkit.NewClient(t, arb, relock.WithoutReplicaSync()), top.NewClient(t, relock.WithoutReplicaSync())
-		name := testkit.LockName(t)
-		ctx := testkit.CtxTimeout(t, 20*time.Second)
-		must := testkit.RWMust(t)
-		holder := must(h.RWMutex(name).Lock(ctx))
-		got1 := testkit.LockAsync(t, ctx, c.RWMutex(name).RLock)
-		testkit.Eventually(t, 5*time.Second, "the first reader to queue", func() bool {
-			return rdb.ZCard(ctx, rwQueueKey(name)).Val() == 1 && c.Stats().Asleep == 1
-		})
-		before := attempts.N.Load()
-		got2 := testkit.LockAsync(t, ctx, c.RWMutex(name).RLock)
-		testkit.Eventually(t, 5*time.Second, "the second reader to queue", func() bool {
-			return rdb.ZCard(ctx, rwQueueKey(name)).Val() == 2 && c.Stats().Asleep == 2
-		})
-		if n := attempts.N.Load() - before; n != 1 {
-			t.Fatalf("a reader that came while its Client listened made %d attempts before it slept, want 1", n)
-		}
-		testkit.RWUnlockAll(t, ctx, holder)
-		for _, got := range []<-chan *relock.Lease{got1, got2} {
-			l := <-got
-			if l == nil {
-				t.FailNow()
-			}
-			testkit.RWUnlockAll(t, ctx, l)
-		}
-		testkit.Gone(t, rdb, name, rwQueueKey(name))
-		testkit.Idle(t, c, h)
-	})
+	return n
 }
 
 // TestRWRedissonWriterNotStarved: relock writers of two Clients contend

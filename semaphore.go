@@ -197,21 +197,14 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	}
 	w := qw.waiter
 	_, err = c.waitQueued(ctx, qw, tries(func(ctx context.Context) (bool, time.Duration, error) {
-		if w != nil {
-			if given := c.local.takeGiven(w); given > 0 {
-				if given > n {
-					s.giveBack(given - n) // never so: a call is given its permits once
-				}
-				return true, 0, nil
-			}
+		if w != nil && c.local.takeGiven(w) {
+			return true, 0, nil
 		}
 		ok, err := s.attempt(ctx, n)
 		return ok, fallbackRecheck, err
 	}), fallbackRecheck)
-	if err != nil && w != nil {
-		if given := c.local.takeGiven(w); given > 0 {
-			s.giveBack(given) // handed as the call gave up
-		}
+	if err != nil && w != nil && c.local.takeGiven(w) {
+		s.giveBack(n) // handed as the call gave up
 	}
 	return err
 }

@@ -201,10 +201,8 @@ func TestSemaphoreWakesWhatFits(t *testing.T) {
 // there, the permits go to Redis and the calls attempt for them.
 func TestSemaphoreHandsToOwnWaiters(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		arb := top.RDB(t)
-		attempts := &testkit.CountCalls{Script: "sem_acquire.lua"}
-		arb.AddHook(attempts)
-		c, other := testkit.NewClient(t, arb, relock.WithoutReplicaSync()), top.NewClient(t, relock.WithoutReplicaSync())
+		c, attempts := top.CountingClient(t, "sem_acquire.lua", relock.WithoutReplicaSync())
+		other := top.NewClient(t, relock.WithoutReplicaSync())
 		name := testkit.LockName(t)
 		ctx := testkit.CtxTimeout(t, 20*time.Second)
 		s := c.Semaphore(name)

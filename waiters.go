@@ -54,7 +54,7 @@ type waiter struct {
 	recheck time.Duration // told to check again within this; 0 if not
 	poked   bool          // told to attempt now (a semaphore's permits freed)
 	want    int           // the permits a semaphore call asks for
-	given   int           // permits handed to a semaphore call by a release of its Client, not yet taken (give)
+	given   bool          // a semaphore call handed its permits by a release of its Client, not yet taken (give)
 
 	handed chan *Lease   // the outcome of a claim: a Lease, or nil to attempt
 	news   chan struct{} // granted or recheck was set (Mutex calls)
@@ -203,7 +203,7 @@ func (r *waiters) claimFitting(name string, n int, buf []*waiter) []*waiter {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, w := range r.byName[name] {
-		if !w.asleep || w.claimed || w.reentrant || n >= 0 && (w.want <= 0 || w.want > n) {
+		if !w.asleep || w.claimed || w.reentrant || w.given || n >= 0 && (w.want <= 0 || w.want > n) {
 			continue
 		}
 		w.claimed = true
@@ -232,23 +232,26 @@ func (r *waiters) give(ws []*waiter) (back int) {
 			continue
 		}
 		w.claimed, w.blocked, w.asleep = false, false, false
-		w.given += w.want
-		// Poked as well: a call that wakes for news of its own first
-		// still attempts.
-		w.poked = true
+		w.given = true
+		// Poked as well: a call that took news of its own just before
+		// (a time to check again, which alone would put it back to
+		// sleep) finds the poke and attempts.
+		w.poke()
 		w.hand(nil)
 	}
 	return back
 }
 
-// takeGiven returns the permits handed to w (give) and not taken yet, and
-// takes them: the poke that came with them is answered.
-func (r *waiters) takeGiven(w *waiter) int {
+// takeGiven reports whether w was handed its permits (give) and has not
+// taken them yet, and takes them: the poke that came with them is
+// answered. A call is given its permits at most once: none is claimed
+// while it holds permits not taken (claimFitting).
+func (r *waiters) takeGiven(w *waiter) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	given := w.given
-	if given > 0 {
-		w.given, w.poked = 0, false
+	if given {
+		w.given, w.poked = false, false
 	}
 	return given
 }

@@ -59,6 +59,15 @@ func (k rwKeys) unlock(t *testing.T, write bool, field, mode, marker string) int
 		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL).(int64)
 }
 
+// handOver runs the write unlock script of client c0ffee releasing the
+// writer field, with preferred (ARGV[14]) as its own one-shot writer to
+// hand the lock to.
+func (k rwKeys) handOver(t *testing.T, field, preferred string) int64 {
+	t.Helper()
+	return run(t, RWWriteUnlock, []string{k.name, k.channel, k.name, k.counter, k.token, k.queue}, field, "1", "publish", "0", 60000, k.prefix,
+		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL, preferred).(int64)
+}
+
 func pttl(t *testing.T, key string) time.Duration {
 	t.Helper()
 	return rdb.PTTL(context.Background(), key).Val()
@@ -396,14 +405,9 @@ func TestRWHandOwnWriter(t *testing.T) {
 	ctx := context.Background()
 	k := newRW("s:rw:hand")
 	grants := listening(t, "relock_grant:c0ffee")
-	release := func(field, preferred string) int64 {
-		t.Helper()
-		return run(t, RWWriteUnlock, []string{k.name, k.channel, k.name, k.counter, k.token, k.queue}, field, "1", "publish", "0", 60000, k.prefix,
-			"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL, preferred).(int64)
-	}
 	t1 := k.lock(t, "c0ffee:1", 30000, "")
 	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: "30000|o|c0ffee:2"}, redis.Z{Score: 2, Member: "30000|o|beef:1"})
-	if v := release("c0ffee:1:write", "30000|o|c0ffee:2"); v != -(t1 + 1) {
+	if v := k.handOver(t, "c0ffee:1:write", "30000|o|c0ffee:2"); v != -(t1 + 1) {
 		t.Fatalf("release handing to the client's own first writer = %d, want %d", v, -(t1 + 1))
 	}
 	if got := rdb.HGet(ctx, k.name, "c0ffee:2:write").Val(); got != "1" {
@@ -418,7 +422,7 @@ func TestRWHandOwnWriter(t *testing.T) {
 	}
 	// The client's writer named is not first: the first, another
 	// client's, is granted by message.
-	if v := release("c0ffee:2:write", "30000|o|c0ffee:9"); v != 3 {
+	if v := k.handOver(t, "c0ffee:2:write", "30000|o|c0ffee:9"); v != 3 {
 		t.Fatalf("release with another client's writer first = %d, want 3", v)
 	}
 	if ttl := pttl(t, k.name); ttl > 2*time.Second {
@@ -438,11 +442,6 @@ func TestRWHandOwnWriterOutOfQueue(t *testing.T) {
 	ctx := context.Background()
 	k := newRW("s:rw:handout")
 	listening(t, "relock_grant:c0ffee")
-	release := func(field, preferred string) int64 {
-		t.Helper()
-		return run(t, RWWriteUnlock, []string{k.name, k.channel, k.name, k.counter, k.token, k.queue}, field, "1", "publish", "0", 60000, k.prefix,
-			"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL, preferred).(int64)
-	}
 	queue := func() string {
 		return fmt.Sprint(rdb.ZRange(ctx, k.queue, 0, -1).Val())
 	}
@@ -455,7 +454,7 @@ func TestRWHandOwnWriterOutOfQueue(t *testing.T) {
 
 	// The queue empty.
 	t1 := k.lock(t, "c0ffee:1", 30000, "")
-	if v := release("c0ffee:1:write", "30000|o|c0ffee:2"); v != -(t1 + 1) {
+	if v := k.handOver(t, "c0ffee:1:write", "30000|o|c0ffee:2"); v != -(t1 + 1) {
 		t.Fatalf("release with no queue = %d, want %d (handed)", v, -(t1 + 1))
 	}
 	holder("c0ffee:2")
@@ -467,7 +466,7 @@ func TestRWHandOwnWriterOutOfQueue(t *testing.T) {
 	for i, first := range []string{"30000|o|c0ffee:7", "30000|O|c0ffee:7", "30000|r|c0ffee:7"} {
 		rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: first}, redis.Z{Score: 2, Member: "30000|o|beef:1"})
 		from, to := fmt.Sprintf("c0ffee:%d", 2+i), fmt.Sprintf("c0ffee:%d", 3+i)
-		if v := release(from+":write", "30000|o|"+to); v >= 0 {
+		if v := k.handOver(t, from+":write", "30000|o|"+to); v >= 0 {
 			t.Fatalf("release with the client's %s first = %d, want it handed", first, v)
 		}
 		holder(to)
@@ -477,7 +476,7 @@ func TestRWHandOwnWriterOutOfQueue(t *testing.T) {
 		rdb.ZRem(ctx, k.queue, first)
 	}
 	// Another client's writer first: granted by message.
-	if v := release("c0ffee:5:write", "30000|o|c0ffee:6"); v != 3 {
+	if v := k.handOver(t, "c0ffee:5:write", "30000|o|c0ffee:6"); v != 3 {
 		t.Fatalf("release with another client's writer first = %d, want 3", v)
 	}
 	holder("beef:1")
@@ -486,7 +485,7 @@ func TestRWHandOwnWriterOutOfQueue(t *testing.T) {
 	k.lock(t, "c0ffee:8", 30000, "")
 	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: "30000|R|c0ffee:9"})
 	ch := listening(t, k.channel) // the reader's client listens
-	if v := release("c0ffee:8:write", "30000|o|c0ffee:10"); v != 2 {
+	if v := k.handOver(t, "c0ffee:8:write", "30000|o|c0ffee:10"); v != 2 {
 		t.Fatalf("release with the client's reader first = %d, want 2 (freed)", v)
 	}
 	if p := heard(t, ch); p != "1" {
@@ -495,7 +494,7 @@ func TestRWHandOwnWriterOutOfQueue(t *testing.T) {
 	// A subscriber not known to listen (a Redisson waiter): freed.
 	rdb.Del(ctx, k.queue)
 	k.lock(t, "c0ffee:11", 30000, "")
-	if v := release("c0ffee:11:write", "30000|o|c0ffee:12"); v != 2 {
+	if v := k.handOver(t, "c0ffee:11:write", "30000|o|c0ffee:12"); v != 2 {
 		t.Fatalf("release with a subscriber not known to listen = %d, want 2 (freed)", v)
 	}
 	if n := rdb.Exists(ctx, k.name).Val(); n != 0 {

@@ -99,6 +99,16 @@ func (top Topology) NewClient(t testing.TB, opts ...relock.Option) *relock.Clien
 	return NewClient(t, top.RDB(t), opts...)
 }
 
+// CountingClient returns a relock Client on a fresh go-redis client of
+// top whose calls of script (a file name, see CountCalls) are counted.
+func (top Topology) CountingClient(t testing.TB, script string, opts ...relock.Option) (*relock.Client, *CountCalls) {
+	t.Helper()
+	rdb := top.RDB(t)
+	calls := &CountCalls{Script: script}
+	rdb.AddHook(calls)
+	return NewClient(t, rdb, opts...), calls
+}
+
 // NewClient returns a relock Client on rdb, closed when the test ends.
 func NewClient(t testing.TB, rdb redis.UniversalClient, opts ...relock.Option) *relock.Client {
 	t.Helper()
