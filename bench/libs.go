@@ -112,9 +112,11 @@ func isPeer(name string) bool {
 var poolSize = 128
 
 // newGoRedis returns a go-redis client with default options but a pool of
-// poolSize connections, whose commands are counted by n if it is not nil.
+// poolSize connections, whose commands are counted by n if it is not nil,
+// and recorded while the server cost experiment records (server.go).
 func newGoRedis(addr string, n *callCounter) *redis.Client {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
+	rdb.AddHook(&recording)
 	if n != nil {
 		rdb.AddHook(n)
 	}

@@ -14,6 +14,7 @@
 //
 //	go run . [-d 2s] [-rounds 5] [-pool 128] [-redis host:port] [-libs relock,redsync] [-workloads serial,onekey] [-json out.json]
 //	go run . -experiment floor [-d 2s] [-rounds 5]
+//	go run . -experiment server [-d 2s] [-rounds 5]
 //
 // Without -redis it starts its own redis-server on a free loopback port.
 // README.md explains each column.
@@ -86,7 +87,7 @@ func run() int {
 	addr := flag.String("redis", "", "use the Redis server at `host:port` instead of starting one")
 	libFlag := flag.String("libs", names(len(libraries), func(i int) string { return libraries[i].name }), "comma-separated `libraries` to run")
 	wlFlag := flag.String("workloads", names(len(workloads), func(i int) string { return workloads[i].name }), "comma-separated `workloads` to run")
-	experiment := flag.String("experiment", "", "run an experiment instead of the workloads: `floor` (the serial floor, floor.go)")
+	experiment := flag.String("experiment", "", "run an experiment instead of the workloads: `floor` (the serial floor, floor.go) or server (what a cycle costs the server, server.go)")
 	jsonOut := flag.String("json", "", "also write the results as JSON to `file`")
 	flag.Parse()
 
@@ -98,8 +99,8 @@ func run() int {
 	if err == nil && (*rounds < 1 || poolSize < 1) {
 		err = errors.New("-rounds and -pool must be at least 1")
 	}
-	if err == nil && *experiment != "" && *experiment != "floor" {
-		err = fmt.Errorf("unknown experiment %q; the one there is: floor", *experiment)
+	if err == nil && *experiment != "" && *experiment != "floor" && *experiment != "server" {
+		err = fmt.Errorf("unknown experiment %q; there are: floor, server", *experiment)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -142,9 +143,12 @@ func run() int {
 		"(rueidis pipelines other commands over its own 4 connections)\n\n", poolSize)
 
 	var failed bool
-	if *experiment == "floor" {
+	switch *experiment {
+	case "floor":
 		failed, err = runFloor(ctx, out, srv, &rep, *d, *warmup)
-	} else {
+	case "server":
+		failed, err = runServerCost(ctx, out, srv, &rep, *d, *warmup)
+	default:
 		failed, err = runWorkloads(ctx, out, srv, &rep, libs, wls, *d, *warmup)
 	}
 	if err != nil {
