@@ -114,11 +114,11 @@ func (l *Lease) watchEntry() (*watchdog.Entry, *watchdog.Watchdog) { return l.en
 // may be called again: a retry is never applied twice. MultiLock and
 // RedLock describe how the lease of several holds is unlocked.
 //
-// A Mutex's Unlock may pass the lock straight to another waiting Lock
-// call of the same Client, before Redis has answered (docs/design.md,
-// "Passing on in process"): it then returns once that call holds it, and
-// if Redis finds the hold gone after all, that call's lease reports
-// ErrLockLost, not this Unlock.
+// The Unlock of a Mutex, FairMutex or RWMutex write hold may pass the lock
+// straight to another waiting Lock call of the same Client, before Redis
+// has answered (docs/design.md, "Passing on in process"): it then returns
+// once that call holds it, and if Redis finds the hold gone after all,
+// that call's lease reports ErrLockLost, not this Unlock.
 func (l *Lease) Unlock(ctx context.Context) error {
 	if l.parts != nil {
 		return l.parts.unlock(ctx, l)

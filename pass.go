@@ -21,7 +21,9 @@ import (
 // Redis reserved for the Client (unlock.lua, "Passing on in process"), so
 // its Lock returns with everything a Lease tells. A FairMutex does the
 // same with fair_pass.lua, passing the lock only to the queue's next heads
-// that an answer named as the Client's own waiters, in queue order.
+// that an answer named as the Client's own waiters, in queue order; an
+// RWMutex passes its write lock to the Client's one-shot writers with
+// rw_write_unlock.lua, while no one but those writers waits.
 //
 // Until Redis answers the switch, the new hold rests on the Client's: the
 // lock is held in Redis by the run of holds it passes along (a field of
@@ -305,35 +307,51 @@ func (c *Client) passable(l *Lease) bool {
 // try is not answered). It reports false, having done nothing, if w has
 // gone: the release then goes on as if it had not claimed w.
 func (m *Mutex) passOver(l *Lease, w *waiter) bool {
+	return m.c.passSwitch(l, w, w.owner, m.group, func(next *Lease) { m.c.local.setRun(m.name, next) },
+		func(ctx context.Context, token uint64, ask bool) (int64, error) {
+			reserve := argZero
+			if ask {
+				reserve = argOne
+			}
+			args := m.unlockArgs(l.arg(), false, w, "", strconv.FormatUint(token, 10), reserve)
+			return m.c.batch.Do(ctx, scripts.Unlock, m.unlockKeys, args, nil)
+		})
+}
+
+// passSwitch passes the hold of l, a Mutex's or an RWMutex's write hold,
+// to w, as passOver tells: the new hold's field in the lock's hash is
+// field, its watchdog group group; handed, when not nil, is given the new
+// Lease before the switch is sent; send sends the switch that hands the
+// hold with token, asking Redis to reserve the next block if ask. Its
+// answer is unlock.lua's to a switch (rw_write_unlock.lua's is the same).
+func (c *Client) passSwitch(l *Lease, w *waiter, field string, group int, handed func(*Lease),
+	send func(ctx context.Context, token uint64, ask bool) (int64, error)) bool {
 	ch := l.chain
 	token, ask := ch.take()
-	next, sent, ok := m.c.handOver(l, w, token, m.group, &m.c.local)
+	next, sent, ok := c.handOver(l, w, field, token, group, &c.local)
 	if !ok {
 		ch.noNews(token, ask)
 		return false
 	}
-	m.c.local.setRun(m.name, next)
-	reserve := argZero
-	if ask {
-		reserve = argOne
+	if handed != nil {
+		handed(next)
 	}
-	args := m.unlockArgs(l.arg(), false, w, "", strconv.FormatUint(token, 10), reserve)
-	judgeSwitch(m.c, next, func(ctx context.Context) (int64, error) {
-		return m.c.batch.Do(ctx, scripts.Unlock, m.unlockKeys, args, nil)
+	judgeSwitch(c, next, func(ctx context.Context) (int64, error) {
+		return send(ctx, token, ask)
 	}, func(r int64, err error) {
 		switch {
 		case err != nil:
 			ch.answer(token, ask, true, false, 0)
-			m.c.wd.Lose(next.entry, errUnconfirmed)
+			c.wd.Lose(next.entry, errUnconfirmed)
 		case r&1 == 1: // 4b + 2p + 1: w holds it
-			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.lease))
+			c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.lease))
 			ch.answer(token, ask, false, r&2 == 2, uint64(r>>2))
 		case r&3 == 2 && ch.ours(uint64(r>>2), token): // 4c + 2: a newer switch of the run came first
 			ch.noNews(token, ask)
 		default:
 			// The run was broken before this switch (expired, deleted):
 			// w has nothing.
-			m.c.wd.Lose(next.entry, watchdog.ErrGone)
+			c.wd.Lose(next.entry, watchdog.ErrGone)
 			ch.answer(token, ask, true, false, 0)
 		}
 	})
@@ -341,12 +359,12 @@ func (m *Mutex) passOver(l *Lease, w *waiter) bool {
 }
 
 // handOver hands w, a waiter of reg it has claimed, a Lease of l's lock
-// and run with token, before Redis has it (see above), and returns it
-// with when it did so (the switch's sending), or false if w has gone:
-// nothing is left of the new lease then.
-func (c *Client) handOver(l *Lease, w *waiter, token uint64, group int, reg *waiters) (*Lease, int64, bool) {
+// and run with token and field, before Redis has it (see above), and
+// returns it with when it did so (the switch's sending), or false if w
+// has gone: nothing is left of the new lease then.
+func (c *Client) handOver(l *Lease, w *waiter, field string, token uint64, group int, reg *waiters) (*Lease, int64, bool) {
 	sent := c.wd.Now()
-	next := &Lease{c: c, rel: l.rel, name: l.name, field: w.owner, token: token, end: newEnding(),
+	next := &Lease{c: c, rel: l.rel, name: l.name, field: field, token: token, end: newEnding(),
 		chain: l.chain, confirmed: make(chan struct{})}
 	c.wd.AddUnconfirmed(next.ownEntry(group, w.lease, w.fixed), min(l.entry.Deadline(), watchdog.DeadlineFor(sent, w.lease)))
 	if !reg.settle([]*waiter{w}, 0, next, false) {
@@ -405,7 +423,7 @@ var argFairHeads any = fairHeads
 // does.
 func (m *FairMutex) passOver(l *Lease, w *waiter, token uint64, ask bool) bool {
 	ch := l.chain
-	next, sent, ok := m.c.handOver(l, w, token, m.group, &m.c.fair)
+	next, sent, ok := m.c.handOver(l, w, w.owner, token, m.group, &m.c.fair)
 	if !ok {
 		ch.noNews(token, ask)
 		return false
@@ -461,4 +479,26 @@ func fairHeadsOf(list, first any) ([]string, uint64) {
 func toInt(v any) int64 {
 	n, _ := v.(int64)
 	return n
+}
+
+// mayPassOver reports whether the release of l, a write hold, may pass
+// the lock on in process.
+func (rw *RWMutex) mayPassOver(l *Lease) bool {
+	return rw.c.passable(l) && l.chain.ready()
+}
+
+// passOver passes an RWMutex's write lock on in process to w, a one-shot
+// writer of this Client it has claimed, as Mutex.passOver does; the
+// switch is rw_write_unlock.lua's.
+func (rw *RWMutex) passOver(l *Lease, w *waiter) bool {
+	return rw.c.passSwitch(l, w, w.owner+":write", rw.group, nil,
+		func(ctx context.Context, token uint64, ask bool) (int64, error) {
+			reserve := argZero
+			if ask {
+				reserve = argOne
+			}
+			script, msg := rwUnlockScript(true)
+			args := append(rw.unlockArgs(l.field, msg, argZero, ""), w.member, strconv.FormatUint(token, 10), reserve)
+			return rw.c.batch.Do(ctx, script, rw.oneShotUnlock, args, nil)
+		})
 }

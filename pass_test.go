@@ -16,11 +16,37 @@ import (
 	"github.com/relock-go/relock/internal/testkit"
 )
 
-// passRun is a Client about to pass a Mutex on in process: b holds it,
-// granted by a release that reserved tokens for passing on, and a third
-// call waits (next); b's Unlock passes the lock to it. other is a second
-// Client.
+// lockFunc is a lock's Lock method.
+type lockFunc = func(context.Context, ...relock.LockOption) (*relock.Lease, error)
+
+// passKind is a lock whose holds a Client passes on in process: the
+// Mutex, and the RWMutex's write side. opts are the options of the
+// Clients of a test on every topology: an RWMutex's releases hand nothing
+// while the Client waits for replicas, as it does on the test cluster.
+type passKind struct {
+	name string
+	lock func(c *relock.Client, name string) lockFunc
+	opts []relock.Option
+}
+
+var passKinds = []passKind{
+	{"Mutex", func(c *relock.Client, name string) lockFunc { return c.Mutex(name).Lock }, nil},
+	{"RWMutex", func(c *relock.Client, name string) lockFunc { return c.RWMutex(name).Lock }, []relock.Option{relock.WithoutReplicaSync()}},
+}
+
+// forPassKinds runs test once for each passKind, as a subtest.
+func forPassKinds(t *testing.T, test func(t *testing.T, k passKind)) {
+	for _, k := range passKinds {
+		t.Run(k.name, func(t *testing.T) { test(t, k) })
+	}
+}
+
+// passRun is a Client about to pass a lock of kind k on in process: b
+// holds it, granted by a release that reserved tokens for passing on, and
+// a third call waits (next); b's Unlock passes the lock to it. other is a
+// second Client.
 type passRun struct {
+	k        passKind
 	c, other *relock.Client
 	rdb      redis.UniversalClient
 	name     string
@@ -33,13 +59,13 @@ type passRun struct {
 // replicas: on the test cluster every master has one, and a Client waits
 // for its acknowledgement before it hands anyone a grant, so it never
 // passes a lock on in process there.
-func newPassRun(t *testing.T) *passRun {
+func newPassRun(t *testing.T, k passKind) *passRun {
 	t.Helper()
 	top := testkit.Topologies()[0]
-	r := &passRun{c: top.NewClient(t), other: top.NewClient(t), rdb: top.RDB(t), name: testkit.LockName(t),
+	r := &passRun{k: k, c: top.NewClient(t), other: top.NewClient(t), rdb: top.RDB(t), name: testkit.LockName(t),
 		ctx: testkit.CtxTimeout(t, 20*time.Second)}
-	r.b = holdRun(t, r.ctx, r.c, r.name)
-	r.next = testkit.LockAsync(t, r.ctx, r.c.Mutex(r.name).Lock)
+	r.b = holdRun(t, r.ctx, r.c, k.lock(r.c, r.name))
+	r.next = testkit.LockAsync(t, r.ctx, k.lock(r.c, r.name))
 	testkit.Eventually(t, 5*time.Second, "the third call to sleep", func() bool { return r.c.Stats().Asleep == 1 })
 	return r
 }
@@ -77,7 +103,11 @@ func checkPassed(t *testing.T, ctx context.Context, rdb redis.UniversalClient, n
 // nothing is left behind.
 func (r *passRun) finish(t *testing.T) *relock.Lease {
 	t.Helper()
-	o, err := r.other.Mutex(r.name).TryLock(r.ctx)
+	try := r.other.Mutex(r.name).TryLock
+	if r.k.name == "RWMutex" {
+		try = r.other.RWMutex(r.name).TryLock
+	}
+	o, err := try(r.ctx)
 	if err != nil {
 		t.Fatalf("the other Client cannot take the lock: %v", err)
 	}
@@ -95,7 +125,11 @@ func (r *passRun) finish(t *testing.T) *relock.Lease {
 // records the new holder with that token, and the next Client to take the
 // lock gets a token above every reserved one.
 func TestPassOnInProcess(t *testing.T) {
-	r := newPassRun(t)
+	forPassKinds(t, testPassOnInProcess)
+}
+
+func testPassOnInProcess(t *testing.T, k passKind) {
+	r := newPassRun(t, k)
 	n := r.pass(t)
 	checkPassed(t, r.ctx, r.rdb, r.name, r.b, n)
 	if h := testkit.HoldCount(t, r.rdb, r.name); h != 1 {
@@ -114,7 +148,11 @@ func TestPassOnInProcess(t *testing.T) {
 // as soon as Redis answers, its Unlock reports ErrNotHeld, and the lock is
 // free for anyone.
 func TestPassOnBrokenRun(t *testing.T) {
-	r := newPassRun(t)
+	forPassKinds(t, testPassOnBrokenRun)
+}
+
+func testPassOnBrokenRun(t *testing.T, k passKind) {
+	r := newPassRun(t, k)
 	// Deleted without a word (a force unlock would tell the waiter to
 	// attempt, and it would take the free lock before the release).
 	if n, err := r.rdb.Del(r.ctx, r.name).Result(); err != nil || n != 1 {
@@ -143,11 +181,15 @@ func TestPassOnBrokenRun(t *testing.T) {
 // gets it: passing on ends once Redis answers that another Client's
 // waiter is first.
 func TestPassOnYieldsToOtherClients(t *testing.T) {
+	forPassKinds(t, testPassOnYieldsToOtherClients)
+}
+
+func testPassOnYieldsToOtherClients(t *testing.T, k passKind) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		c, other := top.NewClient(t), top.NewClient(t)
+		c, other := top.NewClient(t, k.opts...), top.NewClient(t, k.opts...)
 		name := testkit.LockName(t)
 		ctx := testkit.CtxTimeout(t, 30*time.Second)
-		m := c.Mutex(name)
+		lock := k.lock(c, name)
 		stop := make(chan struct{})
 		var holds atomic.Int64
 		var wg sync.WaitGroup
@@ -161,7 +203,7 @@ func TestPassOnYieldsToOtherClients(t *testing.T) {
 						return
 					default:
 					}
-					l, err := m.Lock(ctx)
+					l, err := lock(ctx)
 					if err != nil {
 						t.Error(err)
 						return
@@ -176,7 +218,7 @@ func TestPassOnYieldsToOtherClients(t *testing.T) {
 		}
 		testkit.Eventually(t, 10*time.Second, "the Client to pass the lock on", func() bool { return c.Stats().Handoffs > 50 })
 		before := holds.Load()
-		o, err := other.Mutex(name).Lock(ctx)
+		o, err := k.lock(other, name)(ctx)
 		if err != nil {
 			t.Fatalf("the other Client's waiter: %v", err)
 		}
@@ -317,21 +359,20 @@ func newJoinedRun(t *testing.T) *joinedRun {
 	c, attempts := top.CountingClient(t, "lock.lua")
 	r := &joinedRun{c: c, rdb: top.RDB(t), name: testkit.LockName(t),
 		ctx: testkit.CtxTimeout(t, 20*time.Second), attempts: attempts}
-	r.b = holdRun(t, r.ctx, r.c, r.name)
+	r.b = holdRun(t, r.ctx, r.c, r.c.Mutex(r.name).Lock)
 	return r
 }
 
-// holdRun returns a hold of c's Mutex name that may pass it on in process:
-// granted to a waiting call by c's release of the hold before, with
-// tokens reserved.
-func holdRun(t *testing.T, ctx context.Context, c *relock.Client, name string) *relock.Lease {
+// holdRun returns a hold by lock, a Lock method of a lock of c, that may
+// pass it on in process: granted to a waiting call by c's release of the
+// hold before, with tokens reserved.
+func holdRun(t *testing.T, ctx context.Context, c *relock.Client, lock lockFunc) *relock.Lease {
 	t.Helper()
-	m := c.Mutex(name)
-	a, err := m.Lock(ctx)
+	a, err := lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bCh := testkit.LockAsync(t, ctx, m.Lock)
+	bCh := testkit.LockAsync(t, ctx, lock)
 	testkit.Eventually(t, 5*time.Second, "the second call to sleep", func() bool { return c.Stats().Asleep == 1 })
 	if err := a.Unlock(ctx); err != nil {
 		t.Fatal(err)

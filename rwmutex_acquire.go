@@ -397,6 +397,17 @@ func (w *WriteLocker) release(ctx context.Context, l *Lease) (int64, error) {
 }
 
 func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, error) {
+	var one [1]*waiter
+	if write && rw.mayPassOver(l) {
+		if ws := rw.c.local.claim(rw.queue, one[:]); len(ws) == 1 && rw.passOver(l, ws[0]) {
+			return 3, nil
+		}
+	}
+	// A release that does not pass the hold on comes after every switch
+	// of its run (pass.go).
+	if err := l.awaitConfirmed(ctx); err != nil {
+		return 0, err
+	}
 	marker, mode := "", argZero
 	if l.reentrant {
 		marker, mode = suffixed(unlockLatchPrefix, rw.name, l.request), argOne
@@ -406,7 +417,6 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 	if rw.c.rsync.mayWait() {
 		return rw.c.batch.Do(ctx, script, keys, args, nil)
 	}
-	var one [1]*waiter
 	ws := rw.c.local.claim(rw.queue, one[:])
 	if len(ws) == 0 {
 		return rw.c.batch.Do(ctx, script, keys, args, nil)
@@ -418,8 +428,11 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 	sent := rw.c.wd.Now()
 	r, err := rw.c.batch.Do(ctx, script, keys, append(args, w.member), nil)
 	switch {
-	case err == nil && r < 0:
-		next := &Lease{c: rw.c, rel: &rw.w, name: rw.name, field: w.owner + ":write", token: uint64(-r), end: newEnding()}
+	case err == nil && r < 0: // -(2t + p)
+		next := &Lease{c: rw.c, rel: &rw.w, name: rw.name, field: w.owner + ":write", token: uint64(-r) >> 1, end: newEnding()}
+		if r&1 == 1 { // tokens reserved for passing it on in process
+			next.chain = newChain(next.token+1, chainBlock)
+		}
 		rw.c.watch(next, rw.group, w.lease, w.fixed, sent)
 		rw.c.stats.acquired.Add(1)
 		rw.c.stats.handoffs.Add(1)

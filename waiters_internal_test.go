@@ -136,6 +136,8 @@ func TestScriptConstants(t *testing.T) {
 		{scripts.Lock, fmt.Sprintf("local grant_ttl = %d\n", grantTTL.Milliseconds())},
 		{scripts.Unlock, fmt.Sprintf("local grant_ttl = %d\n", grantTTL.Milliseconds())},
 		{scripts.Unlock, fmt.Sprintf("local k = %d\n", chainBlock)},
+		{scripts.RWWriteUnlock, fmt.Sprintf("local k = %d\n", chainBlock)},
+		{scripts.RWReadUnlock, fmt.Sprintf("local k = %d\n", chainBlock)},
 		{scripts.Unlock, fmt.Sprintf("local unlock_message = '%s'\n", msgUnlock)},
 		{scripts.Lock, fmt.Sprintf("local token_field = '%s'\n", layout.TokenField)},
 		{scripts.Lock, fmt.Sprintf("local since_field = '%s'\n", layout.SinceField)},

@@ -23,16 +23,24 @@ import (
 //
 // It runs with the Clients' default replica sync (where the servers have
 // replicas, releases then never grant) and without it, where a release
-// that frees the lock grants it to the first waiting writer.
+// that frees the lock grants it to the first waiting writer; and with one
+// Client whose calls are mostly writes, which it hands and passes on in
+// process among them.
 func TestRWMutexHammer(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		t.Run("default", func(t *testing.T) { rwHammer(t, top) })
-		t.Run("grants", func(t *testing.T) { rwHammer(t, top, relock.WithoutReplicaSync()) })
+		t.Run("default", func(t *testing.T) { rwHammer(t, top, 2, 25) })
+		t.Run("grants", func(t *testing.T) { rwHammer(t, top, 2, 25, relock.WithoutReplicaSync()) })
+		t.Run("one-client-writes", func(t *testing.T) { rwHammer(t, top, 1, 85, relock.WithoutReplicaSync()) })
 	})
 }
 
-func rwHammer(t *testing.T, top testkit.Topology, opts ...relock.Option) {
-	clients := []*relock.Client{top.NewClient(t, opts...), top.NewClient(t, opts...)}
+// rwHammer runs the hammer with n Clients, writePercent of whose calls
+// are writes on average.
+func rwHammer(t *testing.T, top testkit.Topology, n, writePercent int, opts ...relock.Option) {
+	var clients []*relock.Client
+	for range n {
+		clients = append(clients, top.NewClient(t, opts...))
+	}
 	name := testkit.LockName(t)
 	rec := history.New()
 	ctx := testkit.CtxTimeout(t, time.Minute)
@@ -40,13 +48,13 @@ func rwHammer(t *testing.T, top testkit.Topology, opts ...relock.Option) {
 	data := 0 // written by writers, read by readers, guarded by the lock only
 	var wg sync.WaitGroup
 	for i := 0; i < 12; i++ {
-		rw := clients[i%2].RWMutex(name)
+		rw := clients[i%n].RWMutex(name)
 		wg.Add(1)
 		go func(seed int64) {
 			defer wg.Done()
 			rnd := rand.New(rand.NewSource(seed))
 			for j := 0; j < 30; j++ {
-				write := rnd.Intn(4) == 0
+				write := rnd.Intn(100) < writePercent
 				lctx, cancel := ctx, context.CancelFunc(func() {})
 				if rnd.Intn(4) == 0 {
 					lctx, cancel = context.WithTimeout(ctx, time.Duration(rnd.Intn(3000))*time.Microsecond)

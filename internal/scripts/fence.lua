@@ -109,3 +109,18 @@ local function holding(lock)
     end
     return holder, token
 end
+
+-- switched is the answer of a switch that has made its waiter the holder
+-- (unlock.lua, rw_write_unlock.lua: "Passing on in process"): 1 when the
+-- client may not go on passing the lock (pass false), else 4r + 3, r
+-- being the first of k tokens reserved when ask is "1" (0: none).
+local function switched(pass, ask, counter, named, mode, k)
+    if not pass then
+        return 1
+    end
+    local r = 0
+    if ask == '1' then
+        r = reserve(counter, named, mode, k)
+    end
+    return 4 * r + 3
+end

@@ -33,6 +33,43 @@
 --          is that writer, none, or another writer of the same client (it
 --          need not be in the queue: a writer that waits for its client's
 --          writers' turn is not); absent or "" for none
+--
+-- A hand to ARGV[14] reserves k fencing tokens for passing the lock on in
+-- process when no one else could be owed it (may_pass below), as
+-- unlock.lua's grants to the releasing client's own waiter do; the
+-- switches that pass it on are rw_write_unlock.lua's.
+
+-- k is how many tokens a hand reserves for passing on in process
+-- (chainBlock in pass.go, which a test compares with it).
+local k = 8
+
+-- may_pass reports whether the releasing client may pass a write hold on
+-- in process: the queue (a ZRANGE WITHSCORES reply, without the holder's
+-- own member) holds only one-shot writers of the client, and no one
+-- listens on the release channel but the client, when one of them does;
+-- subs is the channel's subscriber count. Any reader, reentrant writer or
+-- other client in the queue, or a subscriber not known to listen, ends
+-- the passing, so that the client's run never keeps the lock from them.
+local function may_pass(queue, subs)
+    for i = 1, #queue, 2 do
+        if client(queue[i]) ~= ARGV[8] or not string.match(queue[i], '^%d+|[oO]|') then
+            return false
+        end
+    end
+    return subs <= clients_in(queue, '^%d+|O|')
+end
+
+-- without returns queue (a ZRANGE WITHSCORES reply) without member.
+local function without(queue, member)
+    local rest = {}
+    for i = 1, #queue, 2 do
+        if queue[i] ~= member then
+            rest[#rest + 1] = queue[i]
+            rest[#rest + 1] = queue[i + 1]
+        end
+    end
+    return rest
+end
 
 -- grant_writer grants the lock, just freed (its hash KEYS[1] deleted), to
 -- a one-shot writer, and reports whether it did: to ARGV[14] where it
@@ -43,10 +80,11 @@
 -- or a relock call not queued). The first is told on its client's grant
 -- channel, and the lock holds for at most ARGV[10] until it renews it.
 -- ARGV[14] is not told: the second result is the hold's fencing token,
--- which the release's reply carries, and the lock holds for the writer's
--- lease. So a client's releases may hand the lock to its own writers
--- ahead of its own first; never ahead of another client's, and every one
--- of the client's writers that sleeps is handed it in turn.
+-- which the release's reply carries, and the third whether k tokens after
+-- it are reserved for passing it on (may_pass); the lock holds for the
+-- writer's lease. So a client's releases may hand the lock to its own
+-- writers ahead of its own first; never ahead of another client's, and
+-- every one of the client's writers that sleeps is handed it in turn.
 local function grant_writer(queue)
     if ARGV[12] ~= '1' then
         return false
@@ -60,7 +98,8 @@ local function grant_writer(queue)
         return false
     end
     -- The clients known to listen: with a reader or an "O" in the queue.
-    if redis.call('pubsub', ARGV[7], KEYS[2])[2] > clients_in(queue, '^%d+|[RO]|') then
+    local subs = redis.call('pubsub', ARGV[7], KEYS[2])[2]
+    if subs > clients_in(queue, '^%d+|[RO]|') then
         return false
     end
     local handed = grantee == ARGV[14] and client(grantee) == ARGV[8]
@@ -73,7 +112,11 @@ local function grant_writer(queue)
     redis.call('hset', KEYS[1], 'mode', 'write', owner_of(grantee) .. ':write', '1', token_field, token)
     redis.call('pexpire', KEYS[1], ttl)
     if handed then
-        return true, token
+        local pass = may_pass(without(queue, grantee), subs)
+        if pass then
+            reserve(KEYS[4], KEYS[5], ARGV[13], k)
+        end
+        return true, token, pass
     end
     tell_grant(queue, grantee, token, ttl, ARGV[3], ARGV[9], ARGV[8], ARGV[10])
     return true
@@ -91,13 +134,18 @@ end
 -- free frees the lock on its last hold's release: it deletes the hash
 -- KEYS[1] and grants the lock to the next writer (grant_writer), or else
 -- announces ARGV[2]. It returns the release's reply: 2 (freed), 3
--- (granted by message) or -t (handed to ARGV[14] with fencing token t).
+-- (granted by message) or -(2t + p) (handed to ARGV[14] with fencing
+-- token t; p is 1 when the tokens t + 1 to t + k are reserved for passing
+-- it on in process).
 local function free()
     redis.call('del', KEYS[1])
     local queue = waiting(KEYS[6])
-    local granted, token = grant_writer(queue)
+    local granted, token, pass = grant_writer(queue)
     if token then
-        return -token
+        if pass then
+            return -(2 * token + 1)
+        end
+        return -2 * token
     elseif granted then
         return 3
     end

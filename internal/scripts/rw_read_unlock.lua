@@ -23,9 +23,10 @@
 --          2: the last hold released, the lock is free
 --          3: the last hold released, and the lock granted to the first
 --             waiting writer (see rw_queue.lua)
---          a negative integer -t: the last hold released, and the lock
---             handed to the releasing client's writer ARGV[14], with
---             fencing token t
+--          a negative integer -(2t + p): the last hold released, and the
+--             lock handed to the releasing client's writer ARGV[14], with
+--             fencing token t; p is 1 when the tokens t + 1 to t + k are
+--             reserved for passing it on in process (rw_queue.lua)
 --
 -- The owner's highest-numbered hold key goes with the hold. In read mode
 -- the hash then lives exactly as long as the longest reader hold left;

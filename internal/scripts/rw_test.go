@@ -68,6 +68,26 @@ func (k rwKeys) handOver(t *testing.T, field, preferred string) int64 {
 		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL, preferred).(int64)
 }
 
+// passOn runs the write unlock script as a switch (ARGV[15]) of client
+// c0ffee: its write hold field was passed in process to its writer
+// member with token, reserving the next block if reserve is "1".
+func (k rwKeys) passOn(t *testing.T, field, member string, token int64, reserve string) int64 {
+	t.Helper()
+	return run(t, RWWriteUnlock, []string{k.name, k.channel, k.name, k.counter, k.token, k.queue}, field, "1", "publish", "0", 60000, k.prefix,
+		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL, member, token, reserve).(int64)
+}
+
+// handed reads a release's reply -(2t + p) that handed the lock to the
+// releasing client's writer: the token t, and whether tokens were
+// reserved for passing it on in process.
+func handed(t *testing.T, v int64) (int64, bool) {
+	t.Helper()
+	if v >= 0 {
+		t.Fatalf("release = %d, want the lock handed (negative)", v)
+	}
+	return -v >> 1, -v&1 == 1
+}
+
 func pttl(t *testing.T, key string) time.Duration {
 	t.Helper()
 	return rdb.PTTL(context.Background(), key).Val()
@@ -407,8 +427,9 @@ func TestRWHandOwnWriter(t *testing.T) {
 	grants := listening(t, "relock_grant:c0ffee")
 	t1 := k.lock(t, "c0ffee:1", 30000, "")
 	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: "30000|o|c0ffee:2"}, redis.Z{Score: 2, Member: "30000|o|beef:1"})
-	if v := k.handOver(t, "c0ffee:1:write", "30000|o|c0ffee:2"); v != -(t1 + 1) {
-		t.Fatalf("release handing to the client's own first writer = %d, want %d", v, -(t1 + 1))
+	// Another client's writer behind: nothing reserved for passing on.
+	if tok, reserved := handed(t, k.handOver(t, "c0ffee:1:write", "30000|o|c0ffee:2")); tok != t1+1 || reserved {
+		t.Fatalf("release handing to the client's own first writer: token %d, reserved %v; want %d, false", tok, reserved, t1+1)
 	}
 	if got := rdb.HGet(ctx, k.name, "c0ffee:2:write").Val(); got != "1" {
 		t.Fatalf("the handed writer's hold %q", got)
@@ -454,8 +475,12 @@ func TestRWHandOwnWriterOutOfQueue(t *testing.T) {
 
 	// The queue empty.
 	t1 := k.lock(t, "c0ffee:1", 30000, "")
-	if v := k.handOver(t, "c0ffee:1:write", "30000|o|c0ffee:2"); v != -(t1 + 1) {
-		t.Fatalf("release with no queue = %d, want %d (handed)", v, -(t1 + 1))
+	// No one else could be owed it: the next tokens are reserved.
+	if tok, reserved := handed(t, k.handOver(t, "c0ffee:1:write", "30000|o|c0ffee:2")); tok != t1+1 || !reserved {
+		t.Fatalf("release with no queue: token %d, reserved %v; want %d, true", tok, reserved, t1+1)
+	}
+	if c := rdb.Get(ctx, k.counter).Val(); c != fmt.Sprint(t1+1+8) {
+		t.Fatalf("counter %s after reserving 8 tokens after %d", c, t1+1)
 	}
 	holder("c0ffee:2")
 	if ttl := pttl(t, k.name); ttl < 29*time.Second {
@@ -466,8 +491,8 @@ func TestRWHandOwnWriterOutOfQueue(t *testing.T) {
 	for i, first := range []string{"30000|o|c0ffee:7", "30000|O|c0ffee:7", "30000|r|c0ffee:7"} {
 		rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: first}, redis.Z{Score: 2, Member: "30000|o|beef:1"})
 		from, to := fmt.Sprintf("c0ffee:%d", 2+i), fmt.Sprintf("c0ffee:%d", 3+i)
-		if v := k.handOver(t, from+":write", "30000|o|"+to); v >= 0 {
-			t.Fatalf("release with the client's %s first = %d, want it handed", first, v)
+		if _, reserved := handed(t, k.handOver(t, from+":write", "30000|o|"+to)); reserved {
+			t.Fatalf("release with the client's %s first and another client's writer behind reserved tokens", first)
 		}
 		holder(to)
 		if q := queue(); q != "["+first+" 30000|o|beef:1]" {
@@ -637,4 +662,111 @@ func TestRWListeners(t *testing.T) {
 		t.Fatalf("queue %s after the writer took the lock", q)
 	}
 	rdb.Del(ctx, k.name, k.queue, k.counter, k.token, k.hold("c0ffee:5", 1))
+}
+
+// TestRWPassOn: a switch (ARGV[15]) makes the releasing client's writer
+// the holder with the token passed, in place of the client's write hold
+// with an older token; it reports a newer hold of the client as there
+// already, takes no lock the client does not hold in write mode, takes
+// the writer's members out of the queue, reserves the next block when
+// asked, and allows passing on only while the queue holds nothing but
+// the client's one-shot writers and no one else listens.
+func TestRWPassOn(t *testing.T) {
+	fresh(t)
+	ctx := context.Background()
+	k := newRW("s:rw:pass")
+	t1 := k.lock(t, "c0ffee:1", 30000, "")
+	tok, reserved := handed(t, k.handOver(t, "c0ffee:1:write", "30000|o|c0ffee:2"))
+	if !reserved {
+		t.Fatal("a hand with no one else waiting reserved no tokens")
+	}
+	if tok != t1+1 {
+		t.Fatalf("handed token %d, want %d", tok, t1+1)
+	}
+	holds := func(owner string, token int64) {
+		t.Helper()
+		h := rdb.HGetAll(ctx, k.name).Val()
+		if len(h) != 3 || h["mode"] != "write" || h[owner+":write"] != "1" || h["relock_token"] != fmt.Sprint(token) {
+			t.Fatalf("hash %v, want %s alone holding the write lock with token %d", h, owner, token)
+		}
+		if ttl := pttl(t, k.name); ttl < 19*time.Second || ttl > 20*time.Second {
+			t.Fatalf("TTL %v, want the writer's lease of 20s", ttl)
+		}
+	}
+
+	// Passed on with the first reserved token, the client's writer both
+	// waiting in the queue (as "O") and named as "o": both go.
+	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: "20000|O|c0ffee:3"})
+	if v := k.passOn(t, "c0ffee:2:write", "20000|o|c0ffee:3", tok+1, "0"); v != 3 {
+		t.Fatalf("switch = %d, want 3 (held, may pass on, no block)", v)
+	}
+	holds("c0ffee:3", tok+1)
+	if n := rdb.Exists(ctx, k.queue).Val(); n != 0 {
+		t.Fatalf("the writer's member is still queued: %v", rdb.ZRange(ctx, k.queue, 0, -1).Val())
+	}
+	// Asked for the next block: it starts past the first.
+	if v := k.passOn(t, "c0ffee:3:write", "20000|o|c0ffee:4", tok+2, "1"); v != 4*(tok+9)+3 {
+		t.Fatalf("switch asking for a block = %d, want %d", v, 4*(tok+9)+3)
+	}
+	holds("c0ffee:4", tok+2)
+	// An older switch of the run arriving late: nothing done.
+	if v := k.passOn(t, "c0ffee:2:write", "20000|o|c0ffee:9", tok+1, "0"); v != 4*(tok+2)+2 {
+		t.Fatalf("late switch = %d, want %d (a newer hold is there)", v, 4*(tok+2)+2)
+	}
+	holds("c0ffee:4", tok+2)
+
+	// Anyone but the client's one-shot writers waiting, or listening:
+	// held, but passing on ends.
+	next := tok + 3
+	for _, who := range []string{"30000|o|beef:1", "30000|R|c0ffee:77", "30000|r|c0ffee:78", "listener"} {
+		var ps *redis.PubSub
+		if who == "listener" {
+			ps = listening(t, k.channel)
+		} else {
+			rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: who}, redis.Z{Score: 2, Member: "30000|o|c0ffee:79"})
+		}
+		from := rdb.HGet(ctx, k.name, "relock_token").Val()
+		owner := fmt.Sprintf("c0ffee:%d", 100+next)
+		if v := k.passOn(t, fmt.Sprintf("c0ffee:%d:write", 99+next), "20000|o|"+owner, next, "0"); v != 1 {
+			t.Fatalf("switch with %s = %d, want 1 (held, passing on ends); token was %s", who, v, from)
+		}
+		holds(owner, next)
+		next++
+		rdb.Del(ctx, k.queue)
+		if ps != nil {
+			_ = ps.Close()
+		}
+	}
+	// The client's own "O" writer waiting, with the client listening:
+	// passing on goes on.
+	ps := listening(t, k.channel)
+	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: "30000|O|c0ffee:80"})
+	if v := k.passOn(t, "x", "20000|o|c0ffee:81", next, "0"); v != 3 {
+		t.Fatalf("switch with the client's listening writer waiting = %d, want 3", v)
+	}
+	holds("c0ffee:81", next)
+	_ = ps.Close()
+	rdb.Del(ctx, k.queue)
+
+	// Another client's write hold: not the client's to pass.
+	rdb.Del(ctx, k.name)
+	rdb.HSet(ctx, k.name, "mode", "write", "beef:2:write", "1", "relock_token", "1")
+	if v := k.passOn(t, "c0ffee:81:write", "20000|o|c0ffee:82", next+1, "0"); v != 0 {
+		t.Fatalf("switch over another client's hold = %d, want 0", v)
+	}
+	// Read mode, held by the client's reader: not a write hold.
+	rdb.Del(ctx, k.name)
+	rdb.HSet(ctx, k.name, "mode", "read", "c0ffee:83", "1")
+	if v := k.passOn(t, "c0ffee:81:write", "20000|o|c0ffee:84", next+1, "0"); v != 0 {
+		t.Fatalf("switch over a read lock = %d, want 0", v)
+	}
+	// The run broken: no lock is taken.
+	rdb.Del(ctx, k.name)
+	if v := k.passOn(t, "c0ffee:81:write", "20000|o|c0ffee:85", next+1, "0"); v != 0 {
+		t.Fatalf("switch after the lock was deleted = %d, want 0", v)
+	}
+	if n := rdb.Exists(ctx, k.name).Val(); n != 0 {
+		t.Fatalf("a switch took a lock its client did not hold: %v", rdb.HGetAll(ctx, k.name).Val())
+	}
+	rdb.Del(ctx, k.name, k.queue, k.counter, k.token)
 }

@@ -16,6 +16,10 @@
 -- ARGV[5]  release marker lifetime in milliseconds
 -- ARGV[6]  prefix of the reader hold keys (see rw_read_lock.lua)
 -- KEYS[4..6], ARGV[7..14]: the grant's (see rw_queue.lua)
+-- ARGV[15] a fencing token: the releasing client has passed its write hold
+--          to its writer ARGV[14] in process already, with that token (see
+--          "Passing on in process" below); absent or "" for a release
+-- ARGV[16] with ARGV[15]: "1" to reserve the next k tokens
 --
 -- Returns  0: the owner holds no write hold here
 --          1: one hold released; the lock is still held: by this owner's
@@ -24,16 +28,68 @@
 --          2: the last hold released, the lock is free
 --          3: the last hold released, and the lock granted to the first
 --             waiting writer (see rw_queue.lua)
---          a negative integer -t: the last hold released, and the lock
---             handed to the releasing client's writer ARGV[14], with
---             fencing token t
+--          a negative integer -(2t + p): the last hold released, and the
+--             lock handed to the releasing client's writer ARGV[14], with
+--             fencing token t; p is 1 when the tokens t + 1 to t + k are
+--             reserved for passing it on in process (rw_queue.lua)
+--          With ARGV[15] (passing on in process), t being that token:
+--          0  the client holds the lock no more: the run of holds was
+--             broken before (expired, deleted, or not a write lock of the
+--             client), and the writer has nothing
+--          4c + 2: a write hold of the client with the newer token c is
+--             there already (its switch overtook this one): nothing done
+--          4r + 2p + 1: the writer holds the lock with token t; p is 1 when
+--             the client may go on passing it in process (may_pass in
+--             rw_queue.lua), and r, when not 0, the first of k tokens
+--             reserved for that
 --
 -- When the last write hold goes, the message is published whether the lock
 -- is free or turned to read mode: either way waiting readers may enter;
 -- unless the lock, free, is granted to the next writer (rw_queue.lua).
 -- Writers that may not listen are told on their grant channels then
 -- (announce in rw_queue.lua).
+--
+-- Passing on in process, as unlock.lua's for a reentrant lock: while a
+-- client holds the write lock on tokens a hand reserved for it, its
+-- release may hand the lock to its next writer at once and send this
+-- script with ARGV[15] to make it so here. Each switch replaces the
+-- client's write hold if that hold's token is older than its own, so the
+-- newest wins whatever the order they arrive in, and none takes a lock
+-- the client does not hold in write mode.
 
+-- pass_on makes the writer ARGV[14] the holder with token t (see above)
+-- and returns the reply.
+local function pass_on(t)
+    local lease, kind, owner = string.match(ARGV[14], '^(%d+)|([oO])|(.*)$')
+    redis.call('zrem', KEYS[6], lease .. '|o|' .. owner, lease .. '|O|' .. owner)
+    local fields = redis.call('hgetall', KEYS[1])
+    local holder, cur, mode
+    for i = 1, #fields, 2 do
+        local f = fields[i]
+        if f == 'mode' then
+            mode = fields[i + 1]
+        elseif f == token_field then
+            cur = tonumber(fields[i + 1])
+        elseif string.sub(f, -6) == ':write' then
+            holder = f
+        end
+    end
+    if mode ~= 'write' or not cur or not holder or string.sub(holder, 1, #ARGV[8] + 1) ~= ARGV[8] .. ':' then
+        return 0
+    end
+    if cur > t then
+        return 4 * cur + 2
+    end
+    redis.call('hdel', KEYS[1], holder)
+    redis.call('hset', KEYS[1], owner .. ':write', '1', token_field, t)
+    redis.call('pexpire', KEYS[1], lease)
+    local subs = redis.call('pubsub', ARGV[7], KEYS[2])[2]
+    return switched(may_pass(waiting(KEYS[6]), subs), ARGV[16], KEYS[4], KEYS[5], ARGV[13], k)
+end
+
+if ARGV[15] and ARGV[15] ~= '' then
+    return pass_on(tonumber(ARGV[15]))
+end
 if leave_queue() then
     return 0
 end

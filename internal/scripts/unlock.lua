@@ -167,14 +167,7 @@ if passed ~= '' then
     redis.call('del', KEYS[1])
     hold(owner_of(preferred), t, next, ARGV[12])
     redis.call('pexpire', KEYS[1], string.match(preferred, '^(%d+)|'))
-    if not may_pass(next, quiet_channel()) then
-        return 1
-    end
-    local r = 0
-    if ARGV[10] == '1' then
-        r = reserve(KEYS[3], KEYS[4], ARGV[3], k)
-    end
-    return 4 * r + 3
+    return switched(may_pass(next, quiet_channel()), ARGV[10], KEYS[3], KEYS[4], ARGV[3], k)
 end
 
 if leaving ~= '' then
