@@ -60,7 +60,7 @@
 -- pass_on makes the writer ARGV[14] the holder with token t (see above)
 -- and returns the reply.
 local function pass_on(t)
-    local lease, kind, owner = string.match(ARGV[14], '^(%d+)|([oO])|(.*)$')
+    local lease, owner = string.match(ARGV[14], '^(%d+)|[oO]|(.*)$')
     redis.call('zrem', KEYS[6], lease .. '|o|' .. owner, lease .. '|O|' .. owner)
     local fields = redis.call('hgetall', KEYS[1])
     local holder, cur, mode
