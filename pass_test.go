@@ -25,13 +25,14 @@ type lockFunc = func(context.Context, ...relock.LockOption) (*relock.Lease, erro
 // while the Client waits for replicas, as it does on the test cluster.
 type passKind struct {
 	name string
-	lock func(c *relock.Client, name string) lockFunc
+	lock func(c *relock.Client, name string) relock.Locker // its write side, for an RWMutex
 	opts []relock.Option
 }
 
 var passKinds = []passKind{
-	{"Mutex", func(c *relock.Client, name string) lockFunc { return c.Mutex(name).Lock }, nil},
-	{"RWMutex", func(c *relock.Client, name string) lockFunc { return c.RWMutex(name).Lock }, []relock.Option{relock.WithoutReplicaSync()}},
+	{"Mutex", func(c *relock.Client, name string) relock.Locker { return c.Mutex(name) }, nil},
+	{"RWMutex", func(c *relock.Client, name string) relock.Locker { return c.RWMutex(name).WLocker() },
+		[]relock.Option{relock.WithoutReplicaSync()}},
 }
 
 // forPassKinds runs test once for each passKind, as a subtest.
@@ -64,8 +65,8 @@ func newPassRun(t *testing.T, k passKind) *passRun {
 	top := testkit.Topologies()[0]
 	r := &passRun{k: k, c: top.NewClient(t), other: top.NewClient(t), rdb: top.RDB(t), name: testkit.LockName(t),
 		ctx: testkit.CtxTimeout(t, 20*time.Second)}
-	r.b = holdRun(t, r.ctx, r.c, k.lock(r.c, r.name))
-	r.next = testkit.LockAsync(t, r.ctx, k.lock(r.c, r.name))
+	r.b = holdRun(t, r.ctx, r.c, k.lock(r.c, r.name).Lock)
+	r.next = testkit.LockAsync(t, r.ctx, k.lock(r.c, r.name).Lock)
 	testkit.Eventually(t, 5*time.Second, "the third call to sleep", func() bool { return r.c.Stats().Asleep == 1 })
 	return r
 }
@@ -103,11 +104,7 @@ func checkPassed(t *testing.T, ctx context.Context, rdb redis.UniversalClient, n
 // nothing is left behind.
 func (r *passRun) finish(t *testing.T) *relock.Lease {
 	t.Helper()
-	try := r.other.Mutex(r.name).TryLock
-	if r.k.name == "RWMutex" {
-		try = r.other.RWMutex(r.name).TryLock
-	}
-	o, err := try(r.ctx)
+	o, err := r.k.lock(r.other, r.name).TryLock(r.ctx)
 	if err != nil {
 		t.Fatalf("the other Client cannot take the lock: %v", err)
 	}
@@ -189,7 +186,7 @@ func testPassOnYieldsToOtherClients(t *testing.T, k passKind) {
 		c, other := top.NewClient(t, k.opts...), top.NewClient(t, k.opts...)
 		name := testkit.LockName(t)
 		ctx := testkit.CtxTimeout(t, 30*time.Second)
-		lock := k.lock(c, name)
+		lock := k.lock(c, name).Lock
 		stop := make(chan struct{})
 		var holds atomic.Int64
 		var wg sync.WaitGroup
@@ -218,7 +215,7 @@ func testPassOnYieldsToOtherClients(t *testing.T, k passKind) {
 		}
 		testkit.Eventually(t, 10*time.Second, "the Client to pass the lock on", func() bool { return c.Stats().Handoffs > 50 })
 		before := holds.Load()
-		o, err := k.lock(other, name)(ctx)
+		o, err := k.lock(other, name).Lock(ctx)
 		if err != nil {
 			t.Fatalf("the other Client's waiter: %v", err)
 		}
