@@ -185,50 +185,70 @@ func testPassOnYieldsToOtherClients(t *testing.T, k passKind) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		c, other := top.NewClient(t, k.opts...), top.NewClient(t, k.opts...)
 		name := testkit.LockName(t)
-		ctx := testkit.CtxTimeout(t, 30*time.Second)
-		lock := k.lock(c, name).Lock
-		stop := make(chan struct{})
-		var holds atomic.Int64
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					l, err := lock(ctx)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					holds.Add(1)
-					if err := l.Unlock(ctx); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			}()
-		}
-		testkit.Eventually(t, 10*time.Second, "the Client to pass the lock on", func() bool { return c.Stats().Handoffs > 50 })
-		before := holds.Load()
-		o, err := k.lock(other, name).Lock(ctx)
-		if err != nil {
-			t.Fatalf("the other Client's waiter: %v", err)
-		}
-		during := holds.Load() - before
-		if err := o.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		close(stop)
-		wg.Wait()
-		t.Logf("the other Client waited through %d holds of the first", during)
-		testkit.NoKeysLeft(t, top.RDB(t), name)
-		testkit.Idle(t, c, other)
+		passingYields(t, top, c, name, k.lock(c, name).Lock, "the other Client", k.lock(other, name).Lock)
+		testkit.Idle(t, other)
 	})
+}
+
+// TestRWPassOnYieldsToReaders: while four goroutines of one Client keep
+// taking an RWMutex's write lock, passing it on in process, a reader of
+// the same Client gets in: passing on ends once Redis answers that a
+// reader is in the queue.
+func TestRWPassOnYieldsToReaders(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t, relock.WithoutReplicaSync())
+		name := testkit.LockName(t)
+		rw := c.RWMutex(name)
+		passingYields(t, top, c, name, rw.Lock, "the reader", rw.RLock)
+	})
+}
+
+// passingYields keeps four goroutines of c taking the lock name with lock
+// until c passes it on in process, then checks that contender, called as
+// who, gets the lock all the same; nothing is left behind.
+func passingYields(t *testing.T, top testkit.Topology, c *relock.Client, name string, lock lockFunc, who string, contender lockFunc) {
+	ctx := testkit.CtxTimeout(t, 30*time.Second)
+	stop := make(chan struct{})
+	var holds atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, err := lock(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				holds.Add(1)
+				if err := l.Unlock(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	testkit.Eventually(t, 10*time.Second, "the Client to pass the lock on", func() bool { return c.Stats().Handoffs > 50 })
+	before := holds.Load()
+	o, err := contender(ctx)
+	if err != nil {
+		t.Fatalf("%s: %v", who, err)
+	}
+	during := holds.Load() - before
+	if err := o.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%s waited through %d holds", who, during)
+	testkit.NoKeysLeft(t, top.RDB(t), name)
+	testkit.Idle(t, c)
 }
 
 // TestFairPassOnInProcess: a FairMutex's release to its Client's waiter
