@@ -491,14 +491,18 @@ func (rw *RWMutex) mayPassOver(l *Lease) bool {
 // writer of this Client it has claimed, as Mutex.passOver does; the
 // switch is rw_write_unlock.lua's.
 func (rw *RWMutex) passOver(l *Lease, w *waiter) bool {
-	return rw.c.passSwitch(l, w, w.owner+":write", rw.group, nil,
+	member := w.member
+	if member == "" { // a writer not queued yet: the switch takes nothing out of the queue
+		member = queueMember(w.lease, argKindOneShot.(string), w.owner)
+	}
+	return rw.c.passSwitch(l, w, w.owner+":write", rw.group, func(next *Lease) { rw.c.local.setRun(rw.queue, next) },
 		func(ctx context.Context, token uint64, ask bool) (int64, error) {
 			reserve := argZero
 			if ask {
 				reserve = argOne
 			}
 			script, msg := rwUnlockScript(true)
-			args := append(rw.unlockArgs(l.field, msg, argZero, ""), w.member, strconv.FormatUint(token, 10), reserve)
+			args := append(rw.unlockArgs(l.field, msg, argZero, ""), member, strconv.FormatUint(token, 10), reserve)
 			return rw.c.batch.Do(ctx, script, rw.oneShotUnlock, args, nil)
 		})
 }

@@ -166,6 +166,10 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 				return rw.wait(ctx, a, -1, nil, nil)
 			}
 			a.args[rwArgKind] = argEmpty // it joins once it has the turn
+		} else if !a.reentrant && rw.c.local.mayJoinRun(rw.queue, rw.c.wd.Now()) {
+			// Its Client passes the lock on in process: it joins the run
+			// without an attempt (see wait).
+			return rw.wait(ctx, a, -1, turn, nil)
 		}
 	}
 	l, ttl, err := rw.attempt(ctx, a)
@@ -236,6 +240,15 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t 
 			a.waiter = newWaiter(a.owner, a.cfg, false)
 			a.waiter.member = a.member
 			qw.waiter = a.waiter
+			if now := rw.c.wd.Now(); a.member == "" && rw.c.local.joinRun(rw.queue, a.waiter, now) {
+				// A writer with the turn that has made no attempt, while
+				// its Client passes the lock on in process, joins the run
+				// as a Mutex call does (waiters.joinRun): it sleeps at
+				// once, and is passed the lock in turn or told to attempt
+				// when the run ends.
+				a.waiter.member = queueMember(a.cfg.lease, argKindOneShot.(string), a.owner)
+				qw.inRun, qw.sent = true, now
+			}
 		}
 	}
 	q := &rwQueued{rw: rw, a: a}
@@ -403,8 +416,10 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 			return 3, nil
 		}
 	}
+	// The run, if l holds it, ends here: the calls that joined it attempt.
 	// A release that does not pass the hold on comes after every switch
-	// of its run (pass.go).
+	// of the run (pass.go).
+	rw.c.local.endRun(rw.queue, l)
 	if err := l.awaitConfirmed(ctx); err != nil {
 		return 0, err
 	}
@@ -434,6 +449,9 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 			next.chain = newChain(next.token+1, chainBlock)
 		}
 		rw.c.watch(next, rw.group, w.lease, w.fixed, sent)
+		if next.chain != nil {
+			rw.c.local.setRun(rw.queue, next)
+		}
 		rw.c.stats.acquired.Add(1)
 		rw.c.stats.handoffs.Add(1)
 		if !rw.c.local.settle(ws, 0, next, false) {
