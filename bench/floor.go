@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -72,14 +71,11 @@ func runFloor(ctx context.Context, out io.Writer, s *server, rep *Report, d, war
 	for round := range rep.Rounds {
 		for _, i := range rotated(indexes(len(floorModes)), round) {
 			m := floorModes[i]
-			fmt.Fprintf(os.Stderr, "round %d: floor / %s ...\n", round, m.name)
-			r, err := turnBetweenRTTs(ctx, s.addr, round, func() Result { return floorTurn(ctx, rdb, m, d, warmup) })
+			r, err := takeTurn(ctx, s.addr, rep, rs, round, "floor / "+m.name, func() Result { return floorTurn(ctx, rdb, m, d, warmup) })
 			if err != nil {
 				return failed, err
 			}
 			failed = failed || r.Error != ""
-			rs.add(r)
-			rep.Results = append(rep.Results, r)
 		}
 	}
 	printFloor(out, rs, names)

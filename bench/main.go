@@ -191,11 +191,10 @@ func runWorkloads(ctx context.Context, out io.Writer, srv *server, rep *Report, 
 				if ctx.Err() != nil {
 					return failed, errors.New("interrupted")
 				}
-				fmt.Fprintf(os.Stderr, "round %d: %s / %s ...\n", round, w.name, name)
 				open, _ := libraryNamed(name)
 				t := turn{lib: name, open: open, w: w, d: d, warmup: warmup,
 					base: fmt.Sprintf("bench:%s:%s:%s", runID, name, w.name)}
-				r, err := turnBetweenRTTs(ctx, srv.addr, round, func() Result { return measure(ctx, srv, t) })
+				r, err := takeTurn(ctx, srv.addr, rep, rs, round, w.name+" / "+name, func() Result { return measure(ctx, srv, t) })
 				if err != nil {
 					return failed, err
 				}
@@ -205,8 +204,6 @@ func runWorkloads(ctx context.Context, out io.Writer, srv *server, rep *Report, 
 					failed = failed || !isPeer(name)
 					fmt.Fprintf(os.Stderr, "  %s / %s failed: %s\n", w.name, name, r.Error)
 				}
-				rs.add(r)
-				rep.Results = append(rep.Results, r)
 			}
 		}
 		printTable(out, rs, w, names)

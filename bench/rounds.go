@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 )
@@ -215,4 +217,18 @@ func medianSorted(v []float64) float64 {
 	default:
 		return (v[n/2-1] + v[n/2]) / 2
 	}
+}
+
+// takeTurn takes one turn of a round: it says so on stderr as label, runs
+// turn between two round-trip measurements (turnBetweenRTTs), and records
+// the result in rs and rep. The error is for a run that cannot go on.
+func takeTurn(ctx context.Context, addr string, rep *Report, rs runResults, round int, label string, turn func() Result) (Result, error) {
+	fmt.Fprintf(os.Stderr, "round %d: %s ...\n", round, label)
+	r, err := turnBetweenRTTs(ctx, addr, round, turn)
+	if err != nil {
+		return r, err
+	}
+	rs.add(r)
+	rep.Results = append(rep.Results, r)
+	return r, nil
 }

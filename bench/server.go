@@ -26,7 +26,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -235,14 +234,11 @@ func runServerCost(ctx context.Context, out io.Writer, s *server, rep *Report, d
 					serverTurn{m.name + " library", func() Result { return serialTurn(ctx, s, rdb, m, m.open, d, warmup) }})
 			}
 			for _, t := range turns {
-				fmt.Fprintf(os.Stderr, "round %d: server / %s ...\n", round, t.name)
-				r, err := turnBetweenRTTs(ctx, s.addr, round, t.run)
+				r, err := takeTurn(ctx, s.addr, rep, rs, round, "server / "+t.name, t.run)
 				if err != nil {
 					return failed, err
 				}
 				failed = failed || r.Error != ""
-				rs.add(r)
-				rep.Results = append(rep.Results, r)
 			}
 		}
 	}
