@@ -554,8 +554,6 @@ func (rw *RWMutex) writerTurn(ctx context.Context, a *rwAcquire) (l *Lease, t *t
 		return nil, t, nil
 	default:
 	}
-	rw.c.stats.asleep.Add(1)
-	defer rw.c.stats.asleep.Add(-1)
 	var w *waiter
 	var handed <-chan *Lease // nil unless w may be claimed
 	if a.kind != nil && !a.reentrant {
@@ -571,6 +569,8 @@ func (rw *RWMutex) writerTurn(ctx context.Context, a *rwAcquire) (l *Lease, t *t
 			}
 		}()
 	}
+	rw.c.stats.asleep.Add(1) // once a release may claim it (see waitQueued)
+	defer rw.c.stats.asleep.Add(-1)
 	for {
 		select {
 		case t.slot <- struct{}{}:

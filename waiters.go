@@ -766,10 +766,12 @@ func (c *Client) waitQueued(ctx context.Context, qw queuedWait, q queued, retry 
 		// ctx wake this call.
 		asleep := ready == nil && gready == nil
 		if asleep {
-			c.stats.asleep.Add(1)
 			if claimable {
 				reg.sleep(lw)
 			}
+			// Counted once a release may claim it: a call that Stats shows
+			// asleep may be handed the lock.
+			c.stats.asleep.Add(1)
 		}
 		try := true   // attempt once awake
 		told := false // a release of this Client told it to attempt, and woke it
