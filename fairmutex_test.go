@@ -194,10 +194,7 @@ func TestFairMutexHammer(t *testing.T) {
 						defer wg.Done()
 						rnd := rand.New(rand.NewSource(seed))
 						for j := 0; j < rounds; j++ {
-							wctx, cancel := ctx, context.CancelFunc(func() {})
-							if cancelling {
-								wctx, cancel = context.WithTimeout(ctx, time.Duration(rnd.Intn(3000))*time.Microsecond)
-							}
+							wctx, cancel := testkit.GivingUp(ctx, cancelling, time.Duration(rnd.Intn(3000))*time.Microsecond)
 							l, err := m.Lock(wctx)
 							cancel()
 							if err != nil {

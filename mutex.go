@@ -295,17 +295,13 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 	if l.reentrant {
 		keys = append(m.unlockKeys[:5:5], suffixed(unlockLatchPrefix, m.name, l.request))
 	}
-	var one [1]*waiter
-	if m.mayPassOver(l) {
-		if ws := m.c.local.claim(m.name, one[:]); len(ws) == 1 && m.passOver(l, ws[0]) {
-			return 3, nil
-		}
-	}
-	// The run, if l holds it, ends here: the calls that joined it attempt.
-	m.c.local.endRun(m.name, l)
-	if err := l.awaitConfirmed(ctx); err != nil {
+	switch passed, err := m.c.passOrEnd(ctx, l, m.name, m.passOver); {
+	case err != nil:
 		return 0, err
+	case passed:
+		return 3, nil
 	}
+	var one [1]*waiter
 	if ws := m.c.local.claim(m.name, one[:]); len(ws) == 1 {
 		return m.handOff(ctx, l, ws[0], keys)
 	}

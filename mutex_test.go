@@ -301,10 +301,7 @@ func TestMutexHammerWithCancellation(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		for _, nclients := range []int{1, 2} {
 			t.Run(fmt.Sprintf("clients=%d", nclients), func(t *testing.T) {
-				var clients []*relock.Client
-				for i := 0; i < nclients; i++ {
-					clients = append(clients, top.NewClient(t))
-				}
+				clients := top.NewClients(t, nclients)
 				name := testkit.LockName(t)
 				rec := history.New()
 				ctx := testkit.CtxTimeout(t, time.Minute)

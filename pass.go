@@ -285,10 +285,22 @@ func (ch *chain) ours(token, from uint64) bool {
 	return token > from && token <= ch.passed
 }
 
-// mayPassOver reports whether the release of l may pass the lock on in
-// process.
-func (m *Mutex) mayPassOver(l *Lease) bool {
-	return m.c.passable(l) && l.chain.ready()
+// passOrEnd begins the release of l, a hold of a Mutex or an RWMutex's
+// write hold whose Client's waiters wait under name: it passes the lock
+// on in process to a waiting call of the Client it claims, with pass
+// (the lock's passOver), if the run allows, and reports true. Otherwise
+// it ends the run, if l holds it (the calls that joined it attempt), and
+// returns once every switch of the run is answered: a release that does
+// not pass the hold on comes after them.
+func (c *Client) passOrEnd(ctx context.Context, l *Lease, name string, pass func(*Lease, *waiter) bool) (bool, error) {
+	if c.passable(l) && l.chain.ready() {
+		var one [1]*waiter
+		if ws := c.local.claim(name, one[:]); len(ws) == 1 && pass(l, ws[0]) {
+			return true, nil
+		}
+	}
+	c.local.endRun(name, l)
+	return false, l.awaitConfirmed(ctx)
 }
 
 // passable reports whether l's hold may be passed on in process, tokens
@@ -307,25 +319,21 @@ func (c *Client) passable(l *Lease) bool {
 // try is not answered). It reports false, having done nothing, if w has
 // gone: the release then goes on as if it had not claimed w.
 func (m *Mutex) passOver(l *Lease, w *waiter) bool {
-	return m.c.passSwitch(l, w, w.owner, m.group, func(next *Lease) { m.c.local.setRun(m.name, next) },
-		func(ctx context.Context, token uint64, ask bool) (int64, error) {
-			reserve := argZero
-			if ask {
-				reserve = argOne
-			}
-			args := m.unlockArgs(l.arg(), false, w, "", strconv.FormatUint(token, 10), reserve)
-			return m.c.batch.Do(ctx, scripts.Unlock, m.unlockKeys, args, nil)
-		})
+	return m.c.passSwitch(l, w, w.owner, m.group, m.name, func(ctx context.Context, token, reserve any) (int64, error) {
+		args := m.unlockArgs(l.arg(), false, w, "", token, reserve)
+		return m.c.batch.Do(ctx, scripts.Unlock, m.unlockKeys, args, nil)
+	})
 }
 
 // passSwitch passes the hold of l, a Mutex's or an RWMutex's write hold,
 // to w, as passOver tells: the new hold's field in the lock's hash is
-// field, its watchdog group group; handed, when not nil, is given the new
-// Lease before the switch is sent; send sends the switch that hands the
-// hold with token, asking Redis to reserve the next block if ask. Its
-// answer is unlock.lua's to a switch (rw_write_unlock.lua's is the same).
-func (c *Client) passSwitch(l *Lease, w *waiter, field string, group int, handed func(*Lease),
-	send func(ctx context.Context, token uint64, ask bool) (int64, error)) bool {
+// field, its watchdog group group, and it holds the run of the Client's
+// waiters under name from then; send sends the switch that hands the
+// hold with token, and the switch's reserve argument ("1" to ask Redis to
+// reserve the next block). Its answer is unlock.lua's to a switch
+// (rw_write_unlock.lua's is the same).
+func (c *Client) passSwitch(l *Lease, w *waiter, field string, group int, name string,
+	send func(ctx context.Context, token, reserve any) (int64, error)) bool {
 	ch := l.chain
 	token, ask := ch.take()
 	next, sent, ok := c.handOver(l, w, field, token, group, &c.local)
@@ -333,11 +341,13 @@ func (c *Client) passSwitch(l *Lease, w *waiter, field string, group int, handed
 		ch.noNews(token, ask)
 		return false
 	}
-	if handed != nil {
-		handed(next)
+	c.local.setRun(name, next)
+	tok, reserve := strconv.FormatUint(token, 10), argZero
+	if ask {
+		reserve = argOne
 	}
 	judgeSwitch(c, next, func(ctx context.Context) (int64, error) {
-		return send(ctx, token, ask)
+		return send(ctx, tok, reserve)
 	}, func(r int64, err error) {
 		switch {
 		case err != nil:
@@ -481,12 +491,6 @@ func toInt(v any) int64 {
 	return n
 }
 
-// mayPassOver reports whether the release of l, a write hold, may pass
-// the lock on in process.
-func (rw *RWMutex) mayPassOver(l *Lease) bool {
-	return rw.c.passable(l) && l.chain.ready()
-}
-
 // passOver passes an RWMutex's write lock on in process to w, a one-shot
 // writer of this Client it has claimed, as Mutex.passOver does; the
 // switch is rw_write_unlock.lua's.
@@ -495,14 +499,9 @@ func (rw *RWMutex) passOver(l *Lease, w *waiter) bool {
 	if member == "" { // a writer not queued yet: the switch takes nothing out of the queue
 		member = queueMember(w.lease, argKindOneShot.(string), w.owner)
 	}
-	return rw.c.passSwitch(l, w, w.owner+":write", rw.group, func(next *Lease) { rw.c.local.setRun(rw.queue, next) },
-		func(ctx context.Context, token uint64, ask bool) (int64, error) {
-			reserve := argZero
-			if ask {
-				reserve = argOne
-			}
-			script, msg := rwUnlockScript(true)
-			args := append(rw.unlockArgs(l.field, msg, argZero, ""), member, strconv.FormatUint(token, 10), reserve)
-			return rw.c.batch.Do(ctx, script, rw.oneShotUnlock, args, nil)
-		})
+	return rw.c.passSwitch(l, w, w.owner+":write", rw.group, rw.queue, func(ctx context.Context, token, reserve any) (int64, error) {
+		script, msg := rwUnlockScript(true)
+		args := append(rw.unlockArgs(l.field, msg, argZero, ""), member, token, reserve)
+		return rw.c.batch.Do(ctx, script, rw.oneShotUnlock, args, nil)
+	})
 }

@@ -34,10 +34,7 @@ func TestPermitSemaphoreHammer(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for j := 0; j < rounds; j++ {
-					wctx, cancel := ctx, context.CancelFunc(func() {})
-					if j%3 == i%3 {
-						wctx, cancel = context.WithTimeout(ctx, time.Duration(j*150)*time.Microsecond)
-					}
+					wctx, cancel := testkit.GivingUp(ctx, j%3 == i%3, time.Duration(j*150)*time.Microsecond)
 					p, err := ps.Acquire(wctx)
 					cancel()
 					if errors.Is(err, context.DeadlineExceeded) {

@@ -222,10 +222,7 @@ func TestRedLockHammerWithCancellation(t *testing.T) {
 			defer wg.Done()
 			rnd := rand.New(rand.NewSource(seed))
 			for range 10 {
-				wctx, cancel := ctx, context.CancelFunc(func() {})
-				if seed%2 == 1 {
-					wctx, cancel = context.WithTimeout(ctx, time.Duration(rnd.Intn(20000))*time.Microsecond)
-				}
+				wctx, cancel := testkit.GivingUp(ctx, seed%2 == 1, time.Duration(rnd.Intn(20000))*time.Microsecond)
 				l, err := rl.Lock(wctx)
 				cancel()
 				if err != nil {

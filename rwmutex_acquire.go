@@ -410,18 +410,13 @@ func (w *WriteLocker) release(ctx context.Context, l *Lease) (int64, error) {
 }
 
 func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, error) {
-	var one [1]*waiter
-	if write && rw.mayPassOver(l) {
-		if ws := rw.c.local.claim(rw.queue, one[:]); len(ws) == 1 && rw.passOver(l, ws[0]) {
+	if write {
+		switch passed, err := rw.c.passOrEnd(ctx, l, rw.queue, rw.passOver); {
+		case err != nil:
+			return 0, err
+		case passed:
 			return 3, nil
 		}
-	}
-	// The run, if l holds it, ends here: the calls that joined it attempt.
-	// A release that does not pass the hold on comes after every switch
-	// of the run (pass.go).
-	rw.c.local.endRun(rw.queue, l)
-	if err := l.awaitConfirmed(ctx); err != nil {
-		return 0, err
 	}
 	marker, mode := "", argZero
 	if l.reentrant {
@@ -432,6 +427,7 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 	if rw.c.rsync.mayWait() {
 		return rw.c.batch.Do(ctx, script, keys, args, nil)
 	}
+	var one [1]*waiter
 	ws := rw.c.local.claim(rw.queue, one[:])
 	if len(ws) == 0 {
 		return rw.c.batch.Do(ctx, script, keys, args, nil)

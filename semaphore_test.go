@@ -31,10 +31,7 @@ func TestSemaphoreHammer(t *testing.T) {
 
 func semaphoreHammer(t *testing.T, top testkit.Topology, nClients int, opts ...relock.Option) {
 	const permits, workers, rounds = 3, 12, 25
-	var clients []*relock.Client
-	for range nClients {
-		clients = append(clients, top.NewClient(t, opts...))
-	}
+	clients := top.NewClients(t, nClients, opts...)
 	name := testkit.LockName(t)
 	ctx := testkit.CtxTimeout(t, time.Minute)
 	if ok, err := clients[0].Semaphore(name).TrySetPermits(ctx, permits); !ok || err != nil {
@@ -51,10 +48,7 @@ func semaphoreHammer(t *testing.T, top testkit.Topology, nClients int, opts ...r
 			rnd := rand.New(rand.NewSource(seed))
 			for j := 0; j < rounds; j++ {
 				n := 1 + rnd.Intn(2)
-				wctx, cancel := ctx, context.CancelFunc(func() {})
-				if rnd.Intn(3) == 0 {
-					wctx, cancel = context.WithTimeout(ctx, time.Duration(rnd.Intn(3000))*time.Microsecond)
-				}
+				wctx, cancel := testkit.GivingUp(ctx, rnd.Intn(3) == 0, time.Duration(rnd.Intn(3000))*time.Microsecond)
 				err := s.Acquire(wctx, n)
 				cancel()
 				if errors.Is(err, context.DeadlineExceeded) {

@@ -37,10 +37,7 @@ func TestRWMutexHammer(t *testing.T) {
 // rwHammer runs the hammer with n Clients, writePercent of whose calls
 // are writes on average.
 func rwHammer(t *testing.T, top testkit.Topology, n, writePercent int, opts ...relock.Option) {
-	var clients []*relock.Client
-	for range n {
-		clients = append(clients, top.NewClient(t, opts...))
-	}
+	clients := top.NewClients(t, n, opts...)
 	name := testkit.LockName(t)
 	rec := history.New()
 	ctx := testkit.CtxTimeout(t, time.Minute)
@@ -55,10 +52,7 @@ func rwHammer(t *testing.T, top testkit.Topology, n, writePercent int, opts ...r
 			rnd := rand.New(rand.NewSource(seed))
 			for j := 0; j < 30; j++ {
 				write := rnd.Intn(100) < writePercent
-				lctx, cancel := ctx, context.CancelFunc(func() {})
-				if rnd.Intn(4) == 0 {
-					lctx, cancel = context.WithTimeout(ctx, time.Duration(rnd.Intn(3000))*time.Microsecond)
-				}
+				lctx, cancel := testkit.GivingUp(ctx, rnd.Intn(4) == 0, time.Duration(rnd.Intn(3000))*time.Microsecond)
 				lock := rw.RLock
 				if write {
 					lock = rw.Lock

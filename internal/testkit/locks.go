@@ -220,6 +220,16 @@ func FairQueueKey(name string) string { return "redisson_lock_queue:{" + name + 
 // FairTimeoutKey is a fair lock's zset of waiter deadlines.
 func FairTimeoutKey(name string) string { return "redisson_lock_timeout:{" + name + "}" }
 
+// GivingUp returns the context for a hammer's call that may give up: ctx
+// ended after d when giveUp, else ctx itself. The call's caller cancels
+// it once the call has returned.
+func GivingUp(ctx context.Context, giveUp bool, d time.Duration) (context.Context, context.CancelFunc) {
+	if !giveUp {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
 // LockAsync runs lock(ctx) in a goroutine and sends its Lease (nil after
 // an error, which fails the test) on the returned channel.
 func LockAsync(t testing.TB, ctx context.Context, lock func(context.Context, ...relock.LockOption) (*relock.Lease, error)) <-chan *relock.Lease {

@@ -99,6 +99,17 @@ func (top Topology) NewClient(t testing.TB, opts ...relock.Option) *relock.Clien
 	return NewClient(t, top.RDB(t), opts...)
 }
 
+// NewClients returns n relock Clients of top with opts, each on its own
+// go-redis client, closed when the test ends.
+func (top Topology) NewClients(t testing.TB, n int, opts ...relock.Option) []*relock.Client {
+	t.Helper()
+	clients := make([]*relock.Client, n)
+	for i := range clients {
+		clients[i] = top.NewClient(t, opts...)
+	}
+	return clients
+}
+
 // CountingClient returns a relock Client on a fresh go-redis client of
 // top whose calls of script (a file name, see CountCalls) are counted.
 func (top Topology) CountingClient(t testing.TB, script string, opts ...relock.Option) (*relock.Client, *CountCalls) {
