@@ -440,6 +440,9 @@ func TestSemaphoreAddPermitsResizes(t *testing.T) {
 		}
 		got := make(chan error, 1)
 		go func() { got <- s.Acquire(ctx, 1) }()
+		// Asleep, where a release of its Client may hand it permits: the
+		// release hands it none, since that would leave -1 available.
+		testkit.Eventually(t, 5*time.Second, "the waiter to sleep", func() bool { return c.Stats().Asleep == 1 })
 		if err := s.Release(ctx, 1); err != nil { // 0 available: still none to take
 			t.Fatal(err)
 		}

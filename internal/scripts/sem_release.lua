@@ -23,7 +23,10 @@
 --           request answers as the first did.
 --
 -- Handed permits are never published: the only listener is the client
--- that takes them. The rest, if any, are added and published.
+-- that takes them. The rest, if any, are added and published. Nothing is
+-- handed that would leave fewer than none available (a semaphore shrunk
+-- while its permits were out): the permits are all added then, and the
+-- calls attempt for them as for any.
 
 if #KEYS > 3 then
     redis.call('del', unpack(KEYS, 4))
@@ -33,7 +36,10 @@ local k = tonumber(ARGV[4] or '0')
 -- handed, "1" without.
 local applied = '1'
 if k > 0 and redis.call('pubsub', ARGV[5], KEYS[2])[2] <= 1 then
-    applied = 'h'
+    local value = redis.pcall('get', KEYS[1])
+    if type(value) ~= 'table' and tonumber(value or '0') + tonumber(ARGV[1]) - k >= 0 then
+        applied = 'h'
+    end
 end
 local function answer(value)
     if k == 0 then

@@ -26,7 +26,8 @@ func TestSyncHeaders(t *testing.T) {
 // client's own waiting calls when the client is the only subscriber of
 // the channel: only n-k are added and published, the reply is twice the
 // count plus 1, and a retried request answers the same. With another
-// subscriber, all n are added and the reply is even.
+// subscriber, or when handing would leave fewer than none available, all
+// n are added and the reply is even.
 func TestSemaphoreHandOut(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
@@ -56,6 +57,22 @@ func TestSemaphoreHandOut(t *testing.T) {
 	if p := heard(t, client); p != "2" {
 		t.Fatalf("channel heard %q, want 2", p)
 	}
+	// A semaphore shrunk below none while its permits were out: nothing
+	// is handed that would leave fewer than none available.
+	rdb.Set(ctx, name, -2, 0)
+	if v := release("short", 1, 1); v != 2*-1 || count() != "-1" {
+		t.Fatalf("release of 1 handing 1 at -2 = %d, count %s; want 2*-1, -1", v, count())
+	}
+	if p := heard(t, client); p != "-1" {
+		t.Fatalf("channel heard %q, want -1", p)
+	}
+	if v := release("even", 2, 1); v != 2*0+1 || count() != "0" {
+		t.Fatalf("release of 2 handing 1 at -1 = %d, count %s; want 2*0+1, 0", v, count())
+	}
+	if p := heard(t, client); p != "0" {
+		t.Fatalf("channel heard %q, want 0", p)
+	}
+	rdb.Set(ctx, name, 2, 0)
 	// Another subscriber (another client, or Redisson): nothing handed.
 	listening(t, ch)
 	if v := release("other", 2, 2); v != 2*4 || count() != "4" {
