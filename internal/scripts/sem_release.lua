@@ -34,10 +34,10 @@ end
 local k = tonumber(ARGV[4] or '0')
 -- The marker says how the request was applied: "h" with the k permits
 -- handed, "1" without.
-local applied = '1'
+local applied, available = '1', nil
 if k > 0 and redis.call('pubsub', ARGV[5], KEYS[2])[2] <= 1 then
-    local value = redis.pcall('get', KEYS[1])
-    if type(value) ~= 'table' and tonumber(value or '0') + tonumber(ARGV[1]) - k >= 0 then
+    available = redis.pcall('get', KEYS[1])
+    if type(available) ~= 'table' and tonumber(available or '0') + tonumber(ARGV[1]) - k >= 0 then
         applied = 'h'
     end
 end
@@ -61,7 +61,9 @@ if applied == 'h' then
     add = add - k
 end
 local value
-if add == 0 then
+if add == 0 and applied == 'h' then
+    value = available -- every permit handed: the count as read above
+elseif add == 0 then
     value = redis.pcall('get', KEYS[1])
 else
     value = redis.pcall('incrby', KEYS[1], add)
