@@ -129,7 +129,7 @@ type syncer struct {
 	mu          sync.RWMutex
 	nodes       map[string]*syncNode // a cluster's masters, by address
 	single      *syncNode            // the master of any other client
-	hasReplicas atomic.Bool          // some master has replicas, or is not probed yet
+	hasReplicas atomic.Bool          // some master of a cluster has replicas, or is not probed yet
 	saw         atomic.Bool          // some master was seen with replicas
 
 	kick chan struct{} // asks run to re-read the replica counts
@@ -331,7 +331,24 @@ func (s *syncer) nodeOf(client *redis.Client) *syncNode {
 }
 
 // mayWait reports whether some write may have to wait for replicas now:
-// cheap, for paths that only need to know whether sync could be on.
+// cheap, for paths that only need to know whether sync could be on. The
+// single master's own state answers the moment a probe has read it: a
+// count kept beside it would say "may wait" until it was updated too.
 func (s *syncer) mayWait() bool {
-	return s != nil && !s.off.Load() && (s.cfg.Replicas > 0 || s.saw.Load() || s.hasReplicas.Load())
+	if s == nil || s.off.Load() {
+		return false
+	}
+	if s.cfg.Replicas > 0 || s.saw.Load() {
+		return true
+	}
+	if s.cc == nil {
+		return s.single.mayHaveReplicas()
+	}
+	return s.hasReplicas.Load()
+}
+
+// mayHaveReplicas reports whether n has replicas in sync, as last read,
+// or was never read.
+func (n *syncNode) mayHaveReplicas() bool {
+	return !n.ready.Load() || n.replicas.Load() > 0
 }

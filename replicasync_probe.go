@@ -227,19 +227,18 @@ func (s *syncer) notice(n *syncNode, msg string, args ...any) {
 	s.c.cfg.logger.Debug(msg, args...)
 }
 
-// recount updates s.hasReplicas: whether some master has replicas in sync,
-// or has not been probed yet.
+// recount updates s.hasReplicas: whether some master of a cluster has
+// replicas in sync, or has not been probed yet. (mayWait reads a single
+// master's state itself.)
 func (s *syncer) recount() {
-	has := func(n *syncNode) bool { return !n.ready.Load() || n.replicas.Load() > 0 }
 	if s.cc == nil {
-		s.hasReplicas.Store(has(s.single))
 		return
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	found := len(s.nodes) == 0 // nothing probed yet
 	for _, n := range s.nodes {
-		found = found || has(n)
+		found = found || n.mayHaveReplicas()
 	}
 	s.hasReplicas.Store(found)
 }
