@@ -25,6 +25,9 @@ import (
 // leaves its request marker saying "undone" (a Semaphore's).
 func (c *Client) acquire(ctx context.Context, name string, s *scripts.Script, keys, args []any, undo batch.Undo,
 	granted func(int64) bool, again func() ([]any, batch.Undo)) (int64, int64, error) {
+	if err := c.checkOpen(); err != nil {
+		return 0, 0, err
+	}
 	rs := c.rsync
 	redirects := 0
 	for {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,8 +76,10 @@ type Client struct {
 // server that does not answer is left to the calls that need it. The same
 // round trip makes the Client known to operators (see WithClientName).
 func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
-	if rdb == nil {
-		return nil, fmt.Errorf("%w: nil redis client", ErrUnsupportedClient)
+	if isNil(rdb) {
+		// Nil matches both: no client is an invalid argument and no client
+		// relock can lock on.
+		return nil, fmt.Errorf("%w: %w: nil redis client %T", ErrInvalidOption, ErrUnsupportedClient, rdb)
 	}
 	if _, ok := rdb.(*redis.Ring); ok {
 		return nil, fmt.Errorf("%w: *redis.Ring shards keys without failover; use a *redis.Client or *redis.ClusterClient", ErrUnsupportedClient)
@@ -142,7 +145,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		Every:    c.announce,
 		Logger:   cfg.logger,
 	})
-	c.batch = batch.New(batch.Config{Client: rdb, Cleanup: cfg.cleanup})
+	c.batch = batch.New(batch.Config{Client: rdb, Cleanup: cfg.cleanup, Stopped: ErrClosed})
 	c.wg.Add(1)
 	go c.inspect()
 	c.rsync.start()
@@ -151,6 +154,16 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// isNil reports whether rdb is nil or a nil pointer in the interface, such
+// as a (*redis.Client)(nil), which would panic at the first call.
+func isNil(rdb redis.UniversalClient) bool {
+	if rdb == nil {
+		return true
+	}
+	v := reflect.ValueOf(rdb)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // tokenKeys returns the fencing keys of the lock name: the counter of its
@@ -203,7 +216,10 @@ func infoField(info, name string) (string, bool) {
 // Close stops the watchdog and the pub/sub connections, and makes every
 // blocked call return ErrClosed. Held locks and permits are not released:
 // they expire after their lease, and their Leases and Permits report an
-// error matching both ErrLockLost and ErrClosed. Close waits for relock's goroutines, which
+// error matching both ErrLockLost and ErrClosed. Every call made after
+// Close, or cut short by it, returns an error matching ErrClosed and
+// changes nothing in Redis: Lease.Unlock and Permit.Release too, so
+// release what should not wait for its lease before Close. Close waits for relock's goroutines, which
 // each give up on Redis within the cleanup timeout. It is idempotent.
 func (c *Client) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {

@@ -91,8 +91,11 @@ var (
 	// README lists the commands relock needs as an ACL SETUSER line.
 	ErrNoPermission = errors.New("relock: no permission")
 
-	// ErrClosed is returned by every operation of a closed Client, and
-	// wrapped with ErrLockLost by the leases a Close cut short.
+	// ErrClosed is returned by every operation of a closed Client, made
+	// after Close or cut short by it, Lease.Unlock and Permit.Release
+	// included: they send nothing, and the holds they would release stay
+	// in Redis until their leases run out. It is also wrapped with
+	// ErrLockLost by the leases and permits a Close ended.
 	ErrClosed = errors.New("relock: client closed")
 
 	// ErrNoLeader is returned by Election.Leader when the election has no

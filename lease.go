@@ -136,6 +136,9 @@ func (l *Lease) unlock(ctx context.Context) error {
 	if l.released {
 		return ErrNotHeld
 	}
+	if err := l.c.checkOpen(); err != nil {
+		return opError("unlock", l.name, err) // the hold expires with its lease
+	}
 	if l.reentrant && l.request == "" {
 		l.request = l.c.id + ":" + strconv.FormatUint(ownerSeq.Add(1), 10)
 	}

@@ -56,7 +56,9 @@ type MultiLock struct {
 // Multi returns a MultiLock over lockers. Its name is the members' names
 // joined by commas. No members, a nil member, or a lock listed twice (the
 // same name on the same Client, even inside a nested MultiLock) make every
-// call fail with ErrInvalidOption.
+// call fail with ErrInvalidOption; a member with an invalid name or option
+// makes every call fail with that member's error (ErrInvalidName,
+// ErrInvalidOption). Either way the calls fail before any I/O.
 //
 // Two Clients on one Redis deployment are two Clients to relock: the same
 // name through both is the same lock, and a MultiLock over both can never
@@ -89,6 +91,11 @@ func checkMembers(lockers []Locker) error {
 		if v := reflect.ValueOf(l); v.Kind() == reflect.Pointer && v.IsNil() {
 			return fmt.Errorf("%w: multi-lock member %d is a nil %T", ErrInvalidOption, i, l)
 		}
+		if v, ok := l.(validated); ok {
+			if err := v.invalid(); err != nil {
+				return fmt.Errorf("multi-lock member %d: %w", i, err)
+			}
+		}
 		k, ok := l.(identified)
 		if !ok {
 			if reflect.TypeOf(l).Comparable() {
@@ -107,6 +114,26 @@ func checkMembers(lockers []Locker) error {
 		}
 	}
 	return nil
+}
+
+// validated is implemented by relock's lockers: the error every call of an
+// invalid one returns (a bad name or option), so that Multi refuses it
+// before any member does I/O.
+type validated interface {
+	invalid() error
+}
+
+func (ml *MultiLock) invalid() error  { return ml.err }
+func (r *RedLock) invalid() error     { return r.err }
+func (h *lockName) invalid() error    { return h.err }
+func (r *ReadLocker) invalid() error  { return r.rw.invalid() }
+func (w *WriteLocker) invalid() error { return w.rw.invalid() }
+
+func (rw *RWMutex) invalid() error {
+	if rw == nil {
+		return nil // a zero ReadLocker or WriteLocker: its own calls fail
+	}
+	return rw.err
 }
 
 // Name returns the members' names joined by commas.

@@ -80,6 +80,9 @@ func (p *Permit) Release(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	c := p.ps.c
+	if err := c.checkOpen(); err != nil {
+		return opError("release", p.ps.name, err) // the permit expires with its lease
+	}
 	r, err := c.write(ctx, writeCall{name: p.ps.name, script: scripts.PermitRelease, keys: p.ps.keys,
 		args: p.ps.releaseArgs(p.raw, ""), changed: nonZero})
 	if err != nil && !isUnconfirmed(err) {

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/relock-go/relock/internal/batch"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -329,7 +328,7 @@ func (a *permitAttempt) attempt(ctx context.Context) (bool, time.Duration, error
 		a.joined = sent
 		a.args[permitArgJoined] = argOne // later attempts leave the queue when they acquire
 	}
-	if errors.Is(err, batch.ErrStopped) {
+	if errors.Is(err, ErrClosed) {
 		return false, 0, ErrClosed
 	}
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/relock-go/relock/internal/batch"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -87,7 +86,7 @@ func (r *requests) done(marker string) {
 // errors that are not a Redis reply, the outcome is unknown.
 func (r *requests) run(ctx context.Context, s *scripts.Script, keys []any, marker string, changed func(int64) bool, args ...any) (int64, error) {
 	v, err := r.c.write(ctx, writeCall{name: r.name, script: s, keys: keys, args: args, marker: marker, changed: changed})
-	if errors.Is(err, batch.ErrStopped) {
+	if errors.Is(err, ErrClosed) {
 		return 0, ErrClosed // never sent
 	}
 	if err == nil || isUnconfirmed(err) {

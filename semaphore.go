@@ -323,7 +323,7 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 		keys, marker = s.req.keys(s.name)
 		return keys, s.undo(n, marker)
 	})
-	if errors.Is(err, batch.ErrStopped) {
+	if errors.Is(err, ErrClosed) {
 		return false, ErrClosed
 	}
 	if err != nil {

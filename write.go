@@ -45,6 +45,9 @@ type writeCall struct {
 // says the change was applied on the master. Without replicas to wait for,
 // write sends the script alone.
 func (c *Client) write(ctx context.Context, w writeCall) (int64, error) {
+	if err := c.checkOpen(); err != nil {
+		return 0, err // nothing was sent
+	}
 	rs := c.rsync
 	redirects := 0
 	for {
@@ -118,7 +121,7 @@ func (c *Client) resend(ctx context.Context, t *syncTarget, w *writeCall) (int64
 // be run again to settle it: w has a request marker, and err is neither a
 // reply from the server nor the batcher's refusal of a call it never sent.
 func lostReply(w *writeCall, err error) bool {
-	return err != nil && w.marker != "" && !isServerError(err) && !errors.Is(err, batch.ErrStopped)
+	return err != nil && w.marker != "" && !isServerError(err) && !errors.Is(err, ErrClosed)
 }
 
 // unconfirmedError is the error of a write that was applied on the master

@@ -24,6 +24,9 @@ type Config struct {
 	MaxBatch int           // most calls in one pipeline (default 16)
 	Flushers int           // most pipelines in flight at once (default 4)
 	Cleanup  time.Duration // bound on undo calls (default 2s)
+	// Stopped is the error of every call made once Close has begun, sent
+	// or not (default ErrStopped).
+	Stopped error
 }
 
 // Batcher batches script calls. It is safe for concurrent use.
@@ -37,7 +40,7 @@ type Batcher struct {
 	mu      sync.Mutex
 	queue   []*request
 	active  int
-	stopped bool
+	stopped atomic.Bool // set under mu
 }
 
 // New returns a Batcher; Close stops it.
@@ -54,11 +57,15 @@ func New(cfg Config) *Batcher {
 	if cfg.Cleanup <= 0 {
 		cfg.Cleanup = 2 * time.Second
 	}
+	if cfg.Stopped == nil {
+		cfg.Stopped = ErrStopped
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Batcher{cfg: cfg, ctx: ctx, cancel: cancel}
 }
 
-// ErrStopped is returned for calls queued when the Batcher is closed.
+// ErrStopped is the default error of calls made or queued once the
+// Batcher is closed (see Config.Stopped).
 var ErrStopped = errors.New("batch: stopped")
 
 // Undo undoes a call whose reply was lost, or that nobody waits for any
@@ -98,6 +105,9 @@ type Sync struct {
 // judge. The undo rules are those of Do; a WAIT that fails or falls short
 // is left to the caller.
 func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, sync *Sync) (int64, redis.Cmder, error) {
+	if b.stopped.Load() {
+		return 0, nil, b.cfg.Stopped
+	}
 	if b.inflight.Add(1) == 1 {
 		defer b.inflight.Add(-1)
 		var cmd *redis.Cmd
@@ -203,16 +213,17 @@ func (b *Batcher) undo(ctx context.Context, undo Undo) {
 	undo.Undo(ctx)
 }
 
-// Close stops the flushers: calls still queued fail with ErrStopped, and
+// Close stops the flushers: calls still queued, and every later call,
+// fail with Config.Stopped, and
 // pipelines in flight are cut off (their callers' calls are undone).
 func (b *Batcher) Close() {
 	b.mu.Lock()
-	b.stopped = true
+	b.stopped.Store(true)
 	queued := b.queue
 	b.queue = nil
 	b.mu.Unlock()
 	for _, r := range queued {
-		r.deliver(0, ErrStopped, nil, b)
+		r.deliver(0, b.cfg.Stopped, nil, b)
 	}
 	b.cancel() // pipelines in flight end now; their undo calls are bounded
 	b.wg.Wait()
@@ -254,8 +265,8 @@ func (r *request) deliver(v int64, err error, ack redis.Cmder, b *Batcher) {
 func (b *Batcher) enqueue(r *request) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.stopped {
-		return ErrStopped
+	if b.stopped.Load() {
+		return b.cfg.Stopped
 	}
 	b.queue = append(b.queue, r)
 	if b.active < b.cfg.Flushers {
