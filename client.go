@@ -74,7 +74,9 @@ type Client struct {
 // one round trip bounded by the cleanup timeout, whether the Redis user
 // may run scripts, and fails with ErrNoPermission if its ACL says no; a
 // server that does not answer is left to the calls that need it. The same
-// round trip makes the Client known to operators (see WithClientName).
+// round trip makes the Client known to operators (see WithClientName). A
+// nil rdb, or a nil pointer of any client type, fails with an error
+// matching ErrInvalidOption (and ErrUnsupportedClient).
 func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if isNil(rdb) {
 		// Nil matches both: no client is an invalid argument and no client
@@ -107,9 +109,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.info = c.identity()
-	if _, ok := rdb.(*redis.ClusterClient); ok {
-		c.cluster = true
-		c.publish = c.clusterPublish()
+	_, c.cluster = rdb.(*redis.ClusterClient)
+	probed := c.probe()
+	if probed.publish != "" {
+		c.publish = probed.publish
 	}
 	c.numsub = "numsub"
 	if c.publish == "spublish" {
@@ -121,9 +124,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if cfg.perNameTokens {
 		c.argFencing = argZero
 	}
-	if err := c.checkScripts(); err != nil {
+	if probed.err != nil {
 		c.cancel()
-		return nil, err
+		return nil, probed.err
 	}
 	var err error
 	if c.rsync, err = newSyncer(c); err != nil {
@@ -170,6 +173,59 @@ func isNil(rdb redis.UniversalClient) bool {
 // slot and its own token key (see fence.lua).
 func (c *Client) tokenKeys(name string) (counter, named string) {
 	return fencingKey(name, c.cluster), companion(tokenPrefix, name)
+}
+
+// probed is what New learns of the server before it builds the Client.
+type probed struct {
+	publish string // clusterPublish's answer on a cluster, else ""
+	err     error  // checkScripts'
+}
+
+// probe asks the server what New needs to know, within the cleanup
+// timeout: a server that does not answer by then is left to the calls
+// that need it, and New goes on with the defaults (sharded pub/sub on a
+// cluster, scripts allowed).
+func (c *Client) probe() probed {
+	got := make(chan probed, 1)
+	if !within(c.cfg.cleanup, func() {
+		var p probed
+		if c.cluster {
+			p.publish = c.clusterPublish()
+		}
+		p.err = c.checkScripts()
+		got <- p
+	}) {
+		c.cfg.logger.Warn("relock: the server did not answer New's probe within the cleanup timeout; going on with the defaults",
+			"cleanup timeout", c.cfg.cleanup)
+		if c.cluster {
+			return probed{publish: "spublish"}
+		}
+		return probed{}
+	}
+	return <-got
+}
+
+// within runs f in a goroutine of its own and reports whether it returned
+// within d. go-redis ignores a ctx's deadline unless the client has
+// ContextTimeoutEnabled, and waits for a server that does not answer until
+// its own read timeout; within is how relock keeps its bounds whatever
+// the client's settings. An f that is still running is left to end when
+// go-redis gives up, so it must write nothing its caller reads after a
+// false return, but a buffered channel.
+func within(d time.Duration, f func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // clusterPublish picks sharded pub/sub when the cluster runs Redis 7 or
@@ -219,8 +275,10 @@ func infoField(info, name string) (string, bool) {
 // error matching both ErrLockLost and ErrClosed. Every call made after
 // Close, or cut short by it, returns an error matching ErrClosed and
 // changes nothing in Redis: Lease.Unlock and Permit.Release too, so
-// release what should not wait for its lease before Close. Close waits for relock's goroutines, which
-// each give up on Redis within the cleanup timeout. It is idempotent.
+// release what should not wait for its lease before Close. Close waits for
+// relock's goroutines for at most the cleanup timeout (WithCleanupTimeout),
+// whatever the server does; those still waiting then on a server that does
+// not answer end with the Redis client's read timeout. It is idempotent.
 func (c *Client) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
@@ -231,11 +289,19 @@ func (c *Client) Close() error {
 	c.spawnMu.Unlock()
 	c.unregisterMetrics()
 	c.cancel()
-	c.wd.Close(errClosedLost)
-	c.hub.Close()
-	c.batch.Close()
-	c.wg.Wait()
-	c.retire()
+	if !within(c.cfg.cleanup, func() {
+		c.wd.Close(errClosedLost)
+		c.hub.Close()
+		c.batch.Close()
+		c.wg.Wait()
+		c.retire()
+	}) {
+		// The holds have ended (Watchdog.Close ends them first); what is
+		// left waits on a server that does not answer, and ends when
+		// go-redis gives up on it.
+		c.cfg.logger.Warn("relock: Close did not hear from the server within the cleanup timeout; its last calls end with the client's read timeout",
+			"cleanup timeout", c.cfg.cleanup)
+	}
 	return nil
 }
 

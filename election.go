@@ -204,7 +204,7 @@ type reading struct {
 func (e *Election) read(ctx context.Context, after string, n int) (reading, error) {
 	v, err := scripts.ElectionRead.Run(ctx, e.c.rdb, e.readKeys, after, n).Slice()
 	if err != nil {
-		return reading{}, opError("read leader", e.name, err)
+		return reading{}, opError(ctx, "read leader", e.name, err)
 	}
 	var r reading
 	if len(v) < 3 {
@@ -476,7 +476,7 @@ func (l *Leadership) proclaim(ctx context.Context, value string, first bool) (bo
 	v, err := c.write(ctx, writeCall{name: l.e.mu.name, script: scripts.ElectionProclaim, keys: l.e.keys,
 		args: []any{l.lease.field, string(body), flag, c.argPublish, c.argMarkerTTL, strconv.FormatUint(l.lease.token, 10)}, changed: isOne})
 	if err != nil {
-		return v == 1, opError("proclaim", l.e.name, err)
+		return v == 1, opError(ctx, "proclaim", l.e.name, err)
 	}
 	return v == 1, nil
 }
@@ -493,7 +493,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	_, err := c.write(ctx, writeCall{name: l.e.mu.name, script: scripts.ElectionResign, keys: l.e.keys,
 		args: []any{l.lease.field, strconv.FormatUint(l.lease.token, 10), c.argPublish, c.argMarkerTTL}, changed: isOne})
 	if err != nil && !errors.Is(err, ErrUnconfirmed) {
-		return opError("resign", l.e.name, err)
+		return opError(ctx, "resign", l.e.name, err)
 	}
 	// A hold gone already makes Unlock report ErrNotHeld.
 	return l.lease.Unlock(ctx)

@@ -1,6 +1,7 @@
 package relock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -113,18 +114,24 @@ var errClosedLost = fmt.Errorf("%w: %w", ErrLockLost, ErrClosed)
 
 // opError wraps err from a Redis call of operation op on lock name, adding
 // ErrWrongType, ErrOutOfMemory or ErrNoPermission where the server's
-// reply means that.
-func opError(op, name string, err error) error {
-	if isServerError(err) {
-		msg := err.Error()
-		switch {
-		case strings.Contains(msg, "WRONGTYPE"):
-			return fmt.Errorf("relock: %s %q: %w (%w)", op, name, ErrWrongType, err)
-		case strings.HasPrefix(msg, "OOM"):
-			return fmt.Errorf("relock: %s %q: %w (%w)", op, name, ErrOutOfMemory, err)
-		case isNoPerm(err):
-			return fmt.Errorf("relock: %s %q: %w (%w)", op, name, ErrNoPermission, err)
+// reply means that, and ctx's error where the call failed otherwise after
+// ctx ended: the call ended because ctx did, whatever the client reported
+// (go-redis with ContextTimeoutEnabled reports an I/O timeout).
+func opError(ctx context.Context, op, name string, err error) error {
+	if !isServerError(err) {
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			return fmt.Errorf("relock: %s %q: %w (%w)", op, name, cerr, err)
 		}
+		return fmt.Errorf("relock: %s %q: %w", op, name, err)
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "WRONGTYPE"):
+		return fmt.Errorf("relock: %s %q: %w (%w)", op, name, ErrWrongType, err)
+	case strings.HasPrefix(msg, "OOM"):
+		return fmt.Errorf("relock: %s %q: %w (%w)", op, name, ErrOutOfMemory, err)
+	case isNoPerm(err):
+		return fmt.Errorf("relock: %s %q: %w (%w)", op, name, ErrNoPermission, err)
 	}
 	return fmt.Errorf("relock: %s %q: %w", op, name, err)
 }

@@ -143,7 +143,7 @@ func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	}
 	n, err := scripts.FairForceUnlock.Run(ctx, m.c.rdb, append(m.leaveKeys[:4:4], m.aliveKey), msgUnlock, m.c.publish, m.argGrantPrefix).Int64()
 	if err != nil {
-		return false, opError("force unlock", m.name, err)
+		return false, opError(ctx, "force unlock", m.name, err)
 	}
 	return n == 1, nil
 }
@@ -230,7 +230,7 @@ func (m *FairMutex) attempt(ctx context.Context, a *fairAcquire) (*Lease, time.D
 		a.joined = sent
 	}
 	if err != nil {
-		return nil, 0, opError("lock", m.name, err)
+		return nil, 0, opError(ctx, "lock", m.name, err)
 	}
 	if r <= 0 {
 		v := -r - 1

@@ -63,7 +63,7 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	keys, marker := l.req.keys(l.name, l.channel)
 	v, err := l.req.run(ctx, scripts.LatchTrySetCount, keys, marker, isOne, n, l.c.argPublish, l.c.argMarkerTTL)
 	if err != nil {
-		return v == 1, opError("set count", l.name, err)
+		return v == 1, opError(ctx, "set count", l.name, err)
 	}
 	return v == 1, nil
 }
@@ -91,7 +91,7 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	keys, marker := l.req.keys(l.name, l.channel)
 	v, err := l.req.run(ctx, scripts.LatchCountDown, keys, marker, nonNegative, l.c.argPublish, l.c.argMarkerTTL)
 	if err != nil {
-		return opError("count down", l.name, err)
+		return opError(ctx, "count down", l.name, err)
 	}
 	if v < 0 {
 		return fmt.Errorf("%w: %q", ErrLatchNotSet, l.name)
@@ -113,7 +113,7 @@ func (l *CountDownLatch) count(ctx context.Context, op string) (int, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, opError(op, l.name, err)
+		return 0, opError(ctx, op, l.name, err)
 	}
 	return max(n, 0), nil
 }
@@ -139,10 +139,7 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 	}
 	qw := queuedWait{op: "await", name: l.name, channel: l.channel, policy: latchPolicy, local: l.channel}
 	_, err = l.c.waitQueued(ctx, qw, tries(func(ctx context.Context) (bool, time.Duration, error) {
-		n, err := l.count(ctx, "await")
-		if err != nil && !isServerError(err) && ctx.Err() != nil {
-			return false, 0, fmt.Errorf("relock: await %q: %w", l.name, ctx.Err())
-		}
+		n, err := l.count(ctx, "await") // an error matches ctx's once it ended
 		return n == 0 && err == nil, fallbackRecheck, err
 	}), fallbackRecheck)
 	return err

@@ -137,7 +137,7 @@ func (l *Lease) unlock(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	if err := l.c.checkOpen(); err != nil {
-		return opError("unlock", l.name, err) // the hold expires with its lease
+		return opError(ctx, "unlock", l.name, err) // the hold expires with its lease
 	}
 	if l.reentrant && l.request == "" {
 		l.request = l.c.id + ":" + strconv.FormatUint(ownerSeq.Add(1), 10)
@@ -147,7 +147,7 @@ func (l *Lease) unlock(ctx context.Context) error {
 		if !isServerError(err) && !errors.As(err, new(unsent)) {
 			l.tried = true
 		}
-		return opError("unlock", l.name, err)
+		return opError(ctx, "unlock", l.name, err)
 	}
 	l.released = true
 	l.unwatch()

@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/faultproxy"
+	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -158,3 +160,79 @@ func TestCallsAfterClose(t *testing.T) {
 }
 
 func errOf[T any](_ T, err error) error { return err }
+
+// TestCtxEndsDuringFirstCall: calls whose ctx ends while the server does
+// not answer (here the first calls of a Client, which probe the server)
+// return errors that match the ctx's error, whatever go-redis reports.
+func TestCtxEndsDuringFirstCall(t *testing.T) {
+	proxy, err := faultproxy.New(testkit.Standalone.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	rdb := testkit.CloseLater(t, redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true}))
+	c := testkit.NewClient(t, rdb, relock.WithCleanupTimeout(200*time.Millisecond))
+	proxy.Stall()
+	defer proxy.Resume()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	name := testkit.LockName(t)
+	errs := make([]error, 20)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = c.Mutex(name).Lock(ctx)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Lock %d: %v, want an error matching context.DeadlineExceeded", i, err)
+		}
+	}
+}
+
+// TestCleanupBoundWhileServerStopped: with the server stopped (SIGSTOP),
+// New and Close return within the cleanup timeout (plus scheduling
+// slack), though go-redis would wait for its read timeout (10s here).
+func TestCleanupBoundWhileServerStopped(t *testing.T) {
+	srv := redistest.Standalone(t)
+	rdb := testkit.CloseLater(t, redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}))
+	const cleanup = 300 * time.Millisecond
+	const bound = cleanup + 700*time.Millisecond
+	held, err := relock.New(rdb, relock.WithCleanupTimeout(cleanup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	if _, err := held.Mutex(testkit.LockName(t)).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Resume(); err != nil {
+			t.Error(err)
+		}
+	}()
+	start := time.Now()
+	made, err := relock.New(rdb, relock.WithCleanupTimeout(cleanup))
+	if took := time.Since(start); took > bound {
+		t.Errorf("New took %v with the server stopped, want at most %v", took, bound)
+	}
+	if err != nil {
+		t.Fatalf("New with the server stopped: %v", err)
+	}
+	for name, c := range map[string]*relock.Client{"a Client holding a lock": held, "a Client made meanwhile": made} {
+		start := time.Now()
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > bound {
+			t.Errorf("Close of %s took %v with the server stopped, want at most %v", name, took, bound)
+		}
+	}
+}

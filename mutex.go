@@ -84,7 +84,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	}
 	n, err := scripts.ForceUnlock.Run(ctx, m.c.rdb, []any{m.name, m.channel, m.queue}, msgUnlock, m.c.publish, m.grants, m.c.id).Int64()
 	if err != nil {
-		return false, opError("force unlock", m.name, err)
+		return false, opError(ctx, "force unlock", m.name, err)
 	}
 	return n == 1, nil
 }
@@ -93,7 +93,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 func (c *Client) isLocked(ctx context.Context, name string) (bool, error) {
 	n, err := c.rdb.Exists(ctx, name).Result()
 	if err != nil {
-		return false, opError("is locked", name, err)
+		return false, opError(ctx, "is locked", name, err)
 	}
 	return n == 1, nil
 }
@@ -102,7 +102,7 @@ func (c *Client) isLocked(ctx context.Context, name string) (bool, error) {
 func (c *Client) ttl(ctx context.Context, name string) (time.Duration, error) {
 	ttl, err := c.rdb.PTTL(ctx, name).Result()
 	if err != nil {
-		return 0, opError("ttl", name, err)
+		return 0, opError(ctx, "ttl", name, err)
 	}
 	return ttl, nil
 }
@@ -249,7 +249,7 @@ func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration,
 		a.args[lockArgJoined] = argOne // later attempts leave the queue when they acquire
 	}
 	if err != nil {
-		return nil, 0, opError("lock", m.name, err)
+		return nil, 0, opError(ctx, "lock", m.name, err)
 	}
 	if r < 0 {
 		v := -r - 1

@@ -56,8 +56,10 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithCleanupTimeout bounds the calls relock makes after a caller has
-// given up: undoing an acquisition whose reply was lost, and Close. The
-// default is 2s.
+// given up (undoing an acquisition whose reply was lost), New's one round
+// trip and Close: each returns within it, whatever the server does and
+// whether or not the Redis client has ContextTimeoutEnabled. The default
+// is 2s.
 func WithCleanupTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

@@ -81,7 +81,7 @@ func (p *Permit) Release(ctx context.Context) error {
 	}
 	c := p.ps.c
 	if err := c.checkOpen(); err != nil {
-		return opError("release", p.ps.name, err) // the permit expires with its lease
+		return opError(ctx, "release", p.ps.name, err) // the permit expires with its lease
 	}
 	r, err := c.write(ctx, writeCall{name: p.ps.name, script: scripts.PermitRelease, keys: p.ps.keys,
 		args: p.ps.releaseArgs(p.raw, ""), changed: nonZero})
@@ -89,7 +89,7 @@ func (p *Permit) Release(ctx context.Context) error {
 		if !isServerError(err) && !errors.Is(err, ErrReplicaSync) {
 			p.tried = true
 		}
-		return opError("release", p.ps.name, err)
+		return opError(ctx, "release", p.ps.name, err)
 	}
 	p.released = true
 	c.wd.Remove(p.entry.Load())
@@ -99,7 +99,7 @@ func (p *Permit) Release(ctx context.Context) error {
 		p.finish(ErrReleased, "")
 		c.stats.released.Add(1)
 		if err != nil {
-			return opError("release", p.ps.name, err)
+			return opError(ctx, "release", p.ps.name, err)
 		}
 		return nil
 	}

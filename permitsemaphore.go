@@ -70,7 +70,7 @@ func (ps *PermitSemaphore) TrySetPermits(ctx context.Context, n int) (bool, erro
 	keys, marker := ps.req.keys(ps.name, ps.channel)
 	v, err := ps.req.run(ctx, scripts.SemTrySetPermits, keys, marker, isOne, n, ps.c.argPublish, ps.c.argMarkerTTL)
 	if err != nil {
-		return v == 1, opError("set permits", ps.name, err)
+		return v == 1, opError(ctx, "set permits", ps.name, err)
 	}
 	return v == 1, nil
 }
@@ -127,7 +127,7 @@ func (ps *PermitSemaphore) Available(ctx context.Context) (int, error) {
 	}
 	v, err := scripts.PermitAvailable.Run(ctx, ps.c.rdb, ps.keys, ps.c.argPublish).Int64()
 	if err != nil {
-		return 0, opError("available", ps.name, err)
+		return 0, opError(ctx, "available", ps.name, err)
 	}
 	return int(v), nil
 }
@@ -148,7 +148,7 @@ func (ps *PermitSemaphore) Release(ctx context.Context, id string) error {
 	r, err := ps.c.write(ctx, writeCall{name: ps.name, script: scripts.PermitRelease, keys: ps.keys,
 		args: ps.releaseArgs(raw, ""), direct: true, changed: nonZero})
 	if err != nil && !isUnconfirmed(err) {
-		return opError("release", ps.name, err)
+		return opError(ctx, "release", ps.name, err)
 	}
 	switch r {
 	case 0:
@@ -157,7 +157,7 @@ func (ps *PermitSemaphore) Release(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %s of %q had expired", ErrUnknownPermit, id, ps.name)
 	}
 	if err != nil {
-		return opError("release", ps.name, err) // released on the master only
+		return opError(ctx, "release", ps.name, err) // released on the master only
 	}
 	return nil
 }
@@ -195,7 +195,7 @@ func (ps *PermitSemaphore) updateLease(ctx context.Context, raw string, d time.D
 	r, err := ps.c.write(ctx, writeCall{name: ps.name, script: scripts.PermitUpdateLease, keys: ps.keys,
 		args: []any{raw, d.Milliseconds(), ps.c.argPublish}, direct: true, changed: isOne})
 	if err != nil {
-		return r == 1 && isUnconfirmed(err), opError("update lease", ps.name, err)
+		return r == 1 && isUnconfirmed(err), opError(ctx, "update lease", ps.name, err)
 	}
 	return r == 1, nil
 }
@@ -332,13 +332,7 @@ func (a *permitAttempt) attempt(ctx context.Context) (bool, time.Duration, error
 		return false, 0, ErrClosed
 	}
 	if err != nil {
-		if errors.Is(err, ErrReplicaSync) {
-			return false, 0, opError("acquire", ps.name, err)
-		}
-		if !isServerError(err) && ctx.Err() != nil {
-			return false, 0, fmt.Errorf("relock: acquire %q: %w", ps.name, ctx.Err())
-		}
-		return false, 0, opError("acquire", ps.name, err)
+		return false, 0, opError(ctx, "acquire", ps.name, err)
 	}
 	if r > 0 {
 		return false, time.Duration(r)*time.Millisecond + time.Millisecond, nil

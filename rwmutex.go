@@ -126,7 +126,7 @@ func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	n, err := scripts.RWForceUnlock.Run(ctx, rw.c.rdb, []any{rw.name, rw.channel, rw.queue},
 		msgReadUnlock, rw.c.publish, rw.prefix, rw.grants, rw.c.id).Int64()
 	if err != nil {
-		return false, opError("force unlock", rw.name, err)
+		return false, opError(ctx, "force unlock", rw.name, err)
 	}
 	return n == 1, nil
 }

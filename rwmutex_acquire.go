@@ -372,7 +372,7 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		}
 	}
 	if err != nil {
-		return nil, 0, opError(rwOp(a.write, "lock"), rw.name, err)
+		return nil, 0, opError(ctx, rwOp(a.write, "lock"), rw.name, err)
 	}
 	if r < 0 {
 		return nil, time.Duration((-r-1)>>1-1) * time.Millisecond, nil

@@ -55,7 +55,7 @@ func (s *Semaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
 	keys, marker := s.req.keys(s.name, s.channel)
 	v, err := s.req.run(ctx, scripts.SemTrySetPermits, keys, marker, isOne, n, s.c.argPublish, s.c.argMarkerTTL)
 	if err != nil {
-		return v == 1, opError("set permits", s.name, err)
+		return v == 1, opError(ctx, "set permits", s.name, err)
 	}
 	return v == 1, nil
 }
@@ -127,7 +127,7 @@ func (s *Semaphore) handOut(ctx context.Context, op string, n int, ws []*waiter)
 	if err != nil || r&1 == 0 {
 		c.local.settle(ws, -1, nil, true)
 		if err != nil {
-			return opError(op, s.name, err)
+			return opError(ctx, op, s.name, err)
 		}
 		return nil
 	}
@@ -157,7 +157,7 @@ func (s *Semaphore) giveBack(n int) {
 func (c *Client) addPermits(ctx context.Context, req *requests, op, name, channel string, n int) error {
 	keys, marker := req.keys(name, channel)
 	if _, err := req.run(ctx, scripts.SemRelease, keys, marker, always, n, c.argPublish, c.argMarkerTTL); err != nil {
-		return opError(op, name, err)
+		return opError(ctx, op, name, err)
 	}
 	return nil
 }
@@ -232,7 +232,7 @@ func (s *Semaphore) Available(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, opError("available", s.name, err)
+		return 0, opError(ctx, "available", s.name, err)
 	}
 	return n, nil
 }
@@ -249,7 +249,7 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 	keys, marker := s.req.keys(s.name)
 	v, err := s.req.run(ctx, scripts.SemDrain, keys, marker, positive, s.c.argMarkerTTL)
 	if err != nil {
-		return int(v), opError("drain", s.name, err)
+		return int(v), opError(ctx, "drain", s.name, err)
 	}
 	return int(v), nil
 }
@@ -327,13 +327,7 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 		return false, ErrClosed
 	}
 	if err != nil {
-		if errors.Is(err, ErrReplicaSync) {
-			return false, opError("acquire", s.name, err)
-		}
-		if !isServerError(err) && ctx.Err() != nil {
-			return false, fmt.Errorf("relock: acquire %q: %w", s.name, ctx.Err())
-		}
-		return false, opError("acquire", s.name, err)
+		return false, opError(ctx, "acquire", s.name, err)
 	}
 	if r != 1 {
 		return false, nil

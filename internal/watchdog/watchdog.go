@@ -209,12 +209,19 @@ func (w *Watchdog) lose(e *Entry, err error) {
 	}
 }
 
-// Close stops the goroutine, waiting at most for a renewal in flight to
-// see its context cancelled, and calls Config.Lost with err for every entry
-// left.
+// Close calls Config.Lost with err for every entry, at once, and stops the
+// goroutine, waiting for a renewal in flight to return (a server that does
+// not answer holds it up until the client's read timeout); entries watched
+// meanwhile are lost too.
 func (w *Watchdog) Close(err error) {
 	w.cancel()
+	w.loseAll(err)
 	<-w.done
+	w.loseAll(err)
+}
+
+// loseAll calls lose with err for every entry.
+func (w *Watchdog) loseAll(err error) {
 	w.mu.Lock()
 	left := make([]*Entry, 0, len(w.entries))
 	for e := range w.entries {
