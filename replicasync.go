@@ -143,6 +143,7 @@ type syncNode struct {
 
 	mu       sync.Mutex   // serialises probes and reads
 	ready    atomic.Bool  // the replica count was read once
+	byRole   atomic.Bool  // the server refuses INFO: the count is read by ROLE
 	replicas atomic.Int64 // replicas in sync with the master, as last read
 	local    atomic.Int64 // WAITAOF's numlocal: 1 when the master has appendonly on
 	checked  atomic.Bool  // the server answered WAIT (or refused it)

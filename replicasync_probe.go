@@ -115,7 +115,7 @@ func (s *syncer) probe(ctx context.Context, n *syncNode) error {
 	infoErr := err
 	n.ready.Store(true)
 	n.mu.Unlock()
-	if s.cfg.Replicas > 0 || n.replicas.Load() > 0 || infoErr != nil {
+	if s.cfg.Replicas > 0 || n.replicas.Load() > 0 || infoErr != nil || n.byRole.Load() {
 		acked, err := s.probeWait(ctx, n)
 		if err != nil {
 			n.ready.Store(false)
@@ -128,11 +128,22 @@ func (s *syncer) probe(ctx context.Context, n *syncNode) error {
 			}
 		}
 	}
-	if infoErr != nil {
+	switch {
+	case infoErr != nil && n.refused.Load() != nil && !s.concerns(n):
+		// Refused INFO, ROLE and WAIT, the Client cannot tell whether the
+		// master has replicas: say once what the default setting cannot
+		// do. (Where sync concerns n, refuse has warned already.)
+		s.warn.Do(func() {
+			s.c.cfg.logger.Warn("relock: the Redis user may not run INFO, ROLE or WAIT, so replica sync cannot tell whether the master has replicas; "+
+				"writes go unsynced (grant +info or +role, and +wait; or say WithoutReplicaSync)",
+				"node", n.addr, "err", infoErr)
+		})
+	case infoErr != nil:
 		// Worth a warning only to whom replica sync concerns: a server
-		// that refuses INFO and shows no replica (an embedded or managed
-		// one, say) is no news to a Client that did not ask for sync.
-		s.notice(n, "relock: the server refuses INFO; replica sync counts the replicas a WAIT reaches instead",
+		// that refuses INFO and ROLE and shows no replica to a WAIT (an
+		// embedded or managed one, say) is no news to a Client that did
+		// not ask for sync.
+		s.notice(n, "relock: the server refuses INFO and ROLE; replica sync counts the replicas a WAIT reaches instead",
 			"node", n.addr, "err", infoErr)
 	}
 	s.recount()
@@ -186,10 +197,17 @@ func (s *syncer) readLocked(ctx context.Context, n *syncNode) error {
 		pers = pipe.Info(ctx, "persistence")
 	}
 	_, _ = pipe.Exec(ctx)
-	if err := repl.Err(); err != nil {
+	var count int
+	var pending bool
+	if err := repl.Err(); err == nil {
+		count, pending = inSync(repl.Val())
+	} else if !isServerError(err) {
 		return err
+	} else if count, err = roleReplicas(ctx, n.client.Load()); err != nil {
+		return repl.Err() // refused both: the caller falls back on WAIT
+	} else {
+		n.byRole.Store(true)
 	}
-	count, pending := inSync(repl.Val())
 	n.replicas.Store(int64(count))
 	if count > 0 {
 		s.saw.Store(true)
@@ -209,6 +227,27 @@ func (s *syncer) readLocked(ctx context.Context, n *syncNode) error {
 	}
 	n.readAt.Store(max(at, 1))
 	return nil
+}
+
+// roleReplicas counts the replicas in sync with a master by ROLE, for a
+// user refused INFO (managed servers often allow ROLE): those that have
+// acknowledged some offset, as inSync counts them.
+func roleReplicas(ctx context.Context, client *redis.Client) (int, error) {
+	v, err := client.Do(ctx, "role").Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(v) < 3 || v[0] != "master" {
+		return 0, nil
+	}
+	replicas, _ := v[2].([]any)
+	count := 0
+	for _, r := range replicas {
+		if f, ok := r.([]any); ok && len(f) == 3 && f[2] != "0" {
+			count++
+		}
+	}
+	return count, nil
 }
 
 // concerns reports whether replica sync matters on n: it was asked for

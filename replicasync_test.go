@@ -365,6 +365,53 @@ func TestReplicaSyncProbeQuiet(t *testing.T) {
 	}
 }
 
+// TestReplicaSyncUserRefused: on a master with a replica, a Redis user
+// refused INFO and WAIT still lets the Client see the replica (by ROLE):
+// lock calls refuse as the default setting says, with ErrReplicaSync and
+// one warning naming WAIT. A user refused ROLE too leaves the Client
+// blind: it locks without replica sync and says so once, at WARN, naming
+// the permissions it lacks.
+func TestReplicaSyncUserRefused(t *testing.T) {
+	t.Parallel()
+	r := redistest.NewReplicated(t, 1)
+	rsWaitOnline(t, r.Master, 1)
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	for _, tc := range []struct {
+		deny   []string
+		refuse bool
+		warn   string
+	}{
+		{[]string{"-info", "-wait"}, true, "refuses WAIT"},
+		{[]string{"-info", "-wait", "-role"}, false, "may not run INFO, ROLE or WAIT"},
+	} {
+		t.Run(strings.Join(tc.deny, ""), func(t *testing.T) {
+			var sink rsSink
+			rules := append([]string{"~*", "&*", "+@all"}, tc.deny...)
+			c := testkit.NewClient(t, aclClient(t, r.Master, rules...), sink.logger())
+			for range 2 {
+				l, err := c.Mutex(testkit.LockName(t)).Lock(ctx)
+				if tc.refuse {
+					if !errors.Is(err, relock.ErrReplicaSync) {
+						t.Fatalf("Lock = %v, want ErrReplicaSync", err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("Lock: %v", err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.Close() // the probe runs in the background too: wait for it
+			log := sink.String()
+			if n := strings.Count(log, "level=WARN"); n != 1 || !strings.Contains(log, tc.warn) {
+				t.Fatalf("%d warnings, want 1 saying %q; log:\n%s", n, tc.warn, log)
+			}
+		})
+	}
+}
+
 // Replica sync of the synchronizers: their acquisitions are undone when
 // too few replicas acknowledge them, like the locks'; their other writes
 // cannot be undone, and report a shortfall as a change applied on the
