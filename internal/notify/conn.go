@@ -2,6 +2,8 @@ package notify
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ type conn struct {
 	ps      *redis.PubSub
 	chans   map[string]*chanState
 	pending map[string]int // subscribe commands sent and not yet confirmed
+	leaving map[string]int // unsubscribe commands sent and not yet answered
 	done    chan struct{}
 	stopped bool
 }
@@ -221,6 +224,7 @@ func (c *conn) drop(ch *chanState) {
 	}
 	var err error
 	if c.hub.cfg.Sharded {
+		c.leaving[ch.name]++
 		err = c.ps.SUnsubscribe(c.hub.ctx, ch.name)
 	} else {
 		err = c.ps.Unsubscribe(c.hub.ctx, ch.name)
@@ -260,6 +264,20 @@ func (c *conn) loop(ps *redis.PubSub, done chan struct{}) {
 		if c.isStopped(ps) || ctx.Err() != nil {
 			return
 		}
+		if isMoved(err) || c.ended(msg) {
+			// The slot left the node: go where it is now. The map may
+			// still be old for a moment; a new MOVED brings us back here.
+			c.hub.reloadSlots(ctx)
+			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return
+			}
+			ps, done = c.replace(ps, done)
+			pinged = false
+			continue
+		}
 		if err != nil {
 			if isTimeout(err) && !pinged {
 				pinged = true
@@ -291,6 +309,37 @@ func (c *conn) loop(ps *redis.PubSub, done chan struct{}) {
 			c.deliver(m.Channel, m.Payload)
 		}
 	}
+}
+
+// ended reports whether msg is the server's end of a sharded subscription
+// the hub did not ask to end: Redis 7 sends sunsubscribe to the
+// subscribers of a slot that leaves the node (migrated, or failed over).
+func (c *conn) ended(msg any) bool {
+	m, ok := msg.(*redis.Subscription)
+	if !ok || m.Kind != "sunsubscribe" {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leaving[m.Channel] > 0 {
+		c.leaving[m.Channel]--
+		if c.leaving[m.Channel] == 0 {
+			delete(c.leaving, m.Channel)
+		}
+		return false
+	}
+	return c.chans[m.Channel] != nil
+}
+
+// isMoved reports whether err is a cluster's answer that the channel's
+// slot is served elsewhere (or on its way there).
+func isMoved(err error) bool {
+	var re redis.Error
+	if err == nil || !errors.As(err, &re) {
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
 }
 
 func (c *conn) isStopped(ps *redis.PubSub) bool {
@@ -328,6 +377,7 @@ func (c *conn) broken() {
 // for the confirmations the re-subscription owes. c.mu is held.
 func (c *conn) markBroken() {
 	clear(c.pending)
+	clear(c.leaving)
 	for _, ch := range c.chans {
 		ch.confirmed = false
 		c.watch(ch)

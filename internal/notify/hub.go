@@ -1,7 +1,10 @@
 // Package notify shares pub/sub connections among the waiters of one
 // client: channels are reference-counted across waiters, a message wakes as
 // many local waiters as its policy says, and after a reconnect every waiter
-// of a re-subscribed channel is woken to re-check at once.
+// of a re-subscribed channel is woken to re-check at once. A sharded
+// channel follows its slot: when the slot leaves the node (the server's
+// sunsubscribe, or MOVED to a subscription), the connection is made again
+// on the slot's new master, which is a reconnect like any other.
 package notify
 
 import (
@@ -96,7 +99,7 @@ func (h *Hub) Subscribe(channel string, policy Policy) (*Waiter, error) {
 	}
 	c := h.conns[key]
 	if c == nil {
-		c = &conn{hub: h, key: key, chans: make(map[string]*chanState), pending: make(map[string]int)}
+		c = &conn{hub: h, key: key, chans: make(map[string]*chanState), pending: make(map[string]int), leaving: make(map[string]int)}
 		h.conns[key] = c
 	}
 	c.refs++ // keeps c registered until this waiter is added
@@ -107,6 +110,14 @@ func (h *Hub) Subscribe(channel string, policy Policy) (*Waiter, error) {
 		h.release(c) // the reference the channel kept while it lingered
 	}
 	return w, nil
+}
+
+// reloadSlots asks a cluster client to read the slot map again, after a
+// sharded channel's slot was found to have moved.
+func (h *Hub) reloadSlots(ctx context.Context) {
+	if cc, ok := h.cfg.Client.(*redis.ClusterClient); ok {
+		cc.ReloadState(ctx)
+	}
 }
 
 // lingerOf returns how long channel lingers without waiters.
