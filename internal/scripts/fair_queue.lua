@@ -16,7 +16,8 @@
 --          dead, the lease it may be granted by another client's release,
 --          the server time in ms its entry was made, and ":r" when only
 --          relock's waiters can be ahead of it (see join); relock's key
---          alone, with a TTL
+--          alone, with a TTL past the score of every relock entry, so
+--          that a relock waiter is never judged by its score
 --
 -- The queue and the zset are shared with Redisson and hold the same
 -- owners. They are changed together and never given a TTL: Redis deletes
@@ -217,8 +218,13 @@ local function join(owner, timeout, lease, ttl, new)
         entry = entry .. ':r'
     end
     redis.call('hset', ALIVE, owner, entry)
-    if redis.call('pttl', ALIVE) < 2 * timeout then
-        redis.call('pexpire', ALIVE, 3 * timeout)
+    -- The hash outlives the entry's score by at least its waiter timeout,
+    -- so that no relock entry is ever judged by its score (a dead one
+    -- would hold up the queue until then) while relock's scripts look at
+    -- it; set again every two waiter timeouts or so.
+    local keep = score - now_ms() + timeout
+    if redis.call('pttl', ALIVE) < keep then
+        redis.call('pexpire', ALIVE, keep + 2 * timeout)
     end
     return at, other
 end

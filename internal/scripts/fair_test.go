@@ -209,8 +209,10 @@ func TestFairQueueOrder(t *testing.T) {
 			t.Fatalf("%s TTL %v, want none", key, ttl)
 		}
 	}
-	if ttl := rdb.PTTL(ctx, f.alive).Val(); ttl < 14*time.Second || ttl > 15*time.Second {
-		t.Fatalf("liveness TTL %v, want about 15s", ttl)
+	// relock's liveness hash outlives the last score by a waiter timeout
+	// or more.
+	if ttl := rdb.PTTL(ctx, f.alive).Val(); ttl < 614*time.Second || ttl > 626*time.Second {
+		t.Fatalf("liveness TTL %v, want c's score plus 5s to 15s", ttl)
 	}
 	// Asking again keeps one's place.
 	f.lock(t, "b", 5000)
@@ -302,6 +304,40 @@ func TestFairDeadWaitersPurged(t *testing.T) {
 	}
 	f.gone(t)
 	f.unlock(t, "e")
+}
+
+// TestFairDeadWaiterWhileIdle: a relock waiter that dies while the lock
+// is held is skipped once its waiter timeout has passed, however long
+// nobody called on the lock meanwhile: its liveness entry outlives its
+// score in the shared zset, which is far in the future (Redisson's
+// arithmetic) and would otherwise be its deadline.
+func TestFairDeadWaiterWhileIdle(t *testing.T) {
+	fresh(t)
+	ctx := context.Background()
+	f := newFairLock("s:fair:idle")
+	f.lock(t, "a", 0)
+	if v := f.lock(t, "b", 50); v > 0 {
+		t.Fatalf("b = %d while a holds the lock", v)
+	}
+	// b's liveness lasts as long as its score does.
+	now := rdb.Time(ctx).Val().UnixMilli()
+	score := int64(rdb.ZScore(ctx, f.timeouts, "b").Val())
+	if ttl := rdb.PTTL(ctx, f.alive).Val().Milliseconds(); now+ttl < score {
+		t.Fatalf("liveness hash expires %dms from now, before b's score %dms from now", ttl, score-now)
+	}
+	// b dies: nobody calls for many times its 50ms waiter timeout.
+	for rdb.Time(ctx).Val().UnixMilli() < now+500 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.unlock(t, "a")
+	if q := f.queued(t); q != "" {
+		t.Fatalf("queue %q after the release, want the dead b purged", q)
+	}
+	if v := f.lock(t, "c", 0); v <= 0 {
+		t.Fatalf("try after the dead waiter's timeout = %d, want the lock", v)
+	}
+	f.gone(t)
+	f.unlock(t, "c")
 }
 
 func TestFairPurgeWakesNewHead(t *testing.T) {
