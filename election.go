@@ -26,8 +26,9 @@ const MaxValueLen = 64 << 10
 // process lives and told of its loss as a Lease is, before any other
 // campaigner can be elected. Campaigners are elected in the order they
 // came, across processes, as by etcd's Election; one that died waiting
-// keeps its place for one watchdog timeout at most. Every new leader gets a term, the fencing
-// token of its hold, greater than every earlier leader's. The leader's
+// keeps its place for its own Client's watchdog timeout at most, whatever
+// the timeouts of those behind it. Every new leader gets a term, the
+// fencing token of its hold, greater than every earlier leader's. The leader's
 // record (value, term, host, process) lives in the lock's hash, and every
 // change is appended to a short log, "relock_election_log:{name}" (about
 // the last 128 changes, kept a minute after the last one), and announced
@@ -57,8 +58,9 @@ func (c *Client) Election(name string) *Election {
 	if e.err = checkName(name); e.err != nil {
 		return e
 	}
-	// A campaigner that died waiting keeps its place for one watchdog
-	// timeout at most, as a dead leader keeps the lock.
+	// A campaigner that died waiting keeps its place for its own Client's
+	// watchdog timeout at most, as a dead leader keeps the lock: its waiter
+	// timeout, which bounds what it costs those behind it.
 	e.mu = c.FairMutex(companion(layout.Election, name), WithWaiterTimeout(c.cfg.watchdog))
 	if e.err = e.mu.err; e.err != nil {
 		return e

@@ -305,6 +305,74 @@ func TestElectionCampaignCancelled(t *testing.T) {
 	}
 }
 
+// TestElectionDeadCampaigner: a waiting campaigner whose Client is cut
+// off from Redis, as one whose process was killed, holds up the
+// campaigner behind it for its own Client's watchdog timeout at most, and
+// not for the longer timeout of the campaigner behind it, when the leader
+// resigns.
+func TestElectionDeadCampaigner(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		const short = 100 * time.Millisecond
+		rdb := top.RDB(t)
+		a, b := top.NewClient(t), top.NewClient(t)
+		cut := &cutOff{}
+		drdb := top.RDB(t)
+		drdb.AddHook(cut)
+		d := testkit.NewClient(t, drdb, relock.WithWatchdogTimeout(short), relock.WithoutReplicaSync())
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
+		queued := func(n int64) {
+			t.Helper()
+			testkit.Eventually(t, 5*time.Second, fmt.Sprintf("%d campaigners queued", n), func() bool {
+				return rdb.LLen(ctx, "redisson_lock_queue:"+electionKey(name)).Val() == n
+			})
+		}
+		la, err := a.Election(name).Campaign(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dctx, dcancel := context.WithCancel(ctx)
+		dead := make(chan struct{})
+		go func() {
+			defer close(dead)
+			_, _ = d.Election(name).Campaign(dctx, "d")
+		}()
+		defer func() { dcancel(); <-dead }()
+		queued(1)
+		won := make(chan *relock.Leadership, 1)
+		go func() {
+			lb, err := b.Election(name).Campaign(ctx, "b")
+			if err != nil {
+				t.Error(err)
+			}
+			won <- lb
+		}()
+		queued(2)
+		cut.on.Store(true)
+		if err := la.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// b's own watchdog timeout is 30s, and it tries every 2s at least:
+		// a bound of ten times the dead campaigner's timeout tells which
+		// one holds b up.
+		start := time.Now()
+		var lb *relock.Leadership
+		select {
+		case lb = <-won:
+		case <-time.After(10 * short):
+			lb = <-won
+			t.Errorf("the campaigner behind one dead for %v elected after %v, want within %v",
+				short, time.Since(start).Round(time.Millisecond), 10*short)
+		}
+		if lb == nil {
+			t.FailNow()
+		}
+		if err := lb.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // TestElectionBadInput: invalid names, a value over MaxValueLen and a
 // closed Client are refused with typed errors, leaving no key.
 func TestElectionBadInput(t *testing.T) {
