@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
@@ -83,7 +84,8 @@ func (e *Election) check() error {
 }
 
 // Campaign blocks until the caller is the leader, ctx ends, or the Client
-// is closed, and then publishes value as the leader's. Each call is a
+// is closed, and then publishes value as the leader's: any bytes, which
+// Leader and Observe return as they were given. Each call is a
 // campaigner of its own (a ctx carrying WithOwner makes no difference): a
 // second Campaign of the same process waits for the first to resign. opts
 // are the lock options of the election's lock: WithLease gives a
@@ -146,6 +148,8 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // Leader is an election's leader, as Election.Leader and Election.Observe
 // report it.
 type Leader struct {
+	// Value is the value the leader published, byte for byte: any bytes,
+	// UTF-8 or not.
 	Value string `json:"value"`
 	// Term is the leader's fencing token: every new leader of the name has
 	// a greater one. Proclaim keeps it.
@@ -172,10 +176,14 @@ type record struct {
 }
 
 // recordBody is a record without its start, which election_proclaim.lua
-// writes by the server's clock.
+// writes by the server's clock. A value that is not UTF-8, which a JSON
+// string cannot carry, is kept in Value64 (base64 in the record); Value
+// then holds it with its invalid bytes replaced by U+FFFD, for readers
+// that know only "value" (the command line, older releases).
 type recordBody struct {
 	Term    uint64 `json:"term"`
 	Value   string `json:"value"`
+	Value64 []byte `json:"value64,omitempty"`
 	Holder  string `json:"holder"`
 	Host    string `json:"host,omitempty"`
 	PID     int    `json:"pid,omitempty"`
@@ -188,7 +196,11 @@ func parseRecord(s string) (Leader, error) {
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
 		return Leader{}, fmt.Errorf("relock: unreadable leader record: %w", err)
 	}
-	return Leader{Value: r.Value, Term: r.Term, Holder: r.Holder, Host: r.Host, PID: r.PID,
+	value := r.Value
+	if r.Value64 != nil {
+		value = string(r.Value64)
+	}
+	return Leader{Value: value, Term: r.Term, Holder: r.Holder, Host: r.Host, PID: r.PID,
 		Program: r.Program, Client: r.Client, Since: time.UnixMilli(r.Since)}, nil
 }
 
@@ -436,8 +448,8 @@ func (l *Leadership) Context(parent context.Context) (context.Context, context.C
 	return l.lease.Context(parent)
 }
 
-// Proclaim publishes a new value without a new election: the term stays,
-// and observers see the change. It returns an error wrapping ErrNotHeld
+// Proclaim publishes a new value, any bytes, without a new election: the
+// term stays, and observers see the change. It returns an error wrapping ErrNotHeld
 // when the leadership has ended, ErrInvalidValue for a value longer than
 // MaxValueLen, and Redis errors, wrapped. With replica sync, a value too
 // few replicas acknowledged stays published on the master, with an error
@@ -466,8 +478,12 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 // to write it.
 func (l *Leadership) proclaim(ctx context.Context, value string, first bool) (bool, error) {
 	c := l.e.c
-	body, err := json.Marshal(recordBody{Term: l.lease.token, Value: value, Holder: l.lease.field,
-		Host: c.infoField("host"), PID: os.Getpid(), Program: c.infoField("program"), Client: c.cfg.name})
+	rb := recordBody{Term: l.lease.token, Value: value, Holder: l.lease.field,
+		Host: c.infoField("host"), PID: os.Getpid(), Program: c.infoField("program"), Client: c.cfg.name}
+	if !utf8.ValidString(value) {
+		rb.Value64 = []byte(value)
+	}
+	body, err := json.Marshal(rb)
 	if err != nil {
 		return false, err
 	}

@@ -2,12 +2,14 @@ package relock_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/testkit"
@@ -182,6 +184,56 @@ func TestElectionObserve(t *testing.T) {
 		for range late {
 		}
 		testkit.Eventually(t, 10*time.Second, "the observers to unsubscribe", func() bool { return o.Stats().Channels == 0 })
+	})
+}
+
+// TestElectionValueBytes: values are bytes: one that is not UTF-8 comes
+// back from Leader and Observe as it was given, by Campaign and by
+// Proclaim, and the record keeps a "value" string that readers of the
+// older form (the command line's, older releases) can parse.
+func TestElectionValueBytes(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
+		rdb := top.RDB(t)
+		a, o := top.NewClient(t), top.NewClient(t)
+		name := testkit.LockName(t)
+		values := []string{"\x96\x01\xff\xfe", "", "plain", "\xc3\x28 \u00e9 \x00", "\xed\xa0\x80"}
+		l, err := a.Election(name).Campaign(ctx, values[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		octx, stop := context.WithCancel(ctx)
+		defer stop()
+		ch := o.Election(name).Observe(octx)
+		for i, v := range values {
+			if i > 0 {
+				if err := l.Proclaim(ctx, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := l.Value(); got != v {
+				t.Fatalf("Leadership.Value = %q, want %q", got, v)
+			}
+			if got, err := o.Election(name).Leader(ctx); err != nil || got.Value != v {
+				t.Fatalf("Leader = %q, %v; want %q", got.Value, err, v)
+			}
+			if got := recv(t, ch); got.Value != v || got.Term != l.Term() {
+				t.Fatalf("observed %q in term %d, want %q in term %d", got.Value, got.Term, v, l.Term())
+			}
+			var rec struct {
+				Value *string `json:"value"`
+			}
+			raw := rdb.HGet(ctx, electionKey(name), "relock_leader").Val()
+			if err := json.Unmarshal([]byte(raw), &rec); err != nil || rec.Value == nil {
+				t.Fatalf("record %q: no \"value\" string (%v)", raw, err)
+			}
+			if utf8.ValidString(v) && *rec.Value != v {
+				t.Fatalf("record %q: \"value\" %q, want %q as before", raw, *rec.Value, v)
+			}
+		}
+		if err := l.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 
