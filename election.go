@@ -61,8 +61,10 @@ func (c *Client) Election(name string) *Election {
 	}
 	// A campaigner that died waiting keeps its place for its own Client's
 	// watchdog timeout at most, as a dead leader keeps the lock: its waiter
-	// timeout, which bounds what it costs those behind it.
-	e.mu = c.FairMutex(companion(layout.Election, name), WithWaiterTimeout(c.cfg.watchdog))
+	// timeout, which bounds what it costs those behind it. The lock's name
+	// is longer than the election's, whose check stands for it: an
+	// election's name may be MaxNameLen bytes, as a lock's.
+	e.mu = c.newFairMutex(companion(layout.Election, name), nil, []FairOption{WithWaiterTimeout(c.cfg.watchdog)})
 	if e.err = e.mu.err; e.err != nil {
 		return e
 	}

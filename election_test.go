@@ -425,6 +425,39 @@ func TestElectionDeadCampaigner(t *testing.T) {
 	})
 }
 
+// TestElectionNameLimit: an election's name may be MaxNameLen bytes long,
+// like every lock's, whatever keys it is kept in; one byte more is
+// refused with ErrInvalidName, naming the length of the name given.
+func TestElectionNameLimit(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		ctx := testkit.CtxTimeout(t, 10*time.Second)
+		c := top.NewClient(t)
+		name := testkit.LockName(t)
+		name += strings.Repeat("n", relock.MaxNameLen-len(name))
+		e := c.Election(name)
+		l, err := e.Campaign(ctx, "v")
+		if err != nil {
+			t.Fatalf("Campaign with a name of %d bytes: %v", len(name), err)
+		}
+		if got, err := e.Leader(ctx); err != nil || got.Value != "v" || got.Term != l.Term() {
+			t.Fatalf("Leader = %+v, %v", got, err)
+		}
+		octx, stop := context.WithCancel(ctx)
+		defer stop()
+		if got := recv(t, e.Observe(octx)); got.Value != "v" {
+			t.Fatalf("observed %+v", got)
+		}
+		if err := l.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		long := c.Election(name + "n")
+		_, err = long.Campaign(ctx, "v")
+		if !errors.Is(err, relock.ErrInvalidName) || !strings.Contains(err.Error(), fmt.Sprintf(" %d bytes", relock.MaxNameLen+1)) {
+			t.Fatalf("Campaign with a name of %d bytes: %v; want ErrInvalidName naming %d bytes", relock.MaxNameLen+1, err, relock.MaxNameLen+1)
+		}
+	})
+}
+
 // TestElectionBadInput: invalid names, a value over MaxValueLen and a
 // closed Client are refused with typed errors, leaving no key.
 func TestElectionBadInput(t *testing.T) {

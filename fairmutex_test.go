@@ -338,7 +338,21 @@ func TestFairMutexBadInput(t *testing.T) {
 				t.Fatalf("ForceUnlock(%.10q): %v", name, err)
 			}
 		}
+		// The limit is MaxNameLen bytes exactly, and the error names the
+		// length given.
 		name := testkit.LockName(t)
+		name += strings.Repeat("n", relock.MaxNameLen-len(name))
+		l, err := c.FairMutex(name).TryLock(ctx)
+		if err != nil {
+			t.Fatalf("TryLock with a name of %d bytes: %v", len(name), err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.FairMutex(name + "n").TryLock(ctx); !errors.Is(err, relock.ErrInvalidName) || !strings.Contains(err.Error(), fmt.Sprintf(" %d bytes", relock.MaxNameLen+1)) {
+			t.Fatalf("TryLock with a name of %d bytes: %v; want ErrInvalidName naming its length", relock.MaxNameLen+1, err)
+		}
+		name = testkit.LockName(t)
 		for _, d := range []time.Duration{0, -time.Second, time.Millisecond} {
 			if _, err := c.FairMutex(name, relock.WithWaiterTimeout(d)).Lock(ctx); !errors.Is(err, relock.ErrInvalidOption) {
 				t.Fatalf("WithWaiterTimeout(%v): %v", d, err)
