@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
@@ -26,8 +27,9 @@ const MaxValueLen = 64 << 10
 // process lives and told of its loss as a Lease is, before any other
 // campaigner can be elected. Campaigners are elected in the order they
 // came, across processes, as by etcd's Election; one that died waiting
-// keeps its place for one watchdog timeout at most. Every new leader gets a term, the fencing
-// token of its hold, greater than every earlier leader's. The leader's
+// keeps its place for its own Client's watchdog timeout at most, whatever
+// the timeouts of those behind it. Every new leader gets a term, the
+// fencing token of its hold, greater than every earlier leader's. The leader's
 // record (value, term, host, process) lives in the lock's hash, and every
 // change is appended to a short log, "relock_election_log:{name}" (about
 // the last 128 changes, kept a minute after the last one), and announced
@@ -57,9 +59,12 @@ func (c *Client) Election(name string) *Election {
 	if e.err = checkName(name); e.err != nil {
 		return e
 	}
-	// A campaigner that died waiting keeps its place for one watchdog
-	// timeout at most, as a dead leader keeps the lock.
-	e.mu = c.FairMutex(companion(layout.Election, name), WithWaiterTimeout(c.cfg.watchdog))
+	// A campaigner that died waiting keeps its place for its own Client's
+	// watchdog timeout at most, as a dead leader keeps the lock: its waiter
+	// timeout, which bounds what it costs those behind it. The lock's name
+	// is longer than the election's, whose check stands for it: an
+	// election's name may be MaxNameLen bytes, as a lock's.
+	e.mu = c.newFairMutex(companion(layout.Election, name), nil, []FairOption{WithWaiterTimeout(c.cfg.watchdog)})
 	if e.err = e.mu.err; e.err != nil {
 		return e
 	}
@@ -81,7 +86,8 @@ func (e *Election) check() error {
 }
 
 // Campaign blocks until the caller is the leader, ctx ends, or the Client
-// is closed, and then publishes value as the leader's. Each call is a
+// is closed, and then publishes value as the leader's: any bytes, which
+// Leader and Observe return as they were given. Each call is a
 // campaigner of its own (a ctx carrying WithOwner makes no difference): a
 // second Campaign of the same process waits for the first to resign. opts
 // are the lock options of the election's lock: WithLease gives a
@@ -144,6 +150,8 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // Leader is an election's leader, as Election.Leader and Election.Observe
 // report it.
 type Leader struct {
+	// Value is the value the leader published, byte for byte: any bytes,
+	// UTF-8 or not.
 	Value string `json:"value"`
 	// Term is the leader's fencing token: every new leader of the name has
 	// a greater one. Proclaim keeps it.
@@ -170,10 +178,14 @@ type record struct {
 }
 
 // recordBody is a record without its start, which election_proclaim.lua
-// writes by the server's clock.
+// writes by the server's clock. A value that is not UTF-8, which a JSON
+// string cannot carry, is kept in Value64 (base64 in the record); Value
+// then holds it with its invalid bytes replaced by U+FFFD, for readers
+// that know only "value" (the command line, older releases).
 type recordBody struct {
 	Term    uint64 `json:"term"`
 	Value   string `json:"value"`
+	Value64 []byte `json:"value64,omitempty"`
 	Holder  string `json:"holder"`
 	Host    string `json:"host,omitempty"`
 	PID     int    `json:"pid,omitempty"`
@@ -186,7 +198,11 @@ func parseRecord(s string) (Leader, error) {
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
 		return Leader{}, fmt.Errorf("relock: unreadable leader record: %w", err)
 	}
-	return Leader{Value: r.Value, Term: r.Term, Holder: r.Holder, Host: r.Host, PID: r.PID,
+	value := r.Value
+	if r.Value64 != nil {
+		value = string(r.Value64)
+	}
+	return Leader{Value: value, Term: r.Term, Holder: r.Holder, Host: r.Host, PID: r.PID,
 		Program: r.Program, Client: r.Client, Since: time.UnixMilli(r.Since)}, nil
 }
 
@@ -434,8 +450,8 @@ func (l *Leadership) Context(parent context.Context) (context.Context, context.C
 	return l.lease.Context(parent)
 }
 
-// Proclaim publishes a new value without a new election: the term stays,
-// and observers see the change. It returns an error wrapping ErrNotHeld
+// Proclaim publishes a new value, any bytes, without a new election: the
+// term stays, and observers see the change. It returns an error wrapping ErrNotHeld
 // when the leadership has ended, ErrInvalidValue for a value longer than
 // MaxValueLen, and Redis errors, wrapped. With replica sync, a value too
 // few replicas acknowledged stays published on the master, with an error
@@ -464,8 +480,12 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 // to write it.
 func (l *Leadership) proclaim(ctx context.Context, value string, first bool) (bool, error) {
 	c := l.e.c
-	body, err := json.Marshal(recordBody{Term: l.lease.token, Value: value, Holder: l.lease.field,
-		Host: c.infoField("host"), PID: os.Getpid(), Program: c.infoField("program"), Client: c.cfg.name})
+	rb := recordBody{Term: l.lease.token, Value: value, Holder: l.lease.field,
+		Host: c.infoField("host"), PID: os.Getpid(), Program: c.infoField("program"), Client: c.cfg.name}
+	if !utf8.ValidString(value) {
+		rb.Value64 = []byte(value)
+	}
+	body, err := json.Marshal(rb)
 	if err != nil {
 		return false, err
 	}

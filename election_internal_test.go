@@ -29,3 +29,24 @@ func TestObserverRecheck(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRecordForms: a record of the older form, with the value in
+// "value" only, is read as before; a value that is not UTF-8 is read from
+// "value64", whatever "value" holds.
+func TestParseRecordForms(t *testing.T) {
+	for _, c := range []struct {
+		record, want string
+	}{
+		{`{"since":1700000000000,"term":7,"value":"10.0.0.1:80","holder":"u:1","pid":42}`, "10.0.0.1:80"},
+		{`{"since":1700000000000,"term":7,"value":"\ufffd\u0001\ufffd\ufffd","value64":"lgH//g==","holder":"u:1"}`, "\x96\x01\xff\xfe"},
+		{`{"since":1700000000000,"term":7,"value":"","holder":"u:1"}`, ""},
+	} {
+		l, err := parseRecord(c.record)
+		if err != nil {
+			t.Fatalf("%s: %v", c.record, err)
+		}
+		if l.Value != c.want || l.Term != 7 || l.Holder != "u:1" || l.Since.UnixMilli() != 1700000000000 {
+			t.Errorf("%s read as %+v, want value %q in term 7 of u:1", c.record, l, c.want)
+		}
+	}
+}

@@ -21,8 +21,8 @@ import (
 // A waiter keeps its place by refreshing its queue entry every third of
 // the waiter timeout (see WithWaiterTimeout). A waiter whose process died
 // stops refreshing; once its liveness deadline passes, the next call on
-// the lock removes it and the waiter after it moves up. Deadlines are the
-// server's clock. A waiter that gives up leaves the queue before its Lock
+// the lock removes it and the waiter after it moves up, however long
+// nobody called on the lock before. Deadlines are the server's clock. A waiter that gives up leaves the queue before its Lock
 // call returns. The queue keys are deleted when the last waiter leaves;
 // they never get a TTL, since Redisson's waiters share them.
 //
@@ -80,6 +80,14 @@ func WithWaiterTimeout(d time.Duration) FairOption {
 // reported by every call on it with ErrInvalidName, an invalid option with
 // ErrInvalidOption.
 func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
+	return c.newFairMutex(name, checkName(name), opts)
+}
+
+// newFairMutex returns the FairMutex of name, which nameErr, if not nil,
+// reports invalid. A primitive built on a FairMutex of a name it makes
+// from its caller's (Election) checks its caller's name, not the longer
+// one it makes.
+func (c *Client) newFairMutex(name string, nameErr error, opts []FairOption) *FairMutex {
 	m := &FairMutex{lockName: lockName{c: c, name: name}}
 	cfg := fairConfig{waiterTimeout: DefaultWaiterTimeout}
 	for _, o := range opts {
@@ -91,7 +99,7 @@ func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
 			return m
 		}
 	}
-	if m.err = checkName(name); m.err != nil {
+	if m.err = nameErr; m.err != nil {
 		return m
 	}
 	m.waiterTimeout = cfg.waiterTimeout

@@ -338,7 +338,21 @@ func TestFairMutexBadInput(t *testing.T) {
 				t.Fatalf("ForceUnlock(%.10q): %v", name, err)
 			}
 		}
+		// The limit is MaxNameLen bytes exactly, and the error names the
+		// length given.
 		name := testkit.LockName(t)
+		name += strings.Repeat("n", relock.MaxNameLen-len(name))
+		l, err := c.FairMutex(name).TryLock(ctx)
+		if err != nil {
+			t.Fatalf("TryLock with a name of %d bytes: %v", len(name), err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.FairMutex(name + "n").TryLock(ctx); !errors.Is(err, relock.ErrInvalidName) || !strings.Contains(err.Error(), fmt.Sprintf(" %d bytes", relock.MaxNameLen+1)) {
+			t.Fatalf("TryLock with a name of %d bytes: %v; want ErrInvalidName naming its length", relock.MaxNameLen+1, err)
+		}
+		name = testkit.LockName(t)
 		for _, d := range []time.Duration{0, -time.Second, time.Millisecond} {
 			if _, err := c.FairMutex(name, relock.WithWaiterTimeout(d)).Lock(ctx); !errors.Is(err, relock.ErrInvalidOption) {
 				t.Fatalf("WithWaiterTimeout(%v): %v", d, err)
@@ -551,6 +565,81 @@ func TestFairMutexHeartbeat(t *testing.T) {
 		wg.Wait()
 		testkit.NoKeysLeft(t, rdb, name)
 	})
+}
+
+// TestFairMutexDeadWaiterWhileIdle: a waiter cut off from Redis, as one
+// whose process was killed, holds up the queue for its waiter timeout at
+// most, however long nobody calls on the lock meanwhile: after a long
+// quiet the release skips it, and a new caller is served at once.
+func TestFairMutexDeadWaiterWhileIdle(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		const timeout = 100 * time.Millisecond
+		rdb := top.RDB(t)
+		a, b := top.NewClient(t), top.NewClient(t)
+		cut := &cutOff{}
+		drdb := top.RDB(t)
+		drdb.AddHook(cut)
+		d := testkit.NewClient(t, drdb, relock.WithoutReplicaSync())
+		name := testkit.LockName(t)
+		ctx := testkit.CtxTimeout(t, 20*time.Second)
+		holder, err := a.FairMutex(name).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dctx, dcancel := context.WithCancel(ctx)
+		dead := make(chan struct{})
+		go func() {
+			defer close(dead)
+			_, _ = d.FairMutex(name, relock.WithWaiterTimeout(timeout)).Lock(dctx)
+		}()
+		defer func() { dcancel(); <-dead }()
+		testkit.WaitQueued(t, rdb, name, 1)
+		cut.on.Store(true)
+		time.Sleep(20 * timeout) // the quiet is what is tested
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The dead waiter's score is over five minutes away: a bound of
+		// seconds tells whether it was skipped by its waiter timeout.
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		l, err := b.FairMutex(name).Lock(bctx)
+		if err != nil {
+			t.Fatalf("Lock behind a waiter dead for %v: %v (queue %v)", 20*timeout, err, testkit.Queued(t, rdb, name))
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		testkit.NoKeysLeft(t, rdb, name)
+	})
+}
+
+// cutOff is a go-redis hook that, once on, fails every command without
+// sending it, as for a process cut off from Redis.
+type cutOff struct{ on atomic.Bool }
+
+var errCutOff = errors.New("cut off by the test")
+
+func (c *cutOff) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *cutOff) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if c.on.Load() {
+			cmd.SetErr(errCutOff)
+			return errCutOff
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *cutOff) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if c.on.Load() {
+			for _, cmd := range cmds {
+				cmd.SetErr(errCutOff)
+			}
+			return errCutOff
+		}
+		return next(ctx, cmds)
+	}
 }
 
 // TestFairMutexGrants: a FairMutex release grants the lock to the head of

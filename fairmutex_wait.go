@@ -120,7 +120,8 @@ func (m *FairMutex) tellHead(ctx context.Context) {
 
 // nextTry is how long a waiter sleeps at most after an attempt that
 // returned ttl (negative: unknown): until the heartbeat is due, or sooner
-// if the holder's TTL (or the first waiter's deadline) runs out first.
+// if the holder's TTL (or the first waiter's deadline, or the liveness
+// deadline of the waiter ahead; see fair_lock.lua) runs out first.
 func (m *FairMutex) nextTry(ttl time.Duration) time.Duration {
 	d := m.waiterTimeout / 3
 	if ttl >= 0 && ttl+time.Millisecond < d {

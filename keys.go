@@ -9,7 +9,8 @@ import (
 	"github.com/relock-go/relock/internal/slots"
 )
 
-// MaxNameLen is the longest lock name relock accepts, in bytes.
+// MaxNameLen is the longest name relock accepts, in bytes, for every
+// primitive: the name the caller gives, not the keys made from it.
 const MaxNameLen = 1024
 
 // Key prefixes (internal/layout names them for the command line too).

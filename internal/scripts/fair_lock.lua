@@ -38,7 +38,8 @@
 --          v // 2 - 1 is how long to wait, in milliseconds, before trying
 --          again: the holder's remaining TTL or, while the lock is free
 --          for the head of the queue, the time until the head's deadline
---          (-1: unknown). v % 2 is 1 when the holder is not a relock
+--          (-1: unknown); for a caller that queues, no longer than until
+--          the liveness deadline of the relock waiter directly ahead. v % 2 is 1 when the holder is not a relock
 --          client, or anyone but relock's waiters is ahead of the caller
 --          in the queue (see others_ahead): such a client's release tells
 --          the next head on its own channel, which the caller must then
@@ -73,12 +74,18 @@ end
 local timeout = tonumber(ARGV[5])
 
 -- wait joins the queue, or refreshes the caller's place in it, and
--- returns the reply for waiting ms; other tells that the holder is not a
--- relock client, and ttl is the lock's PTTL.
+-- returns the reply for waiting ms, or less: until the liveness deadline
+-- of the relock waiter directly ahead, when that comes first, since the
+-- caller moves up then if that one has died. other tells that the holder
+-- is not a relock client, and ttl is the lock's PTTL.
 local function wait(ms, other, ttl)
     if timeout > 0 then
-        local _, ahead = join(owner, timeout, ARGV[9], ttl, ARGV[12] == '1')
+        local _, ahead, by = join(owner, timeout, ARGV[9], ttl, ARGV[12] == '1')
         other = other or ahead
+        local left = by and by - now_ms()
+        if left and left > 0 and (ms < 0 or left < ms) then
+            ms = left
+        end
     end
     local v = 2 * (ms + 1)
     if other then

@@ -16,7 +16,8 @@
 --          dead, the lease it may be granted by another client's release,
 --          the server time in ms its entry was made, and ":r" when only
 --          relock's waiters can be ahead of it (see join); relock's key
---          alone, with a TTL
+--          alone, with a TTL past the score of every relock entry, so
+--          that a relock waiter is never judged by its score
 --
 -- The queue and the zset are shared with Redisson and hold the same
 -- owners. They are changed together and never given a TTL: Redis deletes
@@ -173,12 +174,15 @@ end
 -- ttl is the lock's PTTL, read already; new is true when owner cannot be
 -- in the queue yet, which spares the search for it.
 --
--- Returns owner's place in the queue, 0 for the first, and whether anyone
--- but relock's waiters may be ahead of it (see others_ahead). An entry
--- marked ":r" had only relock's waiters ahead of it, and so has for good:
--- entries join only at the tail and only leave from the rest, so no one
--- can come ahead of it. A new entry behind a marked one of relock's is
--- marked without a look at the queue.
+-- Returns owner's place in the queue, 0 for the first, whether anyone
+-- but relock's waiters may be ahead of it (see others_ahead), and the
+-- liveness deadline of the relock waiter directly ahead of it (nil for
+-- none): if that one has died, it holds up the queue until then at most
+-- (a grant to it ends by then too; see fair_unlock.lua), and owner is the
+-- one to move on then. An entry marked ":r" had only relock's waiters
+-- ahead of it, and so has for good: entries join only at the tail and
+-- only leave from the rest, so no one can come ahead of it. A new entry
+-- behind a marked one of relock's is marked without a look at the queue.
 local function join(owner, timeout, lease, ttl, new)
     local at = false
     if not new then
@@ -187,11 +191,15 @@ local function join(owner, timeout, lease, ttl, new)
     local score -- an owner not in the list has no score to keep: relock never uses an owner id twice
     local joined = now_ms()
     local clear
+    local ahead -- the liveness entry of the waiter directly ahead, false for none
     if at then
         score = tonumber(redis.call('zscore', KEYS[3], owner))
         local old = redis.call('hget', ALIVE, owner)
         joined = tonumber(old and string.match(old, '^%d+:%d+:(%d+)')) or joined
         clear = old and string.sub(old, -2) == ':r'
+        if at > 0 then
+            ahead = redis.call('hget', ALIVE, redis.call('lindex', KEYS[2], at - 1))
+        end
     else
         local last = redis.call('lindex', KEYS[2], -1)
         local base = last and tonumber(redis.call('zscore', KEYS[3], last))
@@ -199,7 +207,7 @@ local function join(owner, timeout, lease, ttl, new)
             base = now_ms() + math.max(ttl, 0)
         end
         if last then
-            local ahead = redis.call('hget', ALIVE, last)
+            ahead = redis.call('hget', ALIVE, last)
             clear = ahead and string.sub(ahead, -2) == ':r'
         end
         score = math.max(score or 0, base + QUEUE_WAIT)
@@ -217,10 +225,15 @@ local function join(owner, timeout, lease, ttl, new)
         entry = entry .. ':r'
     end
     redis.call('hset', ALIVE, owner, entry)
-    if redis.call('pttl', ALIVE) < 2 * timeout then
-        redis.call('pexpire', ALIVE, 3 * timeout)
+    -- The hash outlives the entry's score by at least its waiter timeout,
+    -- so that no relock entry is ever judged by its score (a dead one
+    -- would hold up the queue until then) while relock's scripts look at
+    -- it; set again every two waiter timeouts or so.
+    local keep = score - now_ms() + timeout
+    if redis.call('pttl', ALIVE) < keep then
+        redis.call('pexpire', ALIVE, keep + 2 * timeout)
     end
-    return at, other
+    return at, other, ahead and tonumber(string.match(ahead, '^%d+'))
 end
 
 -- relock_client returns the "<uuid>" of waiter owner's client when owner

@@ -181,10 +181,15 @@ func TestFairQueueOrder(t *testing.T) {
 	if v := f.lock(t, "a", 5000); v != 1 {
 		t.Fatalf("first acquisition = %d, want token 1", v)
 	}
-	for _, o := range []string{"b", "c"} {
-		v := f.lock(t, o, 5000)
-		if ttl, other := waitOf(v); v > 0 || ttl < 9000 || ttl > 10000 || other {
-			t.Fatalf("%s = %d, want the holder's ttl, and no others", o, v)
+	// b waits for the holder's TTL, c no longer than b's liveness (see
+	// TestFairWaitForTheOneAhead).
+	for _, w := range []struct {
+		owner string
+		ms    int64
+	}{{"b", 10000}, {"c", 5000}} {
+		v := f.lock(t, w.owner, 5000)
+		if ttl, other := waitOf(v); v > 0 || ttl < w.ms-1000 || ttl > w.ms || other {
+			t.Fatalf("%s = %d, want to wait about %dms, and no others", w.owner, v, w.ms)
 		}
 	}
 	if q := f.queued(t); q != "b c" {
@@ -209,8 +214,10 @@ func TestFairQueueOrder(t *testing.T) {
 			t.Fatalf("%s TTL %v, want none", key, ttl)
 		}
 	}
-	if ttl := rdb.PTTL(ctx, f.alive).Val(); ttl < 14*time.Second || ttl > 15*time.Second {
-		t.Fatalf("liveness TTL %v, want about 15s", ttl)
+	// relock's liveness hash outlives the last score by a waiter timeout
+	// or more.
+	if ttl := rdb.PTTL(ctx, f.alive).Val(); ttl < 614*time.Second || ttl > 626*time.Second {
+		t.Fatalf("liveness TTL %v, want c's score plus 5s to 15s", ttl)
 	}
 	// Asking again keeps one's place.
 	f.lock(t, "b", 5000)
@@ -302,6 +309,40 @@ func TestFairDeadWaitersPurged(t *testing.T) {
 	}
 	f.gone(t)
 	f.unlock(t, "e")
+}
+
+// TestFairDeadWaiterWhileIdle: a relock waiter that dies while the lock
+// is held is skipped once its waiter timeout has passed, however long
+// nobody called on the lock meanwhile: its liveness entry outlives its
+// score in the shared zset, which is far in the future (Redisson's
+// arithmetic) and would otherwise be its deadline.
+func TestFairDeadWaiterWhileIdle(t *testing.T) {
+	fresh(t)
+	ctx := context.Background()
+	f := newFairLock("s:fair:idle")
+	f.lock(t, "a", 0)
+	if v := f.lock(t, "b", 50); v > 0 {
+		t.Fatalf("b = %d while a holds the lock", v)
+	}
+	// b's liveness lasts as long as its score does.
+	now := rdb.Time(ctx).Val().UnixMilli()
+	score := int64(rdb.ZScore(ctx, f.timeouts, "b").Val())
+	if ttl := rdb.PTTL(ctx, f.alive).Val().Milliseconds(); now+ttl < score {
+		t.Fatalf("liveness hash expires %dms from now, before b's score %dms from now", ttl, score-now)
+	}
+	// b dies: nobody calls for many times its 50ms waiter timeout.
+	for rdb.Time(ctx).Val().UnixMilli() < now+500 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.unlock(t, "a")
+	if q := f.queued(t); q != "" {
+		t.Fatalf("queue %q after the release, want the dead b purged", q)
+	}
+	if v := f.lock(t, "c", 0); v <= 0 {
+		t.Fatalf("try after the dead waiter's timeout = %d, want the lock", v)
+	}
+	f.gone(t)
+	f.unlock(t, "c")
 }
 
 func TestFairPurgeWakesNewHead(t *testing.T) {
@@ -456,6 +497,61 @@ func TestFairGrant(t *testing.T) {
 	}
 	if h := hear.heard(t); h != "c" {
 		t.Fatalf("told %q, want c", h)
+	}
+}
+
+// TestFairGrantWithinLiveness: a grant to a relock head of another client
+// ends by the head's liveness deadline, so that a head that died waiting
+// holds up the queue no longer than its waiter timeout, grant or not.
+func TestFairGrantWithinLiveness(t *testing.T) {
+	fresh(t)
+	ctx := context.Background()
+	f := newFairLock("s:fair:grantalive")
+	hear := f.listen(t, "b")
+	f.lock(t, "a", 0)
+	// b takes grants for its 30s lease, with a 300ms waiter timeout.
+	if v := run(t, FairLock, f.keys(f.counter, f.token, f.name), 10000, "b", "0", 60000, 300, "0", "publish", fenceTTL, 30000).(int64); v > 0 {
+		t.Fatalf("b = %d while a holds the lock", v)
+	}
+	args := []any{"a", "0", "publish", "0", 60000, fenceTTL, 2000}
+	if v := run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...); v != int64(3) {
+		t.Fatalf("release to a head that takes grants = %v, want 3", v)
+	}
+	if ttl := rdb.PTTL(ctx, f.name).Val(); ttl <= 0 || ttl > 300*time.Millisecond {
+		t.Fatalf("the grant's TTL %v, want b's liveness left, under 300ms", ttl)
+	}
+	f2 := strings.Split(hear.message(t, "b"), ":")
+	if ms, err := strconv.Atoi(f2[2]); len(f2) != 4 || err != nil || ms <= 0 || ms > 300 {
+		t.Fatalf("b heard a grant for %q ms, want its liveness left, under 300", f2[2])
+	}
+}
+
+// TestFairWaitForTheOneAhead: a waiter sleeps no longer than until the
+// liveness deadline of the relock waiter directly ahead of it, whatever
+// its own waiter timeout: if that one died, the waiter behind is the one
+// to move on then. A waiter behind a Redisson waiter, or a relock waiter
+// already dead, sleeps for the holder's TTL.
+func TestFairWaitForTheOneAhead(t *testing.T) {
+	fresh(t)
+	ctx := context.Background()
+	f := newFairLock("s:fair:ahead")
+	f.lock(t, "a", 0)
+	f.lock(t, "b", 300)
+	// c's first attempt and a refresh alike.
+	for range 2 {
+		v := f.lock(t, "c", 30000)
+		if ms, _ := waitOf(v); v > 0 || ms <= 0 || ms > 300 {
+			t.Fatalf("c behind b = %d, want to wait b's liveness left, under 300ms", v)
+		}
+	}
+	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "java:1"})
+	rdb.RPush(ctx, f.queue, "java:1")
+	if ms, _ := waitOf(f.lock(t, "d", 30000)); ms < 9000 || ms > 10000 {
+		t.Fatalf("d behind a Redisson waiter waits %dms, want the holder's TTL", ms)
+	}
+	f.kill(t, "b")
+	if ms, _ := waitOf(f.lock(t, "c", 30000)); ms < 9000 || ms > 10000 {
+		t.Fatalf("c behind a dead b waits %dms, want the holder's TTL", ms)
 	}
 }
 

@@ -1,9 +1,10 @@
 -- fair_unlock.lua: release one hold of a fair lock. When that frees the
 -- lock, it passes to the head of the queue without ever being free if the
 -- head is one of the candidates (waiters of the releasing client), or a
--- relock waiter that takes grants (granted for at most ARGV[7], told on
--- its client's grant channel, and confirmed by it); any other head is told
--- that the lock is free (see tell in fair_queue.lua).
+-- relock waiter that takes grants (granted for at most ARGV[7] and until
+-- its liveness deadline, told on its client's grant channel, and
+-- confirmed by it); any other head is told that the lock is free (see
+-- tell in fair_queue.lua).
 --
 -- KEYS[1..4]  as in fair_queue.lua
 -- KEYS[5]  fencing counter of the lock's slot (see fence.lua)
@@ -98,20 +99,23 @@ else
         head = redis.call('lindex', KEYS[2], 0)
     end
     local candidate = head and find(head)
-    local alive -- the head's liveness entry, once purge has read it
+    local alive, by -- the head's liveness entry and deadline, once purge has read them
     if head and not candidate then
         local _
-        head, _, _, alive = purge(head)
+        head, _, by, alive = purge(head)
         candidate = head and find(head)
     end
     -- Any other head that is a relock waiter taking grants is granted
-    -- the lock for its lease, at most ARGV[7].
+    -- the lock for its lease, at most ARGV[7], and never past its
+    -- liveness deadline: a head that died holds up the queue no longer
+    -- than its waiter timeout, and the waiter behind it moves on by then
+    -- (see join).
     local lease, age
     if head and not candidate and ARGV[7] ~= '0' then
         lease, age = grantable(head, alive)
     end
     if candidate or lease then
-        local ttl = candidate and ARGV[candidate + 1] or math.min(lease, tonumber(ARGV[7]))
+        local ttl = candidate and ARGV[candidate + 1] or math.min(lease, tonumber(ARGV[7]), by - now_ms())
         local c = not candidate and relock_client(head, ARGV[9], alive) -- before take drops its liveness
         take(head)
         local token = fence(KEYS[5], KEYS[6], ARGV[6])
