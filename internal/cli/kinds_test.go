@@ -144,7 +144,7 @@ func TestKindsShownAndCounted(t *testing.T) {
 	for _, tc := range []struct{ name, state, waiters string }{
 		{"fair", "held (fair lock)", "waiters 2 (owners queued in redisson_lock_queue:{fair})"},
 		{"rw", "held (read-write lock, read mode)", "waiters 1 (subscribers of redisson_rwlock:{rw})"},
-		{"plain", "held", "waiters 1 (calls queued in relock_lock_queue:{plain} and subscribers of redisson_lock__channel:{plain})"},
+		{"plain", "held", "waiters 1 (calls queued in relock_lock_queue:{plain} and subscribers of redisson_lock__channel:{plain} but not of relock_watch:{plain} (the holder's watch))"},
 	} {
 		r := relockCmd(t, "show", "--redis", url, tc.name)
 		lines := map[string]bool{}

@@ -29,11 +29,13 @@ plain one, and is shown as one). NAME may also be a synchronizer: a permit
 semaphore shows its available permits and each held permit with its
 expiry; a semaphore its available permits, a countdown latch its count
 (the two have one layout: who waits on their channels tells them apart,
-else show says it is one or the other). The waiters of other locks
-are counted as the connections subscribed to the release channel they
-listen to: each relock client and each Redisson instance waits on one
-shared subscription, so the count is of waiting processes, not of
-waiting goroutines or threads.`
+else show says it is one or the other). The waiters of a lock are the
+relock calls in its queue and the connections subscribed to its release
+channel (Redisson's waiters), less a relock run that holds it and listens
+there for a force-unlock; those of a read-write lock are the connections
+subscribed to its channel. Each relock client and each Redisson instance
+waits on one shared subscription, so a subscriber is a waiting process,
+not a waiting goroutine or thread.`
 
 func runShow(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "show", "[flags] NAME", showAbout)
