@@ -28,8 +28,9 @@ Scans the keyspace (every master of a cluster) for hashes laid out as relock
 or Redisson locks, whose fields are owner ids "<uuid>:<n>" with hold counts,
 and lists them. The kind is lock, fair (a fair lock with owners queued;
 one nobody waits for looks like a plain lock), or read or write: a
-read-write lock's mode, or election: an election's lock
-relock_election:{NAME}, with its leader's value and term. Synchronizers are listed too: a permit semaphore
+read-write lock's mode, or election: an election, listed by its name (its
+lock key is relock_election:{NAME}) with its leader's value and term;
+--match applies to that name. Synchronizers are listed too: a permit semaphore
 (kind permit-semaphore) with its available and held permits, and a
 semaphore or countdown latch while someone waits on it (an idle one holds
 a plain number, like any counter; show NAME reads it). The scan is
@@ -87,31 +88,40 @@ func runLs(ctx context.Context, e *env, args []string) int {
 	now := time.Now()
 	for _, li := range locks {
 		if li.count != nil {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t%d\t%s\n", li.name, li.kind, li.count.held, li.count.describe())
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t%d\t%s\n", label(li.name), li.kind, li.count.held, li.count.describe())
 			continue
 		}
 		held := "-"
 		if d := li.heldFor(now); d > 0 {
 			held = d.Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", li.name, li.kind, fmtTTL(li.ttl), held, li.holds(), li.owners(*ids))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", label(li.name), li.kind, fmtTTL(li.ttl), held, li.holds(), li.owners(*ids))
 	}
 	tw.Flush()
 	return exitOK
 }
 
-// scanLocks returns the locks whose names match pattern, sorted by name.
+// scanLocks returns the locks whose names match pattern, sorted by name:
+// an election's own name (see label), else its key. Elections are found
+// by a second scan of their lock keys when pattern is not "*".
 func scanLocks(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]*lockInfo, error) {
 	var (
 		mu    sync.Mutex
 		found = make(map[string]*lockInfo)
 	)
+	keep := func(li *lockInfo) {
+		if pattern != "*" && isElection(li.name) && !globMatch(pattern, label(li.name)) {
+			return
+		}
+		mu.Lock()
+		found[li.name] = li
+		mu.Unlock()
+	}
 	collect := func(ctx context.Context, node *redis.Client) error {
-		return scanNode(ctx, node, pattern, func(li *lockInfo) {
-			mu.Lock()
-			found[li.name] = li
-			mu.Unlock()
-		})
+		if err := scanNode(ctx, node, pattern, keep); err != nil || pattern == "*" {
+			return err
+		}
+		return scanNode(ctx, node, layout.Election+":*", keep)
 	}
 	var err error
 	switch c := rdb.(type) {
@@ -135,7 +145,10 @@ func scanLocks(ctx context.Context, rdb redis.UniversalClient, pattern string) (
 	if err := identify(ctx, rdb, locks); err != nil {
 		return nil, err
 	}
-	sort.Slice(locks, func(i, j int) bool { return locks[i].name < locks[j].name })
+	sort.Slice(locks, func(i, j int) bool {
+		a, b := label(locks[i].name), label(locks[j].name)
+		return a < b || a == b && locks[i].name < locks[j].name
+	})
 	return locks, nil
 }
 

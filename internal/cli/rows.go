@@ -25,7 +25,7 @@ func printJSON(e *env, fs *flag.FlagSet, v any) int {
 // /locks.json show it. Its JSON form is documented in docs/cli.md; fields
 // are only ever added to it.
 type lockRow struct {
-	Name    string      `json:"name"`
+	Name    string      `json:"name"`   // the key; an election's own name (see label)
 	Kind    string      `json:"kind"`   // lock, fair, read, write, election, or a synchronizer's
 	TTLms   int64       `json:"ttl_ms"` // -1: no expiry
 	TTL     string      `json:"-"`
@@ -60,7 +60,7 @@ type holderRow struct {
 func rows(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo) ([]lockRow, error) {
 	out := make([]lockRow, 0, len(locks))
 	for _, li := range locks {
-		r := lockRow{Name: li.name, Kind: li.kind, TTLms: li.ttl.Milliseconds(), TTL: fmtTTL(li.ttl),
+		r := lockRow{Name: label(li.name), Kind: li.kind, TTLms: li.ttl.Milliseconds(), TTL: fmtTTL(li.ttl),
 			Holds: li.holds(), Owners: li.owners(false), Token: li.token, Holders: []holderRow{}}
 		if li.ttl == -1 {
 			r.TTLms = -1

@@ -75,7 +75,7 @@ func runShow(ctx context.Context, e *env, args []string) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "name\t%s\n", name)
+	fmt.Fprintf(tw, "name\t%s\n", label(name))
 	switch {
 	case s.lock != nil:
 		state := "held"
@@ -162,7 +162,7 @@ func runShow(ctx context.Context, e *env, args []string) int {
 // shown is what `relock show --json` prints (docs/cli.md); fields are only
 // ever added to it.
 type shown struct {
-	Name  string `json:"name"`
+	Name  string `json:"name"`  // as given; an election's own name (see label)
 	State string `json:"state"` // held, free, or not-a-lock
 	// Kind is lock, fair, read or write while held; fair for a free fair
 	// lock with owners queued; else the key's Redis type ("none" when free).
@@ -187,7 +187,7 @@ type shown struct {
 
 // report makes what show --json prints of the name s describes.
 func (s *lockState) report(name string) shown {
-	r := shown{Name: name, Kind: s.kind, Holders: []holderRow{}, Waiters: s.waiters, WaitersWhat: s.waitersWhat}
+	r := shown{Name: label(name), Kind: s.kind, Holders: []holderRow{}, Waiters: s.waiters, WaitersWhat: s.waitersWhat}
 	switch {
 	case s.lock != nil:
 		r.State, r.Kind = "held", s.lock.kind
