@@ -140,12 +140,14 @@ func (li *lockInfo) heldFor(now time.Time) time.Duration {
 	return max(now.Sub(time.UnixMilli(li.since)), 0)
 }
 
-// holder is one owner and its hold count.
+// holder is one owner and its hold count, or one permit of a permit
+// semaphore.
 type holder struct {
-	owner  string
-	write  bool // the write side of a read-write lock
+	owner  string // "<uuid>:<n>"; for a permit that carries none, its id
+	write  bool   // the write side of a read-write lock
 	count  int64
 	client *clientInfo // who the owner's Client is; nil when unknown (see identify)
+	permit string      // a permit's id (hex); "" for a lock's holder
 }
 
 // holds returns the total hold count.

@@ -54,6 +54,10 @@ type holderRow struct {
 	// view started, so it may be older.
 	HeldForMs int64 `json:"held_for_ms,omitempty"`
 	AtLeast   bool  `json:"held_for_at_least,omitempty"`
+	// Permit is the id of a permit semaphore's permit (each is a holder
+	// of its own); Owner is then the owner id "<uuid>:<n>" that the id
+	// carries, or the id itself for a permit of Redisson's.
+	Permit string `json:"permit,omitempty"`
 }
 
 // rows makes the rows of locks, counting each one's waiters.
@@ -67,11 +71,11 @@ func rows(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo) ([]
 		}
 		held := li.heldFor(time.Now()).Milliseconds()
 		for _, h := range li.holders {
-			r.Holders = append(r.Holders, holderRow{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client, HeldForMs: held})
+			r.Holders = append(r.Holders, holderRow{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client, HeldForMs: held, Permit: h.permit})
 		}
 		r.Leader = li.leader
 		if c := li.count; c != nil {
-			r.Count, r.Holds, r.Owners = &c.count, c.held, c.describe()
+			r.Count, r.Holds, r.Owners = &c.count, c.held, li.describeCount(false)
 			if c.kind == kindPermits {
 				var err error
 				if r.Waiting, err = subscribers(ctx, rdb, layout.Companion(layout.SemaphoreChannel, li.name)); err != nil {

@@ -27,7 +27,8 @@ it. A fair lock's waiters are the owners in its queue, listed in order with
 how long each keeps its place (a fair lock nobody waits for looks like a
 plain one, and is shown as one). NAME may also be a synchronizer: a permit
 semaphore shows its available permits and each held permit with its
-expiry; a semaphore its available permits, a countdown latch its count
+holder's client and its expiry; a semaphore its available permits (which
+belong to no one), a countdown latch its count
 (the two have one layout: who waits on their channels tells them apart,
 else show says it is one or the other). The waiters of a lock are the
 relock calls in its queue and the connections subscribed to its release
@@ -118,12 +119,17 @@ func runShow(ctx context.Context, e *env, args []string) int {
 				if p.ExpiresInMs != nil {
 					left = "expires in " + fmtMs(*p.ExpiresInMs)
 				}
-				fmt.Fprintf(tw, "permit\t%s\t%s\n", p.ID, left)
+				who := p.Client.String()
+				if p.Owner != "" {
+					who += " " + p.Owner
+				}
+				fmt.Fprintf(tw, "permit\t%s\t%s, %s\n", p.ID, who, left)
 			}
 		case kindLatch:
 			fmt.Fprintf(tw, "count\t%d\n", s.count.count)
 		case kindSem:
 			fmt.Fprintf(tw, "available\t%d\n", s.count.count)
+			fmt.Fprintf(tw, "holders\tnone recorded: a semaphore's permits have no owner\n")
 		default:
 			fmt.Fprintf(tw, "value\t%d\t(a semaphore's available permits or a latch's count: nobody waits to tell which)\n", s.count.count)
 		}
@@ -207,6 +213,13 @@ func (s *lockState) report(name string) shown {
 		r.State, r.Kind = "count", s.count.kind
 		r.Count = &s.count.count
 		r.Permits = s.count.permits
+		for _, p := range s.count.permits {
+			owner := p.Owner
+			if owner == "" {
+				owner = p.ID
+			}
+			r.Holders = append(r.Holders, holderRow{Owner: owner, Count: 1, Client: p.Client, Permit: p.ID})
+		}
 	case s.kind == "none":
 		r.State = "free"
 		switch {
