@@ -80,6 +80,6 @@ func ExamplePermitSemaphore() {
 	fmt.Println(permit.Err())
 	// Output:
 	// second seat: true
-	// seat held, id of 32 hex digits
+	// seat held, id of 48 hex digits
 	// relock: lock released
 }

@@ -17,8 +17,8 @@ import (
 // Err) and releases it (Release). A Permit is safe for concurrent use.
 type Permit struct {
 	ps  *PermitSemaphore
-	id  string // 32 hex digits
-	raw string // the 16 bytes stored in Redis
+	id  string // 48 hex digits
+	raw string // the 24 bytes stored in Redis (see permitID)
 
 	entry atomic.Pointer[watchdog.Entry] // replaced by UpdateLease
 
@@ -29,9 +29,10 @@ type Permit struct {
 	tried    bool       // an earlier release got no answer
 }
 
-// ID returns the permit's id: 32 lowercase hex digits, as Redisson shows
-// permit ids, so that PermitSemaphore.Release and UpdateLease, or a
-// Redisson client, can address it.
+// ID returns the permit's id: 48 lowercase hex digits, the 24 bytes
+// stored in Redis in the form Redisson shows permit ids (Redisson's own
+// are 32), so that PermitSemaphore.Release and UpdateLease, or a Redisson
+// client, can address it. Its first 32 digits are the Client's uuid.
 func (p *Permit) ID() string { return p.id }
 
 // Name returns the name of the permit's semaphore.

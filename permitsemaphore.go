@@ -2,8 +2,7 @@ package relock
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha1"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,8 +15,11 @@ import (
 // PermitSemaphore is a distributed semaphore whose permits have ids and
 // leases, stored in Redisson's RPermitExpirableSemaphore layout: a string
 // holding the number of free permits, a zset "{name}:timeout" of held
-// permit ids (16 bytes, shown as 32 hex digits) scored by their expiry in
-// unix milliseconds, and the channel "redisson_sc:{name}".
+// permit ids (raw bytes, shown in hex) scored by their expiry in unix
+// milliseconds, and the channel "redisson_sc:{name}". relock's permit ids
+// are 24 bytes, its Client's uuid and a number, so that relock ls and show
+// tell who holds each; Redisson's are 16 random bytes. Either library
+// releases the other's permits by id.
 //
 // Each acquisition returns a Permit. Without WithLease the Client's
 // watchdog renews the permit until it is released, like a Mutex hold; with
@@ -135,7 +137,8 @@ func (ps *PermitSemaphore) Available(ctx context.Context) (int, error) {
 // Release releases the permit of the given id, held by any process (a
 // Permit's own Release is the usual way). It returns ErrUnknownPermit when
 // no permit of that id is held (it was released, or its lease had run
-// out), and ErrInvalidOption when id is not 32 hex digits. A Permit of
+// out), and ErrInvalidOption when id is not 48 hex digits (a relock
+// permit's) or 32 (a Redisson permit's). A Permit of
 // this process released this way learns of it at its next renewal. With
 // replica sync, a release too few replicas acknowledged returns an error
 // wrapping ErrReplicaSync that says the permit was released on the master
@@ -205,14 +208,36 @@ func (ps *PermitSemaphore) checkID(ctx context.Context, op, id string) (string, 
 		return "", err
 	}
 	raw, err := hex.DecodeString(id)
-	if err != nil || len(raw) != permitIDLen {
-		return "", fmt.Errorf("%w: permit id %q is not %d hex digits", ErrInvalidOption, id, 2*permitIDLen)
+	if err != nil || len(raw) != permitIDLen && len(raw) != redissonPermitIDLen {
+		return "", fmt.Errorf("%w: permit id %q is not %d hex digits (relock's) or %d (Redisson's)", ErrInvalidOption, id, 2*permitIDLen, 2*redissonPermitIDLen)
 	}
 	return string(raw), nil
 }
 
-// permitIDLen is the length of a permit id in bytes, as Redisson's.
-const permitIDLen = 16
+// The length of a permit id in bytes: relock's (see permitID), and
+// Redisson's, 16 random bytes.
+const permitIDLen, redissonPermitIDLen = 24, 16
+
+// permitID returns the raw id of the permit of the call whose owner id is
+// "<clientID>:<seq>": the 16 bytes of the Client's uuid, then seq in 8
+// bytes, big-endian (permit_id in permit_lib.lua makes the same from the
+// owner id). The scripts, relock's and Redisson's, treat ids as opaque
+// bytes; that an id begins with its Client's uuid lets relock ls and show
+// find who holds a permit, as they find a lock's holder from its owner id.
+func permitID(clientID string, seq uint64) string {
+	var digits [32]byte
+	n := 0
+	for i := 0; i < len(clientID) && n < len(digits); i++ {
+		if clientID[i] != '-' {
+			digits[n] = clientID[i]
+			n++
+		}
+	}
+	var b [permitIDLen]byte
+	_, _ = hex.Decode(b[:16], digits[:])
+	binary.BigEndian.PutUint64(b[16:], seq)
+	return string(b[:])
+}
 
 // permitAttempt is one acquire call's fixed arguments, shared by its
 // attempts: they all use one permit id, so that a retried or repeated
@@ -266,9 +291,7 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 	if err != nil {
 		return nil, err
 	}
-	var id [permitIDLen]byte
-	_, _ = rand.Read(id[:])
-	a := &permitAttempt{ps: ps, cfg: cfg, raw: string(id[:]), lease: cfg.lease.Milliseconds()}
+	a := &permitAttempt{ps: ps, cfg: cfg, raw: permitID(ps.c.id, ownerSeq.Add(1)), lease: cfg.lease.Milliseconds()}
 	a.args = []any{a.raw, a.lease, ps.c.argPublish, argEmpty, argGrantTTL, argZero}
 	done, retry, err := a.attempt(ctx)
 	if done || err != nil {
@@ -281,7 +304,8 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 		ps.c.stats.waits.Add(1)
 		err = ps.c.spin(ctx, "acquire", ps.name, cfg.spin, retry, 0, func() (bool, time.Duration, error) { return a.attempt(ctx) })
 	} else {
-		owner := ps.c.id + ":" + strconv.FormatUint(ownerSeq.Add(1), 10)
+		seq := ownerSeq.Add(1)
+		owner := ps.c.id + ":" + strconv.FormatUint(seq, 10)
 		qw := queuedWait{op: "acquire", name: ps.name, channel: ps.channel, policy: permitPolicy,
 			local: ps.queue, owner: owner, hold: cfg.lease}
 		if !ps.c.rsync.mayWait() {
@@ -289,8 +313,7 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 			// grants it (permit_lib.lua).
 			qw.grants = ps.grants
 			a.member = queueMember(cfg.lease, argKindOneShot.(string), owner)
-			sum := sha1.Sum([]byte(owner))
-			a.raw = string(sum[:permitIDLen])
+			a.raw = permitID(ps.c.id, seq)
 			a.args[0] = a.raw
 		}
 		_, err = ps.c.waitQueued(ctx, qw, a, retry)

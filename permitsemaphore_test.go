@@ -168,7 +168,7 @@ func TestPermitByID(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(p.ID()) != 32 {
+		if len(p.ID()) != 48 {
 			t.Fatalf("id %q", p.ID())
 		}
 		if err := top.NewClient(t).PermitSemaphore(ps.Name()).Release(ctx, p.ID()); err != nil {
@@ -647,4 +647,61 @@ func mustDecode(t *testing.T, id string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestPermitIDNamesItsClient: a permit's id begins with its Client's uuid,
+// whether the call took it itself or a release granted it to the call
+// waiting in the queue, so that the Client's identity hash
+// relock_client:<uuid> tells who holds it; Redisson takes it as any id.
+func TestPermitIDNamesItsClient(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		ctx := testkit.CtxTimeout(t, 30*time.Second)
+		rdb := top.RDB(t)
+		holder := top.NewClient(t, relock.WithoutReplicaSync(), relock.WithClientName("holder"))
+		waiter := top.NewClient(t, relock.WithoutReplicaSync(), relock.WithClientName("waiter"))
+		ps := testkit.NewPermits(t, holder, 1)
+		clientOf := func(p *relock.Permit) string {
+			t.Helper()
+			id := p.ID()
+			if len(id) != 48 {
+				t.Fatalf("permit id %q: want 48 hex digits", id)
+			}
+			uuid := id[0:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:32]
+			return rdb.HGet(ctx, "relock_client:"+uuid, "name").Val()
+		}
+		taken, err := ps.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if who := clientOf(taken); who != "holder" {
+			t.Errorf("the permit taken by an attempt names client %q, want holder", who)
+		}
+		got := make(chan *relock.Permit, 1)
+		go func() {
+			p, err := waiter.PermitSemaphore(ps.Name()).Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- p
+		}()
+		testkit.Eventually(t, 5*time.Second, "the call to queue", func() bool {
+			return rdb.ZCard(ctx, permitQueueKey(ps.Name())).Val() == 1
+		})
+		if err := taken.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		granted := <-got
+		if granted == nil {
+			t.FailNow()
+		}
+		if s := waiter.Stats(); s.Handoffs != 1 {
+			t.Errorf("%d grants, want the permit granted by the release", s.Handoffs)
+		}
+		if who := clientOf(granted); who != "waiter" {
+			t.Errorf("the permit granted to a queued call names client %q, want waiter", who)
+		}
+		if err := granted.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -60,6 +60,7 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, e *env, args []string) int
+	local   bool // talks to no Redis: connection flags before it are ignored
 }
 
 // commands in the order help lists them.
@@ -164,6 +165,10 @@ func dispatch(ctx context.Context, e *env, args []string) int {
 		usage(e.stderr)
 		return exitUsage
 	}
+	args, conn, code, done := leadingFlags(e, args)
+	if done {
+		return code
+	}
 	name := args[0]
 	switch name {
 	case "help", "-h", "-help", "--help":
@@ -175,7 +180,48 @@ func dispatch(ctx context.Context, e *env, args []string) int {
 		usage(e.stderr)
 		return exitUsage
 	}
+	if !c.local {
+		args = append(append([]string{name}, conn...), args[1:]...)
+	}
 	return c.run(ctx, e, args[1:])
+}
+
+// leadingFlags reads the connection flags given before the command
+// ("relock --redis URL ls", as "git -C dir" or "kubectl --context"), which
+// every command that talks to Redis takes after its name too. It returns
+// the arguments from the command on, and the flags read as "-name=value"
+// arguments to put right after the command: before and after it they mean
+// the same, and one given after it wins. A command that does not talk to
+// Redis (version, help) ignores them. With bad flags or no command it
+// reports the error and returns done with the exit code.
+func leadingFlags(e *env, args []string) (rest, conn []string, code int, done bool) {
+	switch args[0] {
+	case "-h", "-help", "--help":
+		return args, nil, exitOK, false
+	}
+	if !strings.HasPrefix(args[0], "-") {
+		return args, nil, exitOK, false
+	}
+	fs := flag.NewFlagSet("relock", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	addRedisFlags(fs)
+	bad := func(msg string) ([]string, []string, int, bool) {
+		fmt.Fprintf(e.stderr, "relock: %s\n", msg)
+		fmt.Fprintf(e.stderr, "Before the command relock takes the connection flags --redis URL and --cluster; run 'relock help' for usage.\n")
+		return nil, nil, exitUsage, true
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(e.stdout)
+			return nil, nil, exitOK, true
+		}
+		return bad(err.Error())
+	}
+	if fs.NArg() == 0 {
+		return bad("no command after the flags")
+	}
+	fs.Visit(func(f *flag.Flag) { conn = append(conn, "-"+f.Name+"="+f.Value.String()) })
+	return fs.Args(), conn, exitOK, false
 }
 
 func help(e *env, args []string) int {
@@ -196,7 +242,7 @@ func usage(w io.Writer) {
 	b.WriteString(`relock: distributed locks on Redis, Redisson-compatible.
 
 Usage:
-	relock <command> [flags] [arguments]
+	relock [--redis URL] [--cluster] <command> [flags] [arguments]
 
 Commands:
 `)
@@ -206,7 +252,8 @@ Commands:
 	b.WriteString(`
 Run "relock help <command>" for a command's flags.
 
-Redis is chosen by --redis URL, else by $` + envRedisURL + `, else ` + defaultRedisURL + `
+Redis is chosen by --redis URL, given before the command or after it,
+else by $` + envRedisURL + `, else ` + defaultRedisURL + `
 (demo alone runs on an embedded in-process Redis when neither is given).
 URLs: redis://[user:password@]host:port[/db], rediss:// for TLS, unix:///path,
 redis+cluster://host:port,host:port (or --cluster) for Redis Cluster, and

@@ -48,6 +48,9 @@ func identify(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo)
 	pipe := rdb.Pipeline()
 	for _, li := range locks {
 		for _, h := range li.holders {
+			if !isOwner(h.owner) {
+				continue // a permit of Redisson's, or a queue member of another form
+			}
 			id := uuidOf(h.owner)
 			if cmds[id] == nil {
 				cmds[id] = pipe.HGetAll(ctx, layout.ClientInfo+":"+id)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"strconv"
@@ -26,7 +27,11 @@ const (
 
 // permitRow is one held permit of a permit semaphore.
 type permitRow struct {
-	ID string `json:"id"` // 32 hex digits, as Redisson shows permit ids
+	ID string `json:"id"` // hex: 48 digits for relock's permits, 32 for Redisson's
+	// Owner is the owner id "<uuid>:<n>" a relock permit's id carries, and
+	// Client its Client; both absent for a Redisson permit.
+	Owner  string      `json:"owner,omitempty"`
+	Client *clientInfo `json:"client,omitempty"`
 	// ExpiresInMs is how long the permit has left by the server's clock;
 	// absent for a permit held without a lease.
 	ExpiresInMs *int64 `json:"expires_in_ms,omitempty"`
@@ -51,7 +56,7 @@ type counted struct {
 	kind    string
 	count   int64 // permits available, or a latch's count
 	permits []permitRow
-	held    int64 // a permit semaphore's held permits (ls)
+	held    int64 // a permit semaphore's held permits (ls; its holders are the lockInfo's)
 	waiting int64 // subscribers of its channel (ls)
 }
 
@@ -64,6 +69,17 @@ func (c *counted) describe() string {
 		return "available " + strconv.FormatInt(c.count, 10) + ", held " + strconv.FormatInt(c.held, 10)
 	}
 	return "available " + strconv.FormatInt(c.count, 10)
+}
+
+// describeCount says what ls shows of a synchronizer li in place of a
+// lock's holders: its count, and a permit semaphore's permits by holder
+// (with their owner ids when ids is set).
+func (li *lockInfo) describeCount(ids bool) string {
+	s := li.count.describe()
+	if len(li.holders) > 0 {
+		s += ": " + li.owners(ids)
+	}
+	return s
 }
 
 // inspectCount reads name as a synchronizer: a string holding an integer
@@ -98,14 +114,23 @@ func inspectCount(ctx context.Context, rdb redis.UniversalClient, name string, c
 	if len(held) > 0 || value.Err() != nil {
 		c.kind = kindPermits
 		at := now.Val().UnixMilli()
+		li := &lockInfo{}
 		for _, z := range held {
 			id, _ := z.Member.(string)
-			r := permitRow{ID: hex.EncodeToString([]byte(id))}
+			h := permitHolder(id)
+			r := permitRow{ID: h.permit, Owner: permitOwner(id)}
 			if int64(z.Score) < layout.PermitNoLease {
 				left := int64(z.Score) - at
 				r.ExpiresInMs = &left
 			}
 			c.permits = append(c.permits, r)
+			li.holders = append(li.holders, h)
+		}
+		if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {
+			return nil, err
+		}
+		for i := range c.permits {
+			c.permits[i].Client = li.holders[i].client
 		}
 		return c, nil
 	}
@@ -126,6 +151,29 @@ func inspectCount(ctx context.Context, rdb redis.UniversalClient, name string, c
 		c.kind = kindCount
 	}
 	return c, nil
+}
+
+// permitOwner returns the owner id "<uuid>:<n>" that the raw id of a
+// relock permit carries: its 16 bytes of the Client's uuid, then n in 8
+// bytes, big-endian (relock's permitID). It returns "" for an id of
+// another length (Redisson's are 16 random bytes).
+func permitOwner(raw string) string {
+	if len(raw) != 24 {
+		return ""
+	}
+	h := hex.EncodeToString([]byte(raw[:16]))
+	n := binary.BigEndian.Uint64([]byte(raw[16:]))
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32] + ":" + strconv.FormatUint(n, 10)
+}
+
+// permitHolder returns the holder of the permit of raw id: its owner id
+// when the id carries one (see permitOwner), else the permit's id.
+func permitHolder(raw string) holder {
+	h := holder{permit: hex.EncodeToString([]byte(raw)), count: 1}
+	if h.owner = permitOwner(raw); h.owner == "" {
+		h.owner = h.permit
+	}
+	return h
 }
 
 // fairQueue reads a fair lock's queue, first to last, with each owner's

@@ -160,7 +160,7 @@ func TestElectionListed(t *testing.T) {
 		t.Fatalf("ls --json --kind election: %v, %d rows; want one", err, len(listed.Locks))
 	}
 	row := listed.Locks[0]
-	if row.Name != "relock_election:{jobs}" || row.Kind != kindElection || row.Leader == nil ||
+	if row.Name != "jobs" || row.Kind != kindElection || row.Leader == nil ||
 		row.Leader.Value != "10.0.0.1:80" || row.Leader.Term != l.Term() || len(row.Holders) != 1 ||
 		row.Holders[0].Client == nil || row.Holders[0].Client.PID != strconv.Itoa(os.Getpid()) {
 		t.Fatalf("ls row %+v (leader %+v); want the election with its leader and this process as holder", row, row.Leader)

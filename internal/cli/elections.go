@@ -22,6 +22,30 @@ func isElection(name string) bool { return strings.HasPrefix(name, layout.Electi
 // electionKey returns the lock key of the election name.
 func electionKey(name string) string { return companion(layout.Election, name) }
 
+// electionName returns the name of the election whose lock key is key
+// (electionKey's inverse: "relock_election:{jobs}" is the election
+// "jobs"), and whether key is an election's.
+func electionName(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, layout.Election+":")
+	if !ok {
+		return key, false
+	}
+	if inner, ok := strings.CutPrefix(rest, "{"); ok {
+		if name, ok := strings.CutSuffix(inner, "}"); ok && !strings.Contains(name, "{") {
+			return name, true
+		}
+	}
+	return rest, true
+}
+
+// label returns the name operators gave the object whose key is key, as
+// ls, show and the web view list it: an election's own name for its lock
+// key, else the key.
+func label(key string) string {
+	name, _ := electionName(key)
+	return name
+}
+
 // leaderRow is an election's leader as ls --json, show --json and the web
 // view show it (docs/cli.md).
 type leaderRow struct {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -144,7 +147,7 @@ func TestKindsShownAndCounted(t *testing.T) {
 	for _, tc := range []struct{ name, state, waiters string }{
 		{"fair", "held (fair lock)", "waiters 2 (owners queued in redisson_lock_queue:{fair})"},
 		{"rw", "held (read-write lock, read mode)", "waiters 1 (subscribers of redisson_rwlock:{rw})"},
-		{"plain", "held", "waiters 1 (calls queued in relock_lock_queue:{plain} and subscribers of redisson_lock__channel:{plain})"},
+		{"plain", "held", "waiters 1 (calls queued in relock_lock_queue:{plain} and subscribers of redisson_lock__channel:{plain} but not of relock_watch:{plain} (the holder's watch))"},
 	} {
 		r := relockCmd(t, "show", "--redis", url, tc.name)
 		lines := map[string]bool{}
@@ -286,12 +289,14 @@ func TestShowEveryPrimitive(t *testing.T) {
 	}
 	startWaiter(t, func(ctx context.Context) (*relock.Lease, error) { return c2.FairMutex("fair").Lock(ctx) })
 	until(t, "fair waiter queued", queued("fair", 1), srv)
+	host, _ := os.Hostname()
+	pid := strconv.Itoa(os.Getpid())
 
 	for _, tc := range []struct {
 		name string
 		want []string
 	}{
-		{"permits", []string{"kind permit-semaphore", "available 1", "held 1", "permit " + p.ID() + " expires in "}},
+		{"permits", []string{"kind permit-semaphore", "available 1", "held 1", "permit " + p.ID() + " " + host + " pid " + pid + " ", ", expires in "}},
 		{"full", []string{"kind permit-semaphore", "available 0", "held 1", "queued 1", "waiting for"}},
 		{"sem", []string{"kind semaphore", "available 0", "waiters 1"}},
 		{"latch", []string{"kind latch", "count 2", "waiters 1"}},
@@ -322,7 +327,8 @@ func TestShowEveryPrimitive(t *testing.T) {
 		f := strings.Fields(line)
 		listed[f[0]] = strings.Join(f[1:], " ")
 	}
-	for name, want := range map[string]string{"permits": "permit-semaphore - - 1 available 1, held 1", "sem": "semaphore - - 0 available 0", "latch": "latch - - 0 count 2"} {
+	permits := "permit-semaphore - - 1 available 1, held 1: " + host + " pid " + pid + " " + filepath.Base(os.Args[0])
+	for name, want := range map[string]string{"permits": permits, "sem": "semaphore - - 0 available 0", "latch": "latch - - 0 count 2"} {
 		if listed[name] != want {
 			t.Errorf("ls %s: %q, want %q", name, listed[name], want)
 		}

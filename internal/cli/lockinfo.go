@@ -87,7 +87,9 @@ func markFair(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo)
 // relock Client or Redisson instance); for a lock, the relock calls in its
 // queue and the connections subscribed to its release channel (Redisson
 // instances, and relock Clients whose calls wait for a holder that is not
-// relock).
+// relock), less those subscribed to its watchChannel too: relock run
+// listens there while it holds the lock (watchRelease), and a holder is no
+// waiter.
 func waiters(ctx context.Context, rdb redis.UniversalClient, name, kind string) (n int64, what string, err error) {
 	switch {
 	case kind == kindFair || kind == kindElection:
@@ -101,12 +103,12 @@ func waiters(ctx context.Context, rdb redis.UniversalClient, name, kind string) 
 	default:
 		// relock's calls wait in the lock's queue; others (Redisson)
 		// listen on the release channel.
-		key, ch := companion(layout.LockQueue, name), companion(layout.LockChannel, name)
+		key, ch, watch := companion(layout.LockQueue, name), companion(layout.LockChannel, name), companion(watchChannel, name)
 		if n, err = rdb.ZCard(ctx, key).Result(); err != nil {
 			return 0, "", err
 		}
-		subs, err := subscribers(ctx, rdb, ch)
-		return n + subs, "calls queued in " + key + " and subscribers of " + ch, err
+		subs, err := subscribersOf(ctx, rdb, []string{ch, watch})
+		return n + max(subs[ch]-subs[watch], 0), "calls queued in " + key + " and subscribers of " + ch + " but not of " + watch + " (the holder's watch)", err
 	}
 }
 
@@ -138,12 +140,14 @@ func (li *lockInfo) heldFor(now time.Time) time.Duration {
 	return max(now.Sub(time.UnixMilli(li.since)), 0)
 }
 
-// holder is one owner and its hold count.
+// holder is one owner and its hold count, or one permit of a permit
+// semaphore.
 type holder struct {
-	owner  string
-	write  bool // the write side of a read-write lock
+	owner  string // "<uuid>:<n>"; for a permit that carries none, its id
+	write  bool   // the write side of a read-write lock
 	count  int64
 	client *clientInfo // who the owner's Client is; nil when unknown (see identify)
+	permit string      // a permit's id (hex); "" for a lock's holder
 }
 
 // holds returns the total hold count.

@@ -28,9 +28,11 @@ Scans the keyspace (every master of a cluster) for hashes laid out as relock
 or Redisson locks, whose fields are owner ids "<uuid>:<n>" with hold counts,
 and lists them. The kind is lock, fair (a fair lock with owners queued;
 one nobody waits for looks like a plain lock), or read or write: a
-read-write lock's mode, or election: an election's lock
-relock_election:{NAME}, with its leader's value and term. Synchronizers are listed too: a permit semaphore
-(kind permit-semaphore) with its available and held permits, and a
+read-write lock's mode, or election: an election, listed by its name (its
+lock key is relock_election:{NAME}) with its leader's value and term;
+--match applies to that name. Synchronizers are listed too: a permit semaphore
+(kind permit-semaphore) with its available and held permits and the
+client holding each, and a
 semaphore or countdown latch while someone waits on it (an idle one holds
 a plain number, like any counter; show NAME reads it). The scan is
 incremental (SCAN with COUNT) and pipelined, so it is safe on a busy server,
@@ -87,31 +89,40 @@ func runLs(ctx context.Context, e *env, args []string) int {
 	now := time.Now()
 	for _, li := range locks {
 		if li.count != nil {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t%d\t%s\n", li.name, li.kind, li.count.held, li.count.describe())
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t%d\t%s\n", label(li.name), li.kind, li.count.held, li.describeCount(*ids))
 			continue
 		}
 		held := "-"
 		if d := li.heldFor(now); d > 0 {
 			held = d.Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", li.name, li.kind, fmtTTL(li.ttl), held, li.holds(), li.owners(*ids))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", label(li.name), li.kind, fmtTTL(li.ttl), held, li.holds(), li.owners(*ids))
 	}
 	tw.Flush()
 	return exitOK
 }
 
-// scanLocks returns the locks whose names match pattern, sorted by name.
+// scanLocks returns the locks whose names match pattern, sorted by name:
+// an election's own name (see label), else its key. Elections are found
+// by a second scan of their lock keys when pattern is not "*".
 func scanLocks(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]*lockInfo, error) {
 	var (
 		mu    sync.Mutex
 		found = make(map[string]*lockInfo)
 	)
+	keep := func(li *lockInfo) {
+		if pattern != "*" && isElection(li.name) && !globMatch(pattern, label(li.name)) {
+			return
+		}
+		mu.Lock()
+		found[li.name] = li
+		mu.Unlock()
+	}
 	collect := func(ctx context.Context, node *redis.Client) error {
-		return scanNode(ctx, node, pattern, func(li *lockInfo) {
-			mu.Lock()
-			found[li.name] = li
-			mu.Unlock()
-		})
+		if err := scanNode(ctx, node, pattern, keep); err != nil || pattern == "*" {
+			return err
+		}
+		return scanNode(ctx, node, layout.Election+":*", keep)
 	}
 	var err error
 	switch c := rdb.(type) {
@@ -135,7 +146,10 @@ func scanLocks(ctx context.Context, rdb redis.UniversalClient, pattern string) (
 	if err := identify(ctx, rdb, locks); err != nil {
 		return nil, err
 	}
-	sort.Slice(locks, func(i, j int) bool { return locks[i].name < locks[j].name })
+	sort.Slice(locks, func(i, j int) bool {
+		a, b := label(locks[i].name), label(locks[j].name)
+		return a < b || a == b && locks[i].name < locks[j].name
+	})
 	return locks, nil
 }
 
@@ -255,7 +269,8 @@ func ownKey(k string) bool {
 }
 
 // inspectCounts finds the synchronizers among string keys of one server:
-// a permit semaphore (a number with its zset of held permits beside it),
+// a permit semaphore (a number with its zset of held permits beside it,
+// whose holders are its permits),
 // and a semaphore or latch someone waits on (a number whose channel has
 // subscribers; an idle one cannot be told from any counter, and is left
 // to show). Their lockInfo carries count.
@@ -264,11 +279,11 @@ func inspectCounts(ctx context.Context, node *redis.Client, keys []string, found
 		return nil
 	}
 	values := make([]*redis.StringCmd, len(keys))
-	held := make([]*redis.IntCmd, len(keys))
+	held := make([]*redis.StringSliceCmd, len(keys))
 	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
 			values[i] = p.Get(ctx, k)
-			held[i] = p.ZCard(ctx, layout.PermitTimeouts(k))
+			held[i] = p.ZRange(ctx, layout.PermitTimeouts(k), 0, -1)
 		}
 		return nil
 	}); !isReply(err) {
@@ -282,8 +297,12 @@ func inspectCounts(ctx context.Context, node *redis.Client, keys []string, found
 			continue
 		}
 		li := &lockInfo{name: k, kind: kindPermits, ttl: -1, count: &counted{kind: kindPermits, count: n}}
-		if h := held[i].Val(); h > 0 {
-			li.count.held = h
+		if ids := held[i].Val(); len(ids) > 0 {
+			li.count.held = int64(len(ids))
+			for _, id := range ids {
+				li.holders = append(li.holders, permitHolder(id))
+			}
+			sort.Slice(li.holders, func(a, b int) bool { return li.holders[a].owner < li.holders[b].owner })
 			found(li)
 			continue
 		}

@@ -25,7 +25,7 @@ func printJSON(e *env, fs *flag.FlagSet, v any) int {
 // /locks.json show it. Its JSON form is documented in docs/cli.md; fields
 // are only ever added to it.
 type lockRow struct {
-	Name    string      `json:"name"`
+	Name    string      `json:"name"`   // the key; an election's own name (see label)
 	Kind    string      `json:"kind"`   // lock, fair, read, write, election, or a synchronizer's
 	TTLms   int64       `json:"ttl_ms"` // -1: no expiry
 	TTL     string      `json:"-"`
@@ -54,24 +54,28 @@ type holderRow struct {
 	// view started, so it may be older.
 	HeldForMs int64 `json:"held_for_ms,omitempty"`
 	AtLeast   bool  `json:"held_for_at_least,omitempty"`
+	// Permit is the id of a permit semaphore's permit (each is a holder
+	// of its own); Owner is then the owner id "<uuid>:<n>" that the id
+	// carries, or the id itself for a permit of Redisson's.
+	Permit string `json:"permit,omitempty"`
 }
 
 // rows makes the rows of locks, counting each one's waiters.
 func rows(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo) ([]lockRow, error) {
 	out := make([]lockRow, 0, len(locks))
 	for _, li := range locks {
-		r := lockRow{Name: li.name, Kind: li.kind, TTLms: li.ttl.Milliseconds(), TTL: fmtTTL(li.ttl),
+		r := lockRow{Name: label(li.name), Kind: li.kind, TTLms: li.ttl.Milliseconds(), TTL: fmtTTL(li.ttl),
 			Holds: li.holds(), Owners: li.owners(false), Token: li.token, Holders: []holderRow{}}
 		if li.ttl == -1 {
 			r.TTLms = -1
 		}
 		held := li.heldFor(time.Now()).Milliseconds()
 		for _, h := range li.holders {
-			r.Holders = append(r.Holders, holderRow{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client, HeldForMs: held})
+			r.Holders = append(r.Holders, holderRow{Owner: h.owner, Count: h.count, Write: h.write, Client: h.client, HeldForMs: held, Permit: h.permit})
 		}
 		r.Leader = li.leader
 		if c := li.count; c != nil {
-			r.Count, r.Holds, r.Owners = &c.count, c.held, c.describe()
+			r.Count, r.Holds, r.Owners = &c.count, c.held, li.describeCount(false)
 			if c.kind == kindPermits {
 				var err error
 				if r.Waiting, err = subscribers(ctx, rdb, layout.Companion(layout.SemaphoreChannel, li.name)); err != nil {

@@ -27,13 +27,16 @@ it. A fair lock's waiters are the owners in its queue, listed in order with
 how long each keeps its place (a fair lock nobody waits for looks like a
 plain one, and is shown as one). NAME may also be a synchronizer: a permit
 semaphore shows its available permits and each held permit with its
-expiry; a semaphore its available permits, a countdown latch its count
+holder's client and its expiry; a semaphore its available permits (which
+belong to no one), a countdown latch its count
 (the two have one layout: who waits on their channels tells them apart,
-else show says it is one or the other). The waiters of other locks
-are counted as the connections subscribed to the release channel they
-listen to: each relock client and each Redisson instance waits on one
-shared subscription, so the count is of waiting processes, not of
-waiting goroutines or threads.`
+else show says it is one or the other). The waiters of a lock are the
+relock calls in its queue and the connections subscribed to its release
+channel (Redisson's waiters), less a relock run that holds it and listens
+there for a force-unlock; those of a read-write lock are the connections
+subscribed to its channel. Each relock client and each Redisson instance
+waits on one shared subscription, so a subscriber is a waiting process,
+not a waiting goroutine or thread.`
 
 func runShow(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "show", "[flags] NAME", showAbout)
@@ -73,7 +76,7 @@ func runShow(ctx context.Context, e *env, args []string) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "name\t%s\n", name)
+	fmt.Fprintf(tw, "name\t%s\n", label(name))
 	switch {
 	case s.lock != nil:
 		state := "held"
@@ -116,12 +119,17 @@ func runShow(ctx context.Context, e *env, args []string) int {
 				if p.ExpiresInMs != nil {
 					left = "expires in " + fmtMs(*p.ExpiresInMs)
 				}
-				fmt.Fprintf(tw, "permit\t%s\t%s\n", p.ID, left)
+				who := p.Client.String()
+				if p.Owner != "" {
+					who += " " + p.Owner
+				}
+				fmt.Fprintf(tw, "permit\t%s\t%s, %s\n", p.ID, who, left)
 			}
 		case kindLatch:
 			fmt.Fprintf(tw, "count\t%d\n", s.count.count)
 		case kindSem:
 			fmt.Fprintf(tw, "available\t%d\n", s.count.count)
+			fmt.Fprintf(tw, "holders\tnone recorded: a semaphore's permits have no owner\n")
 		default:
 			fmt.Fprintf(tw, "value\t%d\t(a semaphore's available permits or a latch's count: nobody waits to tell which)\n", s.count.count)
 		}
@@ -160,7 +168,7 @@ func runShow(ctx context.Context, e *env, args []string) int {
 // shown is what `relock show --json` prints (docs/cli.md); fields are only
 // ever added to it.
 type shown struct {
-	Name  string `json:"name"`
+	Name  string `json:"name"`  // as given; an election's own name (see label)
 	State string `json:"state"` // held, free, or not-a-lock
 	// Kind is lock, fair, read or write while held; fair for a free fair
 	// lock with owners queued; else the key's Redis type ("none" when free).
@@ -185,7 +193,7 @@ type shown struct {
 
 // report makes what show --json prints of the name s describes.
 func (s *lockState) report(name string) shown {
-	r := shown{Name: name, Kind: s.kind, Holders: []holderRow{}, Waiters: s.waiters, WaitersWhat: s.waitersWhat}
+	r := shown{Name: label(name), Kind: s.kind, Holders: []holderRow{}, Waiters: s.waiters, WaitersWhat: s.waitersWhat}
 	switch {
 	case s.lock != nil:
 		r.State, r.Kind = "held", s.lock.kind
@@ -205,6 +213,13 @@ func (s *lockState) report(name string) shown {
 		r.State, r.Kind = "count", s.count.kind
 		r.Count = &s.count.count
 		r.Permits = s.count.permits
+		for _, p := range s.count.permits {
+			owner := p.Owner
+			if owner == "" {
+				owner = p.ID
+			}
+			r.Holders = append(r.Holders, holderRow{Owner: owner, Count: 1, Client: p.Client, Permit: p.ID})
+		}
 	case s.kind == "none":
 		r.State = "free"
 		switch {

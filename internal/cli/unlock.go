@@ -52,9 +52,9 @@ func runUnlock(ctx context.Context, e *env, args []string) int {
 		return fail(e, fs, err)
 	}
 	if held {
-		fmt.Fprintf(e.stdout, "%s: force-unlocked (%s)\n", name, kindName(kind))
+		fmt.Fprintf(e.stdout, "%s: force-unlocked (%s)\n", label(name), kindName(kind))
 	} else {
-		fmt.Fprintf(e.stdout, "%s: was not locked\n", name)
+		fmt.Fprintf(e.stdout, "%s: was not locked\n", label(name))
 	}
 	return exitOK
 }

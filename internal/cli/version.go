@@ -12,6 +12,7 @@ var versionCommand = &command{
 	name:    "version",
 	summary: "print relock's version",
 	run:     runVersion,
+	local:   true,
 }
 
 func runVersion(_ context.Context, e *env, args []string) int {

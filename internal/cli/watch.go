@@ -18,9 +18,14 @@ import (
 // before watchRelease returns; a release published before it is caught by
 // one Check after it. stop ends the watch and waits for it; it may be
 // called more than once.
+//
+// The same connection subscribes, in the same command, to the lock's
+// watchChannel, which nobody publishes on: it tells the counts of waiters
+// (see waiters) that this subscriber of the release channel is the
+// holder, not a waiter.
 func watchRelease(ctx context.Context, rdb redis.UniversalClient, l *relock.Lease) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	ps := subscribe(ctx, rdb, companion(layout.LockChannel, l.Name()))
+	ps := subscribe(ctx, rdb, companion(layout.LockChannel, l.Name()), companion(watchChannel, l.Name()))
 	check := func() {
 		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		_ = l.Check(cctx) // an unanswered check leaves it to the watchdog
@@ -60,24 +65,42 @@ func watchRelease(ctx context.Context, rdb redis.UniversalClient, l *relock.Leas
 	}
 }
 
-// subscribe subscribes to channel, by SSUBSCRIBE on a cluster (where
-// relock publishes by SPUBLISH from Redis 7 on) and SUBSCRIBE elsewhere,
-// and waits for the server's confirmation. It returns nil if the server
-// refuses both.
-func subscribe(ctx context.Context, rdb redis.UniversalClient, channel string) *redis.PubSub {
+// watchChannel is the prefix of the channel a holder's watch (see
+// watchRelease) subscribes to beside the lock's release channel:
+// watchChannel + ":{name}", of the lock's cluster slot. Nothing is
+// published on it, and it is the command line's own: neither the library
+// nor Redisson knows it.
+const watchChannel = "relock_watch"
+
+// subscribe subscribes to channels (of one cluster slot), by SSUBSCRIBE on
+// a cluster (where relock publishes by SPUBLISH from Redis 7 on) and
+// SUBSCRIBE elsewhere, in one command, and waits for the server's
+// confirmation of every channel. It returns nil if the server refuses
+// both.
+func subscribe(ctx context.Context, rdb redis.UniversalClient, channels ...string) *redis.PubSub {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		ps := cc.SSubscribe(ctx, channel)
-		if _, err := ps.Receive(ctx); err == nil {
+		ps := cc.SSubscribe(ctx, channels...)
+		if confirmed(ctx, ps, len(channels)) {
 			return ps
 		}
 		ps.Close()
 	}
-	ps := rdb.Subscribe(ctx, channel)
-	if _, err := ps.Receive(ctx); err != nil {
+	ps := rdb.Subscribe(ctx, channels...)
+	if !confirmed(ctx, ps, len(channels)) {
 		ps.Close()
 		return nil
 	}
 	return ps
+}
+
+// confirmed reports whether the server confirmed n subscriptions of ps.
+func confirmed(ctx context.Context, ps *redis.PubSub, n int) bool {
+	for range n {
+		if _, err := ps.Receive(ctx); err != nil {
+			return false
+		}
+	}
+	return true
 }

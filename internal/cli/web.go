@@ -231,13 +231,14 @@ func (v *webView) events(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	flusher.Flush()
 	object, isObject := r.URL.Query()["object"]
+	election := r.URL.Query().Get("kind") == kindElection
 	var last []byte
 	for {
 		p, next := v.s.current()
 		if p != nil {
 			var msg any = filter(p, r)
 			if isObject {
-				msg = v.s.object(object[0])
+				msg = v.s.object(objectID{object[0], election})
 			}
 			b, err := json.Marshal(msg)
 			if err == nil && !bytes.Equal(b, last) {
@@ -277,6 +278,9 @@ func (v *webView) unlock(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no name", http.StatusBadRequest)
 		return
 	}
+	if r.FormValue("kind") == kindElection {
+		name = electionKey(name)
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	key, kind, held, err := forceUnlock(ctx, v.cfg.unlocker, v.rdb, name)
@@ -286,7 +290,7 @@ func (v *webView) unlock(w http.ResponseWriter, r *http.Request) {
 	}
 	v.s.forced(key, kind, held)
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"name": key, "kind": kind, "held": held})
+	_ = json.NewEncoder(w).Encode(map[string]any{"name": label(key), "kind": kind, "held": held})
 }
 
 func (v *webView) page(w http.ResponseWriter, r *http.Request) {
@@ -306,6 +310,9 @@ func (v *webView) objectPage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	d := objectData{Name: name, History: v.cfg.history.String(), Refresh: v.cfg.refresh.String()}
+	if r.URL.Query().Get("kind") == kindElection {
+		d.Kind = kindElection
+	}
 	if v.cfg.unlocker != nil {
 		d.Token = v.token
 	}
@@ -322,6 +329,7 @@ type pageData struct {
 // objectData is what an object page's template is given.
 type objectData struct {
 	Name, History, Refresh string
+	Kind                   string // "election" for an election's page, else ""
 	Token                  string // set when the page may force-unlock
 }
 

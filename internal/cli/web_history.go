@@ -55,6 +55,22 @@ func (h *objectHistory) add(e event) {
 	}
 }
 
+// objectID names an object of the view: its name as listed (see label),
+// and whether it is an election, which may share its name with a lock.
+type objectID struct {
+	name     string
+	election bool
+}
+
+// rowID returns the objectID of a row.
+func rowID(r *lockRow) objectID { return objectID{r.Name, r.Kind == kindElection} }
+
+// holdID names one holder of one object, for the time it was first seen.
+type holdID struct {
+	obj   objectID
+	owner string
+}
+
 // seenHold is when the view first saw a hold.
 type seenHold struct {
 	at      time.Time
@@ -70,15 +86,15 @@ type sampler struct {
 
 	mu      sync.Mutex
 	last    *listing // the latest sample's listing; nil before the first
-	objects map[string]*objectHistory
-	seen    map[[2]string]seenHold // (name, owner) → first sight
+	objects map[objectID]*objectHistory
+	seen    map[holdID]seenHold // first sight of each hold
 	samples int
 	next    chan struct{} // closed when the next sample is taken
 }
 
 func newSampler(rdb redis.UniversalClient, every, keep time.Duration) *sampler {
-	return &sampler{rdb: rdb, every: every, keep: keep, objects: make(map[string]*objectHistory),
-		seen: make(map[[2]string]seenHold), next: make(chan struct{})}
+	return &sampler{rdb: rdb, every: every, keep: keep, objects: make(map[objectID]*objectHistory),
+		seen: make(map[holdID]seenHold), next: make(chan struct{})}
 }
 
 // run samples until ctx ends.
@@ -128,21 +144,22 @@ func (s *sampler) record(p *listing) {
 	now := p.At
 	first := s.samples == 0
 	s.samples++
-	present := make(map[string]bool, len(p.Locks))
+	present := make(map[objectID]bool, len(p.Locks))
 	for i := range p.Locks {
 		r := &p.Locks[i]
-		present[r.Name] = true
-		h := s.objects[r.Name]
+		id := rowID(r)
+		present[id] = true
+		h := s.objects[id]
 		if h == nil {
 			h = &objectHistory{owners: map[string]string{}}
-			s.objects[r.Name] = h
+			s.objects[id] = h
 		}
 		h.kind, h.present, h.lastSeen, h.lastTTL = r.Kind, true, now, time.Duration(r.TTLms)*time.Millisecond
 		owners := make(map[string]string, len(r.Holders))
 		for _, hr := range r.Holders {
 			who := hr.Client.String()
 			owners[hr.Owner] = who
-			k := [2]string{r.Name, hr.Owner}
+			k := holdID{id, hr.Owner}
 			if _, ok := s.seen[k]; !ok {
 				s.seen[k] = seenHold{at: now, atStart: first}
 			}
@@ -153,7 +170,7 @@ func (s *sampler) record(p *listing) {
 		for o, who := range h.owners {
 			if _, ok := owners[o]; !ok {
 				h.add(event{At: now, Kind: "released", Detail: who + " " + o})
-				delete(s.seen, [2]string{r.Name, o})
+				delete(s.seen, holdID{id, o})
 			}
 		}
 		h.owners = owners
@@ -161,18 +178,18 @@ func (s *sampler) record(p *listing) {
 		h.samples = append(h.samples, sample{At: now.UnixMilli(), Holds: r.Holds, Waiting: r.Waiting, AgeS: oldestHold(r), TTLms: r.TTLms})
 		s.trim(h, now)
 	}
-	for name, h := range s.objects {
-		if present[name] {
+	for id, h := range s.objects {
+		if present[id] {
 			continue
 		}
 		if h.present {
 			h.present = false
-			s.gone(h, name, now)
+			s.gone(h, id, now)
 		}
 		h.samples = append(h.samples, sample{At: now.UnixMilli()})
 		s.trim(h, now)
 		if now.Sub(h.lastSeen) > s.keep {
-			delete(s.objects, name)
+			delete(s.objects, id)
 		}
 	}
 }
@@ -180,9 +197,9 @@ func (s *sampler) record(p *listing) {
 // gone records how an object that was there at the last sample went: a
 // force-unlock from the page (recorded then), a release, or an expiry (its
 // last TTL ran out within a sample: nobody renewed it).
-func (s *sampler) gone(h *objectHistory, name string, now time.Time) {
+func (s *sampler) gone(h *objectHistory, id objectID, now time.Time) {
 	for o, who := range h.owners {
-		delete(s.seen, [2]string{name, o})
+		delete(s.seen, holdID{id, o})
 		switch {
 		case h.forced:
 		case h.lastTTL >= 0 && h.lastTTL <= s.every+s.every/2:
@@ -213,7 +230,7 @@ func (s *sampler) annotate(r *lockRow, now time.Time) {
 		if r.Holders[i].HeldForMs > 0 {
 			continue // known from the lock itself
 		}
-		if sh, ok := s.seen[[2]string{r.Name, r.Holders[i].Owner}]; ok {
+		if sh, ok := s.seen[holdID{rowID(r), r.Holders[i].Owner}]; ok {
 			r.Holders[i].HeldForMs = now.Sub(sh.at).Milliseconds()
 			r.Holders[i].AtLeast = sh.atStart
 		}
@@ -231,14 +248,17 @@ func (s *sampler) annotateRows(rs []lockRow) {
 	}
 }
 
-// forced records a force-unlock from the page.
-func (s *sampler) forced(name, kind string, held bool) {
+// forced records a force-unlock from the page of the object whose key is
+// key.
+func (s *sampler) forced(key, kind string, held bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h := s.objects[name]
+	name, election := electionName(key)
+	id := objectID{name, election}
+	h := s.objects[id]
 	if h == nil {
 		h = &objectHistory{kind: kind, owners: map[string]string{}, lastSeen: time.Now()}
-		s.objects[name] = h
+		s.objects[id] = h
 	}
 	detail := "from the web view; it was not held"
 	if held {
@@ -268,21 +288,26 @@ type objectView struct {
 	Err     string   `json:"error,omitempty"`
 }
 
-// object returns the view of the object name from the latest sample.
-func (s *sampler) object(name string) objectView {
+// object returns the view of the object id from the latest sample. An
+// object named so that is not an election stands for the election of that
+// name when there is no other.
+func (s *sampler) object(id objectID) objectView {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v := objectView{Name: name, Samples: []sample{}, Events: []event{}, KeepS: int(s.keep / time.Second)}
+	if !id.election && s.objects[id] == nil && s.objects[objectID{id.name, true}] != nil {
+		id.election = true
+	}
+	v := objectView{Name: id.name, Samples: []sample{}, Events: []event{}, KeepS: int(s.keep / time.Second)}
 	if s.last != nil {
 		v.At, v.Err = s.last.At.UnixMilli(), s.last.Err
 		for i := range s.last.Locks {
-			if s.last.Locks[i].Name == name {
+			if rowID(&s.last.Locks[i]) == id {
 				r := s.last.Locks[i]
 				v.Row = &r
 			}
 		}
 	}
-	if h := s.objects[name]; h != nil {
+	if h := s.objects[id]; h != nil {
 		v.Kind = h.kind
 		v.Samples = append(v.Samples, h.samples...)
 		v.Events = append(v.Events, h.events...)

@@ -38,7 +38,7 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <table>
 <thead><tr><th>name</th><th>kind</th><th>TTL</th><th>holds</th><th>holders (held for)</th><th>token</th><th>waiting clients</th></tr></thead>
 <tbody id="rows">
-{{range .Locks}}<tr><td><a href="object?name={{.Name}}">{{.Name}}</a></td><td>{{.Kind}}</td><td class="n">{{.TTL}}</td><td class="n">{{.Holds}}</td><td><code>{{.Owners}}</code></td><td class="n">{{.Token}}</td><td class="n">{{.Waiting}}</td></tr>
+{{range .Locks}}<tr><td><a href="object?name={{.Name}}{{if eq .Kind "election"}}&amp;kind=election{{end}}">{{.Name}}</a></td><td>{{.Kind}}</td><td class="n">{{.TTL}}</td><td class="n">{{.Holds}}</td><td><code>{{.Owners}}</code></td><td class="n">{{.Token}}</td><td class="n">{{.Waiting}}</td></tr>
 {{end}}</tbody></table>
 <script>
 "use strict";
@@ -61,7 +61,7 @@ function render(p) {
   for (const l of p.locks) {
     const tr = document.createElement("tr");
     const a = document.createElement("a");
-    a.href = "object?name=" + encodeURIComponent(l.name);
+    a.href = "object?name=" + encodeURIComponent(l.name) + (l.kind === "election" ? "&kind=election" : "");
     a.textContent = l.name;
     cell(tr, "").appendChild(a);
     cell(tr, l.kind);
@@ -92,11 +92,11 @@ var objectTemplate = template.Must(template.New("object").Parse(`<!doctype html>
 <title>relock: {{.Name}}</title>
 ` + webStyle + `</head><body>
 <p><a href="./">all objects</a></p>
-<h1 id="name">{{.Name}}</h1>
+<h1 id="name">{{.Name}}{{if .Kind}} <span class="muted">({{.Kind}})</span>{{end}}</h1>
 <p id="status" class="muted">waiting for the first sample (read every {{.Refresh}})…</p>
 <p id="err" class="err"></p>
 <table><thead><tr><th>holder</th><th>owner</th><th>holds</th><th>held for</th></tr></thead><tbody id="holders"></tbody></table>
-{{if .Token}}<form id="unlock"><input type="hidden" name="name" value="{{.Name}}"><input type="hidden" name="token" value="{{.Token}}">
+{{if .Token}}<form id="unlock"><input type="hidden" name="name" value="{{.Name}}">{{if .Kind}}<input type="hidden" name="kind" value="{{.Kind}}">{{end}}<input type="hidden" name="token" value="{{.Token}}">
 <p><button>force-unlock</button> <span class="muted">deletes the lock whoever holds it; its holder finds out at its next renewal</span> <span id="unlocked"></span></p></form>{{end}}
 <h2>Over the last {{.History}} at most</h2>
 <div id="charts"></div>
@@ -104,7 +104,7 @@ var objectTemplate = template.Must(template.New("object").Parse(`<!doctype html>
 <ul class="events" id="events"><li class="muted">none seen yet</li></ul>
 <script>
 "use strict";
-const name = {{.Name}};
+const name = {{.Name}}, kind = {{.Kind}};
 const NS = "http://www.w3.org/2000/svg";
 function ttl(ms) { return ms < 0 ? (ms === -1 ? "none" : "-") : ms < 1000 ? ms + "ms" : (ms / 1000).toFixed(1) + "s"; }
 function el(tag, attrs, text) { const e = document.createElementNS(NS, tag); for (const k in attrs) e.setAttribute(k, attrs[k]); if (text !== undefined) e.textContent = text; return e; }
@@ -163,7 +163,7 @@ function render(v) {
   if (!v.events.length) { const li = document.createElement("li"); li.className = "muted"; li.textContent = "none seen yet"; ul.appendChild(li); }
   document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
 }
-const es = new EventSource("events?object=" + encodeURIComponent(name));
+const es = new EventSource("events?object=" + encodeURIComponent(name) + (kind ? "&kind=" + encodeURIComponent(kind) : ""));
 es.onmessage = e => render(JSON.parse(e.data));
 const form = document.getElementById("unlock");
 if (form) form.onsubmit = async ev => {

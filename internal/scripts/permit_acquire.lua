@@ -5,7 +5,7 @@
 -- KEYS[2]  held permits (zset: permit id -> expiry in unix ms)
 -- KEYS[3]  channel, told the number free when expired permits come back
 -- KEYS[4]  queue of waiting calls (see permit_lib.lua)
--- ARGV[1]  permit id (16 raw bytes); a retried request carries the same id
+-- ARGV[1]  permit id (raw bytes: 24 of relock, 16 of Redisson); a retried request carries the same id
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  "publish" or "spublish"
 -- ARGV[4]  the caller's queue member, "<lease ms>|o|<owner>" (its permit

@@ -25,12 +25,25 @@ end
 -- (see queue.lua). A queued call asks for the permit id permit_id(owner),
 -- so that a release can grant it that permit.
 
--- permit_id returns the permit id of a queued call of owner: the first 16
--- bytes of the SHA1 digest of the owner id.
+-- permit_id returns the permit id of a queued call of owner "<uuid>:<n>":
+-- the 16 bytes of the uuid, then n in 8 bytes, big-endian (as the call
+-- made it: permitID in permitsemaphore.go); nil for an owner of another
+-- form, which relock never queues.
 local function permit_id(owner)
-    return (string.gsub(string.sub(redis.sha1hex(owner), 1, 32), '..', function(h)
+    local uuid, n = string.match(owner, '^([%x-]+):(%d+)$')
+    if not uuid then
+        return nil
+    end
+    local id = string.gsub(string.gsub(uuid, '-', ''), '..', function(h)
         return string.char(tonumber(h, 16))
-    end))
+    end)
+    n = tonumber(n)
+    local tail = ''
+    for _ = 1, 8 do
+        tail = string.char(n % 256) .. tail
+        n = math.floor(n / 256)
+    end
+    return id .. tail
 end
 
 -- grant_permit grants one free permit of permits (free count), expiries
@@ -49,7 +62,7 @@ local function grant_permit(permits, expiries, channel, queue, numsub, self, pre
     redis.call('zrem', queue, first)
     local lease = tonumber(string.match(first, '^(%d+)|o|'))
     local id = permit_id(owner_of(first))
-    if not lease or lease == 0 or redis.call('zscore', expiries, id) then
+    if not lease or lease == 0 or not id or redis.call('zscore', expiries, id) then
         return false
     end
     local ttl = math.min(lease, tonumber(most))

@@ -4,7 +4,7 @@
 -- KEYS[2]  held permits (zset: permit id -> expiry in unix ms)
 -- KEYS[3]  channel, told the number free
 -- KEYS[4]  queue of waiting calls (see permit_lib.lua)
--- ARGV[1]  permit id (16 raw bytes)
+-- ARGV[1]  permit id (raw bytes: 24 of relock, 16 of Redisson)
 -- ARGV[2]  "publish" or "spublish"
 -- ARGV[3]  "numsub" or "shardnumsub", to count the channel's subscribers
 -- ARGV[4]  the releasing client's "<uuid>"

@@ -2,7 +2,7 @@
 -- one slot).
 --
 -- KEYS[i]     held permits zset of permit i (permit id -> expiry in unix ms)
--- ARGV[2i-1]  id of permit i (16 raw bytes)
+-- ARGV[2i-1]  id of permit i (raw bytes: 24 of relock, 16 of Redisson)
 -- ARGV[2i]    new lease in milliseconds for permit i; "0" checks the
 --             permit without extending it
 --

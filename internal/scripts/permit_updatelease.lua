@@ -4,7 +4,7 @@
 -- KEYS[1]  free permits (string)
 -- KEYS[2]  held permits (zset: permit id -> expiry in unix ms)
 -- KEYS[3]  channel, told the number free when expired permits come back
--- ARGV[1]  permit id (16 raw bytes)
+-- ARGV[1]  permit id (raw bytes: 24 of relock, 16 of Redisson)
 -- ARGV[2]  new lease in milliseconds
 -- ARGV[3]  "publish" or "spublish"
 --
