@@ -49,7 +49,10 @@ func label(key string) string {
 // leaderRow is an election's leader as ls --json, show --json and the web
 // view show it (docs/cli.md).
 type leaderRow struct {
-	Value   string `json:"value"`
+	Value string `json:"value"`
+	// Value64 carries a value that is not UTF-8, byte for byte (base64
+	// in JSON); Value then shows it with its bad bytes replaced.
+	Value64 []byte `json:"value64,omitempty"`
 	Term    uint64 `json:"term"`
 	Holder  string `json:"holder"`
 	Host    string `json:"host,omitempty"`
@@ -74,6 +77,9 @@ func parseLeader(fields map[string]string) *leaderRow {
 		return nil
 	}
 	l := r.leaderRow
+	if l.Value64 != nil {
+		l.Value = string(l.Value64) // describe quotes the bytes as they are
+	}
 	l.Since = time.UnixMilli(r.SinceMs).UTC().Format(time.RFC3339)
 	return &l
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relock-go/relock/internal/layout"
 )
 
 // TestElectionByName: an election is listed, shown and linked by the name
@@ -133,5 +135,22 @@ func TestElectionByName(t *testing.T) {
 	}
 	if r := relockCmd(t, "unlock", "--force", "--redis", url, "nightly"); r.code != exitOK || r.stdout != "nightly: force-unlocked (election)\n" {
 		t.Errorf("unlock --force nightly: exit %d, %q", r.code, r.stdout)
+	}
+}
+
+// TestParseLeaderBytes: a leader's value that is not UTF-8 is shown with
+// its bytes as they are, not replaced.
+func TestParseLeaderBytes(t *testing.T) {
+	value := "\x96\x01\xff\xfe"
+	rec, err := json.Marshal(map[string]any{"value": value, "value64": []byte(value), "term": 7, "holder": "h:1", "since": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := parseLeader(map[string]string{layout.LeaderField: string(rec), layout.LeaderHolderField: "h:1", "h:1": "1"})
+	if l == nil {
+		t.Fatal("no leader parsed")
+	}
+	if l.Value != value || !strings.Contains(l.describe(), `"\x96\x01\xff\xfe"`) {
+		t.Fatalf("value %q, described %s; want the bytes %q", l.Value, l.describe(), value)
 	}
 }
