@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/relock-go/relock/internal/batch"
 	"github.com/relock-go/relock/internal/scripts"
@@ -29,17 +30,25 @@ func (c *Client) acquire(ctx context.Context, name string, s *scripts.Script, ke
 		return 0, 0, err
 	}
 	rs := c.rsync
-	redirects := 0
+	var pause time.Duration // between redirected tries
 	for {
 		t, err := rs.target(ctx, name) // nil without replicas to wait for
+		if redirected(err) {
+			if err = c.batch.AwaitRedirect(ctx, err, &pause); err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			return 0, 0, err
 		}
 		sent := c.wd.Now()
 		r, ack, err := c.batch.DoSync(ctx, s, keys, args, undo, t.batchSync())
 		if err != nil {
-			if t != nil && rs.redirected(ctx, err, &redirects) {
-				continue
+			if redirected(err) {
+				// The slot moved: find its master again.
+				if err = c.batch.AwaitRedirect(ctx, err, &pause); err == nil {
+					continue
+				}
 			}
 			return r, sent, err
 		}

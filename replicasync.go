@@ -228,23 +228,6 @@ func (t *syncTarget) batchSync() *batch.Sync {
 	return &t.bs
 }
 
-// maxRedirects bounds how often a synced call is sent again after the
-// cluster answered that the key's slot has moved.
-const maxRedirects = 3
-
-// redirected reports whether a synced call that failed with err should be
-// sent again: on a cluster whose map changed (MOVED, ASK, TRYAGAIN,
-// CLUSTERDOWN, READONLY), at most maxRedirects times, after the map is
-// reloaded. Such a reply means the call did not run.
-func (s *syncer) redirected(ctx context.Context, err error, n *int) bool {
-	if s.cc == nil || !isServerError(err) || !isRedirect(err) || *n >= maxRedirects {
-		return false
-	}
-	*n++
-	s.cc.ReloadState(ctx)
-	return s.pause(ctx) == nil
-}
-
 // target returns how a write to key must wait for replicas, or nil when
 // it need not: sync is off, or Replicas is 0 and the master has no replica
 // in sync. It probes a master it has not seen yet (once), and asks for a

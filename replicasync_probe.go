@@ -169,6 +169,11 @@ func (s *syncer) probeWait(ctx context.Context, n *syncNode) (int64, error) {
 	if err != nil && !isServerError(err) {
 		return 0, fmt.Errorf("relock: replica sync: probing %s on %s: %w", s.verb, n.addr, err)
 	}
+	if err != nil && !isRefusal(err) {
+		// "WAIT cannot be used with replica instances": the node was
+		// failed over since the map was read.
+		return 0, fmt.Errorf("relock: replica sync: probing %s on %s: %w (%w)", s.verb, n.addr, errNotMaster, err)
+	}
 	if err != nil {
 		s.refuse(n, err)
 		return 0, nil

@@ -3,6 +3,7 @@ package relock
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -49,14 +50,23 @@ func (c *Client) write(ctx context.Context, w writeCall) (int64, error) {
 		return 0, err // nothing was sent
 	}
 	rs := c.rsync
-	redirects := 0
+	var pause time.Duration // between redirected tries
 	for {
 		t, err := rs.target(ctx, w.name)
+		if redirected(err) {
+			if err = c.batch.AwaitRedirect(ctx, err, &pause); err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			return 0, err // nothing was sent
 		}
 		v, ack, err := c.send(ctx, t, &w)
-		if err != nil && t != nil && rs.redirected(ctx, err, &redirects) {
+		if t != nil && redirected(err) {
+			// The slot moved: find its master again.
+			if err := c.batch.AwaitRedirect(ctx, err, &pause); err != nil {
+				return 0, err // nothing was applied
+			}
 			continue
 		}
 		if lostReply(&w, err) {

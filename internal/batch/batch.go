@@ -9,6 +9,7 @@ package batch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,7 +105,69 @@ type Sync struct {
 // (nil when sync is nil or the call was never sent), for the caller to
 // judge. The undo rules are those of Do; a WAIT that fails or falls short
 // is left to the caller.
+//
+// A call without sync that a cluster answers with a redirection (MOVED,
+// ASK, TRYAGAIN, CLUSTERDOWN: the script did not run) is sent again after
+// a short pause, with the slot map reloaded, until it runs or ctx ends:
+// a slot on the move holds a call up, it does not fail it. A call with
+// sync goes to the node sync names; its redirection is the caller's, who
+// must find the slot's new master.
 func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, sync *Sync) (int64, redis.Cmder, error) {
+	var pause time.Duration
+	for {
+		v, ack, err := b.doSync(ctx, s, keys, args, undo, sync)
+		if sync != nil || !Redirected(err) {
+			return v, ack, err
+		}
+		if err := b.AwaitRedirect(ctx, err, &pause); err != nil {
+			return 0, nil, err
+		}
+	}
+}
+
+// AwaitRedirect is the pause before a call that the cluster redirected
+// with err (see Redirected, or an error of the caller's that says the same)
+// is sent again: the slot map is reloaded but after TRYAGAIN, and the pause, which *pause keeps between tries, doubles up to
+// redirectPause. It returns an error wrapping ctx's, and err, if ctx ends
+// first.
+func (b *Batcher) AwaitRedirect(ctx context.Context, err error, pause *time.Duration) error {
+	if !redis.IsTryAgainError(err) { // TRYAGAIN: the map is right, the keys are moving
+		if cc, ok := b.cfg.Client.(*redis.ClusterClient); ok {
+			cc.ReloadState(ctx)
+		}
+	}
+	*pause = min(max(2**pause, time.Millisecond), redirectPause)
+	t := time.NewTimer(*pause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w (last answer: %w)", ctx.Err(), err)
+	}
+}
+
+// redirectPause is the longest pause before a redirected call is sent
+// again: a slot's keys may take a while to move.
+const redirectPause = 50 * time.Millisecond
+
+// Redirected reports whether err is a cluster's answer that a call's slot
+// is served elsewhere, is on its way there, or has no master for now:
+// the call did not run, and may be sent again.
+func Redirected(err error) bool {
+	if err == nil {
+		return false
+	}
+	if _, ok := redis.IsMovedError(err); ok {
+		return true
+	}
+	if _, ok := redis.IsAskError(err); ok {
+		return true
+	}
+	return redis.IsTryAgainError(err) || redis.IsClusterDownError(err)
+}
+
+func (b *Batcher) doSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, sync *Sync) (int64, redis.Cmder, error) {
 	if b.stopped.Load() {
 		return 0, nil, b.cfg.Stopped
 	}
