@@ -18,7 +18,7 @@ import (
 	"github.com/relock-go/relock/internal/testkit"
 )
 
-// TestClusterResharding runs 3 Clients x 4 goroutines on 20 names of every
+// TestFaultClusterResharding runs 3 Clients x 4 goroutines on 20 names of every
 // kind (Mutex, FairMutex, RWMutex readers and writers, a 2-permit
 // Semaphore) on a cluster of its own while the names' slots are migrated
 // to other masters the way redis-cli --cluster reshard moves them (held
@@ -28,7 +28,7 @@ import (
 // No call may fail while the cluster is healthy: a MOVED, ASK or TRYAGAIN never reaches a caller,
 // and no hold is reported lost. Throughput, the longest wait and the
 // holds of each phase go to the safety report.
-func TestClusterResharding(t *testing.T) {
+func TestFaultClusterResharding(t *testing.T) {
 	t.Parallel()
 	c := redistest.NewCluster(t, 3, 1)
 	ctx := testkit.CtxTimeout(t, 5*time.Minute)
@@ -73,7 +73,11 @@ func TestClusterResharding(t *testing.T) {
 	moving := time.Now()
 	movesBefore := w.holds.Load()
 	moved := 0
-	for _, slot := range w.slots() {
+	var order []int
+	for range rounds(1, 3) { // there and on, several times in the soak
+		order = append(order, w.slots()...)
+	}
+	for _, slot := range order {
 		from, err := c.MasterForSlot(ctx, slot)
 		if err != nil {
 			t.Fatal(err)
@@ -127,13 +131,13 @@ func TestClusterResharding(t *testing.T) {
 	if afterRate == 0 {
 		t.Errorf("no hold in the 2s after the moves settled: throughput did not recover")
 	}
-	safety(t, "cluster-resharding", "slots", moved, "failovers", 1,
+	safety(t, "cluster-resharding", "slot moves", moved, "failovers", 1,
 		"holds/s before", int(beforeRate), "during", int(during), "after", int(afterRate),
 		"longest wait", w.longest(), "longest wait after", w.longestSince(settled),
 		"holds", w.holds.Load(), "errors surfaced", len(errs))
 }
 
-// reshardWorkload is the names and records of TestClusterResharding.
+// reshardWorkload is the names and records of TestFaultClusterResharding.
 type reshardWorkload struct {
 	mutexes, fairs, rws, sems []string
 	rec                       *history.Recorder
