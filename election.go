@@ -218,7 +218,7 @@ type reading struct {
 // read reads the election's leader and up to n log entries after the
 // entry after (none when after is "").
 func (e *Election) read(ctx context.Context, after string, n int) (reading, error) {
-	v, err := scripts.ElectionRead.Run(ctx, e.c.rdb, e.readKeys, after, n).Slice()
+	v, err := scripts.ElectionRead.Run(ctx, e.c.batch.Direct(), e.readKeys, after, n).Slice()
 	if err != nil {
 		return reading{}, opError(ctx, "read leader", e.name, err)
 	}

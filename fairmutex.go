@@ -149,7 +149,7 @@ func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.FairForceUnlock.Run(ctx, m.c.rdb, append(m.leaveKeys[:4:4], m.aliveKey), msgUnlock, m.c.publish, m.argGrantPrefix).Int64()
+	n, err := scripts.FairForceUnlock.Run(ctx, m.c.batch.Direct(), append(m.leaveKeys[:4:4], m.aliveKey), msgUnlock, m.c.publish, m.argGrantPrefix).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", m.name, err)
 	}
@@ -270,7 +270,7 @@ func (m *FairMutex) leave(ctx context.Context, a *fairAcquire, mode any) {
 	if a.reentrant {
 		keys = append(m.leaveKeys[:4:4], a.keys[6], m.aliveKey)
 	}
-	err := scripts.FairLeave.Run(ctx, m.c.rdb, keys, a.owner, msgUnlock, m.c.publish, mode, m.argGrantPrefix).Err()
+	err := scripts.FairLeave.Run(ctx, m.c.batch.Direct(), keys, a.owner, msgUnlock, m.c.publish, mode, m.argGrantPrefix).Err()
 	if err != nil {
 		m.c.cfg.logger.Warn("relock: cannot leave a fair lock's queue; the entry expires with the waiter timeout",
 			"name", m.name, "waiter timeout", m.waiterTimeout, "err", err)

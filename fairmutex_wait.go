@@ -65,7 +65,7 @@ func (m *FairMutex) handOff(ctx context.Context, keys []any, args []any, ws []*w
 		args = append(args, w.owner, w.lease.Milliseconds())
 	}
 	sent := m.c.wd.Now()
-	v, err := scripts.FairUnlock.Run(ctx, m.c.rdb, keys, args...).Result()
+	v, err := scripts.FairUnlock.Run(ctx, m.c.batch.Direct(), keys, args...).Result()
 	if err != nil {
 		// Unknown outcome: a candidate given the lock finds it holds it
 		// when it attempts, and takes it as its own.
@@ -113,7 +113,7 @@ func (m *FairMutex) handOff(ctx context.Context, keys []any, args []any, ws []*w
 func (m *FairMutex) tellHead(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
 	defer cancel()
-	if err := scripts.FairTell.Run(ctx, m.c.rdb, append(m.leaveKeys[:4:4], m.aliveKey), msgUnlock, m.c.publish, m.argGrantPrefix).Err(); err != nil {
+	if err := scripts.FairTell.Run(ctx, m.c.batch.Direct(), append(m.leaveKeys[:4:4], m.aliveKey), msgUnlock, m.c.publish, m.argGrantPrefix).Err(); err != nil {
 		m.c.cfg.logger.Debug("relock: cannot tell the next fair waiter of a fixed lease", "name", m.name, "err", err)
 	}
 }

@@ -82,7 +82,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.ForceUnlock.Run(ctx, m.c.rdb, []any{m.name, m.channel, m.queue}, msgUnlock, m.c.publish, m.grants, m.c.id).Int64()
+	n, err := scripts.ForceUnlock.Run(ctx, m.c.batch.Direct(), []any{m.name, m.channel, m.queue}, msgUnlock, m.c.publish, m.grants, m.c.id).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", m.name, err)
 	}
@@ -281,7 +281,7 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 	if a.reentrant {
 		keys[2] = a.keys[lockKeyMarker]
 	}
-	if err := scripts.Abandon.Run(ctx, m.c.rdb, keys, a.owner, msgUnlock, m.c.publish, flag).Err(); err != nil {
+	if err := scripts.Abandon.Run(ctx, m.c.batch.Direct(), keys, a.owner, msgUnlock, m.c.publish, flag).Err(); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", m.name, "lease", a.cfg.lease, "err", err)
 	}

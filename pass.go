@@ -446,7 +446,7 @@ func (m *FairMutex) passOver(l *Lease, w *waiter, token uint64, ask bool) bool {
 		heads = argFairHeads
 	}
 	judgeSwitch(m.c, next, func(ctx context.Context) ([]any, error) {
-		return scripts.FairPass.Run(ctx, m.c.rdb, m.unlockKeys, w.owner, w.lease.Milliseconds(), token, heads, since, m.c.argFencing).Slice()
+		return scripts.FairPass.Run(ctx, m.c.batch.Direct(), m.unlockKeys, w.owner, w.lease.Milliseconds(), token, heads, since, m.c.argFencing).Slice()
 	}, func(r []any, err error) {
 		status := int64(-1)
 		if err == nil && len(r) > 0 {

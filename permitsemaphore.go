@@ -127,7 +127,7 @@ func (ps *PermitSemaphore) Available(ctx context.Context) (int, error) {
 	if err := ps.check(ctx, "available", 1); err != nil {
 		return 0, err
 	}
-	v, err := scripts.PermitAvailable.Run(ctx, ps.c.rdb, ps.keys, ps.c.argPublish).Int64()
+	v, err := scripts.PermitAvailable.Run(ctx, ps.c.batch.Direct(), ps.keys, ps.c.argPublish).Int64()
 	if err != nil {
 		return 0, opError(ctx, "available", ps.name, err)
 	}
@@ -277,7 +277,7 @@ func (ps *PermitSemaphore) releaseArgs(raw, leaving string) []any {
 // replicas acknowledged (batch.Undo).
 func (a *permitAttempt) Undo(ctx context.Context) {
 	c := a.ps.c
-	if err := scripts.PermitRelease.Run(ctx, c.rdb, a.ps.keys, a.ps.releaseArgs(a.raw, "")...).Err(); err != nil {
+	if err := scripts.PermitRelease.Run(ctx, c.batch.Direct(), a.ps.keys, a.ps.releaseArgs(a.raw, "")...).Err(); err != nil {
 		c.cfg.logger.Warn("relock: cannot undo a permit acquisition (unanswered, or too few replicas acknowledged it); it expires with its lease",
 			"name", a.ps.name, "lease", a.cfg.lease, "err", err)
 	}
@@ -404,7 +404,7 @@ func (a *permitAttempt) leave() {
 	ps := a.ps
 	ctx, cancel := context.WithTimeout(context.Background(), ps.c.cfg.cleanup)
 	defer cancel()
-	if err := scripts.PermitRelease.Run(ctx, ps.c.rdb, ps.keys, ps.releaseArgs(a.raw, a.member)...).Err(); err != nil {
+	if err := scripts.PermitRelease.Run(ctx, ps.c.batch.Direct(), ps.keys, ps.releaseArgs(a.raw, a.member)...).Err(); err != nil {
 		ps.c.cfg.logger.Warn("relock: cannot leave the queue of a permit semaphore; the place expires with the queue",
 			"name", ps.name, "err", err)
 	}

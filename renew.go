@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/internal/batch"
 	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/watchdog"
 )
@@ -152,13 +153,18 @@ func (c *Client) sendRenewals(ctx context.Context, calls []*renewCall) {
 			cl.cmd = cl.script.Queue(ctx, pipe, cl.keys, cl.args...)
 		}
 		_, _ = pipe.Exec(ctx)
+		for _, cl := range plain {
+			if batch.Redirected(cl.cmd.Err()) { // its slot is on the move
+				cl.cmd = cl.script.Run(ctx, c.batch.Direct(), cl.keys, cl.args...)
+			}
+		}
 	}
 	wg.Wait()
 	for _, g := range groups {
 		for _, cl := range g.calls {
 			if err := cl.cmd.Err(); err != nil && s.cc != nil && isServerError(err) && isRedirect(err) {
 				s.cc.ReloadState(ctx)
-				cl.cmd = cl.script.Run(ctx, c.rdb, cl.keys, cl.args...)
+				cl.cmd = cl.script.Run(ctx, c.batch.Direct(), cl.keys, cl.args...)
 				cl.short = true
 			}
 		}

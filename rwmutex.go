@@ -123,7 +123,7 @@ func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := rw.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.RWForceUnlock.Run(ctx, rw.c.rdb, []any{rw.name, rw.channel, rw.queue},
+	n, err := scripts.RWForceUnlock.Run(ctx, rw.c.batch.Direct(), []any{rw.name, rw.channel, rw.queue},
 		msgReadUnlock, rw.c.publish, rw.prefix, rw.grants, rw.c.id).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", rw.name, err)

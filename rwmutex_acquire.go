@@ -65,7 +65,7 @@ func (a *rwAcquire) Undo(ctx context.Context) {
 	if a.reentrant {
 		marker = a.keys[3].(string)
 	}
-	if err := script.Run(ctx, rw.c.rdb, rw.unlockKeys(marker), rw.unlockArgs(a.field, msg, mode, "")...).Err(); err != nil {
+	if err := script.Run(ctx, rw.c.batch.Direct(), rw.unlockKeys(marker), rw.unlockArgs(a.field, msg, mode, "")...).Err(); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", rw.name, "write", a.write, "lease", a.cfg.lease, "err", err)
 	}
@@ -330,7 +330,7 @@ func (rw *RWMutex) leaveQueue(a *rwAcquire) {
 		field = a.field
 	}
 	script, msg := rwUnlockScript(a.write)
-	if err := script.Run(ctx, rw.c.rdb, rw.unlockKeys(""), rw.unlockArgs(field, msg, argZero, a.member)...).Err(); err != nil {
+	if err := script.Run(ctx, rw.c.batch.Direct(), rw.unlockKeys(""), rw.unlockArgs(field, msg, argZero, a.member)...).Err(); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the place expires with the queue",
 			"name", rw.name, "err", err)
 	}

@@ -303,7 +303,7 @@ type semUndo struct {
 
 func (u *semUndo) Undo(ctx context.Context) {
 	c := u.s.c
-	if err := scripts.SemUndo.Run(ctx, c.rdb, u.keys, u.n, c.argPublish, c.argMarkerTTL).Err(); err != nil {
+	if err := scripts.SemUndo.Run(ctx, c.batch.Direct(), u.keys, u.n, c.argPublish, c.argMarkerTTL).Err(); err != nil {
 		c.cfg.logger.Warn("relock: cannot undo a semaphore acquisition (unanswered, or too few replicas acknowledged it); its permits may stay taken",
 			"name", u.s.name, "permits", u.n, "err", err)
 	}

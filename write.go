@@ -94,7 +94,7 @@ func (c *Client) send(ctx context.Context, t *syncTarget, w *writeCall) (int64, 
 		return c.batch.DoSync(ctx, w.script, w.keys, w.args, nil, t.batchSync())
 	}
 	if t == nil {
-		v, err := w.script.Run(ctx, c.rdb, w.keys, w.args...).Int64()
+		v, err := w.script.Run(ctx, c.batch.Direct(), w.keys, w.args...).Int64()
 		return v, nil, err
 	}
 	cmd, ack := batch.Synced(ctx, w.script, w.keys, w.args, &t.bs)
@@ -114,7 +114,7 @@ func (c *Client) resend(ctx context.Context, t *syncTarget, w *writeCall) (int64
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 	defer cancel()
 	if t == nil {
-		v, err := w.script.Run(ctx, c.rdb, w.keys, w.args...).Int64()
+		v, err := w.script.Run(ctx, c.batch.Direct(), w.keys, w.args...).Int64()
 		return v, nil, err
 	}
 	pipe := t.bs.Node.Pipeline()

@@ -147,6 +147,25 @@ func (b *Batcher) AwaitRedirect(ctx context.Context, err error, pause *time.Dura
 	}
 }
 
+// Direct returns a scripts.Runner that sends each command straight to
+// Redis, outside the batches and also once the Batcher is closed (for its
+// callers' cleanup), and, as DoSync does, again while a cluster redirects
+// it, until ctx ends.
+func (b *Batcher) Direct() scripts.Runner { return direct{b} }
+
+type direct struct{ b *Batcher }
+
+func (d direct) Process(ctx context.Context, cmd redis.Cmder) error {
+	var pause time.Duration
+	for {
+		err := d.b.cfg.Client.Process(ctx, cmd)
+		if !Redirected(err) || d.b.AwaitRedirect(ctx, err, &pause) != nil {
+			return err
+		}
+		cmd.SetErr(nil)
+	}
+}
+
 // redirectPause is the longest pause before a redirected call is sent
 // again: a slot's keys may take a while to move.
 const redirectPause = 50 * time.Millisecond
