@@ -39,7 +39,9 @@ var (
 	ErrUnsupportedClient = errors.New("relock: unsupported redis client")
 
 	// ErrWrongType is returned when the lock's key exists but holds another
-	// kind of value than a lock of the primitive used.
+	// kind of value than a lock of the primitive used, and by the lock
+	// calls of Mutex, FairMutex and RWMutex when the fencing counter the
+	// lock shares holds no number. Nothing is written then.
 	ErrWrongType = errors.New("relock: key holds another type of value")
 
 	// ErrOutOfMemory is returned when the server refuses a write because it
