@@ -87,10 +87,12 @@ var (
 	ErrUnconfirmed = errors.New("relock: applied on the master only")
 
 	// ErrNoPermission is returned by New when the Redis user may not run
-	// scripts (EVAL, EVALSHA), which every relock primitive needs, and by
-	// any call the server refuses with NOPERM: its ACL denies a command,
-	// key or channel relock uses. The server's error is wrapped. The
-	// README lists the commands relock needs as an ACL SETUSER line.
+	// scripts (EVAL, EVALSHA), which every relock primitive needs, or may
+	// not publish on relock's channels, as every release does (the error
+	// names the command and the channel patterns it lacks), and by any
+	// call the server refuses with NOPERM: its ACL denies a command, key
+	// or channel relock uses. The server's error is wrapped. The README
+	// lists what relock needs as an ACL SETUSER line.
 	ErrNoPermission = errors.New("relock: no permission")
 
 	// ErrClosed is returned by every operation of a closed Client, and

@@ -2,6 +2,8 @@ package scripts
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -515,3 +517,47 @@ func TestRenewSkipsKeysOfAnotherType(t *testing.T) {
 
 // testPermitID is a permit id (16 bytes) for the tests.
 const testPermitID = "0123456789abcdef"
+
+// TestStartChecksPublish: start.lua writes the Client's identity only for
+// a Redis user that may publish on every channel it is given, and names
+// the channels it may not publish on otherwise, by redis.acl_check_cmd
+// and, as on Redis 6.2, which lacks it, by publishing.
+func TestStartChecksPublish(t *testing.T) {
+	fresh(t)
+	ctx := context.Background()
+	lacksCheck := &Script{name: "start", src: strings.Replace(Start.Source(), "if redis.acl_check_cmd then", "if false then", 1)}
+	if lacksCheck.src == Start.Source() {
+		t.Fatal("start.lua no longer reads redis.acl_check_cmd")
+	}
+	sum := sha1.Sum([]byte(lacksCheck.src))
+	lacksCheck.sha = hex.EncodeToString(sum[:])
+	lacksCheck.shaArg, lacksCheck.srcArg = lacksCheck.sha, lacksCheck.src
+	const user = "relock-start-check"
+	t.Cleanup(func() { rdb.Do(context.Background(), "ACL", "DELUSER", user) })
+	for _, s := range []*Script{Start, lacksCheck} {
+		for _, c := range []struct {
+			rules  []any
+			denied string
+		}{
+			{[]any{"~*", "+@all", "&redisson_lock__channel:*"}, "[redisson_rwlock:{x}]"},
+			{[]any{"~*", "+@all", "&*", "-publish"}, "[redisson_lock__channel:{x} redisson_rwlock:{x}]"},
+			{[]any{"~*", "+@all", "&*"}, "[]"},
+		} {
+			if err := rdb.Do(ctx, append([]any{"ACL", "SETUSER", user, "reset", "on", ">pw"}, c.rules...)...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			as := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, Username: user, Password: "pw"})
+			const key = "relock_client:start-check"
+			v, err := s.Run(ctx, as, Keys(key), "publish", 2, "redisson_lock__channel:{x}", "redisson_rwlock:{x}", 60000, "host", "h").StringSlice()
+			_ = as.Close()
+			if err != nil || fmt.Sprint(v) != c.denied {
+				t.Fatalf("%v, acl_check_cmd %v: start = %v, %v; want %s", c.rules, s == Start, v, err, c.denied)
+			}
+			written := rdb.HGet(ctx, key, "host").Val() == "h" && pttl(t, key) > 50*time.Second
+			if written != (c.denied == "[]") {
+				t.Fatalf("%v, acl_check_cmd %v: identity written %v", c.rules, s == Start, written)
+			}
+			rdb.Del(ctx, key)
+		}
+	}
+}

@@ -55,6 +55,7 @@ var (
 	Renew       = load("renew")
 	ForceUnlock = loadWith("forceunlock", "clock", "queue")
 	Announce    = load("announce")
+	Start       = load("start")
 )
 
 // loadWith loads a script with the declarations of the library files
