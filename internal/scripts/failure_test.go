@@ -561,3 +561,38 @@ func TestStartChecksPublish(t *testing.T) {
 		}
 	}
 }
+
+// TestOutOfMemoryPassesThrough: where a script reads a write's error to
+// tell a count that holds no integer (WRONGTYPE), a server at maxmemory
+// still answers OOM, as the server gives it.
+func TestOutOfMemoryPassesThrough(t *testing.T) {
+	fresh(t)
+	ctx := context.Background()
+	for _, g := range []given{
+		zset("{f:oom}:timeout", testPermitID, "now+10000"),
+		str("relock_semaphore_request:{f:oom}:u", "1"),
+	} {
+		g.write(t)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.ConfigSet(context.Background(), "maxmemory", "0") })
+	for _, c := range []struct {
+		script *Script
+		keys   []string
+		args   []any
+	}{
+		{Lock, lockKeys("f:oom", ""), []any{30000, "u:1", fenceTTL, "", 1}},
+		{RWWriteLock, []string{"f:oom", newRW("f:oom").counter, newRW("f:oom").token, "f:oom", newRW("f:oom").queue},
+			[]any{30000, "w:1", "0", 60000, fenceTTL, "", 2000, "0"}},
+		{PermitRelease, []string{"f:oom", "{f:oom}:timeout", "redisson_sc:{f:oom}", "relock_permit_queue:{f:oom}"},
+			[]any{testPermitID, "publish", "numsub", "c0ffee", "relock_grant:c0ffee", 2000, "0", ""}},
+		{SemUndo, []string{"f:oom", "redisson_sc:{f:oom}", "relock_semaphore_request:{f:oom}:u"}, []any{1, "publish", 60000}},
+	} {
+		err := c.script.Run(ctx, rdb, Keys(c.keys...), c.args...).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+			t.Errorf("%s at maxmemory: %v, want OOM", c.script.Name(), err)
+		}
+	}
+}

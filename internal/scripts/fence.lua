@@ -43,6 +43,29 @@ local function no_counter(counter)
     error('WRONGTYPE the fencing counter ' .. counter .. ' holds no number', 0)
 end
 
+-- count_up adds n (nil: 1) to counter and returns the sum. A counter that
+-- holds no integer fails the script with no_counter's error; any other
+-- error (a key of another type, OOM, NOPERM) as the server gives it, the
+-- command being run again to raise it.
+local function count_up(counter, n)
+    local t
+    if n then
+        t = redis.pcall('incrby', counter, n)
+    else
+        t = redis.pcall('incr', counter)
+    end
+    if type(t) == 'table' then
+        if string.find(t.err, 'not an integer', 1, true) then
+            no_counter(counter)
+        end
+        if n then
+            return redis.call('incrby', counter, n)
+        end
+        return redis.call('incr', counter)
+    end
+    return t
+end
+
 -- fence returns a new token for a lock the caller is granting; absent is
 -- true when the caller has read already that named does not exist.
 local function fence(counter, named, mode, absent)
@@ -52,10 +75,7 @@ local function fence(counter, named, mode, absent)
         n = tonumber(redis.call('get', named))
     end
     if not n then
-        t = redis.pcall('incr', counter)
-        if type(t) ~= 'number' then
-            no_counter(counter)
-        end
+        t = count_up(counter)
         if mode == '0' then
             redis.call('set', named, t)
         end
@@ -103,11 +123,7 @@ end
 -- anyone is above them all.
 local function reserve(counter, named, mode, k)
     if k > 1 and mode ~= '0' and redis.call('exists', named) == 0 then
-        local last = redis.pcall('incrby', counter, k) -- fence's INCR, k at once
-        if type(last) ~= 'number' then
-            no_counter(counter)
-        end
-        return last - k + 1
+        return count_up(counter, k) - k + 1 -- fence's INCR, k at once
     end
     local t = fence(counter, named, mode)
     if k > 1 then

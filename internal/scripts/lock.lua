@@ -64,7 +64,12 @@ if ttl == -2 then
     local queued = false
     if not fresh then
         if ARGV[6] == '1' then
-            redis.pcall('zrem', KEYS[4], member())
+            -- unqueue (queue.lua), written out: its closure would be made
+            -- on every call, the common one too.
+            local r = redis.pcall('zrem', KEYS[4], member())
+            if type(r) == 'table' and not string.find(r.err, 'WRONGTYPE', 1, true) then
+                redis.call('zrem', KEYS[4], member())
+            end
         end
         queued = redis.call('exists', KEYS[4]) == 1
     end

@@ -48,10 +48,10 @@ if ARGV[7] == '1' then
 end
 local free = redis.pcall('incr', KEYS[1])
 if type(free) == 'table' then
-    if string.match(free.err, '^WRONGTYPE') then
-        return free
+    if string.find(free.err, 'not an integer', 1, true) then
+        return no_count(KEYS[1])
     end
-    return no_count(KEYS[1])
+    return free -- another type, OOM: as the server gave it
 end
 if leaving ~= '' then
     unqueue(KEYS[4], leaving)

@@ -15,7 +15,11 @@ local now = now_ms()
 local held = {}
 for i = 1, #KEYS do
     local id = ARGV[2 * i - 1]
-    local score = tonumber(redis.pcall('zscore', KEYS[i], id)) -- nil for an error reply
+    local score = redis.pcall('zscore', KEYS[i], id)
+    if type(score) == 'table' and not string.find(score.err, 'WRONGTYPE', 1, true) then
+        redis.call('zscore', KEYS[i], id) -- raises it as the server gives it
+    end
+    score = tonumber(score) -- nil for another type
     if score and score > now then
         held[i] = 1
         local lease = tonumber(ARGV[2 * i])

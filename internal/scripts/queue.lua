@@ -38,10 +38,14 @@ local function without(queue, a, b)
 end
 
 -- unqueue takes members out of the queue key, if there. A key of another
--- type holds none of them: it is left alone, and unqueue never fails, so
--- that a script may call it after its other writes.
+-- type holds none of them: it is left alone, without an error, so that a
+-- script may call unqueue after its other writes. (Another error, such
+-- as NOPERM, is raised as the server gives it.)
 local function unqueue(key, ...)
-    redis.pcall('zrem', key, ...)
+    local r = redis.pcall('zrem', key, ...)
+    if type(r) == 'table' and not string.find(r.err, 'WRONGTYPE', 1, true) then
+        redis.call('zrem', key, ...)
+    end
 end
 
 -- client returns the "<uuid>" of a member's owner.

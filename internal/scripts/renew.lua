@@ -16,8 +16,12 @@ for i = 1, #KEYS do
     -- redis.pcall answers a key of another type with an error reply (a
     -- table), which is not 1: Redis does not undo the renewals made
     -- before an error, and a failed call would leave every hold of it
-    -- unconfirmed.
-    if redis.pcall('hexists', key, ARGV[2 * i - 1]) == 1 then
+    -- unconfirmed. Another error is raised as the server gives it.
+    local h = redis.pcall('hexists', key, ARGV[2 * i - 1])
+    if type(h) == 'table' and not string.find(h.err, 'WRONGTYPE', 1, true) then
+        redis.call('hexists', key, ARGV[2 * i - 1])
+    end
+    if h == 1 then
         held[i] = 1
         local lease = tonumber(ARGV[2 * i])
         if lease > 0 and redis.call('pttl', key) < lease then

@@ -19,7 +19,11 @@ local held = {}
 for i = 1, #KEYS do
     local key, owner, lease = KEYS[i], ARGV[2 * i - 1], tonumber(ARGV[2 * i])
     held[i] = 0
-    local count = tonumber(redis.pcall('hget', key, owner)) -- nil for an error reply
+    local count = redis.pcall('hget', key, owner)
+    if type(count) == 'table' and not string.find(count.err, 'WRONGTYPE', 1, true) then
+        redis.call('hget', key, owner) -- raises it as the server gives it
+    end
+    count = tonumber(count) -- nil for another type
     if count ~= nil then
         local prefix = key
         if string.find(key, '{', 1, true) == nil then

@@ -21,10 +21,10 @@ local value
 if done == '1' then
     value = redis.pcall('incrby', KEYS[1], ARGV[1])
     if type(value) == 'table' then
-        if string.match(value.err, '^WRONGTYPE') then
-            return value
+        if string.find(value.err, 'not an integer', 1, true) then
+            return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds no number of permits')
         end
-        return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds no number of permits')
+        return value -- another type, OOM: as the server gave it
     end
 end
 redis.call('set', KEYS[3], '0', 'px', ARGV[3])
