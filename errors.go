@@ -40,7 +40,9 @@ var (
 	ErrUnsupportedClient = errors.New("relock: unsupported redis client")
 
 	// ErrWrongType is returned when the lock's key exists but holds another
-	// kind of value than a lock of the primitive used.
+	// kind of value than a lock of the primitive used, and by the lock
+	// calls of Mutex, FairMutex and RWMutex when the fencing counter the
+	// lock shares holds no number. Nothing is written then.
 	ErrWrongType = errors.New("relock: key holds another type of value")
 
 	// ErrOutOfMemory is returned when the server refuses a write because it
@@ -86,10 +88,12 @@ var (
 	ErrUnconfirmed = errors.New("relock: applied on the master only")
 
 	// ErrNoPermission is returned by New when the Redis user may not run
-	// scripts (EVAL, EVALSHA), which every relock primitive needs, and by
-	// any call the server refuses with NOPERM: its ACL denies a command,
-	// key or channel relock uses. The server's error is wrapped. The
-	// README lists the commands relock needs as an ACL SETUSER line.
+	// scripts (EVAL, EVALSHA), which every relock primitive needs, or may
+	// not publish on relock's channels, as every release does (the error
+	// names the command and the channel patterns it lacks), and by any
+	// call the server refuses with NOPERM: its ACL denies a command, key
+	// or channel relock uses. The server's error is wrapped. The README
+	// lists what relock needs as an ACL SETUSER line.
 	ErrNoPermission = errors.New("relock: no permission")
 
 	// ErrClosed is returned by every operation of a closed Client, made

@@ -3,10 +3,12 @@ package relock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -18,21 +20,27 @@ const probeScript = "return 1"
 const probeSHA = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
 
 // checkScripts asks the server, in one round trip, whether this Redis
-// user may run scripts by EVAL and EVALSHA, as every primitive does. A
-// user whose ACL denies them would otherwise see New succeed and every
-// later call fail. It returns an error wrapping ErrNoPermission when the
-// server answers NOPERM, and nil otherwise: a server that cannot be
-// reached now is the business of the calls that will need it.
+// user may run scripts by EVAL and EVALSHA, as every primitive does, and
+// publish on every kind of channel relock publishes on (start.lua), as
+// every release does. A user whose ACL denies scripts would otherwise see
+// New succeed and every later call fail; one whose ACL denies a channel
+// would see releases fail after their writes, which Redis does not undo: an
+// Unlock returning ErrNoPermission with the lock freed or granted, a
+// Release returning it with the permits given back. It returns an error
+// wrapping ErrNoPermission when the server answers NOPERM or names a
+// channel denied, and nil otherwise: a server that cannot be reached now
+// is the business of the calls that will need it.
 func (c *Client) checkScripts() error {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
 	defer cancel()
 	pipe := c.rdb.Pipeline()
 	eval := pipe.Eval(ctx, probeScript, nil)
 	evalsha := pipe.EvalSha(ctx, probeSHA, nil)
-	// The same round trip makes the Client known (identity.go); the
-	// watchdog's rounds keep it so.
+	// The same script makes the Client known (identity.go), only when
+	// the user may publish; the watchdog's rounds keep it so.
+	channels, patterns := c.publishChannels()
 	keys, args := c.announceArgs()
-	scripts.Announce.QueueSource(ctx, pipe, keys, args...)
+	start := scripts.Start.QueueSource(ctx, pipe, keys, append(append([]any{c.publish, len(channels)}, channels...), args...)...)
 	_, _ = pipe.Exec(ctx)
 	var denied []string
 	var first error
@@ -44,11 +52,47 @@ func (c *Client) checkScripts() error {
 			}
 		}
 	}
-	if first == nil {
+	if first != nil {
+		return fmt.Errorf("%w: the Redis user may not run %s, which relock needs for every lock call; "+
+			"grant the commands listed in relock's README (ACL SETUSER): %w", ErrNoPermission, strings.Join(denied, " or "), first)
+	}
+	refused, err := start.StringSlice()
+	if err != nil || len(refused) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: the Redis user may not run %s, which relock needs for every lock call; "+
-		"grant the commands listed in relock's README (ACL SETUSER): %w", ErrNoPermission, strings.Join(denied, " or "), first)
+	var lacks []string
+	for i, ch := range channels {
+		if slices.Contains(refused, ch.(string)) && !slices.Contains(lacks, patterns[i]) {
+			lacks = append(lacks, patterns[i])
+		}
+	}
+	return fmt.Errorf("%w: the Redis user may not %s on %s, the channels on which relock's releases tell waiters "+
+		"(a release refused there would fail with its writes applied); grant them as relock's README lists (ACL SETUSER)",
+		ErrNoPermission, strings.ToUpper(c.publish), strings.Join(lacks, " "))
+}
+
+// permissionCheck is the lock name of the channels start.lua checks: one
+// that no lock is expected to have, since on a server without
+// redis.acl_check_cmd (Redis 6.2) it publishes on them.
+const permissionCheck = "relock:permission-check"
+
+// publishChannels returns one channel of each kind relock publishes on
+// (see internal/layout), and for each the ACL channel pattern that grants
+// its kind.
+func (c *Client) publishChannels() (channels []any, patterns []string) {
+	add := func(channel, pattern string) {
+		channels = append(channels, channel)
+		patterns = append(patterns, "&"+pattern)
+	}
+	lock := companion(lockChannelPrefix, permissionCheck)
+	add(lock, lockChannelPrefix+":*")
+	add(lock+":"+c.id+":1", lockChannelPrefix+":*") // a FairMutex waiter's own
+	add(companion(rwChannelPrefix, permissionCheck), rwChannelPrefix+":*")
+	add(companion(semaphoreChannelPrefix, permissionCheck), semaphoreChannelPrefix+":*")
+	add(latchChannel(permissionCheck, c.cluster), layout.LatchChannelPrefix+"*")
+	add(companion(layout.ElectionChannel, permissionCheck), layout.ElectionChannel+":*")
+	add(c.grantChannel(permissionCheck), grantChannelPrefix+":*")
+	return channels, patterns
 }
 
 // isNoPerm reports whether err is the server's refusal by ACL: a NOPERM

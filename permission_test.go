@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,10 +21,10 @@ import (
 
 var aclUsers atomic.Int64
 
-// aclClient creates a Redis user on srv with the given ACL rules (after
-// "ACL SETUSER <user> on >pw") and returns a go-redis client logged in as
-// it. The user is deleted when the test ends.
-func aclClient(t *testing.T, srv *redistest.Server, rules ...string) *redis.Client {
+// aclUser creates a Redis user on each of servers with the given ACL rules
+// (after "ACL SETUSER <user> reset on >pw") and returns its name; its
+// password is "pw". The user is deleted when the test ends.
+func aclUser(t *testing.T, servers []*redistest.Server, rules ...string) string {
 	t.Helper()
 	ctx := context.Background()
 	user := "relock-test-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + string(rune('a'+aclUsers.Add(1)%26))
@@ -30,11 +32,144 @@ func aclClient(t *testing.T, srv *redistest.Server, rules ...string) *redis.Clie
 	for _, r := range rules {
 		args = append(args, r)
 	}
-	if _, err := srv.Do(ctx, args...); err != nil {
-		t.Fatalf("ACL SETUSER %s %v: %v", user, rules, err)
+	for _, srv := range servers {
+		if _, err := srv.Do(ctx, args...); err != nil {
+			t.Fatalf("ACL SETUSER %s %v: %v", user, rules, err)
+		}
+		t.Cleanup(func() { _, _ = srv.Do(context.Background(), "ACL", "DELUSER", user) })
 	}
-	t.Cleanup(func() { _, _ = srv.Do(context.Background(), "ACL", "DELUSER", user) })
+	return user
+}
+
+// aclClient creates a Redis user on srv with the given ACL rules (see
+// aclUser) and returns a go-redis client logged in as it.
+func aclClient(t *testing.T, srv *redistest.Server, rules ...string) *redis.Client {
+	t.Helper()
+	user := aclUser(t, []*redistest.Server{srv}, rules...)
 	return testkit.CloseLater(t, redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: "pw"}))
+}
+
+// aclTopologyClient is aclClient on the shared standalone server or, with
+// cluster, a cluster client of a user made on every node of the shared
+// cluster.
+func aclTopologyClient(t *testing.T, cluster bool, rules ...string) redis.UniversalClient {
+	t.Helper()
+	if !cluster {
+		return aclClient(t, testkit.Standalone, rules...)
+	}
+	user := aclUser(t, testkit.Cluster.Nodes, rules...)
+	return testkit.CloseLater(t, redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: testkit.Cluster.Addrs(), Username: user, Password: "pw"}))
+}
+
+// publishPatterns are the channel patterns of every kind of channel relock
+// publishes on, as an ACL rule grants them.
+var publishPatterns = []string{
+	"&redisson_lock__channel:*", "&redisson_rwlock:*", "&redisson_sc:*",
+	"&redisson_countdownlatch__channel__*", "&relock_election_channel:*", "&relock_grant:*",
+}
+
+// TestNewWithoutPublishPermission: a Redis user that may not publish on
+// the channels of relock's releases (no PUBLISH, or SPUBLISH on a cluster;
+// no channel, as Redis 7 makes a user by default; channels of some kinds
+// only) gets ErrNoPermission from New naming the command and each channel
+// pattern it lacks, and the failed New writes nothing (not even the
+// Client's identity). Redis does not undo a script's writes when its
+// PUBLISH is refused, so such a Client's releases would fail with their
+// writes applied. The user with what it lacks granted gets a Client.
+func TestNewWithoutPublishPermission(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		topology, command := "standalone", "PUBLISH"
+		if cluster {
+			topology, command = "cluster", "SPUBLISH"
+		}
+		t.Run(topology, func(t *testing.T) {
+			t.Parallel()
+			for _, tc := range []struct {
+				name  string
+				rules []string
+				lacks []string
+				fix   []string // the rules that make it a user relock works with
+			}{
+				{"no publish", []string{"~*", "&*", "+@all", "-publish", "-spublish"}, publishPatterns, []string{"+publish", "+spublish"}},
+				{"no channel", []string{"~*", "+@all"}, publishPatterns, publishPatterns},
+				{"lock channels only", []string{"~*", "&redisson_lock__channel:*", "+@all"}, publishPatterns[1:], publishPatterns[1:]},
+				{"all but the latch's", []string{"~*", "+@all", "&redisson_lock__channel:*", "&redisson_rwlock:*",
+					"&redisson_sc:*", "&relock_election_channel:*", "&relock_grant:*"}, publishPatterns[3:4], publishPatterns[3:4]},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					rdb := aclTopologyClient(t, cluster, tc.rules...)
+					name := testkit.LockName(t)
+					c, err := relock.New(rdb, relock.WithClientName(name))
+					if err == nil {
+						c.Close()
+						t.Fatal("New succeeded for a user that may not publish on relock's channels")
+					}
+					if !errors.Is(err, relock.ErrNoPermission) || !strings.Contains(err.Error(), command+" ") {
+						t.Fatalf("New = %v, want ErrNoPermission naming %s", err, command)
+					}
+					for _, p := range publishPatterns {
+						if named := strings.Contains(err.Error(), p); named != slices.Contains(tc.lacks, p) {
+							t.Errorf("New = %v: names %s: %v, want %v", err, p, named, !named)
+						}
+					}
+					if strings.Count(err.Error(), "relock: ") != 1 {
+						t.Errorf("%q repeats its prefix", err)
+					}
+					if keys := identities(t, cluster, name); len(keys) > 0 {
+						t.Fatalf("the failed New wrote its identity %v", keys)
+					}
+
+					// What it lacks, granted, makes a user that gets a Client.
+					c = testkit.NewClient(t, aclTopologyClient(t, cluster, append(slices.Clone(tc.rules), tc.fix...)...))
+					ctx := testkit.CtxTimeout(t, 10*time.Second)
+					l, err := c.Mutex(name).Lock(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := l.Unlock(ctx); err != nil {
+						t.Fatal(err)
+					}
+				})
+			}
+		})
+	}
+}
+
+// identities returns the keys of the Client identities named name on the
+// shared server or cluster.
+func identities(t *testing.T, cluster bool, name string) []string {
+	t.Helper()
+	ctx := testkit.CtxTimeout(t, 5*time.Second)
+	var found []string
+	scan := func(ctx context.Context, c *redis.Client) error {
+		keys, err := c.Keys(ctx, "relock_client:*").Result()
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if c.HGet(ctx, k, "name").Val() == name {
+				found = append(found, k)
+			}
+		}
+		return nil
+	}
+	var err error
+	if cluster {
+		cc := testkit.CloseLater(t, testkit.Cluster.Client())
+		var mu sync.Mutex
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return scan(ctx, c)
+		})
+	} else {
+		err = scan(ctx, testkit.CloseLater(t, testkit.Standalone.Client()))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
 }
 
 // TestNewWithoutScriptPermission: a Redis user that may not run scripts

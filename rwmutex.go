@@ -83,8 +83,9 @@ func (c *Client) RWMutex(name string) *RWMutex {
 // When ctx ends the error wraps ctx.Err(), and nothing is left behind: no
 // subscription, no timer, and no hold, since an attempt whose reply the
 // cancellation cut off is undone in Redis (within the cleanup timeout).
-// Other errors: ErrInvalidName, ErrInvalidOption, ErrClosed, ErrWrongType,
-// and Redis errors, wrapped.
+// Other errors: ErrInvalidName, ErrInvalidOption, ErrClosed, ErrWrongType
+// (also when the fencing counter holds no number; nothing is written
+// then), and Redis errors, wrapped.
 func (rw *RWMutex) RLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
 	return rw.c.traced(ctx, "RLock", "rw", rw.name, func(ctx context.Context) (*Lease, error) { return rw.lock(ctx, opts, false, true) })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -821,6 +823,83 @@ func TestRWMutexWrongTypeAndClosed(t *testing.T) {
 		}
 		testkit.RWUnlockAll(t, ctx, held)
 	})
+}
+
+// TestRWMutexCorruptFencingCounter: with the fencing counter holding no
+// number, or a hash, RLock fails with ErrWrongType before it writes
+// anything: no read hold and no hold key stays behind, neither on a free
+// name nor beside another reader, and once the counter is repaired the
+// name is free for a writer at once. The locks that draw a token fail
+// with ErrWrongType too, and write nothing. The counter is shared by every lock
+// of a server, so the test runs on a server of its own.
+func TestRWMutexCorruptFencingCounter(t *testing.T) {
+	srv, err := redistest.Start(redistest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	rdb := testkit.CloseLater(t, srv.Client())
+	c := testkit.NewClient(t, rdb)
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	const counter = "relock_fencing"
+	for _, tc := range []struct {
+		what    string
+		corrupt func() error
+	}{
+		{"not a number", func() error { return rdb.Set(ctx, counter, "not a number", 0).Err() }},
+		{"hash", func() error { return rdb.HSet(ctx, counter, "a", "1").Err() }},
+	} {
+		for _, owned := range []bool{false, true} {
+			name := testkit.LockName(t)
+			rctx := ctx
+			if owned {
+				rctx = relock.WithOwner(ctx)
+			}
+			// A reader that holds already: a second reader must leave it as
+			// it is.
+			first := testkit.RWMust(t)(c.RWMutex(name + ":shared").RLock(ctx))
+			before := testkit.KeysOf(t, rdb, name)
+			slices.Sort(before)
+			// The writers' TryLocks of the round before made the counter anew.
+			if err := rdb.Del(ctx, counter).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.corrupt(); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range []string{name, name + ":shared"} {
+				if l, err := c.RWMutex(n).RLock(rctx); !errors.Is(err, relock.ErrWrongType) {
+					t.Fatalf("%s, owner %v: RLock(%s) = %v, %v; want ErrWrongType", tc.what, owned, n, l, err)
+				}
+			}
+			// The acquisitions that draw a token fail alike.
+			for what, lock := range map[string]func(context.Context, ...relock.LockOption) (*relock.Lease, error){
+				"Mutex": c.Mutex(name + ":m").TryLock, "RWMutex": c.RWMutex(name + ":w").TryLock, "FairMutex": c.FairMutex(name + ":f").TryLock,
+			} {
+				if l, err := lock(rctx); !errors.Is(err, relock.ErrWrongType) {
+					t.Fatalf("%s, owner %v: %s.TryLock = %v, %v; want ErrWrongType", tc.what, owned, what, l, err)
+				}
+			}
+			after := testkit.KeysOf(t, rdb, name)
+			if slices.Sort(after); !slices.Equal(after, before) {
+				t.Fatalf("%s, owner %v: keys %v after the failed RLocks, %v before", tc.what, owned, after, before)
+			}
+			if n, err := rdb.HLen(ctx, name+":shared").Result(); err != nil || n != 2 {
+				t.Fatalf("%s, owner %v: the shared lock has %d fields (%v), want mode and its first reader", tc.what, owned, n, err)
+			}
+			if err := rdb.Del(ctx, counter).Err(); err != nil {
+				t.Fatal(err)
+			}
+			testkit.RWUnlockAll(t, ctx, first)
+			for _, n := range []string{name, name + ":shared"} {
+				l, err := c.RWMutex(n).TryLock(ctx)
+				if err != nil {
+					t.Fatalf("%s, owner %v: TryLock(%s) after the repair: %v", tc.what, owned, n, err)
+				}
+				testkit.RWUnlockAll(t, ctx, l)
+			}
+		}
+	}
 }
 
 // TestRWGrants: a release that frees a read-write lock grants it to the

@@ -12,12 +12,15 @@
 --
 -- Returns  1 if a hold was undone, 0 if there was nothing to undo.
 
+-- The read comes first: a lock of another type fails the call before it
+-- writes (Redis does not undo the writes of a script that fails).
+local held = redis.call('hexists', KEYS[1], ARGV[1]) == 1
 if ARGV[4] == '1' then
     if redis.call('del', KEYS[3]) == 0 then
         return 0
     end
 end
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+if not held then
     return 0
 end
 if redis.call('hincrby', KEYS[1], ARGV[1], -1) <= 0 then

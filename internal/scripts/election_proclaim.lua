@@ -31,8 +31,10 @@ if ARGV[3] == '0' then
 end
 since = since or tostring(now_ms())
 local record = '{"since":' .. since .. ',' .. string.sub(ARGV[2], 2)
-redis.call('hset', KEYS[1], 'relock_leader', record, 'relock_leader_holder', ARGV[1])
+-- The log first: a log key of another type fails the call before it
+-- writes (the HSET of a hash just read cannot fail).
 redis.call('xadd', KEYS[2], 'maxlen', '~', 128, '*', 'r', record)
+redis.call('hset', KEYS[1], 'relock_leader', record, 'relock_leader_holder', ARGV[1])
 redis.call('pexpire', KEYS[2], ARGV[5])
 redis.call(ARGV[4], KEYS[3], ARGV[6])
 return 1

@@ -15,9 +15,11 @@
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return 0
 end
-redis.call('hdel', KEYS[1], 'relock_leader', 'relock_leader_holder')
 local record = '{"since":' .. now_ms() .. ',"term":' .. ARGV[2] .. ',"holder":""}'
+-- The log first: a log key of another type fails the call before it
+-- writes (the HDEL of a hash just read cannot fail).
 redis.call('xadd', KEYS[2], 'maxlen', '~', 128, '*', 'r', record)
+redis.call('hdel', KEYS[1], 'relock_leader', 'relock_leader_holder')
 redis.call('pexpire', KEYS[2], ARGV[4])
 redis.call(ARGV[3], KEYS[3], ARGV[2])
 return 1

@@ -32,6 +32,40 @@ local since_field = 'relock_since'
 -- (see lock.lua): "1" when there.
 local queued_field = 'relock_queued'
 
+-- no_counter fails the script with a WRONGTYPE error: counter, a fencing
+-- counter, holds something else than a number (a string that is none, or
+-- a key of another type). Every function here fails so before it writes,
+-- and every script draws its token before its other writes, since Redis
+-- does not undo the writes of a script that fails. A lock's own token
+-- key (named) that holds a string that is no number is taken for a
+-- missing one; one of another type fails its GET, before any write too.
+local function no_counter(counter)
+    error('WRONGTYPE the fencing counter ' .. counter .. ' holds no number', 0)
+end
+
+-- count_up adds n (nil: 1) to counter and returns the sum. A counter that
+-- holds no integer fails the script with no_counter's error; any other
+-- error (a key of another type, OOM, NOPERM) as the server gives it, the
+-- command being run again to raise it.
+local function count_up(counter, n)
+    local t
+    if n then
+        t = redis.pcall('incrby', counter, n)
+    else
+        t = redis.pcall('incr', counter)
+    end
+    if type(t) == 'table' then
+        if string.find(t.err, 'not an integer', 1, true) then
+            no_counter(counter)
+        end
+        if n then
+            return redis.call('incrby', counter, n)
+        end
+        return redis.call('incr', counter)
+    end
+    return t
+end
+
 -- fence returns a new token for a lock the caller is granting; absent is
 -- true when the caller has read already that named does not exist.
 local function fence(counter, named, mode, absent)
@@ -41,12 +75,16 @@ local function fence(counter, named, mode, absent)
         n = tonumber(redis.call('get', named))
     end
     if not n then
-        t = redis.call('incr', counter)
+        t = count_up(counter)
         if mode == '0' then
             redis.call('set', named, t)
         end
     else
-        t = math.max(tonumber(redis.call('get', counter) or '0'), n) + 1
+        t = tonumber(redis.call('get', counter) or '0')
+        if not t then
+            no_counter(counter)
+        end
+        t = math.max(t, n) + 1
         redis.call('set', counter, t)
         if mode == '0' then
             redis.call('set', named, t)
@@ -65,7 +103,11 @@ end
 -- exclusive hold of the lock that began before the read began has a
 -- greater token, and any that begins after it gets a greater one.
 local function latest(counter, named)
-    return math.max(tonumber(redis.call('get', counter) or '0'), tonumber(redis.call('get', named) or '0'))
+    local t = tonumber(redis.call('get', counter) or '0')
+    if not t then
+        no_counter(counter)
+    end
+    return math.max(t, tonumber(redis.call('get', named) or '0') or 0)
 end
 
 -- held returns the token of the current hold of lock, or, for a hold
@@ -81,7 +123,7 @@ end
 -- anyone is above them all.
 local function reserve(counter, named, mode, k)
     if k > 1 and mode ~= '0' and redis.call('exists', named) == 0 then
-        return redis.call('incrby', counter, k) - k + 1 -- fence's INCR, k at once
+        return count_up(counter, k) - k + 1 -- fence's INCR, k at once
     end
     local t = fence(counter, named, mode)
     if k > 1 then

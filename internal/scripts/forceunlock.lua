@@ -18,7 +18,10 @@ end
 if kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not a lock')
 end
+-- The queue is read before the first write: one of another type fails
+-- the call before it deletes anything.
+local queue = waiting(KEYS[3])
 redis.call('del', KEYS[1])
 redis.call(ARGV[2], KEYS[2], ARGV[1])
-wake_clients(waiting(KEYS[3]), ARGV[2], ARGV[3], ARGV[4])
+wake_clients(queue, ARGV[2], ARGV[3], ARGV[4])
 return 1

@@ -11,16 +11,28 @@
 --
 -- Returns   the count left (0: this call opened the latch), or -1 when the
 --           latch was not set (no key, or a count of zero or less)
+--           a WRONGTYPE error, with nothing written, when KEYS[1] holds
+--           no integer or another type
+--
+-- Redis does not undo the writes of a script that fails, so the reads
+-- that may fail come before the first write.
 
+local done = redis.call('get', KEYS[3])
+local count
+if not done then
+    count = redis.call('get', KEYS[1])
+    if count and not string.match(count, '^%-?%d+$') then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds no count')
+    end
+end
 if #KEYS > 3 then
     redis.call('del', unpack(KEYS, 4))
 end
-local done = redis.call('get', KEYS[3])
 if done then
     return tonumber(done)
 end
 local v = -1
-if redis.call('exists', KEYS[1]) == 1 then
+if count then
     v = redis.call('decr', KEYS[1])
     if v <= 0 then
         redis.call('del', KEYS[1])

@@ -48,19 +48,31 @@ end
 -- A fresh acquisition, the common case, reads with one EXISTS that the
 -- lock, its queue and its own token key are all missing; any of them there
 -- and PTTL tells whether the lock is free.
-local ttl, queued, fresh = -2, false, true
+--
+-- Redis does not undo the writes of a script that fails, so nothing is
+-- written before what may fail: the token is drawn first (fence fails,
+-- on a fencing counter that holds no number, before it writes), and the
+-- caller's member is taken out of a queue by ZREM calls that a queue key of
+-- another type cannot fail (see unqueue in queue.lua).
+local ttl, fresh = -2, true
 if redis.call('exists', KEYS[1], KEYS[4], KEYS[3]) > 0 then
     fresh = false
     ttl = redis.call('pttl', KEYS[1])
-    if ttl == -2 then
-        if ARGV[6] == '1' then
-            redis.call('zrem', KEYS[4], member())
-        end
-        queued = redis.call('exists', KEYS[4]) == 1
-    end
 end
 if ttl == -2 then
     local token = fence(KEYS[2], KEYS[3], ARGV[3], fresh)
+    local queued = false
+    if not fresh then
+        if ARGV[6] == '1' then
+            -- unqueue (queue.lua), written out: its closure would be made
+            -- on every call, the common one too.
+            local r = redis.pcall('zrem', KEYS[4], member())
+            if type(r) == 'table' and not string.find(r.err, 'WRONGTYPE', 1, true) then
+                redis.call('zrem', KEYS[4], member())
+            end
+        end
+        queued = redis.call('exists', KEYS[4]) == 1
+    end
     if queued then
         redis.call('hset', KEYS[1], ARGV[2], '1', token_field, token, since_field, ARGV[5], queued_field, '1')
     else
@@ -99,7 +111,7 @@ if not KEYS[5] then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
     if ARGV[6] == '1' then
-        redis.call('zrem', KEYS[4], member())
+        unqueue(KEYS[4], member())
     end
     return token
 end
@@ -113,6 +125,6 @@ if ttl < tonumber(ARGV[1]) then
 end
 redis.call('set', KEYS[5], '1', 'px', ARGV[7])
 if ARGV[6] == '1' then
-    redis.call('zrem', KEYS[4], member())
+    unqueue(KEYS[4], member())
 end
 return token

@@ -22,39 +22,50 @@
 --          The caller is then in the queue, if it has a member. A permit
 --          found held by the caller's id (a retry, or a grant) is held for
 --          the lease from now.
+--          a WRONGTYPE error, with nothing written, when KEYS[1] holds no
+--          integer, or it or KEYS[2] holds another type
 
 local now = now_ms()
-local reclaimed = reclaim(KEYS[1], KEYS[2], now)
-local acquired = redis.call('zscore', KEYS[2], ARGV[1]) ~= false
+-- The reads come first (see permit_lib.lua): the free count, the permits
+-- expired, and the caller's own permit, unless it expired.
+local free = free_count(KEYS[1])
+if not free then
+    return no_count(KEYS[1])
+end
+local reclaimed = expired(KEYS[2], now)
+local mine = redis.call('zscore', KEYS[2], ARGV[1])
+local acquired = mine and tonumber(mine) > now
+free = free + reclaimed
+if not acquired and free < 1 then
+    local retry = -1
+    -- The earliest expiry not reclaimed; Redisson marks a permit without
+    -- a lease with the expiry 922337203685477.
+    local first = redis.call('zrangebyscore', KEYS[2], '(' .. now, '+inf', 'withscores', 'limit', 0, 1)
+    if first[1] and tonumber(first[2]) < 922337203685477 then
+        retry = math.max(1, tonumber(first[2]) - now)
+    end
+    -- The first write: a queue of another type fails the call here.
+    if ARGV[4] ~= '' then
+        join_queue(KEYS[4], ARGV[4], retry, ARGV[5])
+    end
+    reclaim(KEYS[1], KEYS[2], now, reclaimed)
+    return retry
+end
+reclaim(KEYS[1], KEYS[2], now, reclaimed)
 if acquired then
     redis.call('zadd', KEYS[2], 'gt', now + tonumber(ARGV[2]), ARGV[1])
-end
-local free = tonumber(redis.call('get', KEYS[1]) or '0')
-if not acquired and free >= 1 then
+else
     free = redis.call('decr', KEYS[1])
     redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
     local ttl = redis.call('pttl', KEYS[1])
     if ttl > 0 then
         redis.call('pexpire', KEYS[2], ttl)
     end
-    acquired = true
 end
 if reclaimed > 0 and free > 0 then
     redis.call(ARGV[3], KEYS[3], free)
 end
-if acquired then
-    if ARGV[6] == '1' then
-        redis.call('zrem', KEYS[4], ARGV[4])
-    end
-    return 0
+if ARGV[6] == '1' then
+    unqueue(KEYS[4], ARGV[4])
 end
-local retry = -1
-local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
--- Redisson marks a permit without a lease with this expiry.
-if first[1] and tonumber(first[2]) < 922337203685477 then
-    retry = math.max(1, tonumber(first[2]) - now)
-end
-if ARGV[4] ~= '' then
-    join_queue(KEYS[4], ARGV[4], retry, ARGV[5])
-end
-return retry
+return 0

@@ -7,9 +7,18 @@
 -- ARGV[1]  "publish" or "spublish"
 --
 -- Returns  the number of free permits (0 when the semaphore is not set)
+--          a WRONGTYPE error, with nothing written, when KEYS[1] holds no
+--          integer, or it or KEYS[2] holds another type
 
-local reclaimed = reclaim(KEYS[1], KEYS[2], now_ms())
-local free = tonumber(redis.call('get', KEYS[1]) or '0')
+-- The reads come first (see permit_lib.lua).
+local now = now_ms()
+local free = free_count(KEYS[1])
+if not free then
+    return no_count(KEYS[1])
+end
+local reclaimed = expired(KEYS[2], now)
+reclaim(KEYS[1], KEYS[2], now, reclaimed)
+free = free + reclaimed
 if reclaimed > 0 and free > 0 then
     redis.call(ARGV[1], KEYS[3], free)
 end

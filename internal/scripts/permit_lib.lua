@@ -1,23 +1,39 @@
 -- permit_lib.lua: functions shared by the permit semaphore's scripts, put
 -- between each script's header and its body. Not a script of its own.
 
--- reclaim removes every permit whose expiry is at or before now from the
--- expiries zset and adds them back to the free count. It returns how many
--- it reclaimed.
-local function reclaim(permits, expiries, now)
-    local n = 0
-    while true do
-        local ids = redis.call('zrangebyscore', expiries, '-inf', now, 'limit', 0, 1000)
-        if #ids == 0 then
-            break
-        end
-        redis.call('zrem', expiries, unpack(ids))
-        n = n + #ids
+-- Redis does not undo the writes of a script that fails, so the scripts
+-- read first what may fail: the free count (free_count) and the held
+-- permits (expired); their writes then cannot fail.
+
+-- free_count returns the number of free permits (0 when the semaphore is
+-- not set), or nil when permits holds no integer; a key of another type
+-- fails the GET.
+local function free_count(permits)
+    local v = redis.call('get', permits)
+    if v and not string.match(v, '^%-?%d+$') then
+        return nil
     end
+    return tonumber(v or '0')
+end
+
+-- no_count is the error reply of a permits key that holds no integer.
+local function no_count(permits)
+    return redis.error_reply('WRONGTYPE ' .. permits .. ' holds no number of permits')
+end
+
+-- expired returns how many permits of the expiries zset expire at or
+-- before now: the ones reclaim gives back.
+local function expired(expiries, now)
+    return redis.call('zcount', expiries, '-inf', now)
+end
+
+-- reclaim removes the n permits whose expiry is at or before now from the
+-- expiries zset and adds them back to the free count.
+local function reclaim(permits, expiries, now, n)
     if n > 0 then
+        redis.call('zremrangebyscore', expiries, '-inf', now)
         redis.call('incrby', permits, n)
     end
-    return n
 end
 
 -- The queue of waiting relock calls of a permit semaphore is a zset of
@@ -47,14 +63,14 @@ local function permit_id(owner)
 end
 
 -- grant_permit grants one free permit of permits (free count), expiries
--- (held permits) to the first call of queue, unless someone that does not
--- queue listens on channel (a Redisson waiter, a relock call still
--- subscribing: the channel has more subscribers than the queue has
--- clients), and reports whether it did. The permit is held for the call's
--- lease but at most "most" ms until the call renews it; the call is
--- told on its client's grant channel (see tell_grant).
-local function grant_permit(permits, expiries, channel, queue, numsub, self, prefix, most, publish)
-    local queued = waiting(queue)
+-- (held permits) to the first call of queued, the queue key's members (a
+-- ZRANGE WITHSCORES reply, read before the caller's first write), unless
+-- someone that does not queue listens on channel (a Redisson waiter, a
+-- relock call still subscribing: the channel has more subscribers than the
+-- queue has clients), and reports whether it did. The permit is held for
+-- the call's lease but at most "most" ms until the call renews it; the
+-- call is told on its client's grant channel (see tell_grant).
+local function grant_permit(permits, expiries, channel, queue, queued, numsub, self, prefix, most, publish)
     local first = queued[1]
     if first == nil or redis.call('pubsub', numsub, channel)[2] > clients_in(queued) then
         return false

@@ -12,7 +12,7 @@
 -- ARGV[6]  the longest, in milliseconds, a granted permit is held before
 --          its call has renewed it
 -- ARGV[7]  "1" to grant the permit to the first queued call, "0" not to
--- ARGV[8]  queue member to remove first (a call leaving the queue, whose
+-- ARGV[8]  queue member to remove (a call leaving the queue, whose
 --          permit, if it was granted one meanwhile, is released); "" for
 --          none
 --
@@ -23,17 +23,41 @@
 --          2: the permit had expired and is reclaimed now
 --          0: no permit of that id is held (released, reclaimed, or never
 --          acquired)
+--          a WRONGTYPE error, with nothing written, when KEYS[1] holds no
+--          integer, or it or KEYS[2] holds another type (a queue of
+--          another type holds no member to remove)
 
-if ARGV[8] and ARGV[8] ~= '' then
-    redis.call('zrem', KEYS[4], ARGV[8])
-end
+local leaving = ARGV[8] or ''
+-- The reads come first (see permit_lib.lua): the permit and, for a grant,
+-- the queue without the call leaving it; the INCR of the free count is
+-- the first write, which fails, if it does, before any other. The leaving
+-- call is taken out of the queue by unqueue, which cannot fail.
 local score = redis.call('zscore', KEYS[2], ARGV[1])
 if not score then
+    if leaving ~= '' then
+        unqueue(KEYS[4], leaving)
+    end
     return 0
 end
+local queued
+if ARGV[7] == '1' then
+    queued = waiting(KEYS[4])
+    if leaving ~= '' then
+        queued = without(queued, leaving)
+    end
+end
+local free = redis.pcall('incr', KEYS[1])
+if type(free) == 'table' then
+    if string.find(free.err, 'not an integer', 1, true) then
+        return no_count(KEYS[1])
+    end
+    return free -- another type, OOM: as the server gave it
+end
+if leaving ~= '' then
+    unqueue(KEYS[4], leaving)
+end
 redis.call('zrem', KEYS[2], ARGV[1])
-local free = redis.call('incr', KEYS[1])
-if free > 0 and ARGV[7] == '1' and grant_permit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[2]) then
+if free > 0 and queued and grant_permit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], queued, ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[2]) then
     free = free - 1
 end
 if free > 0 then

@@ -9,12 +9,17 @@
 -- Returns     a table: element i is 1 if permit i is still held and not
 --             expired by the server's clock (and, with a lease, now lives
 --             at least that long), else 0. An expiry is never shortened.
+--             A key of another type is a permit gone (0), as in renew.lua.
 
 local now = now_ms()
 local held = {}
 for i = 1, #KEYS do
     local id = ARGV[2 * i - 1]
-    local score = tonumber(redis.call('zscore', KEYS[i], id))
+    local score = redis.pcall('zscore', KEYS[i], id)
+    if type(score) == 'table' and not string.find(score.err, 'WRONGTYPE', 1, true) then
+        redis.call('zscore', KEYS[i], id) -- raises it as the server gives it
+    end
+    score = tonumber(score) -- nil for another type
     if score and score > now then
         held[i] = 1
         local lease = tonumber(ARGV[2 * i])

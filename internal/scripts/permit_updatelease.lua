@@ -15,22 +15,30 @@
 --
 -- Returns  1: updated; 0: no permit of that id is held (released,
 --          expired, or never acquired)
+--          a WRONGTYPE error, with nothing written, when KEYS[1] holds no
+--          integer, or it or KEYS[2] holds another type
 
 local now = now_ms()
-local reclaimed = reclaim(KEYS[1], KEYS[2], now)
-if reclaimed > 0 then
-    local free = tonumber(redis.call('get', KEYS[1]) or '0')
-    if free > 0 then
-        redis.call(ARGV[3], KEYS[3], free)
-    end
+-- The reads come first (see permit_lib.lua): the free count, the permits
+-- expired, and the permit, unless it expired.
+local free = free_count(KEYS[1])
+if not free then
+    return no_count(KEYS[1])
 end
-if not redis.call('zscore', KEYS[2], ARGV[1]) then
+local reclaimed = expired(KEYS[2], now)
+local score = redis.call('zscore', KEYS[2], ARGV[1])
+reclaim(KEYS[1], KEYS[2], now, reclaimed)
+free = free + reclaimed
+if reclaimed > 0 and free > 0 then
+    redis.call(ARGV[3], KEYS[3], free)
+end
+if not score or tonumber(score) <= now then
     return 0
 end
 local expiry = now + tonumber(ARGV[2])
 local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
 redis.call('zadd', KEYS[2], 'xx', expiry, ARGV[1])
-if expiry < tonumber(first[2]) and tonumber(redis.call('get', KEYS[1]) or '0') <= 0 then
+if expiry < tonumber(first[2]) and free <= 0 then
     redis.call(ARGV[3], KEYS[3], '0')
 end
 return 1

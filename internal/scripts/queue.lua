@@ -23,6 +23,31 @@ local function waiting(key, exists)
     return redis.call('zrange', key, 0, 63, 'withscores')
 end
 
+-- without returns queue (a ZRANGE WITHSCORES reply) without the members
+-- a and b (b may be nil): what it holds once they have left, for a script
+-- that takes them out only once nothing can fail any more.
+local function without(queue, a, b)
+    local rest = {}
+    for i = 1, #queue, 2 do
+        if queue[i] ~= a and queue[i] ~= b then
+            rest[#rest + 1] = queue[i]
+            rest[#rest + 1] = queue[i + 1]
+        end
+    end
+    return rest
+end
+
+-- unqueue takes members out of the queue key, if there. A key of another
+-- type holds none of them: it is left alone, without an error, so that a
+-- script may call unqueue after its other writes. (Another error, such
+-- as NOPERM, is raised as the server gives it.)
+local function unqueue(key, ...)
+    local r = redis.pcall('zrem', key, ...)
+    if type(r) == 'table' and not string.find(r.err, 'WRONGTYPE', 1, true) then
+        redis.call('zrem', key, ...)
+    end
+end
+
 -- client returns the "<uuid>" of a member's owner.
 local function client(member)
     return string.match(member, '^%d+|%a|(.*):%d+$')

@@ -20,6 +20,9 @@ end
 if kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not a lock')
 end
+-- The queue is read before the first write: one of another type fails
+-- the call before it deletes anything.
+local queue = waiting(KEYS[3])
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
     local n = tonumber(fields[i + 1])
@@ -33,5 +36,5 @@ redis.call('del', KEYS[1])
 redis.call(ARGV[2], KEYS[2], ARGV[1])
 -- Readers, and writers known to listen, hear the message; the first other
 -- writer of each Client is told (see rw_queue.lua).
-wake_clients(waiting(KEYS[3]), ARGV[2], ARGV[4], ARGV[5], '^%d+|[or]|')
+wake_clients(queue, ARGV[2], ARGV[4], ARGV[5], '^%d+|[or]|')
 return 1

@@ -25,7 +25,8 @@
 -- ARGV[9]  grant channel of the releasing client (see unlock.lua)
 -- ARGV[10] the longest, in milliseconds, a grant holds the lock before its
 --          waiter has renewed it
--- ARGV[11] queue member to remove first (a waiter leaving); "" for none
+-- ARGV[11] queue member to remove (a waiter leaving; see leave below); ""
+--          for none
 -- ARGV[12] "1" to grant, "0" never to
 -- ARGV[13] fencing mode (see fence.lua)
 -- ARGV[14] queue member of a one-shot writer of the releasing client to
@@ -59,35 +60,56 @@ local function may_pass(queue, subs)
     return subs <= clients_in(queue, '^%d+|O|')
 end
 
--- without returns queue (a ZRANGE WITHSCORES reply) without member.
-local function without(queue, member)
-    local rest = {}
-    for i = 1, #queue, 2 do
-        if queue[i] ~= member then
-            rest[#rest + 1] = queue[i]
-            rest[#rest + 1] = queue[i + 1]
-        end
+-- leaving returns the queue members of the call leaving the queue
+-- (ARGV[11]): its member and, for an "O", the "o" it may not have
+-- replaced; nothing when no call leaves.
+local function leaving()
+    if ARGV[11] == '' then
+        return
     end
-    return rest
+    local lease, owner = string.match(ARGV[11], '^(%d+)|O|(.*)$')
+    if lease then
+        return ARGV[11], lease .. '|o|' .. owner
+    end
+    return ARGV[11]
 end
 
--- grant_writer grants the lock, just freed (its hash KEYS[1] deleted), to
--- a one-shot writer, and reports whether it did: to ARGV[14] where it
--- may be handed (see above), or else to the first of queue, its queue of
--- waiters (a ZRANGE WITHSCORES reply); only if every subscriber of the
--- release channel KEYS[2] is a client known to listen, with a reader or an
--- "O" in the queue (none is Redisson, a relock writer not known to listen,
--- or a relock call not queued). The first is told on its client's grant
--- channel, and the lock holds for at most ARGV[10] until it renews it.
--- ARGV[14] is not told: the second result is the hold's fencing token,
--- which the release's reply carries, and the third whether k tokens after
--- it are reserved for passing it on (may_pass); the lock holds for the
--- writer's lease. So a client's releases may hand the lock to its own
--- writers ahead of its own first; never ahead of another client's, and
--- every one of the client's writers that sleeps is handed it in turn.
-local function grant_writer(queue)
+-- queued returns the lock's queue of waiters KEYS[6] (a ZRANGE WITHSCORES
+-- reply) without the call leaving it, which leave takes out of it with the
+-- release's writes.
+local function queued()
+    local queue = waiting(KEYS[6])
+    if ARGV[11] ~= '' then
+        queue = without(queue, leaving())
+    end
+    return queue
+end
+
+-- leave takes the call leaving (ARGV[11]), if any, out of the queue.
+local function leave()
+    if ARGV[11] ~= '' then
+        redis.call('zrem', KEYS[6], leaving())
+    end
+end
+
+-- Redis does not undo the writes of a script that fails, so a release
+-- reads everything it needs, and draws the fencing token of a grant
+-- (fence fails, on a fencing counter that holds no number, before it
+-- writes), before its first write; the writes that follow cannot fail.
+
+-- next_writer returns the one-shot writer a release that frees the lock
+-- grants it to, and the release channel's subscriber count, or nothing:
+-- ARGV[14] where it may be handed (see above), or else the first of
+-- queue, its queue of waiters (a ZRANGE WITHSCORES reply); only if every
+-- subscriber of the release channel KEYS[2] is a client known to listen,
+-- with a reader or an "O" in the queue (none is Redisson, a relock writer
+-- not known to listen, or a relock call not queued). So a client's
+-- releases may hand the lock to its own writers ahead of its own first;
+-- never ahead of another client's, and every one of the client's writers
+-- that sleeps is handed it in turn.
+local function next_writer(queue)
     if ARGV[12] ~= '1' then
-        return false
+        return
     end
     local first, grantee = queue[1], ARGV[14]
     if not grantee or grantee == '' or client(grantee) ~= ARGV[8]
@@ -95,12 +117,53 @@ local function grant_writer(queue)
         grantee = first
     end
     if grantee == nil or not string.match(grantee, '^%d+|[oO]|') then
-        return false
+        return
     end
     -- The clients known to listen: with a reader or an "O" in the queue.
     local subs = redis.call('pubsub', ARGV[7], KEYS[2])[2]
     if subs > clients_in(queue, '^%d+|[RO]|') then
-        return false
+        return
+    end
+    return grantee, subs
+end
+
+-- freeing reads what freeing the lock on its last hold's release does,
+-- for free: the queue (queued), and the writer it grants the lock to, if
+-- any (next_writer), with the fencing token drawn for it and the
+-- subscriber count.
+local function freeing()
+    local queue = queued()
+    local grantee, subs = next_writer(queue)
+    local token
+    if grantee then
+        token = fence(KEYS[4], KEYS[5], ARGV[13])
+    end
+    return queue, grantee, token, subs
+end
+
+-- announce publishes msg on the release channel KEYS[2] and tells the
+-- writers of queue (a ZRANGE WITHSCORES reply) that may not listen there
+-- (see above) to check again now: the lock was freed without a grant to
+-- them, or turned to read mode.
+local function announce(msg, queue)
+    redis.call(ARGV[3], KEYS[2], msg)
+    wake_clients(queue, ARGV[3], ARGV[9], ARGV[8], '^%d+|[or]|')
+end
+
+-- free frees the lock as freeing read it: it deletes the hash KEYS[1] and
+-- grants the lock to grantee with token, or else announces ARGV[2]. The
+-- first of the queue is told on its client's grant channel, and the lock
+-- holds for at most ARGV[10] until it renews it; ARGV[14] is not told: the
+-- reply carries its token, whether k tokens after it are reserved for
+-- passing it on (may_pass), and the lock holds for the writer's lease. It
+-- returns the release's reply: 2 (freed), 3 (granted by message) or
+-- -(2t + p) (handed to ARGV[14] with fencing token t; p is 1 when the
+-- tokens t + 1 to t + k are reserved for passing it on in process).
+local function free(queue, grantee, token, subs)
+    redis.call('del', KEYS[1])
+    if not grantee then
+        announce(ARGV[2], queue)
+        return 2
     end
     local handed = grantee == ARGV[14] and client(grantee) == ARGV[8]
     local ttl = tonumber(string.match(grantee, '^(%d+)|'))
@@ -108,63 +171,16 @@ local function grant_writer(queue)
         ttl = math.min(ttl, tonumber(ARGV[10]))
     end
     redis.call('zrem', KEYS[6], grantee)
-    local token = fence(KEYS[4], KEYS[5], ARGV[13])
     redis.call('hset', KEYS[1], 'mode', 'write', owner_of(grantee) .. ':write', '1', token_field, token)
     redis.call('pexpire', KEYS[1], ttl)
-    if handed then
-        local pass = may_pass(without(queue, grantee), subs)
-        if pass then
-            reserve(KEYS[4], KEYS[5], ARGV[13], k)
-        end
-        return true, token, pass
-    end
-    tell_grant(queue, grantee, token, ttl, ARGV[3], ARGV[9], ARGV[8], ARGV[10])
-    return true
-end
-
--- announce publishes msg on the release channel KEYS[2] and tells the
--- writers of queue that may not listen there (see above) to check again
--- now: the lock was freed without a grant to them, or turned to read
--- mode. queue is a ZRANGE WITHSCORES reply, or nil to read it.
-local function announce(msg, queue)
-    redis.call(ARGV[3], KEYS[2], msg)
-    wake_clients(queue or waiting(KEYS[6]), ARGV[3], ARGV[9], ARGV[8], '^%d+|[or]|')
-end
-
--- free frees the lock on its last hold's release: it deletes the hash
--- KEYS[1] and grants the lock to the next writer (grant_writer), or else
--- announces ARGV[2]. It returns the release's reply: 2 (freed), 3
--- (granted by message) or -(2t + p) (handed to ARGV[14] with fencing
--- token t; p is 1 when the tokens t + 1 to t + k are reserved for passing
--- it on in process).
-local function free()
-    redis.call('del', KEYS[1])
-    local queue = waiting(KEYS[6])
-    local granted, token, pass = grant_writer(queue)
-    if token then
-        if pass then
-            return -(2 * token + 1)
-        end
-        return -2 * token
-    elseif granted then
+    if not handed then
+        tell_grant(queue, grantee, token, ttl, ARGV[3], ARGV[9], ARGV[8], ARGV[10])
         return 3
     end
-    announce(ARGV[2], queue)
-    return 2
-end
-
--- leave_queue removes the member ARGV[11] of a call leaving the queue, if
--- any (for an "O", also the "o" it may not have replaced), and reports
--- whether the lock hash is missing (nothing to release).
-local function leave_queue()
-    if ARGV[11] == '' then
-        return false
+    if may_pass(without(queue, grantee), subs) then
+        -- Cannot fail: fence has just drawn from the same keys.
+        reserve(KEYS[4], KEYS[5], ARGV[13], k)
+        return -(2 * token + 1)
     end
-    local lease, owner = string.match(ARGV[11], '^(%d+)|O|(.*)$')
-    if lease then
-        redis.call('zrem', KEYS[6], ARGV[11], lease .. '|o|' .. owner)
-    else
-        redis.call('zrem', KEYS[6], ARGV[11])
-    end
-    return redis.call('type', KEYS[1]).ok ~= 'hash'
+    return -2 * token
 end

@@ -27,6 +27,9 @@
 --          a negative integer r: held by a writer (or by a lock of another
 --          kind); see refused in rw_wait.lua. A caller with a kind is then
 --          in the queue.
+--          a WRONGTYPE error, with nothing written, when the fencing
+--          counter holds no number or is of another type (see no_counter
+--          in fence.lua).
 
 -- One HMGET reads the mode, the write hold's token, and the caller's own
 -- read and write holds.
@@ -36,36 +39,53 @@ local holds = ARGV[5] .. ':' .. ARGV[2] .. ':rwlock_timeout:'
 
 -- token returns the reply of an acquisition: the token of the write hold
 -- the lock has (only the caller's own can be there), else the newest
--- token handed (see latest in fence.lua), read with one MGET.
+-- token handed (see latest in fence.lua), read with one MGET. It is read
+-- before the acquisition writes anything: a counter that holds no number
+-- fails the call (no_counter in fence.lua), and Redis would not undo the
+-- writes made before.
 local function token()
     local write = tonumber(f[2])
     if write then
         return write
     end
     local t = redis.call('mget', KEYS[2], KEYS[3])
-    return math.max(tonumber(t[1] or '0'), tonumber(t[2] or '0'))
+    local counter = t[1]
+    if not counter then
+        -- Missing, or of another type, which MGET does not tell: GET fails
+        -- on the latter (WRONGTYPE).
+        counter = redis.call('get', KEYS[2])
+    end
+    counter = tonumber(counter or '0')
+    if not counter then
+        no_counter(KEYS[2])
+    end
+    -- A token key of another type reads as missing here: fence.lua's GET
+    -- of it, by the next write acquisition, fails.
+    return math.max(counter, tonumber(t[2] or '0') or 0)
 end
 
 if mode == false then
     if redis.call('exists', KEYS[1]) == 1 then
         return refused(true)
     end
+    local t = token()
     redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], '1')
     redis.call('set', holds .. '1', '1', 'px', ARGV[1])
     redis.call('pexpire', KEYS[1], ARGV[1])
     if ARGV[3] == '1' then
         redis.call('set', KEYS[4], '1', 'px', ARGV[4])
     end
-    return taken(token())
+    return taken(t)
 end
 -- A writer may take the read lock too (downgrade); other readers share it.
 if mode ~= 'read' and not f[4] then
     return refused(not f[2])
 end
+local t = token()
 -- A one-shot owner is never seen twice: a field of its own is a retry of
 -- this very request, already applied.
 if f[3] and (ARGV[3] == '0' or redis.call('exists', KEYS[4]) == 1) then
-    return taken(token())
+    return taken(t)
 end
 local n = redis.call('hincrby', KEYS[1], ARGV[2], '1')
 redis.call('set', holds .. n, '1', 'px', ARGV[1])
@@ -76,4 +96,4 @@ end
 if ARGV[3] == '1' then
     redis.call('set', KEYS[4], '1', 'px', ARGV[4])
 end
-return taken(token())
+return taken(t)

@@ -37,43 +37,77 @@
 -- is published, so that a waiting writer told the longer TTL learns the
 -- new one instead of sleeping past the lock's silent expiry.
 
-if leave_queue() then
-    return 0
+-- Everything that may fail is read first (see rw_queue.lua): a lock of
+-- another type fails the call before it writes. An undo keeps the
+-- request marker it finds until the writes.
+if ARGV[11] ~= '' and redis.call('type', KEYS[1]).ok ~= 'hash' then
+    leave()
+    return 0 -- nothing to release, whatever the key holds
 end
 if ARGV[4] == '1' then
     local done = redis.call('get', KEYS[3])
     if done then
+        leave()
         return tonumber(done)
     end
-elseif ARGV[4] == '2' and redis.call('del', KEYS[3]) == 0 then
+end
+-- One HGETALL reads the mode, the owner's count and, in read mode, the
+-- other readers, whose holds are read with it (readers_left).
+local fields = redis.call('hgetall', KEYS[1])
+if ARGV[4] == '2' and redis.call('exists', KEYS[3]) == 0 then
+    leave()
     return 0
 end
-local f = redis.call('hmget', KEYS[1], 'mode', ARGV[1])
-local mode, count = f[1], tonumber(f[2])
-if mode == false or count == nil then
+local mode, count
+for i = 1, #fields, 2 do
+    if fields[i] == 'mode' then
+        mode = fields[i + 1]
+    elseif fields[i] == ARGV[1] then
+        count = tonumber(fields[i + 1])
+    end
+end
+if mode == nil or count == nil then
+    if ARGV[4] == '2' then
+        redis.call('del', KEYS[3])
+    end
+    leave()
     return 0
 end
-if count > 1 then
-    redis.call('hincrby', KEYS[1], ARGV[1], -1)
-else
-    redis.call('hdel', KEYS[1], ARGV[1])
-end
-redis.call('del', ARGV[6] .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. count)
-
-local result = 1
+-- In write mode the owner is the writer too, who still holds the lock.
+local longest, dead, queue, grantee, token, subs = 1, {}
 if mode == 'read' then
-    local longest = longest_reader(KEYS[1], ARGV[6])
-    if longest > 0 then
+    longest, dead = readers_left(fields, ARGV[6], ARGV[1], count)
+    if longest == 0 then
+        queue, grantee, token, subs = freeing()
+    end
+end
+
+-- The writes.
+if ARGV[4] == '2' then
+    redis.call('del', KEYS[3])
+end
+leave()
+redis.call('del', ARGV[6] .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. count)
+local result = 1
+if longest == 0 then
+    result = free(queue, grantee, token, subs)
+else
+    if count > 1 then
+        redis.call('hincrby', KEYS[1], ARGV[1], -1)
+    else
+        redis.call('hdel', KEYS[1], ARGV[1])
+    end
+    if #dead > 0 then
+        redis.call('hdel', KEYS[1], unpack(dead))
+    end
+    if mode == 'read' then
         local before = redis.call('pttl', KEYS[1])
         redis.call('pexpire', KEYS[1], longest)
         if longest < before then
             redis.call(ARGV[3], KEYS[2], '1')
         end
-    else
-        result = free()
     end
 end
--- In write mode the owner is the writer too, who still holds the lock.
 if ARGV[4] == '1' then
     redis.call('set', KEYS[3], result, 'px', ARGV[5])
 end

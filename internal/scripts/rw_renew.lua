@@ -13,12 +13,17 @@
 --              is alive), else 0. With a lease, its live hold keys and the
 --              hash now live at least that long. Only owner i's own hold
 --              keys are renewed: other readers' holds expire on their own.
+--              A key of another type is a hold gone (0), as in renew.lua.
 
 local held = {}
 for i = 1, #KEYS do
     local key, owner, lease = KEYS[i], ARGV[2 * i - 1], tonumber(ARGV[2 * i])
     held[i] = 0
-    local count = tonumber(redis.call('hget', key, owner))
+    local count = redis.pcall('hget', key, owner)
+    if type(count) == 'table' and not string.find(count.err, 'WRONGTYPE', 1, true) then
+        redis.call('hget', key, owner) -- raises it as the server gives it
+    end
+    count = tonumber(count) -- nil for another type
     if count ~= nil then
         local prefix = key
         if string.find(key, '{', 1, true) == nil then

@@ -39,12 +39,13 @@ local function refused(other)
 end
 
 -- taken returns token, the reply of an attempt that took the lock, and
--- takes the call out of the queue if it may be there.
+-- takes the call out of the queue if it may be there (unqueue, which
+-- cannot fail after the attempt's writes).
 local function taken(token)
     if ARGV[8] == '1' then
-        redis.call('zrem', KEYS[5], member)
+        unqueue(KEYS[5], member)
     elseif ARGV[8] == '2' then
-        redis.call('zrem', KEYS[5], member, ARGV[1] .. '|o|' .. ARGV[2])
+        unqueue(KEYS[5], member, ARGV[1] .. '|o|' .. ARGV[2])
     end
     return token
 end

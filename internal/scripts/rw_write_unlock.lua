@@ -58,10 +58,11 @@
 -- the client does not hold in write mode.
 
 -- pass_on makes the writer ARGV[14] the holder with token t (see above)
--- and returns the reply.
+-- and returns the reply. Everything that may fail comes before its first
+-- write (see rw_queue.lua).
 local function pass_on(t)
     local lease, owner = string.match(ARGV[14], '^(%d+)|[oO]|(.*)$')
-    redis.call('zrem', KEYS[6], lease .. '|o|' .. owner, lease .. '|O|' .. owner)
+    local o, O = lease .. '|o|' .. owner, lease .. '|O|' .. owner
     local fields = redis.call('hgetall', KEYS[1])
     local holder, cur, mode
     for i = 1, #fields, 2 do
@@ -75,35 +76,46 @@ local function pass_on(t)
         end
     end
     if mode ~= 'write' or not cur or not holder or string.sub(holder, 1, #ARGV[8] + 1) ~= ARGV[8] .. ':' then
+        redis.call('zrem', KEYS[6], o, O)
         return 0
     end
     if cur > t then
+        redis.call('zrem', KEYS[6], o, O)
         return 4 * cur + 2
     end
+    local subs = redis.call('pubsub', ARGV[7], KEYS[2])[2]
+    local reply = switched(may_pass(without(waiting(KEYS[6]), o, O), subs), ARGV[16], KEYS[4], KEYS[5], ARGV[13], k)
+    redis.call('zrem', KEYS[6], o, O)
     redis.call('hdel', KEYS[1], holder)
     redis.call('hset', KEYS[1], owner .. ':write', '1', token_field, t)
     redis.call('pexpire', KEYS[1], lease)
-    local subs = redis.call('pubsub', ARGV[7], KEYS[2])[2]
-    return switched(may_pass(waiting(KEYS[6]), subs), ARGV[16], KEYS[4], KEYS[5], ARGV[13], k)
+    return reply
 end
 
 if ARGV[15] and ARGV[15] ~= '' then
     return pass_on(tonumber(ARGV[15]))
 end
-if leave_queue() then
-    return 0
+-- Everything that may fail is read first (see rw_queue.lua): a lock of
+-- another type fails the call before it writes. An undo keeps the
+-- request marker it finds until the writes.
+if ARGV[11] ~= '' and redis.call('type', KEYS[1]).ok ~= 'hash' then
+    leave()
+    return 0 -- nothing to release, whatever the key holds
 end
 if ARGV[4] == '1' then
     local done = redis.call('get', KEYS[3])
     if done then
+        leave()
         return tonumber(done)
     end
-elseif ARGV[4] == '2' and redis.call('del', KEYS[3]) == 0 then
-    return 0
 end
 -- One HGETALL reads the writer's count, the mode, and whether the hash
 -- has read holds (numeric fields of other owners).
 local fields = redis.call('hgetall', KEYS[1])
+if ARGV[4] == '2' and redis.call('exists', KEYS[3]) == 0 then
+    leave()
+    return 0
+end
 local count, mode, readers = nil, nil, false
 for i = 1, #fields, 2 do
     local f = fields[i]
@@ -116,25 +128,41 @@ for i = 1, #fields, 2 do
     end
 end
 if count == nil or mode ~= 'write' then
+    if ARGV[4] == '2' then
+        redis.call('del', KEYS[3])
+    end
+    leave()
     return 0
 end
-
-local result = 1
 -- Read holds left (the writer's own) keep the lock in read mode, for as
 -- long as the longest of them.
-local longest = 0
+local longest, dead, queue, grantee, token, subs = 0, {}
 if count == 1 and readers then
-    redis.call('hdel', KEYS[1], ARGV[1], token_field)
-    longest = longest_reader(KEYS[1], ARGV[6])
+    longest, dead = readers_left(fields, ARGV[6])
 end
+if count == 1 then
+    if longest > 0 then
+        queue = queued()
+    else
+        queue, grantee, token, subs = freeing()
+    end
+end
+
+-- The writes.
+if ARGV[4] == '2' then
+    redis.call('del', KEYS[3])
+end
+leave()
+local result = 1
 if count > 1 then
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
 elseif longest > 0 then
+    redis.call('hdel', KEYS[1], ARGV[1], token_field, unpack(dead))
     redis.call('hset', KEYS[1], 'mode', 'read')
     redis.call('pexpire', KEYS[1], longest)
-    announce(ARGV[2])
+    announce(ARGV[2], queue)
 else
-    result = free()
+    result = free(queue, grantee, token, subs)
 end
 if ARGV[4] == '1' then
     redis.call('set', KEYS[3], result, 'px', ARGV[5])

@@ -1,6 +1,9 @@
 // Package scripts holds relock's Lua scripts, one embedded file per
 // operation, and runs them by EVALSHA with a fallback to EVAL when the
 // server's script cache does not know them (after a restart or failover).
+// Redis does not undo the writes of a script that fails, so each script
+// reads what could make it fail before its first write (see
+// docs/design.md, Scripts).
 package scripts
 
 import (
@@ -52,6 +55,7 @@ var (
 	Renew       = load("renew")
 	ForceUnlock = loadWith("forceunlock", "clock", "queue")
 	Announce    = load("announce")
+	Start       = load("start")
 )
 
 // loadWith loads a script with the declarations of the library files

@@ -158,7 +158,7 @@ func TestGrantShortLease(t *testing.T) {
 
 func TestHeaders(t *testing.T) {
 	fresh(t)
-	for _, s := range []*Script{Lock, Unlock, Abandon, Renew, ForceUnlock, ElectionProclaim, ElectionResign, ElectionRead} {
+	for _, s := range []*Script{Lock, Unlock, Abandon, Renew, ForceUnlock, Announce, Start, ElectionProclaim, ElectionResign, ElectionRead} {
 		header := s.Source()[:strings.Index(s.Source(), "\n\n")]
 		for _, want := range []string{"-- " + s.Name() + ".lua:", "KEYS[", "ARGV[", "Returns"} {
 			if !strings.Contains(header, want) {

@@ -11,20 +11,30 @@
 -- Returns   1: the permits were taken (now, or by an earlier attempt of
 --           this request)
 --           0: not enough permits available (or the request was undone)
+--           a WRONGTYPE error, with nothing written, when KEYS[1] holds
+--           no integer or another type
+--
+-- Redis does not undo the writes of a script that fails, so the reads
+-- that may fail come before the first write.
 
+-- One MGET reads the request's marker and the permits available.
+local got = redis.call('mget', KEYS[2], KEYS[1])
+local value = got[2]
+if not got[1] then
+    if not value then
+        -- Missing, or of another type, which MGET does not tell: GET fails
+        -- on the latter.
+        value = redis.call('get', KEYS[1])
+    end
+    if value and not string.match(value, '^%-?%d+$') then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds no number of permits')
+    end
+end
 if #KEYS > 2 then
     redis.call('del', unpack(KEYS, 3))
 end
--- One MGET reads the request's marker and the permits available.
-local got = redis.call('mget', KEYS[2], KEYS[1])
 if got[1] then
     return tonumber(got[1])
-end
-local value = got[2]
-if not value then
-    -- Missing, or of another type, which MGET does not tell: GET fails
-    -- on the latter.
-    value = redis.call('get', KEYS[1])
 end
 value = tonumber(value or '0')
 if value >= tonumber(ARGV[1]) then

@@ -8,15 +8,27 @@
 --
 -- Returns   the number of permits taken (0 when none was available; a
 --           negative count is left as it is)
+--           a WRONGTYPE error, with nothing written, when KEYS[1] holds
+--           no integer or another type
+--
+-- Redis does not undo the writes of a script that fails, so the reads
+-- that may fail come before the first write.
 
+local done = redis.call('get', KEYS[2])
+local value
+if not done then
+    value = redis.call('get', KEYS[1])
+    if value and not string.match(value, '^%-?%d+$') then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds no number of permits')
+    end
+end
 if #KEYS > 2 then
     redis.call('del', unpack(KEYS, 3))
 end
-local done = redis.call('get', KEYS[2])
 if done then
     return tonumber(done)
 end
-local value = tonumber(redis.call('get', KEYS[1]) or '0')
+value = tonumber(value or '0')
 if value <= 0 then
     return 0
 end

@@ -21,6 +21,8 @@
 --           number, plus 1 when the k permits were handed (left out of
 --           the count: the client gives them to its calls); a retried
 --           request answers as the first did.
+--           a WRONGTYPE error, with nothing written, when KEYS[1] holds
+--           no integer or another type
 --
 -- Handed permits are never published: the only listener is the client
 -- that takes them. The rest, if any, are added and published. Nothing is
@@ -28,17 +30,37 @@
 -- while its permits were out): the permits are all added then, and the
 -- calls attempt for them as for any.
 
-if #KEYS > 3 then
-    redis.call('del', unpack(KEYS, 4))
+-- Redis does not undo the writes of a script that fails: nothing is
+-- written before what may fail, but the request's marker, which is
+-- deleted again if the count cannot take the permits.
+
+local function no_count()
+    return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds no number of permits')
 end
+
+-- forget deletes the markers of the client's answered requests, once
+-- nothing can fail any more.
+local function forget()
+    if #KEYS > 3 then
+        redis.call('del', unpack(KEYS, 4))
+    end
+end
+
 local k = tonumber(ARGV[4] or '0')
 -- The marker says how the request was applied: "h" with the k permits
 -- handed, "1" without.
 local applied, available = '1', nil
 if k > 0 and redis.call('pubsub', ARGV[5], KEYS[2])[2] <= 1 then
     available = redis.pcall('get', KEYS[1])
-    if type(available) ~= 'table' and tonumber(available or '0') + tonumber(ARGV[1]) - k >= 0 then
-        applied = 'h'
+    if type(available) ~= 'table' then
+        -- Of another type, the INCRBY below fails.
+        available = tonumber(available or '0')
+        if not available then
+            return no_count()
+        end
+        if available + tonumber(ARGV[1]) - k >= 0 then
+            applied = 'h'
+        end
     end
 end
 local function answer(value)
@@ -54,7 +76,12 @@ end
 -- earlier attempt set it (and so was applied).
 if not redis.call('set', KEYS[3], applied, 'px', ARGV[3], 'nx') then
     applied = redis.call('get', KEYS[3])
-    return answer(tonumber(redis.call('get', KEYS[1]) or '0'))
+    local value = tonumber(redis.call('get', KEYS[1]) or '0')
+    if not value then
+        return no_count()
+    end
+    forget()
+    return answer(value)
 end
 local add = tonumber(ARGV[1])
 if applied == 'h' then
@@ -68,12 +95,28 @@ elseif add == 0 then
 else
     value = redis.pcall('incrby', KEYS[1], add)
 end
-if type(value) == 'table' and value.err then
-    -- A key of another type, or a count out of range: nothing stays.
-    redis.call('del', KEYS[3])
-    return value
+local err
+if type(value) == 'table' then
+    err = value
+else
+    value = tonumber(value or '0')
+    if not value then
+        err = no_count()
+    end
 end
-value = tonumber(value or '0')
+if err then
+    -- A key of another type, a count that is no number or one out of
+    -- range: nothing stays.
+    redis.call('del', KEYS[3])
+    if not string.match(err.err, '^WRONGTYPE') then
+        local count = redis.call('get', KEYS[1])
+        if count and not string.match(count, '^%-?%d+$') then
+            err = no_count()
+        end
+    end
+    return err
+end
+forget()
 if add ~= 0 then
     redis.call(ARGV[2], KEYS[2], value)
 end

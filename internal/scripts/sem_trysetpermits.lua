@@ -11,14 +11,17 @@
 --
 -- Returns   1: set; 0: the semaphore was set already, nothing changed
 
+-- The reads come first: Redis does not undo the writes of a script that
+-- fails.
+local done = redis.call('get', KEYS[3])
+local set = not done and redis.call('exists', KEYS[1]) == 1
 if #KEYS > 3 then
     redis.call('del', unpack(KEYS, 4))
 end
-local done = redis.call('get', KEYS[3])
 if done then
     return tonumber(done)
 end
-if redis.call('exists', KEYS[1]) == 1 then
+if set then
     return 0
 end
 redis.call('set', KEYS[1], ARGV[1])

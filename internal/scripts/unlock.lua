@@ -25,7 +25,7 @@
 -- ARGV[7]  queue member of a waiter of the releasing client to grant the
 --          lock to in place of the first one when that is the releasing
 --          client's too
--- ARGV[8]  queue member to remove first (a waiter leaving)
+-- ARGV[8]  queue member to remove (a waiter leaving)
 -- ARGV[9]  a fencing token: the releasing client has passed its hold to
 --          its waiter ARGV[7] in process already, with that token (see
 --          "Passing on in process" below)
@@ -153,42 +153,63 @@ local function quiet_channel()
     return redis.call('pubsub', numsub, KEYS[2])[2] <= known
 end
 
+-- Redis does not undo the writes of a script that fails, so from here on
+-- everything that may fail comes before the first write: the reads, and
+-- the fencing tokens drawn (fence and reserve fail, on a fencing counter
+-- that holds no number, before they write). A call leaving the queue is
+-- taken out of it with the writes (leave), and left out of what is read
+-- of the queue until then.
 if passed ~= '' then
     local t = tonumber(passed)
     local holder, cur = holding(KEYS[1])
-    redis.call('zrem', KEYS[5], preferred)
     if not cur or not holder or string.sub(holder, 1, #self + 1) ~= self .. ':' then
+        redis.call('zrem', KEYS[5], preferred)
         return 0
     end
     if cur > t then
+        redis.call('zrem', KEYS[5], preferred)
         return 4 * cur + 2
     end
-    local next = redis.call('zrange', KEYS[5], 0, 0)[1]
+    -- The first member of the queue after the waiter's, and the reply,
+    -- with the tokens it reserves.
+    local first = redis.call('zrange', KEYS[5], 0, 1)
+    local next = first[1]
+    if next == preferred then
+        next = first[2]
+    end
+    local reply = switched(may_pass(next, quiet_channel()), ARGV[10], KEYS[3], KEYS[4], ARGV[3], k)
+    redis.call('zrem', KEYS[5], preferred)
     redis.call('del', KEYS[1])
     hold(owner_of(preferred), t, next, ARGV[12])
     redis.call('pexpire', KEYS[1], string.match(preferred, '^(%d+)|'))
-    return switched(may_pass(next, quiet_channel()), ARGV[10], KEYS[3], KEYS[4], ARGV[3], k)
+    return reply
 end
 
-if leaving ~= '' then
-    redis.call('zrem', KEYS[5], leaving)
-    if redis.call('type', KEYS[1]).ok ~= 'hash' then
-        return 0 -- nothing to release, whatever the key holds
+local function leave()
+    if leaving ~= '' then
+        redis.call('zrem', KEYS[5], leaving)
     end
+end
+if leaving ~= '' and redis.call('type', KEYS[1]).ok ~= 'hash' then
+    leave()
+    return 0 -- nothing to release, whatever the key holds
 end
 if KEYS[6] then
     local done = redis.call('get', KEYS[6])
     if done then
+        leave()
         return tonumber(done)
     end
 end
 if not count then
     count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
     if count == nil then
+        leave()
         return 0
     end
 end
 if count > 1 then
+    leave()
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
     if KEYS[6] then
         redis.call('set', KEYS[6], '1', 'px', ARGV[11])
@@ -200,6 +221,9 @@ local result = 2
 local grantee
 local quiet = false
 local queue = waiting(KEYS[5], queued)
+if leaving ~= '' then
+    queue = without(queue, leaving)
+end
 if #queue > 0 or preferred ~= '' then
     quiet = quiet_channel()
     if quiet then
@@ -218,6 +242,11 @@ if grantee and grantee ~= preferred and not string.match(grantee, '^%d+|o|') the
     grantee = nil -- a reentrant owner, or one that must see replicas acknowledge
 end
 
+local token
+if grantee then
+    token = fence(KEYS[3], KEYS[4], ARGV[3])
+end
+leave()
 redis.call('del', KEYS[1])
 if grantee then
     local lease = string.match(grantee, '^(%d+)|')
@@ -228,7 +257,6 @@ if grantee then
         ttl = math.min(ttl, grant_ttl)
     end
     redis.call('zrem', KEYS[5], grantee)
-    local token = fence(KEYS[3], KEYS[4], ARGV[3])
     -- after is the first member of the queue behind the grantee, if any.
     local after
     for i = 1, #queue, 2 do
@@ -242,6 +270,7 @@ if grantee then
     if mine and grantee == preferred then
         result = -2 * token
         if may_pass(after, quiet) then
+            -- Cannot fail: fence has just drawn from the same keys.
             reserve(KEYS[3], KEYS[4], ARGV[3], k)
             result = result - 1
         end

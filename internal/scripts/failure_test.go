@@ -1,0 +1,598 @@
+package scripts
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// state is every key of the test server: its type, its DUMP and its PTTL
+// rounded to the second, so that a write of any kind, a new TTL included,
+// shows as a change.
+type state map[string]string
+
+func snapshot(t *testing.T) state {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := make(state, len(keys))
+	for _, k := range keys {
+		dump, err := rdb.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl := rdb.PTTL(ctx, k).Val()
+		s[k] = fmt.Sprintf("%q ttl %v", dump, ttl.Round(time.Second))
+	}
+	return s
+}
+
+// diff describes how after differs from s, or returns "".
+func (s state) diff(after state) string {
+	var d []string
+	for _, k := range slices.Sorted(maps.Keys(s)) {
+		if v, ok := after[k]; !ok {
+			d = append(d, "deleted "+k)
+		} else if v != s[k] {
+			d = append(d, "changed "+k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		if _, ok := s[k]; !ok {
+			d = append(d, "made "+k)
+		}
+	}
+	return strings.Join(d, ", ")
+}
+
+// given writes a key of each kind the cases below set up: a string, a
+// hash (pairs), a zset (member, score pairs; the score "now+d" is the
+// server's clock plus d ms) or a stream, with a TTL in ms when ttl > 0.
+type given struct {
+	key, kind string
+	vals      []string
+	ttl       int
+}
+
+func (g given) write(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	switch g.kind {
+	case "string":
+		err = rdb.Set(ctx, g.key, g.vals[0], 0).Err()
+	case "hash":
+		err = rdb.HSet(ctx, g.key, g.vals).Err()
+	case "zset":
+		now, terr := rdb.Time(ctx).Result()
+		if terr != nil {
+			t.Fatal(terr)
+		}
+		for i := 0; i < len(g.vals); i += 2 {
+			score := g.vals[i+1]
+			if d, ok := strings.CutPrefix(score, "now"); ok {
+				var ms int64
+				fmt.Sscan(d, &ms)
+				score = fmt.Sprint(now.UnixMilli() + ms)
+			}
+			var f float64
+			fmt.Sscan(score, &f)
+			if err = rdb.ZAdd(ctx, g.key, redis.Z{Score: f, Member: g.vals[i]}).Err(); err != nil {
+				break
+			}
+		}
+	case "stream":
+		err = rdb.XAdd(ctx, &redis.XAddArgs{Stream: g.key, Values: g.vals}).Err()
+	default:
+		t.Fatalf("unknown kind %q", g.kind)
+	}
+	if err == nil && g.ttl > 0 {
+		err = rdb.PExpire(ctx, g.key, time.Duration(g.ttl)*time.Millisecond).Err()
+	}
+	if err != nil {
+		t.Fatalf("given %s: %v", g.key, err)
+	}
+}
+
+func str(key, v string) given { return given{key, "string", []string{v}, 0} }
+
+func hash(key string, ttl int, pairs ...string) given { return given{key, "hash", pairs, ttl} }
+
+func zset(key string, pairs ...string) given { return given{key, "zset", pairs, 0} }
+
+// failure is a script call on keys one of which holds what the script
+// cannot work with: it must fail, unless succeeds is set.
+type failure struct {
+	name   string
+	given  []given
+	script *Script
+	keys   []string
+	args   []any
+	// succeeds is set where there is nothing to fail for: a queue of
+	// another type holds no member to take out of it.
+	succeeds bool
+}
+
+// TestFailuresWriteNothing: Redis does not undo the writes of a script
+// that fails, so every script that can fail on what it finds in Redis (a
+// key of another type, a fencing counter or a count that holds no
+// number) must fail before its first write. Each case sets up keys one of
+// which such a call cannot work with, and checks that the call fails with
+// a WRONGTYPE error and leaves every key as it was.
+func TestFailuresWriteNothing(t *testing.T) {
+	const (
+		lease   = "30000"
+		corrupt = "not a number"
+	)
+	lk := func(name string) []string { return lockKeys(name, "") }
+	uk := func(name string) []string { return unlockKeys(name, "") }
+	rwLock := func(name string) []string {
+		k := newRW(name)
+		return []string{k.name, k.counter, k.token, k.name, k.queue}
+	}
+	rwUnlock := func(name, marker string) []string {
+		k := newRW(name)
+		if marker == "" {
+			marker = k.name
+		}
+		return []string{k.name, k.channel, marker, k.counter, k.token, k.queue}
+	}
+	// rwRelease is the ARGV of the read-write release scripts: the hold's
+	// field, the marker mode, and the rest (ARGV[14..16]) if any.
+	rwRelease := func(name, field, mode string, rest ...any) []any {
+		return append([]any{field, "0", "publish", mode, 60000, newRW(name).prefix,
+			"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL}, rest...)
+	}
+	sem := func(name string) (string, string, string) {
+		return name, "redisson_sc:{" + name + "}", "relock_semaphore_request:{" + name + "}:"
+	}
+	permit := func(name string) []string {
+		return []string{name, "{" + name + "}:timeout", "redisson_sc:{" + name + "}", "relock_permit_queue:{" + name + "}"}
+	}
+	cases := []failure{
+		{
+			name: "lock: a waiter takes the free lock, fencing counter corrupt",
+			given: []given{
+				zset(lk("f:lock")[3], lease+"|o|u:1", "1", lease+"|o|v:1", "2"),
+				str(lk("f:lock")[1], corrupt),
+			},
+			script: Lock, keys: lk("f:lock"),
+			args: []any{lease, "u:1", fenceTTL, "o", 1, "1"},
+		},
+		{
+			name: "lock: a one-shot holder's retry, queue of another type", succeeds: true,
+			given: []given{
+				hash("f:retry", 10000, "u:1", "1", "relock_token", "5"),
+				str(lk("f:retry")[3], "x"),
+			},
+			script: Lock, keys: lk("f:retry"),
+			args: []any{lease, "u:1", fenceTTL, "o", 1, "1"},
+		},
+		{
+			name: "lock: a reentrant holder re-enters, queue of another type", succeeds: true,
+			given: []given{
+				hash("f:reenter", 10000, "u:1", "1", "relock_token", "5"),
+				str(lk("f:reenter")[3], "x"),
+			},
+			script: Lock, keys: lockKeys("f:reenter", "relock_lock_request:{f:reenter}:m"),
+			args: []any{lease, "u:1", fenceTTL, "r", 1, "1", 60000},
+		},
+		{
+			name: "unlock: the last hold grants a waiter of another client, fencing counter corrupt",
+			given: []given{
+				hash("f:grant", 10000, "u:1", "1", "relock_token", "5", "relock_queued", "1"),
+				zset(uk("f:grant")[4], lease+"|o|v:1", "1"),
+				str(uk("f:grant")[2], corrupt),
+			},
+			script: Unlock, keys: uk("f:grant"),
+			args: unlockArgs(uk("f:grant"), "u:1"),
+		},
+		{
+			name: "unlock: passing on in process reserves tokens, fencing counter corrupt",
+			given: []given{
+				hash("f:pass", 10000, "u:1", "1", "relock_token", "5"),
+				str(uk("f:pass")[2], corrupt),
+			},
+			script: Unlock, keys: uk("f:pass"),
+			args: []any{"u:1", "publish", fenceTTL, "relock_grant:u", "1", "0", lease + "|o|u:2", "", "6", "1"},
+		},
+		{
+			name:   "abandon: a reentrant acquisition's marker, lock of another type",
+			given:  []given{str("f:abandon", "x"), str("relock_lock_request:{f:abandon}:m", "1")},
+			script: Abandon, keys: []string{"f:abandon", "redisson_lock__channel:{f:abandon}", "relock_lock_request:{f:abandon}:m"},
+			args: []any{"u:1", "0", "publish", "1"},
+		},
+		{
+			name: "forceunlock: queue of another type",
+			given: []given{
+				hash("f:force", 10000, "u:1", "1"),
+				str(lk("f:force")[3], "x"),
+			},
+			script: ForceUnlock, keys: []string{"f:force", "redisson_lock__channel:{f:force}", lk("f:force")[3]},
+			args: []any{"0", "publish", "relock_grant:u", "u"},
+		},
+		{
+			name: "rw read lock: a free lock, fencing counter corrupt",
+			given: []given{
+				str(newRW("f:rfree").counter, corrupt),
+			},
+			script: RWReadLock, keys: rwLock("f:rfree"),
+			args: []any{lease, "r:1", "0", 60000, newRW("f:rfree").prefix, "R", 2000, "0"},
+		},
+		{
+			name: "rw read lock: a lock other readers hold, fencing counter of another type",
+			given: []given{
+				hash("f:rshared", 10000, "mode", "read", "r:1", "1"),
+				hash(newRW("f:rshared").counter, 0, "a", "1"),
+			},
+			script: RWReadLock, keys: rwLock("f:rshared"),
+			args: []any{lease, "r:2", "0", 60000, newRW("f:rshared").prefix, "R", 2000, "0"},
+		},
+		{
+			name: "rw read lock: a queued reader takes the lock, queue of another type", succeeds: true,
+			given: []given{
+				str(newRW("f:rqueue").queue, "x"),
+			},
+			script: RWReadLock, keys: rwLock("f:rqueue"),
+			args: []any{lease, "r:1", "0", 60000, newRW("f:rqueue").prefix, "R", 2000, "1"},
+		},
+		{
+			name: "rw write lock: a queued writer takes the lock, queue of another type", succeeds: true,
+			given: []given{
+				str(newRW("f:wqueue").queue, "x"),
+			},
+			script: RWWriteLock, keys: rwLock("f:wqueue"),
+			args: []any{lease, "w:1", "0", 60000, fenceTTL, "o", 2000, "1"},
+		},
+		{
+			name: "rw read unlock: the last reader grants a writer, fencing counter corrupt",
+			given: []given{
+				hash("f:rgrant", 10000, "mode", "read", "r:1", "1"),
+				{newRW("f:rgrant").hold("r:1", 1), "string", []string{"1"}, 10000},
+				zset(newRW("f:rgrant").queue, lease+"|o|w:1", "1"),
+				str(newRW("f:rgrant").counter, corrupt),
+			},
+			script: RWReadUnlock, keys: rwUnlock("f:rgrant", ""),
+			args: rwRelease("f:rgrant", "r:1", "0"),
+		},
+		{
+			name: "rw read unlock: the last reader frees the lock, queue of another type",
+			given: []given{
+				hash("f:rfreeq", 10000, "mode", "read", "r:1", "1"),
+				{newRW("f:rfreeq").hold("r:1", 1), "string", []string{"1"}, 10000},
+				str(newRW("f:rfreeq").queue, "x"),
+			},
+			script: RWReadUnlock, keys: rwUnlock("f:rfreeq", ""),
+			args: rwRelease("f:rfreeq", "r:1", "0"),
+		},
+		{
+			name: "rw read unlock: undo of a lock now of another type",
+			given: []given{
+				str("f:rundo", "x"),
+				str("relock_lock_request:{f:rundo}:m", "1"),
+			},
+			script: RWReadUnlock, keys: rwUnlock("f:rundo", "relock_lock_request:{f:rundo}:m"),
+			args: rwRelease("f:rundo", "r:1", "2"),
+		},
+		{
+			name: "rw write unlock: the writer grants the next writer, fencing counter corrupt",
+			given: []given{
+				hash("f:wgrant", 10000, "mode", "write", "w0:1:write", "1", "relock_token", "3"),
+				zset(newRW("f:wgrant").queue, lease+"|o|w:1", "1"),
+				str(newRW("f:wgrant").counter, corrupt),
+			},
+			script: RWWriteUnlock, keys: rwUnlock("f:wgrant", ""),
+			args: rwRelease("f:wgrant", "w0:1:write", "0"),
+		},
+		{
+			name: "rw write unlock: passing on in process reserves tokens, fencing counter corrupt",
+			given: []given{
+				hash("f:wpass", 10000, "mode", "write", "c0ffee:1:write", "1", "relock_token", "3"),
+				str(newRW("f:wpass").counter, corrupt),
+			},
+			script: RWWriteUnlock, keys: rwUnlock("f:wpass", ""),
+			args: rwRelease("f:wpass", "c0ffee:1:write", "0", lease+"|o|c0ffee:2", 4, "1"),
+		},
+		{
+			name: "rw write unlock: the writer keeps reading, queue of another type",
+			given: []given{
+				hash("f:wdown", 10000, "mode", "write", "w:1:write", "1", "w:1", "1", "relock_token", "3"),
+				{newRW("f:wdown").hold("w:1", 1), "string", []string{"1"}, 10000},
+				str(newRW("f:wdown").queue, "x"),
+			},
+			script: RWWriteUnlock, keys: rwUnlock("f:wdown", ""),
+			args: rwRelease("f:wdown", "w:1:write", "0"),
+		},
+		{
+			name: "rw write unlock: undo of a lock now of another type",
+			given: []given{
+				str("f:wundo", "x"),
+				str("relock_lock_request:{f:wundo}:m", "1"),
+			},
+			script: RWWriteUnlock, keys: rwUnlock("f:wundo", "relock_lock_request:{f:wundo}:m"),
+			args: rwRelease("f:wundo", "w:1:write", "2"),
+		},
+		{
+			name: "rw forceunlock: queue of another type",
+			given: []given{
+				hash("f:rwforce", 10000, "mode", "read", "r:1", "1"),
+				{newRW("f:rwforce").hold("r:1", 1), "string", []string{"1"}, 10000},
+				str(newRW("f:rwforce").queue, "x"),
+			},
+			script: RWForceUnlock, keys: []string{"f:rwforce", newRW("f:rwforce").channel, newRW("f:rwforce").queue},
+			args: []any{"0", "publish", newRW("f:rwforce").prefix, "relock_grant:c0ffee", "c0ffee"},
+		},
+		{
+			name: "election proclaim: log of another type",
+			given: []given{
+				hash("relock_election:{f:elect}", 10000, "u:1", "1"),
+				str("relock_election_log:{f:elect}", "x"),
+			},
+			script: ElectionProclaim, keys: []string{"relock_election:{f:elect}", "relock_election_log:{f:elect}", "relock_election_channel:{f:elect}"},
+			args: []any{"u:1", `{"term":1}`, "1", "publish", 60000, "1"},
+		},
+		{
+			name: "election resign: log of another type",
+			given: []given{
+				hash("relock_election:{f:resign}", 10000, "u:1", "1", "relock_leader", `{"since":1,"term":1}`, "relock_leader_holder", "u:1"),
+				str("relock_election_log:{f:resign}", "x"),
+			},
+			script: ElectionResign, keys: []string{"relock_election:{f:resign}", "relock_election_log:{f:resign}", "relock_election_channel:{f:resign}"},
+			args: []any{"u:1", "1", "publish", 60000},
+		},
+	}
+	for _, c := range []struct{ name, value string }{{"a hash", ""}, {"no number", corrupt}} {
+		value := func(key string) given {
+			if c.value == "" {
+				return hash(key, 0, "a", "1")
+			}
+			return str(key, c.value)
+		}
+		name, ch, marker := sem("f:sem")
+		cases = append(cases,
+			failure{
+				name:   "sem acquire: count of " + c.name,
+				given:  []given{value(name), str(marker+"old", "1")},
+				script: SemAcquire, keys: []string{name, marker + "a", marker + "old"},
+				args: []any{1, 60000},
+			},
+			failure{
+				name:   "sem drain: count of " + c.name,
+				given:  []given{value(name), str(marker+"old", "1")},
+				script: SemDrain, keys: []string{name, marker + "d", marker + "old"},
+				args: []any{60000},
+			},
+			failure{
+				name:   "sem release: count of " + c.name,
+				given:  []given{value(name), str(marker+"old", "1")},
+				script: SemRelease, keys: []string{name, ch, marker + "r", marker + "old"},
+				args: []any{2, "publish", 60000, 1, "numsub"},
+			},
+			failure{
+				name:   "sem undo: count of " + c.name,
+				given:  []given{value(name), str(marker+"u", "1")},
+				script: SemUndo, keys: []string{name, ch, marker + "u"},
+				args: []any{1, "publish", 60000},
+			},
+			failure{
+				name:   "latch countdown: count of " + c.name,
+				given:  []given{value("f:latch"), str("relock_latch_request:{f:latch}:old", "1")},
+				script: LatchCountDown, keys: []string{"f:latch", "redisson_countdownlatch__channel__{f:latch}", "relock_latch_request:{f:latch}:c", "relock_latch_request:{f:latch}:old"},
+				args: []any{"publish", 60000},
+			},
+			failure{
+				name:   "permit acquire: an expired permit, count of " + c.name,
+				given:  []given{value("f:permit"), zset(permit("f:permit")[1], "expired", "now-1000")},
+				script: PermitAcquire, keys: permit("f:permit"),
+				args: []any{testPermitID, lease, "publish", "", 2000, "0"},
+			},
+			failure{
+				name:   "permit acquire: a retry of a held permit, count of " + c.name,
+				given:  []given{value("f:permit"), zset(permit("f:permit")[1], testPermitID, "now+10000")},
+				script: PermitAcquire, keys: permit("f:permit"),
+				args: []any{testPermitID, lease, "publish", "", 2000, "0"},
+			},
+			failure{
+				name:   "permit release: count of " + c.name,
+				given:  []given{value("f:permit"), zset(permit("f:permit")[1], testPermitID, "now+10000")},
+				script: PermitRelease, keys: permit("f:permit"),
+				args: []any{testPermitID, "publish", "numsub", "c0ffee", "relock_grant:c0ffee", 2000, "1", ""},
+			},
+			failure{
+				name:   "permit available: an expired permit, count of " + c.name,
+				given:  []given{value("f:permit"), zset(permit("f:permit")[1], "expired", "now-1000")},
+				script: PermitAvailable, keys: permit("f:permit")[:3],
+				args: []any{"publish"},
+			},
+			failure{
+				name:   "permit update lease: an expired permit, count of " + c.name,
+				given:  []given{value("f:permit"), zset(permit("f:permit")[1], "expired", "now-1000", testPermitID, "now+10000")},
+				script: PermitUpdateLease, keys: permit("f:permit")[:3],
+				args: []any{testPermitID, lease, "publish"},
+			},
+		)
+	}
+	cases = append(cases,
+		failure{
+			name: "permit acquire: none free after reclaiming, queue of another type",
+			given: []given{
+				str("f:pqueue", "-1"),
+				zset(permit("f:pqueue")[1], "expired", "now-1000"),
+				str(permit("f:pqueue")[3], "x"),
+			},
+			script: PermitAcquire, keys: permit("f:pqueue"),
+			args: []any{testPermitID, lease, "publish", lease + "|o|c0ffee:1", 2000, "0"},
+		},
+		failure{
+			name: "permit release: a grant to the first queued call, queue of another type",
+			given: []given{
+				str("f:prelq", "0"),
+				zset(permit("f:prelq")[1], testPermitID, "now+10000"),
+				str(permit("f:prelq")[3], "x"),
+			},
+			script: PermitRelease, keys: permit("f:prelq"),
+			args: []any{testPermitID, "publish", "numsub", "c0ffee", "relock_grant:c0ffee", 2000, "1", ""},
+		},
+	)
+
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fresh(t)
+			for _, g := range c.given {
+				g.write(t)
+			}
+			before := snapshot(t)
+			v, err := c.script.Run(context.Background(), rdb, Keys(c.keys...), c.args...).Result()
+			if c.succeeds {
+				if err != nil {
+					t.Fatalf("%s: %v, want success", c.script.Name(), err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Fatalf("%s = %v, %v; want a WRONGTYPE error", c.script.Name(), v, err)
+			}
+			if d := before.diff(snapshot(t)); d != "" {
+				t.Fatalf("%s failed (%v) after writing: %s", c.script.Name(), err, d)
+			}
+		})
+	}
+}
+
+// TestRenewSkipsKeysOfAnotherType: a renewal of many holds in one call
+// reports a hold whose key now holds another type as gone, and renews
+// the others, where it failed, after renewing the holds before it, and
+// left every hold of the call unconfirmed.
+func TestRenewSkipsKeysOfAnotherType(t *testing.T) {
+	fresh(t)
+	ctx := context.Background()
+	k := newRW("f:rwrenew")
+	for _, g := range []given{
+		hash("f:renew:a", 1000, "u:1", "1"),
+		str("f:renew:b", "x"),
+		hash("f:rwrenew", 1000, "mode", "read", "r:1", "1"),
+		{k.hold("r:1", 1), "string", []string{"1"}, 1000},
+		str("f:rwrenew:b", "x"),
+		zset("{f:prenew}:timeout", testPermitID, "now+1000"),
+		str("{f:prenew}:b", "x"),
+	} {
+		g.write(t)
+	}
+	for _, c := range []struct {
+		script *Script
+		keys   []string
+		args   []any
+		long   string
+	}{
+		{Renew, []string{"f:renew:a", "f:renew:b"}, []any{"u:1", 30000, "u:1", 30000}, "f:renew:a"},
+		{RWRenew, []string{"f:rwrenew", "f:rwrenew:b"}, []any{"r:1", 30000, "r:1", 30000}, k.hold("r:1", 1)},
+		{PermitRenew, []string{"{f:prenew}:timeout", "{f:prenew}:b"}, []any{testPermitID, 30000, testPermitID, 30000}, ""},
+	} {
+		v, err := c.script.Run(ctx, rdb, Keys(c.keys...), c.args...).Int64Slice()
+		if err != nil || fmt.Sprint(v) != "[1 0]" {
+			t.Fatalf("%s = %v, %v; want [1 0]", c.script.Name(), v, err)
+		}
+		if c.long != "" && pttl(t, c.long) < 20*time.Second {
+			t.Fatalf("%s: %s not renewed", c.script.Name(), c.long)
+		}
+	}
+	if s := rdb.ZScore(ctx, "{f:prenew}:timeout", testPermitID).Val(); time.Until(time.UnixMilli(int64(s))) < 20*time.Second {
+		t.Fatal("permit_renew: the permit was not renewed")
+	}
+	if v := rdb.Get(ctx, "f:renew:b").Val(); v != "x" {
+		t.Fatalf("the key of another type was changed to %q", v)
+	}
+}
+
+// testPermitID is a permit id (16 bytes) for the tests.
+const testPermitID = "0123456789abcdef"
+
+// TestStartChecksPublish: start.lua writes the Client's identity only for
+// a Redis user that may publish on every channel it is given, and names
+// the channels it may not publish on otherwise, by redis.acl_check_cmd
+// and, as on Redis 6.2, which lacks it, by publishing.
+func TestStartChecksPublish(t *testing.T) {
+	fresh(t)
+	ctx := context.Background()
+	lacksCheck := &Script{name: "start", src: strings.Replace(Start.Source(), "if redis.acl_check_cmd then", "if false then", 1)}
+	if lacksCheck.src == Start.Source() {
+		t.Fatal("start.lua no longer reads redis.acl_check_cmd")
+	}
+	sum := sha1.Sum([]byte(lacksCheck.src))
+	lacksCheck.sha = hex.EncodeToString(sum[:])
+	lacksCheck.shaArg, lacksCheck.srcArg = lacksCheck.sha, lacksCheck.src
+	const user = "relock-start-check"
+	t.Cleanup(func() { rdb.Do(context.Background(), "ACL", "DELUSER", user) })
+	for _, s := range []*Script{Start, lacksCheck} {
+		for _, c := range []struct {
+			rules  []any
+			denied string
+		}{
+			{[]any{"~*", "+@all", "&redisson_lock__channel:*"}, "[redisson_rwlock:{x}]"},
+			{[]any{"~*", "+@all", "&*", "-publish"}, "[redisson_lock__channel:{x} redisson_rwlock:{x}]"},
+			{[]any{"~*", "+@all", "&*"}, "[]"},
+		} {
+			if err := rdb.Do(ctx, append([]any{"ACL", "SETUSER", user, "reset", "on", ">pw"}, c.rules...)...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			as := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, Username: user, Password: "pw"})
+			const key = "relock_client:start-check"
+			v, err := s.Run(ctx, as, Keys(key), "publish", 2, "redisson_lock__channel:{x}", "redisson_rwlock:{x}", 60000, "host", "h").StringSlice()
+			_ = as.Close()
+			if err != nil || fmt.Sprint(v) != c.denied {
+				t.Fatalf("%v, acl_check_cmd %v: start = %v, %v; want %s", c.rules, s == Start, v, err, c.denied)
+			}
+			written := rdb.HGet(ctx, key, "host").Val() == "h" && pttl(t, key) > 50*time.Second
+			if written != (c.denied == "[]") {
+				t.Fatalf("%v, acl_check_cmd %v: identity written %v", c.rules, s == Start, written)
+			}
+			rdb.Del(ctx, key)
+		}
+	}
+}
+
+// TestOutOfMemoryPassesThrough: where a script reads a write's error to
+// tell a count that holds no integer (WRONGTYPE), a server at maxmemory
+// still answers OOM, as the server gives it.
+func TestOutOfMemoryPassesThrough(t *testing.T) {
+	fresh(t)
+	ctx := context.Background()
+	for _, g := range []given{
+		zset("{f:oom}:timeout", testPermitID, "now+10000"),
+		str("relock_semaphore_request:{f:oom}:u", "1"),
+	} {
+		g.write(t)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.ConfigSet(context.Background(), "maxmemory", "0") })
+	for _, c := range []struct {
+		script *Script
+		keys   []string
+		args   []any
+	}{
+		{Lock, lockKeys("f:oom", ""), []any{30000, "u:1", fenceTTL, "", 1}},
+		{RWWriteLock, []string{"f:oom", newRW("f:oom").counter, newRW("f:oom").token, "f:oom", newRW("f:oom").queue},
+			[]any{30000, "w:1", "0", 60000, fenceTTL, "", 2000, "0"}},
+		{PermitRelease, []string{"f:oom", "{f:oom}:timeout", "redisson_sc:{f:oom}", "relock_permit_queue:{f:oom}"},
+			[]any{testPermitID, "publish", "numsub", "c0ffee", "relock_grant:c0ffee", 2000, "0", ""}},
+		{SemUndo, []string{"f:oom", "redisson_sc:{f:oom}", "relock_semaphore_request:{f:oom}:u"}, []any{1, "publish", 60000}},
+	} {
+		err := c.script.Run(ctx, rdb, Keys(c.keys...), c.args...).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+			t.Errorf("%s at maxmemory: %v, want OOM", c.script.Name(), err)
+		}
+	}
+}

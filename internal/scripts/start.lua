@@ -1,0 +1,42 @@
+-- start.lua: New's script, sent in its one round trip: check that the
+-- Redis user may publish on every kind of channel relock publishes on,
+-- and only then make the Client known, as announce.lua does.
+--
+-- KEYS[1]       the identity hash relock_client:<uuid>
+-- ARGV[1]       "publish" or "spublish"
+-- ARGV[2]       n, the number of channels to check
+-- ARGV[3..2+n]  one channel of each kind relock publishes on
+-- ARGV[3+n]     the identity hash's TTL in milliseconds
+-- ARGV[4+n..]   field, value, field, value...
+--
+-- Returns       the channels of ARGV[3..2+n] the user may not publish on,
+--               with nothing written; an empty array when it may publish
+--               on all of them, and the hash written.
+--
+-- Redis does not undo the writes of a script that fails, and a PUBLISH
+-- that the user's ACL refuses fails a script after its writes: a release
+-- would stay applied while its call returned an error. So a Client is
+-- made only for a user that may publish. redis.acl_check_cmd (Redis 7)
+-- checks without sending anything; on Redis 6.2, which lacks it, an empty
+-- message is published on each channel, of a name no lock uses.
+
+local n = tonumber(ARGV[2])
+local denied = {}
+for i = 3, 2 + n do
+    local ok
+    if redis.acl_check_cmd then
+        ok = redis.acl_check_cmd(ARGV[1], ARGV[i], '')
+    else
+        local r = redis.pcall(ARGV[1], ARGV[i], '')
+        ok = type(r) ~= 'table' or not r.err
+    end
+    if not ok then
+        denied[#denied + 1] = ARGV[i]
+    end
+end
+if #denied > 0 then
+    return denied
+end
+redis.call('hset', KEYS[1], unpack(ARGV, 4 + n))
+redis.call('pexpire', KEYS[1], ARGV[3 + n])
+return denied
