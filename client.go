@@ -72,7 +72,8 @@ type Client struct {
 // refused with ErrUnsupportedClient: client-side sharding without failover
 // is no home for locks. relock never closes rdb. New asks the server, in
 // one round trip bounded by the cleanup timeout, whether the Redis user
-// may run scripts, and fails with ErrNoPermission if its ACL says no; a
+// may run scripts and publish on relock's channels, and fails with
+// ErrNoPermission, naming what the user lacks, if its ACL says no; a
 // server that does not answer is left to the calls that need it. The same
 // round trip makes the Client known to operators (see WithClientName). A
 // nil rdb, or a nil pointer of any client type, fails with an error
