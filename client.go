@@ -112,9 +112,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	c.info = c.identity()
 	_, c.cluster = rdb.(*redis.ClusterClient)
 	probed := c.probe()
-	if probed.publish != "" {
-		c.publish = probed.publish
-	}
+	c.publish = probed.publish
 	c.numsub = "numsub"
 	if c.publish == "spublish" {
 		c.numsub = "shardnumsub"
@@ -178,7 +176,7 @@ func (c *Client) tokenKeys(name string) (counter, named string) {
 
 // probed is what New learns of the server before it builds the Client.
 type probed struct {
-	publish string // clusterPublish's answer on a cluster, else ""
+	publish string // "publish", or clusterPublish's answer on a cluster
 	err     error  // checkScripts'
 }
 
@@ -189,11 +187,11 @@ type probed struct {
 func (c *Client) probe() probed {
 	got := make(chan probed, 1)
 	if !within(c.cfg.cleanup, func() {
-		var p probed
+		p := probed{publish: "publish"}
 		if c.cluster {
 			p.publish = c.clusterPublish()
 		}
-		p.err = c.checkScripts()
+		p.err = c.checkScripts(p.publish)
 		got <- p
 	}) {
 		c.cfg.logger.Warn("relock: the server did not answer New's probe within the cleanup timeout; going on with the defaults",
@@ -201,7 +199,7 @@ func (c *Client) probe() probed {
 		if c.cluster {
 			return probed{publish: "spublish"}
 		}
-		return probed{}
+		return probed{publish: "publish"}
 	}
 	return <-got
 }

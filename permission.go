@@ -30,7 +30,10 @@ const probeSHA = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
 // wrapping ErrNoPermission when the server answers NOPERM or names a
 // channel denied, and nil otherwise: a server that cannot be reached now
 // is the business of the calls that will need it.
-func (c *Client) checkScripts() error {
+//
+// publish is the Client's publish command ("publish" or "spublish"), which
+// New has not stored yet.
+func (c *Client) checkScripts(publish string) error {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
 	defer cancel()
 	pipe := c.rdb.Pipeline()
@@ -40,7 +43,7 @@ func (c *Client) checkScripts() error {
 	// the user may publish; the watchdog's rounds keep it so.
 	channels, patterns := c.publishChannels()
 	keys, args := c.announceArgs()
-	start := scripts.Start.QueueSource(ctx, pipe, keys, append(append([]any{c.publish, len(channels)}, channels...), args...)...)
+	start := scripts.Start.QueueSource(ctx, pipe, keys, append(append([]any{publish, len(channels)}, channels...), args...)...)
 	_, _ = pipe.Exec(ctx)
 	var denied []string
 	var first error
@@ -68,7 +71,7 @@ func (c *Client) checkScripts() error {
 	}
 	return fmt.Errorf("%w: the Redis user may not %s on %s, the channels on which relock's releases tell waiters "+
 		"(a release refused there would fail with its writes applied); grant them as relock's README lists (ACL SETUSER)",
-		ErrNoPermission, strings.ToUpper(c.publish), strings.Join(lacks, " "))
+		ErrNoPermission, strings.ToUpper(publish), strings.Join(lacks, " "))
 }
 
 // permissionCheck is the lock name of the channels start.lua checks: one
