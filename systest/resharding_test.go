@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/history"
 	"github.com/relock-go/relock/internal/redistest"
@@ -130,6 +132,7 @@ func TestFaultClusterResharding(t *testing.T) {
 	}
 	if afterRate == 0 {
 		t.Errorf("no hold in the 2s after the moves settled: throughput did not recover")
+		w.dump(t, testkit.CloseLater(t, c.Client()), clients)
 	}
 	safety(t, "cluster-resharding", "slot moves", moved, "failovers", 1,
 		"holds/s before", int(beforeRate), "during", int(during), "after", int(afterRate),
@@ -273,3 +276,32 @@ func (w *reshardWorkload) longestSince(t time.Time) wait {
 }
 
 func (x wait) String() string { return fmt.Sprintf("%v (%s)", x.d.Round(time.Millisecond), x.kind) }
+
+// dump logs what Redis holds for every name, and the Clients' counters,
+// for a run that stalled.
+func (w *reshardWorkload) dump(t *testing.T, rdb *redis.ClusterClient, clients []*relock.Client) {
+	ctx := context.Background()
+	for _, names := range [][]string{w.mutexes, w.fairs, w.rws, w.sems} {
+		for _, n := range names {
+			for _, k := range testkit.KeysOf(t, rdb, n) {
+				typ, _ := rdb.Type(ctx, k).Result()
+				ttl, _ := rdb.PTTL(ctx, k).Result()
+				var v any
+				switch typ {
+				case "hash":
+					v, _ = rdb.HGetAll(ctx, k).Result()
+				case "zset":
+					v, _ = rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+				case "list":
+					v, _ = rdb.LRange(ctx, k, 0, -1).Result()
+				case "string":
+					v, _ = rdb.Get(ctx, k).Result()
+				}
+				t.Logf("%s (%s, pttl %v): %v", k, typ, ttl, v)
+			}
+		}
+	}
+	for i, c := range clients {
+		t.Logf("client %d: %+v", i, c.Stats())
+	}
+}
