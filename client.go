@@ -50,6 +50,8 @@ type Client struct {
 	holdsMu sync.Mutex
 	holds   map[holdKey]*hold // reentrant watchdog holds, shared by their leases
 
+	leftovers leftovers // queue leaves that failed (leftover.go)
+
 	local waiters      // waiting calls of every primitive but the FairMutex (waiters.go)
 	fair  waiters      // FairMutex calls waiting
 	turns turnRegistry // RWMutex writers' turns per name

@@ -178,7 +178,7 @@ func (a *fairAcquire) Undo(ctx context.Context) {
 	if a.reentrant {
 		mode = fairUndoReentrant
 	}
-	a.m.leave(ctx, a, mode)
+	a.m.leave(a, mode)
 }
 
 // Modes of fair_leave.lua, boxed once.
@@ -263,17 +263,20 @@ func (m *FairMutex) newLease(owner string, reentrant bool, token uint64) *Lease 
 	}
 }
 
-// leave runs fair_leave.lua: takes the call's owner out of the queue and,
-// by mode, undoes a hold whose reply was lost.
-func (m *FairMutex) leave(ctx context.Context, a *fairAcquire, mode any) {
+// leave runs fair_leave.lua, within the cleanup timeout: takes the call's
+// owner out of the queue and, by mode, undoes a hold whose reply was lost.
+// A leave that fails is sent again by the Client's next call on the lock.
+func (m *FairMutex) leave(a *fairAcquire, mode any) {
 	keys := m.leaveKeys
 	if a.reentrant {
 		keys = append(m.leaveKeys[:4:4], a.keys[6], m.aliveKey)
 	}
-	err := scripts.FairLeave.Run(ctx, m.c.batch.Direct(), keys, a.owner, msgUnlock, m.c.publish, mode, m.argGrantPrefix).Err()
+	err := m.c.leave(nil, m.name, func(ctx context.Context) error {
+		return scripts.FairLeave.Run(ctx, m.c.batch.Direct(), keys, a.owner, msgUnlock, m.c.publish, mode, m.argGrantPrefix).Err()
+	})
 	if err != nil {
-		m.c.cfg.logger.Warn("relock: cannot leave a fair lock's queue; the entry expires with the waiter timeout",
-			"name", m.name, "waiter timeout", m.waiterTimeout, "err", err)
+		m.c.cfg.logger.Warn("relock: cannot leave a fair lock's queue; the Client's next call on it tries again",
+			"name", m.name, "err", err)
 	}
 }
 

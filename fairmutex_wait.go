@@ -205,9 +205,7 @@ func (q *fairQueued) leave() {
 	if !q.a.reentrant {
 		mode = fairUndoOneShot
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.ctx), q.m.c.cfg.cleanup)
-	defer cancel()
-	q.m.leave(ctx, q.a, mode)
+	q.m.leave(q.a, mode)
 }
 
 // first reports whether owner may be first in the queue, or hold the

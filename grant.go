@@ -234,15 +234,15 @@ func (m *Mutex) leaveQueue(a *acquire) {
 	if !a.waits {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.c.cfg.cleanup)
-	defer cancel()
 	owner := any(a.owner)
 	if a.reentrant {
 		owner = argEmpty // never granted; its holds, if any, are not this call's
 	}
 	args := m.unlockArgs(owner, false, nil, a.queueMember())
-	if err := scripts.Unlock.Run(ctx, m.c.batch.Direct(), m.unlockKeys, args...).Err(); err != nil {
-		m.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the place expires with the queue",
+	if err := m.c.leave(nil, m.name, func(ctx context.Context) error {
+		return scripts.Unlock.Run(ctx, m.c.batch.Direct(), m.unlockKeys, args...).Err()
+	}); err != nil {
+		m.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the Client's next call on it tries again",
 			"name", m.name, "err", err)
 	}
 }

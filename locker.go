@@ -61,6 +61,7 @@ func (c *Client) startLock(ctx context.Context, check error, op, name string, op
 	if err := ctx.Err(); err != nil {
 		return lockCall{}, fmt.Errorf("relock: %s %q: %w", op, name, err)
 	}
+	c.retryLeaves(ctx, name)
 	lc := lockCall{cfg: cfg, lease: c.argLease}
 	lc.owner, lc.reentrant = c.owner(ctx)
 	if cfg.fixed {

@@ -291,6 +291,7 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 	if err != nil {
 		return nil, err
 	}
+	ps.c.retryLeaves(ctx, ps.name)
 	a := &permitAttempt{ps: ps, cfg: cfg, raw: permitID(ps.c.id, ownerSeq.Add(1)), lease: cfg.lease.Milliseconds()}
 	a.args = []any{a.raw, a.lease, ps.c.argPublish, argEmpty, argGrantTTL, argZero}
 	done, retry, err := a.attempt(ctx)
@@ -402,10 +403,11 @@ func (a *permitAttempt) leave() {
 		return
 	}
 	ps := a.ps
-	ctx, cancel := context.WithTimeout(context.Background(), ps.c.cfg.cleanup)
-	defer cancel()
-	if err := scripts.PermitRelease.Run(ctx, ps.c.batch.Direct(), ps.keys, ps.releaseArgs(a.raw, a.member)...).Err(); err != nil {
-		ps.c.cfg.logger.Warn("relock: cannot leave the queue of a permit semaphore; the place expires with the queue",
+	args := ps.releaseArgs(a.raw, a.member)
+	if err := ps.c.leave(nil, ps.name, func(ctx context.Context) error {
+		return scripts.PermitRelease.Run(ctx, ps.c.batch.Direct(), ps.keys, args...).Err()
+	}); err != nil {
+		ps.c.cfg.logger.Warn("relock: cannot leave the queue of a permit semaphore; the Client's next call on it tries again",
 			"name", ps.name, "err", err)
 	}
 }

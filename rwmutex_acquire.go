@@ -323,15 +323,16 @@ func (rw *RWMutex) leaveQueue(a *rwAcquire) {
 	if a.member == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), rw.c.cfg.cleanup)
-	defer cancel()
 	field := argEmpty // a reader or reentrant owner is never granted
 	if a.write && !a.reentrant {
 		field = a.field
 	}
 	script, msg := rwUnlockScript(a.write)
-	if err := script.Run(ctx, rw.c.batch.Direct(), rw.unlockKeys(""), rw.unlockArgs(field, msg, argZero, a.member)...).Err(); err != nil {
-		rw.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the place expires with the queue",
+	keys, args := rw.unlockKeys(""), rw.unlockArgs(field, msg, argZero, a.member)
+	if err := rw.c.leave(nil, rw.name, func(ctx context.Context) error {
+		return script.Run(ctx, rw.c.batch.Direct(), keys, args...).Err()
+	}); err != nil {
+		rw.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the Client's next call on it tries again",
 			"name", rw.name, "err", err)
 	}
 }

@@ -1,0 +1,65 @@
+package relock
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// Queue leaves that failed. A call that returns without the lock takes
+// itself out of the lock's queue in Redis (leave); when that fails (the
+// server does not answer within the cleanup timeout), its entry would hold
+// the queue up until it expires, or until a grant to it runs out. The
+// Client keeps the leave instead, and sends it first in its next call on
+// the same name.
+
+// leftovers is a Client's failed queue leaves, by lock name.
+type leftovers struct {
+	n      atomic.Int64 // how many, read without mu
+	mu     sync.Mutex
+	byName map[string][]func(context.Context) error
+}
+
+// leave runs f, which takes a call out of the queue of the lock name,
+// within the cleanup timeout (and ctx, when not nil); if f fails other
+// than by a server's reply, it is kept for the next call on name (see
+// retryLeaves). It reports f's error.
+func (c *Client) leave(ctx context.Context, name string, f func(context.Context) error) error {
+	lctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
+	defer cancel()
+	if ctx != nil {
+		// A call that gives up does not wait for a server that does not
+		// answer.
+		defer context.AfterFunc(ctx, cancel)()
+	}
+	err := f(lctx)
+	if err != nil && !isServerError(err) {
+		l := &c.leftovers
+		l.mu.Lock()
+		if l.byName == nil {
+			l.byName = make(map[string][]func(context.Context) error)
+		}
+		l.byName[name] = append(l.byName[name], f)
+		l.mu.Unlock()
+		l.n.Add(1)
+	}
+	return err
+}
+
+// retryLeaves sends the leaves of name kept since they failed, before a
+// call on name goes on; those that fail again are kept. It costs nothing
+// when no leave failed.
+func (c *Client) retryLeaves(ctx context.Context, name string) {
+	l := &c.leftovers
+	if l.n.Load() == 0 {
+		return
+	}
+	l.mu.Lock()
+	fs := l.byName[name]
+	delete(l.byName, name)
+	l.mu.Unlock()
+	l.n.Add(-int64(len(fs)))
+	for _, f := range fs {
+		_ = c.leave(ctx, name, f)
+	}
+}
