@@ -274,7 +274,9 @@ func (c *conn) loop(ps *redis.PubSub, done chan struct{}) {
 			case <-ctx.Done():
 				return
 			}
-			ps, done = c.replace(ps, done)
+			if ps, done = c.replace(ps, done); ps == nil {
+				return
+			}
 			pinged = false
 			continue
 		}
@@ -286,7 +288,9 @@ func (c *conn) loop(ps *redis.PubSub, done chan struct{}) {
 			}
 			if isTimeout(err) {
 				// No answer to a ping: the connection is half-open.
-				ps, done = c.replace(ps, done)
+				if ps, done = c.replace(ps, done); ps == nil {
+					return
+				}
 				pinged = false
 				continue
 			}
@@ -350,8 +354,17 @@ func (c *conn) isStopped(ps *redis.PubSub) bool {
 
 // replace swaps a silent connection for a new one carrying the same
 // channels; the loop goes on with the new one.
+//
+// A connection closed meanwhile (close has run, or runs) gets no new one:
+// replace returns nil, and the loop ends, so that close, which waits for
+// the loop, does not wait for a new connection's receive to time out.
 func (c *conn) replace(old *redis.PubSub, done chan struct{}) (*redis.PubSub, chan struct{}) {
 	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		_ = old.Close()
+		return nil, done
+	}
 	names := make([]string, 0, len(c.chans))
 	for name := range c.chans {
 		names = append(names, name)
