@@ -100,23 +100,23 @@ type Sync struct {
 	Ack func(ctx context.Context, n int) redis.Cmder
 }
 
-// DoSync is Do with a replica acknowledgement when sync is not nil: it
+// DoSync is Do with a replica acknowledgement when acked is not nil: it
 // returns the WAIT command that followed the call on its connection too
-// (nil when sync is nil or the call was never sent), for the caller to
+// (nil when acked is nil or the call was never sent), for the caller to
 // judge. The undo rules are those of Do; a WAIT that fails or falls short
 // is left to the caller.
 //
-// A call without sync that a cluster answers with a redirection (MOVED,
+// A call without acked that a cluster answers with a redirection (MOVED,
 // ASK, TRYAGAIN, CLUSTERDOWN: the script did not run) is sent again after
 // a short pause, with the slot map reloaded, until it runs or ctx ends:
 // a slot on the move holds a call up, it does not fail it. A call with
-// sync goes to the node sync names; its redirection is the caller's, who
+// acked goes to the node acked names; its redirection is the caller's, who
 // must find the slot's new master.
-func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, sync *Sync) (int64, redis.Cmder, error) {
+func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, acked *Sync) (int64, redis.Cmder, error) {
 	var pause time.Duration
 	for {
-		v, ack, err := b.doSync(ctx, s, keys, args, undo, sync)
-		if sync != nil || !Redirected(err) {
+		v, ack, err := b.doSync(ctx, s, keys, args, undo, acked)
+		if acked != nil || !Redirected(err) {
 			return v, ack, err
 		}
 		if err := b.AwaitRedirect(ctx, err, &pause); err != nil {
@@ -186,7 +186,7 @@ func Redirected(err error) bool {
 	return redis.IsTryAgainError(err) || redis.IsClusterDownError(err)
 }
 
-func (b *Batcher) doSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, sync *Sync) (int64, redis.Cmder, error) {
+func (b *Batcher) doSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, acked *Sync) (int64, redis.Cmder, error) {
 	if b.stopped.Load() {
 		return 0, nil, b.cfg.Stopped
 	}
@@ -194,8 +194,8 @@ func (b *Batcher) doSync(ctx context.Context, s *scripts.Script, keys []any, arg
 		defer b.inflight.Add(-1)
 		var cmd *redis.Cmd
 		var ack redis.Cmder
-		if sync != nil {
-			cmd, ack = Synced(ctx, s, keys, args, sync)
+		if acked != nil {
+			cmd, ack = Synced(ctx, s, keys, args, acked)
 		} else {
 			cmd = s.Run(ctx, b.cfg.Client, keys, args...)
 		}
@@ -206,7 +206,7 @@ func (b *Batcher) doSync(ctx context.Context, s *scripts.Script, keys []any, arg
 		return v, ack, err
 	}
 	defer b.inflight.Add(-1)
-	r := &request{script: s, keys: keys, args: args, undo: undo, sync: sync, done: make(chan struct{})}
+	r := &request{script: s, keys: keys, args: args, undo: undo, acked: acked, done: make(chan struct{})}
 	if err := b.enqueue(r); err != nil {
 		return 0, nil, err
 	}
@@ -243,12 +243,12 @@ func (b *Batcher) doSync(ctx context.Context, s *scripts.Script, keys []any, arg
 	}
 }
 
-// Synced runs s and then sync's WAIT in one pipeline on sync.Node, and,
+// Synced runs s and then acked's WAIT in one pipeline on acked.Node, and,
 // if the server does not know the script, once more by EVAL with a WAIT
 // of its own. It returns the script's command and the WAIT that covers it.
-func Synced(ctx context.Context, s *scripts.Script, keys []any, args []any, sync *Sync) (*redis.Cmd, redis.Cmder) {
+func Synced(ctx context.Context, s *scripts.Script, keys []any, args []any, acked *Sync) (*redis.Cmd, redis.Cmder) {
 	r := &request{script: s, keys: keys, args: args}
-	cmds, acks := runSynced(ctx, sync.Node, sync.Replicas, sync.Ack, []*request{r})
+	cmds, acks := runSynced(ctx, acked.Node, acked.Replicas, acked.Ack, []*request{r})
 	return cmds[0], acks[0]
 }
 
@@ -323,10 +323,10 @@ type request struct {
 	keys   []any
 	args   []any
 	undo   Undo
-	sync   *Sync
+	acked  *Sync // the replica acknowledgement it asks for, or nil
 	state  atomic.Int32
 	val    int64
-	ack    redis.Cmder // the WAIT that followed a call with sync
+	ack    redis.Cmder // the WAIT that followed a call with acked
 	err    error
 	done   chan struct{}
 }
@@ -381,8 +381,8 @@ func (b *Batcher) flush() {
 	}
 }
 
-// send runs a batch: the calls without sync in one pipeline, and those
-// with sync in one pipeline per node, each ending with its WAIT. The
+// send runs a batch: the calls without acked in one pipeline, and those
+// with acked in one pipeline per node, each ending with its WAIT. The
 // pipelines run at the same time.
 func (b *Batcher) send(batch []*request) {
 	var plain []*request
@@ -391,23 +391,23 @@ func (b *Batcher) send(batch []*request) {
 		if !r.state.CompareAndSwap(queued, sent) {
 			continue // abandoned before it was sent
 		}
-		if r.sync == nil {
+		if r.acked == nil {
 			plain = append(plain, r)
 			continue
 		}
 		var g *syncGroup
 		for _, x := range nodes {
-			if x.node == r.sync.Node {
+			if x.node == r.acked.Node {
 				g = x
 				break
 			}
 		}
 		if g == nil {
-			g = &syncGroup{node: r.sync.Node, ack: r.sync.Ack}
+			g = &syncGroup{node: r.acked.Node, ack: r.acked.Ack}
 			nodes = append(nodes, g)
 		}
 		g.reqs = append(g.reqs, r)
-		g.n = max(g.n, r.sync.Replicas)
+		g.n = max(g.n, r.acked.Replicas)
 	}
 	var wg sync.WaitGroup
 	for _, g := range nodes {
@@ -423,7 +423,7 @@ func (b *Batcher) send(batch []*request) {
 	wg.Wait()
 }
 
-// syncGroup is the calls with sync of one batch for one node.
+// syncGroup is the calls with acked of one batch for one node.
 type syncGroup struct {
 	node *redis.Client
 	n    int
