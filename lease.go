@@ -142,8 +142,13 @@ func (l *Lease) unlock(ctx context.Context) error {
 	if l.reentrant && l.request == "" {
 		l.request = l.c.id + ":" + strconv.FormatUint(ownerSeq.Add(1), 10)
 	}
+	// A renewal that crosses the release on the wire finds the hold gone:
+	// the release's answer tells instead (see watchdog.Changing).
+	entry := l.entry
+	l.c.wd.Changing(entry)
 	res, err := l.rel.release(ctx, l)
 	if err != nil {
+		l.c.wd.Changed(entry)
 		if !isServerError(err) && !errors.As(err, new(unsent)) {
 			l.tried = true
 		}
@@ -151,6 +156,7 @@ func (l *Lease) unlock(ctx context.Context) error {
 	}
 	l.released = true
 	l.unwatch()
+	l.c.wd.Changed(entry)
 	if res == 0 && !l.tried {
 		l.finish(ErrLockLost, "unlock found the hold gone")
 		return ErrNotHeld
@@ -286,6 +292,9 @@ func (c *Client) watchUntil(l *Lease, group int, lease time.Duration, fixed bool
 		c.holds[key] = h
 		c.wd.Add(h.entry, deadline)
 	} else {
+		// The owner may have taken the lock afresh after the hold's last
+		// release, which a renewal sent before may have found gone.
+		c.wd.Retaken(h.entry)
 		h.entry.Extend(deadline)
 	}
 	h.leases[l] = struct{}{}

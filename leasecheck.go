@@ -17,9 +17,9 @@ import (
 // gone, such as a release message on the lock's channel. If Redis does
 // not answer within ctx, the hold stays as it was and Check returns an
 // error that wraps ctx's error when ctx ended. A MultiLock or RedLock
-// lease checks each of its members. A Check that overlaps the lease's own
-// Unlock may find the hold already released and report it lost: stop
-// checking before unlocking. A hold passed on in process by another call
+// lease checks each of its members. A Check that crosses the lease's own
+// Unlock and finds the hold already released does not count it lost: the
+// Unlock's answer tells how the hold ended. A hold passed on in process by another call
 // of the Client is checked once Redis has answered the switch that made
 // it the holder there.
 func (l *Lease) Check(ctx context.Context) error {

@@ -84,16 +84,21 @@ func (p *Permit) Release(ctx context.Context) error {
 	if err := c.checkOpen(); err != nil {
 		return opError(ctx, "release", p.ps.name, err) // the permit expires with its lease
 	}
+	// As for a Lease: a renewal crossing the release is judged by it.
+	entry := p.entry.Load()
+	c.wd.Changing(entry)
 	r, err := c.write(ctx, writeCall{name: p.ps.name, script: scripts.PermitRelease, keys: p.ps.keys,
 		args: p.ps.releaseArgs(p.raw, ""), changed: nonZero})
 	if err != nil && !isUnconfirmed(err) {
+		c.wd.Changed(entry)
 		if !isServerError(err) && !errors.Is(err, ErrReplicaSync) {
 			p.tried = true
 		}
 		return opError(ctx, "release", p.ps.name, err)
 	}
 	p.released = true
-	c.wd.Remove(p.entry.Load())
+	c.wd.Remove(entry)
+	c.wd.Changed(entry)
 	if r == 1 || r == 0 && p.tried {
 		// After an unanswered attempt, "not held" means that attempt
 		// released it.

@@ -54,6 +54,8 @@ type Entry struct {
 	deadline    atomic.Int64 // monotonic ns since the watchdog's base
 	state       atomic.Int32 // 0 new, 1 watched, 2 ended
 	unconfirmed atomic.Bool  // not yet in Redis: its deadline runs, nothing renews it
+	changing    atomic.Int32 // the holder's writes on their way (see Changing)
+	changed     atomic.Int64 // 1 + when the holder last changed the hold; 0 never
 }
 
 // Deadline returns the entry's local deadline on the watchdog's clock.
@@ -159,6 +161,48 @@ func (w *Watchdog) AddUnconfirmed(e *Entry, deadline int64) {
 func (w *Watchdog) Confirmed(e *Entry, deadline int64) {
 	e.Extend(deadline)
 	e.unconfirmed.Store(false)
+}
+
+// Changing tells w that the holder is changing e's hold in Redis: a write
+// that may remove it (a release, or a switch passing it on) is on its way.
+// A renewal that finds the hold gone then tells nothing about e if it is
+// answered before the write ends (Changed), or was sent before the write
+// began and answered after: it may have reached Redis after the write.
+// Such a finding is dropped, e's deadline stands, and the write's own
+// answer tells whether the hold was still there; if e is still watched
+// after it, the next round asks again. Every Changing must be followed by
+// Changed; a holder whose write removed the hold calls Remove first, so
+// that no finding of a renewal that crossed the write is judged in
+// between.
+func (w *Watchdog) Changing(e *Entry) {
+	e.changing.Add(1)
+	e.touch(w.Now())
+}
+
+// Changed ends a Changing of e, whatever the write's outcome.
+func (w *Watchdog) Changed(e *Entry) { e.changing.Add(-1) }
+
+// Retaken tells w that e's hold was taken again in Redis by its owner (a
+// reentrant owner's new acquisition now shares e): a renewal sent before
+// that may have reached Redis between a release and the new acquisition,
+// so its finding the hold gone is dropped, as after Changing.
+func (w *Watchdog) Retaken(e *Entry) { e.touch(w.Now()) }
+
+// touch records that the holder changed the hold at now.
+func (e *Entry) touch(now int64) {
+	for {
+		cur := e.changed.Load()
+		if now+1 <= cur || e.changed.CompareAndSwap(cur, now+1) {
+			return
+		}
+	}
+}
+
+// changedSince reports whether the holder has changed e's hold since t,
+// or is changing it now (see Changing): a renewal sent at t that found the
+// hold gone may have met the holder's own write.
+func (e *Entry) changedSince(t int64) bool {
+	return e.changing.Load() > 0 || e.changed.Load() > t
 }
 
 // Lose declares e lost with err now, unless it has ended already.
@@ -414,13 +458,19 @@ func (w *Watchdog) apply(r round) {
 				e.Extend(DeadlineFor(r.sent, e.Lease))
 			}
 		case Gone:
+			if e.changedSince(r.sent) {
+				w.cfg.Logger.Debug("relock: a renewal that crossed the holder's own write found the hold gone; its deadline stands",
+					"key", e.Key)
+				continue
+			}
 			w.lose(e, ErrGone)
 		}
 	}
 }
 
 // Verify renews e at once, outside the periodic rounds, and applies the
-// outcome as a round would: Held extends its deadline, Gone loses it. It
+// outcome as a round would: Held extends its deadline, Gone loses it
+// (unless the holder changed the hold meanwhile, see Changing). It
 // returns the outcome; Unknown for an entry no longer watched or not yet
 // confirmed (see AddUnconfirmed), or when the renewal was not answered
 // within ctx.

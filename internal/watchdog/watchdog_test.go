@@ -261,3 +261,74 @@ func TestUnconfirmed(t *testing.T) {
 	default:
 	}
 }
+
+// TestGoneCrossingChange: a renewal that finds a hold gone while its
+// holder is changing it (a release on its way) does not lose it, and
+// its deadline stands; once the change is over, a renewal sent after it
+// that finds the hold gone loses it.
+func TestGoneCrossingChange(t *testing.T) {
+	r := &renewer{result: map[string]Result{"a": Gone}}
+	w := New(Config{Interval: time.Hour, Renew: r.renew, Lost: lostData})
+	defer w.Close(errors.New("closed"))
+	lost, ch := lostChan()
+	e := &Entry{Key: "a", Lease: time.Hour, Data: lost}
+	w.Add(e, DeadlineFor(w.Now(), e.Lease))
+	before := e.Deadline()
+	w.Changing(e)
+	if res := w.Verify(context.Background(), e); res != Gone {
+		t.Fatalf("Verify = %v, want Gone", res)
+	}
+	select {
+	case err := <-ch:
+		t.Fatalf("lost while its holder changed it: %v", err)
+	default:
+	}
+	if w.Len() != 1 || e.Ended() || e.Deadline() != before {
+		t.Fatalf("after a dropped finding: Len %d, ended %v, deadline moved %v", w.Len(), e.Ended(), e.Deadline() != before)
+	}
+	w.Changed(e)
+	w.Verify(context.Background(), e)
+	if err := <-ch; !errors.Is(err, ErrGone) {
+		t.Fatalf("lost with %v, want ErrGone", err)
+	}
+}
+
+// TestGoneBeforeRetaken: a round sent before the hold was taken again by
+// its owner (Retaken) that finds it gone does not lose it; the next round
+// does.
+func TestGoneBeforeRetaken(t *testing.T) {
+	var mu sync.Mutex
+	rounds := 0
+	started := make(chan struct{}, 1)
+	answer := make(chan struct{})
+	renew := func(ctx context.Context, batch []*Entry) []Result {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		<-answer
+		mu.Lock()
+		rounds++
+		mu.Unlock()
+		out := make([]Result, len(batch))
+		for i := range out {
+			out[i] = Gone
+		}
+		return out
+	}
+	lostIn := make(chan int, 1)
+	w := New(Config{Interval: 10 * time.Millisecond, Renew: renew, Lost: func(e *Entry, err error) {
+		mu.Lock()
+		lostIn <- rounds
+		mu.Unlock()
+	}})
+	defer w.Close(errors.New("closed"))
+	e := &Entry{Key: "a", Lease: time.Hour}
+	w.Add(e, DeadlineFor(w.Now(), e.Lease))
+	<-started // the first round is on its way
+	w.Retaken(e)
+	close(answer)
+	if n := <-lostIn; n < 2 {
+		t.Fatalf("lost by round %d, sent before the hold was taken again", n)
+	}
+}
