@@ -271,7 +271,7 @@ func (m *FairMutex) leave(a *fairAcquire, mode any) {
 	if a.reentrant {
 		keys = append(m.leaveKeys[:4:4], a.keys[6], m.aliveKey)
 	}
-	err := m.c.leave(nil, m.name, func(ctx context.Context) error {
+	err := m.c.leave(context.Background(), m.name, func(ctx context.Context) error {
 		return scripts.FairLeave.Run(ctx, m.c.batch.Direct(), keys, a.owner, msgUnlock, m.c.publish, mode, m.argGrantPrefix).Err()
 	})
 	if err != nil {

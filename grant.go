@@ -239,7 +239,7 @@ func (m *Mutex) leaveQueue(a *acquire) {
 		owner = argEmpty // never granted; its holds, if any, are not this call's
 	}
 	args := m.unlockArgs(owner, false, nil, a.queueMember())
-	if err := m.c.leave(nil, m.name, func(ctx context.Context) error {
+	if err := m.c.leave(context.Background(), m.name, func(ctx context.Context) error {
 		return scripts.Unlock.Run(ctx, m.c.batch.Direct(), m.unlockKeys, args...).Err()
 	}); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the Client's next call on it tries again",

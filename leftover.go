@@ -21,17 +21,15 @@ type leftovers struct {
 }
 
 // leave runs f, which takes a call out of the queue of the lock name,
-// within the cleanup timeout (and ctx, when not nil); if f fails other
+// within the cleanup timeout and ctx; if f fails other
 // than by a server's reply, it is kept for the next call on name (see
 // retryLeaves). It reports f's error.
 func (c *Client) leave(ctx context.Context, name string, f func(context.Context) error) error {
 	lctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 	defer cancel()
-	if ctx != nil {
-		// A call that gives up does not wait for a server that does not
-		// answer.
-		defer context.AfterFunc(ctx, cancel)()
-	}
+	// A call that gives up does not wait for a server that does not
+	// answer.
+	defer context.AfterFunc(ctx, cancel)()
 	err := f(lctx)
 	if err != nil && !isServerError(err) {
 		l := &c.leftovers

@@ -404,7 +404,7 @@ func (a *permitAttempt) leave() {
 	}
 	ps := a.ps
 	args := ps.releaseArgs(a.raw, a.member)
-	if err := ps.c.leave(nil, ps.name, func(ctx context.Context) error {
+	if err := ps.c.leave(context.Background(), ps.name, func(ctx context.Context) error {
 		return scripts.PermitRelease.Run(ctx, ps.c.batch.Direct(), ps.keys, args...).Err()
 	}); err != nil {
 		ps.c.cfg.logger.Warn("relock: cannot leave the queue of a permit semaphore; the Client's next call on it tries again",

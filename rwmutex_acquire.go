@@ -329,7 +329,7 @@ func (rw *RWMutex) leaveQueue(a *rwAcquire) {
 	}
 	script, msg := rwUnlockScript(a.write)
 	keys, args := rw.unlockKeys(""), rw.unlockArgs(field, msg, argZero, a.member)
-	if err := rw.c.leave(nil, rw.name, func(ctx context.Context) error {
+	if err := rw.c.leave(context.Background(), rw.name, func(ctx context.Context) error {
 		return script.Run(ctx, rw.c.batch.Direct(), keys, args...).Err()
 	}); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the Client's next call on it tries again",
