@@ -170,6 +170,21 @@ func BenchmarkRWMutexLockUnlock(b *testing.B) {
 	})
 }
 
+// BenchmarkFairMutexLockUnlock measures one uncontended Lock and Unlock
+// of a FairMutex, one after the other on one goroutine.
+func BenchmarkFairMutexLockUnlock(b *testing.B) {
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	m := e.c.FairMutex("bench:fair:serial")
+	e.serial(b, func() error {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			return err
+		}
+		return l.Unlock(ctx)
+	})
+}
+
 // BenchmarkMutexLockUnlockParallel measures uncontended Lock and Unlock
 // from about 64 goroutines, each on its own name.
 func BenchmarkMutexLockUnlockParallel(b *testing.B) {

@@ -57,8 +57,8 @@ func (s state) diff(after state) string {
 }
 
 // given writes a key of each kind the cases below set up: a string, a
-// hash (pairs), a zset (member, score pairs; the score "now+d" is the
-// server's clock plus d ms) or a stream, with a TTL in ms when ttl > 0.
+// hash (pairs), a list, a zset (member, score pairs; the score "now+d" is
+// the server's clock plus d ms) or a stream, with a TTL in ms when ttl > 0.
 type given struct {
 	key, kind string
 	vals      []string
@@ -92,6 +92,8 @@ func (g given) write(t *testing.T) {
 				break
 			}
 		}
+	case "list":
+		err = rdb.RPush(ctx, g.key, g.vals).Err()
 	case "stream":
 		err = rdb.XAdd(ctx, &redis.XAddArgs{Stream: g.key, Values: g.vals}).Err()
 	default:
@@ -352,6 +354,230 @@ func TestFailuresWriteNothing(t *testing.T) {
 			args: []any{"u:1", "1", "publish", 60000},
 		},
 	}
+	// The FairMutex's: fk gives a fair lock's keys and its liveness
+	// entries, of a waiter alive for long or dead already.
+	fk := newFairLock
+	const (
+		live = "9999999999999:0:1"    // a relock waiter that takes no grants
+		lent = "9999999999999:5000:1" // one another client's release may grant the lock to
+		gone = "1:0:1"
+	)
+	fairLock := func(name, owner string, extra ...any) []any {
+		return append([]any{lease, owner, "0", 60000, 5000, "0", "publish", fenceTTL}, extra...)
+	}
+	fairUnlock := func(owner, grants, k string, candidates ...any) []any {
+		return append([]any{owner, "0", "publish", "0", 60000, fenceTTL, grants, k, "relock_grant:"}, candidates...)
+	}
+	cases = append(cases,
+		failure{
+			name: "fair lock: the head takes the free lock, fencing counter corrupt",
+			given: []given{
+				{fk("f:fhead").queue, "list", []string{"u:1", "v:1"}, 0},
+				zset(fk("f:fhead").timeouts, "u:1", "now+300000", "v:1", "now+600000"),
+				hash(fk("f:fhead").alive, 60000, "u:1", live, "v:1", live),
+				str(fk("f:fhead").counter, corrupt),
+			},
+			script: FairLock, keys: fk("f:fhead").keys(fk("f:fhead").counter, fk("f:fhead").token, "f:fhead"),
+			args: fairLock("f:fhead", "u:1"),
+		},
+		failure{
+			name: "fair lock: the lock free behind a dead head, fencing counter corrupt",
+			given: []given{
+				{fk("f:fdead").queue, "list", []string{"d:1"}, 0},
+				zset(fk("f:fdead").timeouts, "d:1", "now+300000"),
+				hash(fk("f:fdead").alive, 60000, "d:1", gone),
+				str(fk("f:fdead").counter, corrupt),
+			},
+			script: FairLock, keys: fk("f:fdead").keys(fk("f:fdead").counter, fk("f:fdead").token, "f:fdead"),
+			args: fairLock("f:fdead", "u:1"),
+		},
+		failure{
+			name: "fair lock: another head behind a dead one, budgets of another type",
+			given: []given{
+				{fk("f:fdeadz").queue, "list", []string{"d:1", "v:1"}, 0},
+				str(fk("f:fdeadz").timeouts, "x"),
+				hash(fk("f:fdeadz").alive, 60000, "d:1", gone, "v:1", live),
+			},
+			script: FairLock, keys: fk("f:fdeadz").keys(fk("f:fdeadz").counter, fk("f:fdeadz").token, "f:fdeadz"),
+			args: fairLock("f:fdeadz", "u:1"),
+		},
+		failure{
+			name: "fair lock: a reentrant holder re-enters, queue of another type",
+			given: []given{
+				hash("f:freenter", 10000, "u:1", "1", "relock_token", "5"),
+				str(fk("f:freenter").queue, "x"),
+			},
+			script: FairLock, keys: fk("f:freenter").keys(fk("f:freenter").counter, fk("f:freenter").token, "relock_lock_request:{f:freenter}:m"),
+			args: []any{lease, "u:1", "1", 60000, 5000, "0", "publish", fenceTTL},
+		},
+		failure{
+			name: "fair lock: a waiter joins an empty queue, budgets of another type",
+			given: []given{
+				hash("f:fjoinz", 10000, "v:1", "1", "relock_token", "5"),
+				str(fk("f:fjoinz").timeouts, "x"),
+			},
+			script: FairLock, keys: fk("f:fjoinz").keys(fk("f:fjoinz").counter, fk("f:fjoinz").token, "f:fjoinz"),
+			args: fairLock("f:fjoinz", "u:1"),
+		},
+		failure{
+			name: "fair lock: a waiter joins an empty queue, liveness of another type",
+			given: []given{
+				hash("f:fjoina", 10000, "v:1", "1", "relock_token", "5"),
+				str(fk("f:fjoina").alive, "x"),
+			},
+			script: FairLock, keys: fk("f:fjoina").keys(fk("f:fjoina").counter, fk("f:fjoina").token, "f:fjoina"),
+			args: fairLock("f:fjoina", "u:1"),
+		},
+		failure{
+			name: "fair unlock: the last hold passes to a candidate and reserves tokens, fencing counter corrupt",
+			given: []given{
+				hash("f:funlock", 10000, "u:1", "1", "relock_token", "5"),
+				{fk("f:funlock").queue, "list", []string{"d:1", "u:2", "u:3"}, 0},
+				zset(fk("f:funlock").timeouts, "d:1", "now+300000", "u:2", "now+600000", "u:3", "now+900000"),
+				hash(fk("f:funlock").alive, 60000, "d:1", gone, "u:2", live, "u:3", live),
+				str(fk("f:funlock").counter, corrupt),
+			},
+			script: FairUnlock, keys: fk("f:funlock").keys(fk("f:funlock").counter, fk("f:funlock").token, "f:funlock"),
+			args: fairUnlock("u:1", "0", "8", "u:2", 7000),
+		},
+		failure{
+			name: "fair unlock: the last hold grants another client's waiter, fencing counter corrupt",
+			given: []given{
+				hash("f:fgrant", 10000, "u:1", "1", "relock_token", "5"),
+				{fk("f:fgrant").queue, "list", []string{"v:1"}, 0},
+				zset(fk("f:fgrant").timeouts, "v:1", "now+300000"),
+				hash(fk("f:fgrant").alive, 60000, "v:1", lent),
+				str(fk("f:fgrant").counter, corrupt),
+			},
+			script: FairUnlock, keys: fk("f:fgrant").keys(fk("f:fgrant").counter, fk("f:fgrant").token, "f:fgrant"),
+			args: fairUnlock("u:1", "2000", "0"),
+		},
+		failure{
+			name: "fair unlock: the last hold grants the waiter behind a dead head, budgets of another type",
+			given: []given{
+				hash("f:fgrantz", 10000, "u:1", "1", "relock_token", "5"),
+				{fk("f:fgrantz").queue, "list", []string{"d:1", "v:1"}, 0},
+				str(fk("f:fgrantz").timeouts, "x"),
+				hash(fk("f:fgrantz").alive, 60000, "d:1", gone, "v:1", lent),
+			},
+			script: FairUnlock, keys: fk("f:fgrantz").keys(fk("f:fgrantz").counter, fk("f:fgrantz").token, "f:fgrantz"),
+			args: fairUnlock("u:1", "2000", "0"),
+		},
+		failure{
+			name: "fair unlock: a dead head purged, budgets of another type", succeeds: true,
+			given: []given{
+				hash("f:fpurgez", 10000, "u:1", "1", "relock_token", "5"),
+				{fk("f:fpurgez").queue, "list", []string{"d:1", "v:1"}, 0},
+				str(fk("f:fpurgez").timeouts, "x"),
+				hash(fk("f:fpurgez").alive, 60000, "d:1", gone, "v:1", live),
+			},
+			script: FairUnlock, keys: fk("f:fpurgez").keys(fk("f:fpurgez").counter, fk("f:fpurgez").token, "f:fpurgez"),
+			args: fairUnlock("u:1", "2000", "0"),
+		},
+		failure{
+			name: "fair unlock: a reentrant owner's last hold, queue of another type",
+			given: []given{
+				hash("f:fqueue", 10000, "u:1", "1", "relock_token", "5"),
+				str(fk("f:fqueue").queue, "x"),
+			},
+			script: FairUnlock, keys: fk("f:fqueue").keys(fk("f:fqueue").counter, fk("f:fqueue").token, "relock_unlock_latch:{f:fqueue}:m"),
+			args: []any{"u:1", "0", "publish", "1", 60000, fenceTTL, "0", "0", "relock_grant:"},
+		},
+		failure{
+			name: "fair pass: the switch reserves tokens, fencing counter corrupt",
+			given: []given{
+				hash("f:fpass", 10000, "u:1", "1", "relock_token", "5"),
+				{fk("f:fpass").queue, "list", []string{"u:2", "u:3"}, 0},
+				zset(fk("f:fpass").timeouts, "u:2", "now+300000", "u:3", "now+600000"),
+				hash(fk("f:fpass").alive, 60000, "u:2", live, "u:3", live),
+				str(fk("f:fpass").counter, corrupt),
+			},
+			script: FairPass, keys: fk("f:fpass").keys(fk("f:fpass").counter, fk("f:fpass").token, "f:fpass"),
+			args: []any{"u:2", 7000, 6, 8, "", fenceTTL},
+		},
+		failure{
+			name: "fair pass: lock of another type",
+			given: []given{
+				str("f:fpassl", "x"),
+				{fk("f:fpassl").queue, "list", []string{"u:2"}, 0},
+				zset(fk("f:fpassl").timeouts, "u:2", "now+300000"),
+				hash(fk("f:fpassl").alive, 60000, "u:2", live),
+			},
+			script: FairPass, keys: fk("f:fpassl").keys(fk("f:fpassl").counter, fk("f:fpassl").token, "f:fpassl"),
+			args: []any{"u:2", 7000, 6, 0, "", fenceTTL},
+		},
+		failure{
+			name: "fair pass: budgets of another type",
+			given: []given{
+				hash("f:fpassz", 10000, "u:1", "1", "relock_token", "5"),
+				{fk("f:fpassz").queue, "list", []string{"u:2"}, 0},
+				str(fk("f:fpassz").timeouts, "x"),
+				hash(fk("f:fpassz").alive, 60000, "u:2", live),
+			},
+			script: FairPass, keys: fk("f:fpassz").keys(fk("f:fpassz").counter, fk("f:fpassz").token, "f:fpassz"),
+			args: []any{"u:2", 7000, 6, 0, "", fenceTTL},
+		},
+		failure{
+			name: "fair pass: queue of another type",
+			given: []given{
+				hash("f:fpassq", 10000, "u:1", "1", "relock_token", "5"),
+				str(fk("f:fpassq").queue, "x"),
+			},
+			script: FairPass, keys: fk("f:fpassq").keys(fk("f:fpassq").counter, fk("f:fpassq").token, "f:fpassq"),
+			args: []any{"u:2", 7000, 6, 0, "", fenceTTL},
+		},
+		failure{
+			name: "fair forceunlock: queue of another type",
+			given: []given{
+				hash("f:fforce", 10000, "u:1", "1"),
+				str(fk("f:fforce").queue, "x"),
+			},
+			script: FairForceUnlock, keys: fk("f:fforce").keys(),
+			args: []any{"0", "publish", "relock_grant:"},
+		},
+		failure{
+			name: "fair forceunlock: liveness of another type",
+			given: []given{
+				hash("f:fforcea", 10000, "u:1", "1"),
+				{fk("f:fforcea").queue, "list", []string{"v:1"}, 0},
+				str(fk("f:fforcea").alive, "x"),
+			},
+			script: FairForceUnlock, keys: fk("f:fforcea").keys(),
+			args: []any{"0", "publish", "relock_grant:"},
+		},
+		failure{
+			name: "fair leave: undo behind a dead head, lock of another type",
+			given: []given{
+				str("f:fleave", "x"),
+				{fk("f:fleave").queue, "list", []string{"d:1", "u:1"}, 0},
+				zset(fk("f:fleave").timeouts, "d:1", "now+300000", "u:1", "now+600000"),
+				hash(fk("f:fleave").alive, 60000, "d:1", gone, "u:1", live),
+			},
+			script: FairLeave, keys: fk("f:fleave").keys("f:fleave"),
+			args: []any{"u:1", "0", "publish", "1", "relock_grant:"},
+		},
+		failure{
+			name: "fair leave: undo behind a dead head, hold count of no integer",
+			given: []given{
+				hash("f:fleavec", 10000, "u:1", corrupt),
+				{fk("f:fleavec").queue, "list", []string{"d:1"}, 0},
+				zset(fk("f:fleavec").timeouts, "d:1", "now+300000"),
+				hash(fk("f:fleavec").alive, 60000, "d:1", gone),
+			},
+			script: FairLeave, keys: fk("f:fleavec").keys("f:fleavec"),
+			args: []any{"u:1", "0", "publish", "1", "relock_grant:"},
+		},
+		failure{
+			name: "fair leave: the head leaves, budgets of another type", succeeds: true,
+			given: []given{
+				{fk("f:fleavez").queue, "list", []string{"u:1", "v:1"}, 0},
+				str(fk("f:fleavez").timeouts, "x"),
+				hash(fk("f:fleavez").alive, 60000, "u:1", live, "v:1", live),
+			},
+			script: FairLeave, keys: fk("f:fleavez").keys("f:fleavez"),
+			args: []any{"u:1", "0", "publish", "0", "relock_grant:"},
+		},
+	)
 	for _, c := range []struct{ name, value string }{{"a hash", ""}, {"no number", corrupt}} {
 		value := func(key string) given {
 			if c.value == "" {

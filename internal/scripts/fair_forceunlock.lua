@@ -19,9 +19,11 @@ end
 if kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE key holds a ' .. kind .. ', not a lock')
 end
+-- The queue is read before the lock is deleted.
+local head, dead, _, alive = live_head()
 redis.call('del', KEYS[1])
-local head = purge()
+purge(dead, head)
 if head then
-    wake(head, ARGV[2], ARGV[1], ARGV[3])
+    wake(head, ARGV[2], ARGV[1], ARGV[3], alive)
 end
 return 1

@@ -21,20 +21,38 @@
 --          remove.
 
 local owner = ARGV[1]
-local head, changed = purge()
+-- Everything that can fail is read before the first write: the queue,
+-- the caller's place in it, and the hold an undo takes back, whose count
+-- must hold an integer.
+local head, dead = live_head()
+local changed = #dead > 0
+local at, behind = place(owner)
+if at and at < #dead then
+    at = false -- dead, and purged with the others
+end
+local count
+if ARGV[4] ~= '0' then
+    count = redis.call('hget', KEYS[1], owner)
+    if count and not string.match(count, '^%-?%d+$') then
+        return redis.error_reply('WRONGTYPE the hold count of ' .. owner .. ' in ' .. KEYS[1] .. ' holds no integer')
+    end
+end
+purge(dead, head)
 local removed = 0
 local freed = false
 
 local undo = ARGV[4] == '1' or (ARGV[4] == '2' and redis.call('del', KEYS[5]) == 1)
-if undo and redis.call('hexists', KEYS[1], owner) == 1 then
-    if redis.call('hincrby', KEYS[1], owner, -1) <= 0 then
+if undo and count then
+    if tonumber(count) <= 1 then
         redis.call('del', KEYS[1])
         freed = true
+    else
+        redis.call('hincrby', KEYS[1], owner, -1)
     end
     removed = 1
 end
 
-if leave(owner) then
+if leave(owner, at, behind) then
     removed = 1
     if head == owner then
         head = redis.call('lindex', KEYS[2], 0)

@@ -112,10 +112,13 @@ if ttl ~= -2 then
     if redis.call('exists', KEYS[7]) == 1 then
         return token
     end
-    redis.call('hincrby', KEYS[1], owner, '1')
     -- Another call of the owner may have queued before the owner took
-    -- the lock: the owner waits no more.
-    leave(owner)
+    -- the lock: the owner waits no more. Its place is read before the
+    -- first write, the count's HINCRBY (which fails, on a count that holds
+    -- no integer, before it writes).
+    local at, behind = place(owner)
+    redis.call('hincrby', KEYS[1], owner, '1')
+    leave(owner, at, behind)
     -- Never shorten the life of a hold the owner already has.
     if ttl < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
@@ -124,15 +127,25 @@ if ttl ~= -2 then
     return token
 end
 
-local head, changed, deadline, alive = purge()
+-- The lock is free. The queue is read, and a token drawn for the caller,
+-- before the dead waiters at its head are purged.
+local head, dead, deadline, alive = live_head()
 if not head or head == owner then
+    local rest = head and budgets()
+    local token = acquire()
+    purge(dead, head)
     if head then
-        take(owner)
+        take(owner, rest, dead)
     end
-    return acquire()
+    return token
 end
--- Free, and another waiter is first: it has until its deadline.
-if changed then
+-- Free, and another waiter is first: it has until its deadline. The
+-- caller joins behind it after the purge, and join reads the budgets,
+-- which live_head reads only for a waiter without a liveness entry: they
+-- are read (ZCARD) before the purge writes.
+if #dead > 0 then
+    redis.call('zcard', KEYS[3])
+    purge(dead, head)
     wake(head, ARGV[7], ARGV[6], ARGV[11], alive)
 end
 return wait(deadline - now_ms(), false, ttl)

@@ -31,24 +31,57 @@
 --          in fair_unlock.lua's reply
 
 local t = tonumber(ARGV[3])
--- The grantee is the head but when an older switch comes after a newer
--- one: the head popped is then put back at once.
-local head = redis.call('lpop', KEYS[2])
-if head == ARGV[1] then
-    take(ARGV[1], true)
-else
-    if head then
-        redis.call('lpush', KEYS[2], head)
-    end
-    leave(ARGV[1])
-end
+-- Everything that can fail is read, and the tokens reserved, before the
+-- first write: the hold, the budgets (for take), and, when heads are asked
+-- for, the queue's first members.
 local holder, cur = holding(KEYS[1])
 local self = string.match(ARGV[1], '^(.*):%d+$')
+local status = 1
 if not cur or not holder or string.match(holder, '^(.*):%d+$') ~= self
     or (cur == t and holder ~= ARGV[1]) then
+    status = 0
+elseif cur > t then
+    status = 2
+end
+local rest = budgets()
+local heads, first = {}, 0
+-- The grantee is the head but when an older switch comes after a newer
+-- one.
+local head
+local k = status == 1 and tonumber(ARGV[4]) or 0
+if k > 0 then
+    local list = redis.call('lrange', KEYS[2], 0, k)
+    head = list[1]
+    local next = {}
+    for _, o in ipairs(list) do
+        if o ~= ARGV[1] and #next < k then
+            next[#next + 1] = o
+        end
+    end
+    heads, first = pass_to(ARGV[1], next)
+    if head == ARGV[1] then
+        take(ARGV[1], rest)
+    else
+        leave(ARGV[1], place(ARGV[1]))
+    end
+else
+    -- The first write: the head popped, which fails on a queue of another
+    -- type before anything is written, and is put back at once if it is
+    -- not the grantee.
+    head = redis.call('lpop', KEYS[2])
+    if head == ARGV[1] then
+        take(ARGV[1], rest, nil, true)
+    else
+        if head then
+            redis.call('lpush', KEYS[2], head)
+        end
+        leave(ARGV[1], place(ARGV[1]))
+    end
+end
+if status == 0 then
     return {0}
 end
-if cur > t then
+if status == 2 then
     return {2, cur}
 end
 if cur < t then -- else a retry of this switch, applied already
@@ -56,5 +89,4 @@ if cur < t then -- else a retry of this switch, applied already
     redis.call('hset', KEYS[1], ARGV[1], '1', token_field, t, since_field, at_or_now(ARGV[5]))
     redis.call('pexpire', KEYS[1], ARGV[2])
 end
-local heads, first = pass_to(ARGV[1], ARGV[4])
 return {1, heads, first}

@@ -32,6 +32,14 @@
 -- keeps its entries at least QUEUE_WAIT per waiter ahead of them, plus the
 -- waiter timeout, in the future, so that they outlive every lowering the
 -- waiters ahead of them will make.
+--
+-- Redis does not undo the writes of a script that fails, so a script
+-- reads the queue keys before its first write and writes after:
+-- live_head, budgets, place and following only read, and purge, take and
+-- leave write what they read. A key of another type fails a read with
+-- WRONGTYPE before anything is written; the writes that only take entries
+-- out, or lower scores, pass over one (see pass_over), and join reads
+-- what it writes or writes it first.
 
 -- QUEUE_WAIT is what one waiter adds to the scores behind it, in ms:
 -- Redisson's default fair lock wait time (fairLockWaitTimeout).
@@ -50,55 +58,90 @@ local function deadline(owner)
     return tonumber(redis.call('zscore', KEYS[3], owner)), false
 end
 
+-- pass_over runs cmd, a write that takes entries out of key or lowers
+-- their scores (the waiting budgets or the liveness hash). A key of
+-- another type holds no entries: it is left alone, without an error, so
+-- that such a write may come after a script's other writes. (Another
+-- error, such as NOPERM, is raised as the server gives it.)
+local function pass_over(cmd, key, ...)
+    local r = redis.pcall(cmd, key, ...)
+    if type(r) == 'table' and r.err then
+        if not string.find(r.err, 'WRONGTYPE', 1, true) then
+            return redis.call(cmd, key, ...)
+        end
+        return 0
+    end
+    return r
+end
+
 -- drop removes owner's score and liveness, once it is out of the list;
 -- with the list gone, relock's liveness hash goes too. A caller that
 -- knows others are still queued says so with others, which spares the
 -- look at the list. Returns whether owner had a score or a liveness.
 local function drop(owner, others)
-    local n = redis.call('zrem', KEYS[3], owner) + redis.call('hdel', ALIVE, owner)
+    local n = pass_over('zrem', KEYS[3], owner) + pass_over('hdel', ALIVE, owner)
     if not others and redis.call('exists', KEYS[2]) == 0 then
         redis.call('del', ALIVE)
     end
     return n > 0
 end
 
--- purge removes dead waiters from the head of the queue, as Redisson
--- does, without changing any other score; an entry without a score is
--- popped too. Dead waiters further back are removed when they reach the
--- head. head, when given, is the head read already. Returns the head
--- after the purge (false if none), whether the head changed, the head's
--- deadline and its liveness entry (false for none).
-local function purge(head)
+-- live_head reads the queue from its head past the dead waiters, which
+-- purge removes, as Redisson does, without changing any other score; an
+-- entry without a score is dead too. Dead waiters further back are
+-- removed when they reach the head. head, when given, is the head read
+-- already. Returns the first live head (false if none), the dead waiters
+-- ahead of it (a list, in order), the head's deadline and its liveness
+-- entry (false for none).
+local function live_head(head)
     if head == nil then
         head = redis.call('lindex', KEYS[2], 0)
     end
-    local changed = false
+    local dead = {}
     while head do
         local d, alive = deadline(head)
         if d and d > now_ms() then
-            return head, changed, d, alive
+            return head, dead, d, alive
         end
-        redis.call('lpop', KEYS[2])
-        drop(head)
-        head = redis.call('lindex', KEYS[2], 0)
-        changed = true
+        dead[#dead + 1] = head
+        head = redis.call('lindex', KEYS[2], #dead)
     end
-    return false, changed
+    return false, dead
+end
+
+-- purge removes dead, the dead waiters live_head found at the head of
+-- the queue; head is the live head it found behind them (false: none).
+local function purge(dead, head)
+    for i = 1, #dead do
+        redis.call('lpop', KEYS[2])
+        drop(dead[i], head or i < #dead)
+    end
+end
+
+-- budgets reads the waiting budgets with their scores (a ZRANGE
+-- WITHSCORES reply), for take.
+local function budgets()
+    return redis.call('zrange', KEYS[3], 0, -1, 'withscores')
 end
 
 -- take removes owner, the head, from the queue as it is granted the lock,
--- and lowers every remaining score by QUEUE_WAIT, as a Redisson grant
--- does. popped is true when the caller has popped owner off the list
--- already.
-local function take(owner, popped)
+-- and lowers every other score by QUEUE_WAIT, as a Redisson grant does.
+-- rest is what budgets read, before the script's first write; gone, when
+-- given, lists waiters purged since, whose scores are gone. popped is true
+-- when the caller has popped owner off the list already.
+local function take(owner, rest, gone, popped)
     if not popped then
         redis.call('lpop', KEYS[2])
     end
+    local skip = {[owner] = true}
+    for _, o in ipairs(gone or {}) do
+        skip[o] = true
+    end
     -- Every other score lowered, with one ZADD per 200 waiters.
-    local rest = redis.call('zrange', KEYS[3], 0, -1, 'withscores')
-    local lowered = {}
+    local lowered, others = {}, false
     for i = 1, #rest, 2 do
-        if rest[i] ~= owner then
+        if not skip[rest[i]] then
+            others = true
             lowered[#lowered + 1] = tonumber(rest[i + 1]) - QUEUE_WAIT
             lowered[#lowered + 1] = rest[i]
         end
@@ -107,24 +150,44 @@ local function take(owner, popped)
             lowered = {}
         end
     end
-    drop(owner, #rest > 2)
+    drop(owner, others)
+end
+
+-- place reads where owner is in the queue, for leave: its index (false:
+-- not queued) and the waiters behind it.
+local function place(owner)
+    local at = redis.call('lpos', KEYS[2], owner)
+    if not at then
+        return false
+    end
+    return at, redis.call('lrange', KEYS[2], at + 1, -1)
 end
 
 -- leave removes owner from anywhere in the queue and lowers the scores of
 -- the waiters behind it by QUEUE_WAIT, as a Redisson waiter that gives up
--- does. Returns whether owner was queued.
-local function leave(owner)
-    local at = redis.call('lpos', KEYS[2], owner)
+-- does; at and behind are what place read. Returns whether owner was
+-- queued.
+local function leave(owner, at, behind)
     if not at then
         return drop(owner)
     end
-    local behind = redis.call('lrange', KEYS[2], at + 1, -1)
     for i = 1, #behind do
-        redis.call('zincrby', KEYS[3], -QUEUE_WAIT, behind[i])
+        pass_over('zincrby', KEYS[3], -QUEUE_WAIT, behind[i])
     end
     redis.call('lrem', KEYS[2], 0, owner)
     drop(owner)
     return true
+end
+
+-- following reads the k members of the queue (k a string; absent or "0":
+-- none) from index from on: the queue's next heads once the ones ahead of
+-- them have left, for pass_to.
+local function following(from, k)
+    local n = tonumber(k) or 0
+    if n == 0 then
+        return {}
+    end
+    return redis.call('lrange', KEYS[2], from, from + n - 1)
 end
 
 -- grantable returns, for relock waiter owner, the lease in ms for which a
@@ -192,6 +255,7 @@ local function join(owner, timeout, lease, ttl, new)
     local joined = now_ms()
     local clear
     local ahead -- the liveness entry of the waiter directly ahead, false for none
+    local empty = false -- the queue is empty
     if at then
         score = tonumber(redis.call('zscore', KEYS[3], owner))
         local old = redis.call('hget', ALIVE, owner)
@@ -210,7 +274,21 @@ local function join(owner, timeout, lease, ttl, new)
             ahead = redis.call('hget', ALIVE, last)
             clear = ahead and string.sub(ahead, -2) == ':r'
         end
-        score = math.max(score or 0, base + QUEUE_WAIT)
+        score = base + QUEUE_WAIT
+        empty = not last
+    end
+    -- The liveness hash's lifetime, read before the first write. In an
+    -- empty queue nothing above has read the hash or the budgets: a hash
+    -- found missing is of no other type, one found is read (HLEN), and the
+    -- budgets are written first, which fails on a key of another type
+    -- before anything is written.
+    local kept = redis.call('pttl', ALIVE)
+    if empty then
+        if kept ~= -2 then
+            redis.call('hlen', ALIVE)
+        end
+        at = 0
+    elseif not at then
         at = redis.call('rpush', KEYS[2], owner) - 1
     end
     local other = false
@@ -220,6 +298,9 @@ local function join(owner, timeout, lease, ttl, new)
     local alive = now_ms() + timeout
     score = math.max(score or 0, alive + at * QUEUE_WAIT)
     redis.call('zadd', KEYS[3], score, owner)
+    if empty then
+        redis.call('rpush', KEYS[2], owner)
+    end
     local entry = alive .. ':' .. (lease or '0') .. ':' .. joined
     if not other then
         entry = entry .. ':r'
@@ -228,9 +309,10 @@ local function join(owner, timeout, lease, ttl, new)
     -- The hash outlives the entry's score by at least its waiter timeout,
     -- so that no relock entry is ever judged by its score (a dead one
     -- would hold up the queue until then) while relock's scripts look at
-    -- it; set again every two waiter timeouts or so.
+    -- it; set again every two waiter timeouts or so. (HSET keeps the
+    -- lifetime read above.)
     local keep = score - now_ms() + timeout
-    if redis.call('pttl', ALIVE) < keep then
+    if kept < keep then
         redis.call('pexpire', ALIVE, keep + 2 * timeout)
     end
     return at, other, ahead and tonumber(string.match(ahead, '^%d+'))
@@ -273,18 +355,15 @@ local function wake(owner, publish, message, grants, alive)
     tell(owner, publish, grants, relock_client(owner, grants, alive), 'fn', '', message)
 end
 
--- pass_to returns the queue's next heads that are live waiters of the
--- client of owner (a field "<uuid>:<n>"), at most k of them, in order,
--- up to the first that is not, and the first of as many fencing tokens
--- reserved for passing the lock on to them in process (0 when there is
--- none; see fair_pass.lua). The lock's fencing keys are KEYS[5] and
--- KEYS[6], and its fencing mode ARGV[6].
-local function pass_to(owner, k)
-    local n = tonumber(k) or 0
-    if n == 0 then
-        return {}, 0
-    end
-    local list = redis.call('lrange', KEYS[2], 0, n - 1)
+-- pass_to returns those of list, the queue's next heads as following
+-- read them, that are live waiters of the client of owner (a field
+-- "<uuid>:<n>"), in order, up to the first that is not, and the first of
+-- as many fencing tokens reserved for passing the lock on to them in
+-- process (0 when there is none; see fair_pass.lua). The lock's fencing
+-- keys are KEYS[5] and KEYS[6], and its fencing mode ARGV[6]. The tokens
+-- are drawn before the caller's writes to the queue: reserve fails, if
+-- it does, before it writes.
+local function pass_to(owner, list)
     if #list == 0 then
         return {}, 0
     end

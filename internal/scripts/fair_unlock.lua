@@ -92,17 +92,18 @@ if count > 1 then
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
     result = 1
 else
-    redis.call('del', KEYS[1])
-    -- A candidate is alive (it is asleep in the releasing process): if it
-    -- is first, it needs no check of its deadline.
+    -- Everything that can fail is read, and the grantee's token drawn,
+    -- before the lock is deleted. A candidate is alive (it is asleep in
+    -- the releasing process): if it is first, it needs no check of its
+    -- deadline.
     if head == nil then
         head = redis.call('lindex', KEYS[2], 0)
     end
     local candidate = head and find(head)
-    local alive, by -- the head's liveness entry and deadline, once purge has read them
+    local dead = {} -- the dead waiters ahead of the head, purged below
+    local alive, by -- the head's liveness entry and deadline, once live_head has read them
     if head and not candidate then
-        local _
-        head, _, by, alive = purge(head)
+        head, dead, by, alive = live_head(head)
         candidate = head and find(head)
     end
     -- Any other head that is a relock waiter taking grants is granted
@@ -114,15 +115,24 @@ else
     if head and not candidate and ARGV[7] ~= '0' then
         lease, age = grantable(head, alive)
     end
+    local ttl, c, rest, token, heads, first
     if candidate or lease then
-        local ttl = candidate and ARGV[candidate + 1] or math.min(lease, tonumber(ARGV[7]), by - now_ms())
-        local c = not candidate and relock_client(head, ARGV[9], alive) -- before take drops its liveness
-        take(head)
-        local token = fence(KEYS[5], KEYS[6], ARGV[6])
+        ttl = candidate and ARGV[candidate + 1] or math.min(lease, tonumber(ARGV[7]), by - now_ms())
+        c = not candidate and relock_client(head, ARGV[9], alive)
+        rest = budgets()
+        local next = candidate and following(#dead + 1, ARGV[8])
+        token = fence(KEYS[5], KEYS[6], ARGV[6])
+        if candidate then
+            heads, first = pass_to(ARGV[1], next)
+        end
+    end
+    redis.call('del', KEYS[1])
+    purge(dead, head)
+    if token then
+        take(head, rest, dead)
         redis.call('hset', KEYS[1], head, '1', token_field, token, since_field, now_ms())
         redis.call('pexpire', KEYS[1], ttl)
         if candidate then
-            local heads, first = pass_to(ARGV[1], ARGV[8])
             result = {token, (candidate - 8) / 2, heads, first}
         else
             local g = token .. ':' .. ttl .. ':' .. age
