@@ -14,12 +14,14 @@ package main
 // The proxy runs in a process of its own, the bench's binary started
 // again with proxyEnv set, so that its CPU time and allocations count
 // neither as the clients' nor as the server's, and so that the bench's
-// garbage collector does not hold its traffic up. It waits on a timerfd
+// garbage collector does not hold its traffic up. Its CPU time, which it
+// reports when asked, is counted on its own (Result.ProxyCPUPerCycleUs). It waits on a timerfd
 // (Linux, delaywait_linux.go): Go's timers in an idle process fire on
 // whole milliseconds, which made a wait of 0.5ms take 1.1ms and one of
 // 1.5ms take 2.2ms.
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,17 +53,25 @@ type proxySpec struct {
 	OneWay int64  `json:"one_way_ns"`
 }
 
-// proxyReady is the proxy process's one message: where it listens, or
+// proxyReady is the proxy process's first message: where it listens, or
 // why it could not.
 type proxyReady struct {
 	Addr  string `json:"addr,omitempty"`
 	Error string `json:"error,omitempty"`
 }
 
-// proxyProc is the proxy process seen from the bench.
+// proxyCPU is the proxy process's answer to every line the bench sends it
+// after the spec: the CPU time it has used so far.
+type proxyCPU struct {
+	CPU int64 `json:"cpu_ns"`
+}
+
+// proxyProc is the proxy process seen from the bench. It is not safe for
+// concurrent use.
 type proxyProc struct {
 	cmd   *exec.Cmd
-	stdin io.Closer
+	stdin io.WriteCloser
+	out   *json.Decoder
 	addr  string // where clients connect
 }
 
@@ -87,11 +97,11 @@ func startProxy(target string, rtt time.Duration) (*proxyProc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &proxyProc{cmd: cmd, stdin: in}
+	p := &proxyProc{cmd: cmd, stdin: in, out: json.NewDecoder(out)}
 	var ready proxyReady
 	err = json.NewEncoder(in).Encode(proxySpec{Target: target, OneWay: int64(rtt / 2)})
 	if err == nil {
-		err = json.NewDecoder(out).Decode(&ready)
+		err = p.out.Decode(&ready)
 	}
 	if err == nil && ready.Error != "" {
 		err = errors.New(ready.Error)
@@ -102,6 +112,19 @@ func startProxy(target string, rtt time.Duration) (*proxyProc, error) {
 	}
 	p.addr = ready.Addr
 	return p, nil
+}
+
+// cpu returns the CPU time (user and system) the proxy process has used;
+// 0 where the bench does not read CPU times (processCPU).
+func (p *proxyProc) cpu() (time.Duration, error) {
+	if _, err := io.WriteString(p.stdin, "\n"); err != nil {
+		return 0, fmt.Errorf("delaying proxy: %w", err)
+	}
+	var c proxyCPU
+	if err := p.out.Decode(&c); err != nil {
+		return 0, fmt.Errorf("delaying proxy: %w", err)
+	}
+	return time.Duration(c.CPU), nil
 }
 
 // stop ends the proxy process: it exits when its stdin closes, and is
@@ -120,11 +143,15 @@ func (p *proxyProc) stop() {
 
 // runProxyProc is main for the proxy process: it reads its proxySpec on
 // stdin, answers with its address on stdout, and forwards connections
-// until stdin closes.
+// until stdin closes, answering every line it reads there with its CPU
+// time.
 func runProxyProc() int {
-	out := json.NewEncoder(os.Stdout)
+	in, out := bufio.NewReader(os.Stdin), json.NewEncoder(os.Stdout)
 	var spec proxySpec
-	err := json.NewDecoder(os.Stdin).Decode(&spec)
+	line, err := in.ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &spec)
+	}
 	var ln net.Listener
 	if err == nil {
 		ln, err = net.Listen("tcp", "127.0.0.1:0")
@@ -138,8 +165,14 @@ func runProxyProc() int {
 	}
 	go func() { _ = delayProxy{target: spec.Target, oneWay: time.Duration(spec.OneWay)}.serve(ln) }()
 	// The bench closes stdin to stop the proxy, or dies: either way, EOF.
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	return 0
+	for {
+		if _, err := in.ReadBytes('\n'); err != nil {
+			return 0
+		}
+		if err := out.Encode(proxyCPU{CPU: int64(processCPU())}); err != nil {
+			return 1
+		}
+	}
 }
 
 // delayProxy forwards connections to target, every byte delayed by

@@ -140,14 +140,18 @@ func (s *server) reset(ctx context.Context) error {
 }
 
 // usage is a snapshot of what the server has done: the commands it ran
-// and the CPU time it used.
+// and the CPU time it used; and the CPU time of the delaying proxy in
+// front of it (-rtt), if there is one.
 type usage struct {
-	cmds int64
-	cpu  time.Duration
+	cmds     int64
+	cpu      time.Duration
+	proxyCPU time.Duration
 }
 
 // sub returns what the server did between b and u.
-func (u usage) sub(b usage) usage { return usage{cmds: u.cmds - b.cmds, cpu: u.cpu - b.cpu} }
+func (u usage) sub(b usage) usage {
+	return usage{cmds: u.cmds - b.cmds, cpu: u.cpu - b.cpu, proxyCPU: u.proxyCPU - b.proxyCPU}
+}
 
 // usage returns the sum of calls over all INFO commandstats lines, and the
 // server's CPU time, user and system (INFO cpu). The server counts every
@@ -159,6 +163,11 @@ func (s *server) usage(ctx context.Context) (usage, error) {
 		return usage{}, err
 	}
 	var u usage
+	if s.proxy != nil {
+		if u.proxyCPU, err = s.proxy.cpu(); err != nil {
+			return usage{}, err
+		}
+	}
 	for _, line := range strings.Split(info, "\n") {
 		line = strings.TrimSpace(line)
 		name, value, _ := strings.Cut(line, ":")

@@ -90,6 +90,15 @@ func printNotes(out io.Writer, rs runResults, w workload, libs []string) {
 	if q, ok := rs.ratio(w.name, "relock-fair", "relock", "cycles/s", throughput); ok && w.exclusive() {
 		fmt.Fprintf(out, "relock-fair ÷ relock (FairMutex ÷ Mutex): %s (target ≥ %.1f×)\n", q, fairTarget)
 	}
+	if addedRTT > 0 {
+		var parts []string
+		for _, name := range libs {
+			if r, ok := rs.summary(w.name, name); ok {
+				parts = append(parts, fmt.Sprintf("%s %.1fµs", name, r.ProxyCPUPerCycleUs))
+			}
+		}
+		fmt.Fprintf(out, "the delaying proxy's CPU per cycle (median): %s\n", strings.Join(parts, ", "))
+	}
 	if w.think > 0 {
 		var parts []string
 		for _, name := range libs {
