@@ -15,10 +15,10 @@ package main
 // again with proxyEnv set, so that its CPU time and allocations count
 // neither as the clients' nor as the server's, and so that the bench's
 // garbage collector does not hold its traffic up. Its CPU time, which it
-// reports when asked, is counted on its own (Result.ProxyCPUPerCycleUs). It waits on a timerfd
-// (Linux, delaywait_linux.go): Go's timers in an idle process fire on
-// whole milliseconds, which made a wait of 0.5ms take 1.1ms and one of
-// 1.5ms take 2.2ms.
+// reports when asked, is counted on its own (Result.ProxyCPUPerCycleUs).
+// It waits on a timerfd (Linux, delaywait_linux.go): Go's timers in an
+// idle process fire on whole milliseconds, which made a wait of 0.5ms
+// take 1.1ms and one of 1.5ms take 2.2ms.
 
 import (
 	"bufio"
@@ -47,7 +47,8 @@ const chunkSize = 16 << 10
 // when they are all in flight.
 const queueLen = 256
 
-// proxySpec is what the proxy process is to do: the bench's one message.
+// proxySpec is what the proxy process is to do: the bench's first
+// message.
 type proxySpec struct {
 	Target string `json:"target"`
 	OneWay int64  `json:"one_way_ns"`
