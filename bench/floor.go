@@ -130,7 +130,7 @@ func floorTurn(ctx context.Context, rdb *redis.Client, m floorMode, d, warmup ti
 // printFloor writes the experiment's table: medians over the rounds, and
 // each mode's per-round ratios to issuing directly.
 func printFloor(out io.Writer, rs runResults, names []string) {
-	fmt.Fprintln(out, "### serial floor: a cycle of two go-redis GETs, one after the other")
+	fmt.Fprintf(out, "### %s\n", heading("serial floor: a cycle of two go-redis GETs, one after the other"))
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "| issued by | cycles/s | this ÷ direct | cycle p50 | cycle p99 | p50: direct ÷ this |")
 	fmt.Fprintln(out, "| --- | ---: | ---: | ---: | ---: | ---: |")

@@ -8,6 +8,7 @@ require (
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redis/rueidis v1.0.79
 	github.com/relock-go/relock v0.0.0-00010101000000-000000000000
+	golang.org/x/sys v0.47.0
 )
 
 require (
@@ -16,7 +17,6 @@ require (
 	go.opentelemetry.io/otel/metric v1.41.0 // indirect
 	go.opentelemetry.io/otel/trace v1.41.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
 )
 
 replace github.com/relock-go/relock => ../

@@ -12,11 +12,14 @@
 //
 // Usage:
 //
-//	go run . [-d 2s] [-rounds 5] [-pool 128] [-redis host:port] [-libs relock,redsync] [-workloads serial,onekey] [-json out.json]
-//	go run . -experiment floor [-d 2s] [-rounds 5]
-//	go run . -experiment server [-d 2s] [-rounds 5]
+//	go run . [-d 2s] [-rounds 5] [-pool 128] [-redis host:port] [-rtt 2ms] [-libs relock,redsync] [-workloads serial,onekey] [-json out.json]
+//	go run . -experiment floor [-d 2s] [-rounds 5] [-rtt 2ms]
+//	go run . -experiment server [-d 2s] [-rounds 5] [-rtt 2ms]
 //
 // Without -redis it starts its own redis-server on a free loopback port.
+// With -rtt every client connects through a proxy that delays each byte
+// by half that in each direction, as a server in another zone would
+// (delayproxy.go).
 // README.md explains each column.
 package main
 
@@ -56,6 +59,9 @@ type Report struct {
 	Rounds int `json:"rounds"`
 	// Pool is the connection pool size of every client.
 	Pool int `json:"pool"`
+	// AddedRTT is what the delaying proxy adds to each round trip (-rtt);
+	// empty when the clients connect to the server directly.
+	AddedRTT string `json:"added_rtt,omitempty"`
 	// Results holds one entry per library per workload per round.
 	Results []Result `json:"results"`
 	// Summaries holds one entry per library per workload: the medians
@@ -72,6 +78,9 @@ func main() {
 	if os.Getenv(workerEnv) != "" {
 		os.Exit(runWorkerProc())
 	}
+	if os.Getenv(proxyEnv) != "" {
+		os.Exit(runProxyProc())
+	}
 	os.Exit(run())
 }
 
@@ -85,6 +94,7 @@ func run() int {
 	rounds := flag.Int("rounds", 5, "rounds per workload; every library takes a turn in each")
 	flag.IntVar(&poolSize, "pool", poolSize, "connection pool size of every client")
 	addr := flag.String("redis", "", "use the Redis server at `host:port` instead of starting one")
+	flag.DurationVar(&addedRTT, "rtt", 0, "connect every client through a proxy that adds `duration` to each round trip, half each way (delayproxy.go)")
 	libFlag := flag.String("libs", names(len(libraries), func(i int) string { return libraries[i].name }), "comma-separated `libraries` to run")
 	wlFlag := flag.String("workloads", names(len(workloads), func(i int) string { return workloads[i].name }), "comma-separated `workloads` to run")
 	experiment := flag.String("experiment", "", "run an experiment instead of the workloads: `floor` (the serial floor, floor.go) or server (what a cycle costs the server, server.go)")
@@ -98,6 +108,9 @@ func run() int {
 	}
 	if err == nil && (*rounds < 1 || poolSize < 1) {
 		err = errors.New("-rounds and -pool must be at least 1")
+	}
+	if err == nil && addedRTT < 0 {
+		err = errors.New("-rtt must not be negative")
 	}
 	if err == nil && *experiment != "" && *experiment != "floor" && *experiment != "server" {
 		err = fmt.Errorf("unknown experiment %q; there are: floor, server", *experiment)
@@ -120,6 +133,12 @@ func run() int {
 		return 1
 	}
 	defer srv.stop()
+	if addedRTT > 0 {
+		if err := srv.delay(addedRTT); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+	}
 	version, err := srv.version(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -135,8 +154,15 @@ func run() int {
 		Rounds:     *rounds,
 		Pool:       poolSize,
 	}
+	if addedRTT > 0 {
+		rep.AddedRTT = addedRTT.String()
+	}
 	out := os.Stdout
-	fmt.Fprintf(out, "%s, GOMAXPROCS=%d, Redis %s at %s\n", rep.Go, rep.GOMAXPROCS, rep.Redis, srv.addr)
+	fmt.Fprintf(out, "%s, GOMAXPROCS=%d, Redis %s at %s\n", rep.Go, rep.GOMAXPROCS, rep.Redis, srv.redisAddr)
+	if srv.proxy != nil {
+		fmt.Fprintf(out, "every client connects through a delaying proxy at %s, a process of its own: %s added to each round trip, "+
+			"%s each way, to every byte read\n", srv.addr, addedRTT, addedRTT/2)
+	}
 	fmt.Fprintln(out, versionLine(rep.Versions))
 	fmt.Fprintf(out, "%d rounds, %s per turn (after %s warm-up); %s\n", rep.Rounds, rep.Duration, *warmup, orderNote)
 	fmt.Fprintf(out, "pool size %d for every client: go-redis PoolSize; rueidis BlockingPoolSize "+

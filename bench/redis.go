@@ -22,11 +22,13 @@ const installHint = "sudo apt-get install -y redis-server"
 // server is the Redis server the benchmark runs against: a redis-server
 // process of our own, or one given with -redis.
 type server struct {
-	addr  string
-	admin *redis.Client // one connection, for INFO and FLUSHALL only
-	owned bool          // started by us: safe to flush, killed by stop
-	cmd   *exec.Cmd
-	dir   string
+	addr      string        // where clients connect: the server, or the proxy in front of it
+	redisAddr string        // the server's own address
+	admin     *redis.Client // one connection, straight to the server, for INFO and FLUSHALL only
+	owned     bool          // started by us: safe to flush, killed by stop
+	cmd       *exec.Cmd
+	dir       string
+	proxy     *proxyProc // the delaying proxy (-rtt), or nil
 }
 
 // startServer starts redis-server on a free loopback port without
@@ -52,7 +54,8 @@ func startServer() (*server, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), owned: true, cmd: cmd, dir: dir}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	s := &server{addr: addr, redisAddr: addr, owned: true, cmd: cmd, dir: dir}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	if err := s.connect(exited); err != nil {
@@ -65,7 +68,7 @@ func startServer() (*server, error) {
 
 // dialServer uses a server someone else runs.
 func dialServer(addr string) (*server, error) {
-	s := &server{addr: addr}
+	s := &server{addr: addr, redisAddr: addr}
 	if err := s.connect(nil); err != nil {
 		return nil, err
 	}
@@ -76,7 +79,7 @@ func dialServer(addr string) (*server, error) {
 // exited is closed.
 func (s *server) connect(exited <-chan struct{}) error {
 	s.admin = redis.NewClient(&redis.Options{
-		Addr:                     s.addr,
+		Addr:                     s.redisAddr,
 		Protocol:                 2,
 		PoolSize:                 1,
 		DisableIdentity:          true,
@@ -100,9 +103,23 @@ func (s *server) connect(exited <-chan struct{}) error {
 	}
 }
 
-// stop closes the admin connection and, for a server of our own, kills
-// the process and removes its directory.
+// delay starts the delaying proxy (delayproxy.go) in front of the server,
+// adding rtt to every round trip; from then on clients connect through it.
+func (s *server) delay(rtt time.Duration) error {
+	p, err := startProxy(s.redisAddr, rtt)
+	if err != nil {
+		return err
+	}
+	s.proxy, s.addr = p, p.addr
+	return nil
+}
+
+// stop stops the proxy, closes the admin connection and, for a server of
+// our own, kills the process and removes its directory.
 func (s *server) stop() {
+	if s.proxy != nil {
+		s.proxy.stop()
+	}
 	if s.admin != nil {
 		_ = s.admin.Close()
 	}
@@ -123,14 +140,18 @@ func (s *server) reset(ctx context.Context) error {
 }
 
 // usage is a snapshot of what the server has done: the commands it ran
-// and the CPU time it used.
+// and the CPU time it used; and the CPU time of the delaying proxy in
+// front of it (-rtt), if there is one.
 type usage struct {
-	cmds int64
-	cpu  time.Duration
+	cmds     int64
+	cpu      time.Duration
+	proxyCPU time.Duration
 }
 
 // sub returns what the server did between b and u.
-func (u usage) sub(b usage) usage { return usage{cmds: u.cmds - b.cmds, cpu: u.cpu - b.cpu} }
+func (u usage) sub(b usage) usage {
+	return usage{cmds: u.cmds - b.cmds, cpu: u.cpu - b.cpu, proxyCPU: u.proxyCPU - b.proxyCPU}
+}
 
 // usage returns the sum of calls over all INFO commandstats lines, and the
 // server's CPU time, user and system (INFO cpu). The server counts every
@@ -142,6 +163,11 @@ func (s *server) usage(ctx context.Context) (usage, error) {
 		return usage{}, err
 	}
 	var u usage
+	if s.proxy != nil {
+		if u.proxyCPU, err = s.proxy.cpu(); err != nil {
+			return usage{}, err
+		}
+	}
 	for _, line := range strings.Split(info, "\n") {
 		line = strings.TrimSpace(line)
 		name, value, _ := strings.Cut(line, ":")

@@ -113,6 +113,7 @@ func (rs runResults) summary(workload, lib string) (Result, bool) {
 		CallsPerCycle:        m(func(r Result) float64 { return r.CallsPerCycle }),
 		ServerCmdsPerCycle:   m(func(r Result) float64 { return r.ServerCmdsPerCycle }),
 		ServerCPUPerCycleUs:  m(func(r Result) float64 { return r.ServerCPUPerCycleUs }),
+		ProxyCPUPerCycleUs:   m(func(r Result) float64 { return r.ProxyCPUPerCycleUs }),
 		ClientCPUPerCycleUs:  m(func(r Result) float64 { return r.ClientCPUPerCycleUs }),
 		CycleP50us:           m(func(r Result) float64 { return r.CycleP50us }),
 		CycleP99us:           m(func(r Result) float64 { return r.CycleP99us }),

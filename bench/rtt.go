@@ -7,27 +7,39 @@ import (
 	"time"
 )
 
-// rttPings is how many PINGs measure a round trip, after rttWarm unmeasured.
+// A round trip is measured by rttPings PINGs, after rttWarm unmeasured.
+// Through the delaying proxy (-rtt), where a PING takes milliseconds,
+// fewer: the warm-up stops after rttWarmFor and the measurement after
+// rttFor, with at least rttMinPings measured. On loopback all of them fit.
 const (
-	rttPings = 1000
-	rttWarm  = 100
+	rttPings    = 1000
+	rttWarm     = 100
+	rttMinPings = 50
+	rttWarmFor  = 30 * time.Millisecond
+	rttFor      = 300 * time.Millisecond
 )
 
-// measureRTT returns the loopback round trip to the server now: the p50 of
-// rttPings PINGs sent one after another by a go-redis client set up as the
-// libraries' are (pool of poolSize, default options).
+// measureRTT returns the round trip to the server now, through the
+// delaying proxy if there is one: the p50 of the PINGs (rttPings) sent
+// one after another by a go-redis client set up as the libraries' are
+// (pool of poolSize, default options).
 func measureRTT(ctx context.Context, addr string) (time.Duration, error) {
 	rdb := newGoRedis(addr, nil)
 	defer rdb.Close()
 	lat := make([]time.Duration, 0, rttPings)
-	for i := range rttWarm + rttPings {
+	start := time.Now()
+	for i := 0; i < rttWarm && (i == 0 || time.Since(start) < rttWarmFor); i++ {
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return 0, err
+		}
+	}
+	start = time.Now()
+	for len(lat) < rttPings && (len(lat) < rttMinPings || time.Since(start) < rttFor) {
 		t := time.Now()
 		if err := rdb.Ping(ctx).Err(); err != nil {
 			return 0, err
 		}
-		if i >= rttWarm {
-			lat = append(lat, time.Since(t))
-		}
+		lat = append(lat, time.Since(t))
 	}
 	return percentile(lat, 0.50), nil
 }
@@ -55,6 +67,19 @@ func rttLine(rtts []float64) string {
 	if len(v) == 0 {
 		return "no round trip measured"
 	}
-	return fmt.Sprintf("round trip (PING p50) just before and after each turn: median %.0fµs (%.0f–%.0fµs)",
-		medianSorted(v), v[0], v[len(v)-1])
+	via := ""
+	if addedRTT > 0 {
+		via = fmt.Sprintf(", through the proxy adding %s", addedRTT)
+	}
+	return fmt.Sprintf("round trip (PING p50%s) just before and after each turn: median %s (%s–%s)",
+		via, fmtMicros(medianSorted(v)), fmtMicros(v[0]), fmtMicros(v[len(v)-1]))
+}
+
+// heading returns a table's title, which says the round trip the proxy
+// adds when there is one.
+func heading(title string) string {
+	if addedRTT > 0 {
+		return fmt.Sprintf("%s, through a proxy adding %s of round trip", title, addedRTT)
+	}
+	return title
 }

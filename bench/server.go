@@ -388,7 +388,8 @@ func finish(r *Result, cycles int64, lat []time.Duration) {
 // printServerCost writes the experiment's two tables.
 func printServerCost(out io.Writer, rs runResults, modes []serverMode) {
 	cpu := func(r Result) float64 { return r.ServerCPUPerCycleUs }
-	fmt.Fprintf(out, "### server cost: each library's commands for one lock+unlock cycle on %d keys, replayed in a pipeline of locks, then one of unlocks\n\n", serverKeys)
+	fmt.Fprintf(out, "### %s\n\n", heading(fmt.Sprintf("server cost: each library's commands for one lock+unlock cycle on %d keys, "+
+		"replayed in a pipeline of locks, then one of unlocks", serverKeys)))
 	fmt.Fprintln(out, "| commands of | cycles/s | server CPU/cycle | this ÷ relock's, server CPU | calls/cycle | server cmds/cycle |")
 	fmt.Fprintln(out, "| --- | ---: | ---: | ---: | ---: | ---: |")
 	for _, m := range modes {
@@ -405,7 +406,7 @@ func printServerCost(out io.Writer, rs runResults, modes []serverMode) {
 			q, r.CallsPerCycle, r.ServerCmdsPerCycle)
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "### server cost, serial: one key's commands replayed one at a time, and the library's own lock+unlock on that key")
+	fmt.Fprintf(out, "### %s\n", heading("server cost, serial: one key's commands replayed one at a time, and the library's own lock+unlock on that key"))
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "| library | replayed cycles/s | library cycles/s | library ÷ replayed | replayed p50 | library p50 | server CPU/cycle, library |")
 	fmt.Fprintln(out, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -42,6 +42,10 @@ type Result struct {
 	// the window per cycle, in microseconds: what the server spends on a
 	// cycle, which bounds the throughput of a server-bound workload.
 	ServerCPUPerCycleUs float64 `json:"server_cpu_per_cycle_us"`
+	// ProxyCPUPerCycleUs is the delaying proxy's CPU time (-rtt) in the
+	// window per cycle, in microseconds: what forwarding a cycle's
+	// traffic costs on the cores the clients and the server share.
+	ProxyCPUPerCycleUs float64 `json:"proxy_cpu_per_cycle_us,omitempty"`
 	// ClientCPUPerCycleUs is the CPU time (user and system) the clients'
 	// processes used in the window per cycle, in microseconds: the bench
 	// process, or the worker processes of a workload run across

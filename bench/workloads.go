@@ -228,6 +228,7 @@ func (t turn) figures(win window, runErr error) Result {
 	// The first INFO is counted in the second snapshot.
 	r.ServerCmdsPerCycle = float64(win.used.cmds-1) / n
 	r.ServerCPUPerCycleUs = micros(win.used.cpu) / n
+	r.ProxyCPUPerCycleUs = micros(win.used.proxyCPU) / n
 	r.ClientCPUPerCycleUs = micros(win.cpu) / n
 	r.CycleP50us = micros(percentile(st.lat, 0.50))
 	r.CycleP99us = micros(percentile(st.lat, 0.99))
