@@ -30,6 +30,15 @@
 // puts an owner into a context; locks taken with it are reentrant, and the
 // lock is freed when all of the owner's leases are unlocked.
 //
+// # Options
+//
+// Settings come as options of three scopes, each checked where it is
+// given and refused with [ErrInvalidOption]: an [Option] configures the
+// Client (New fails), a [LockOption] one lock call such as Lock or
+// Acquire (that call fails), and a [FairOption] or [RedLockOption] the
+// handle made by Client.FairMutex or NewRedLock (every call on the handle
+// fails, as for an invalid name).
+//
 // # What is guaranteed
 //
 //   - Mutual exclusion while Redis keeps its data: at most one owner holds

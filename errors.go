@@ -31,8 +31,11 @@ var (
 	// companion keys in different cluster hash slots.
 	ErrInvalidName = errors.New("relock: invalid name")
 
-	// ErrInvalidOption is returned by New and by lock calls given an
-	// invalid option or argument, such as a zero or negative duration.
+	// ErrInvalidOption is returned for an invalid option or argument, such
+	// as a zero or negative duration: by New for a Client's Option, by a
+	// lock call for its LockOption, and by every call on a handle made
+	// with an invalid handle option (FairOption, RedLockOption) or
+	// argument (NewRedLock's clients).
 	ErrInvalidOption = errors.New("relock: invalid option")
 
 	// ErrUnsupportedClient is returned by New for a Redis client relock
