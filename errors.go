@@ -10,8 +10,12 @@ import (
 // Sentinel errors. Match them with errors.Is: relock wraps them with
 // context (the lock name, the Redis error) but never replaces them.
 var (
-	// ErrNotAcquired is returned by TryLock when another owner holds the lock.
-	ErrNotAcquired = errors.New("relock: lock not acquired")
+	// ErrNotAcquired is returned by every Try call when what it asks for is
+	// taken: by TryLock and TryRLock when another owner holds the lock, by
+	// the TryAcquire of a Semaphore or PermitSemaphore when too few
+	// permits are free. Only a refusal is reported this way; a call that
+	// could not ask (Redis unreachable, ctx ended) returns another error.
+	ErrNotAcquired = errors.New("relock: not acquired")
 
 	// ErrNotHeld is returned by Lease.Unlock when the hold is no longer in
 	// Redis (it expired, was force-unlocked, or this lease was already
