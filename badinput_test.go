@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/testkit"
 )
@@ -128,22 +129,164 @@ func TestOutOfMemory(t *testing.T) {
 	}
 }
 
+// TestBadOptions: every invalid option of every scope is refused with
+// ErrInvalidOption by the call it reaches (New for a Client's, the call for
+// a lock call's, every call on the handle for a handle's) before anything
+// is written to the server.
 func TestBadOptions(t *testing.T) {
-	rdb := testkit.CloseLater(t, testkit.Standalone.Client())
-	for _, opt := range []relock.Option{
-		relock.WithWatchdogTimeout(0),
-		relock.WithWatchdogTimeout(-time.Second),
-		relock.WithWatchdogTimeout(time.Millisecond),
-		relock.WithLogger(nil),
-		relock.WithCleanupTimeout(0),
-	} {
-		if c, err := relock.New(rdb, opt); !errors.Is(err, relock.ErrInvalidOption) {
-			t.Errorf("New: %v, want ErrInvalidOption", err)
-			if c != nil {
-				_ = c.Close()
+	srv := redistest.Standalone(t)
+	rdb := testkit.CloseLater(t, srv.Client())
+	ctx := testkit.CtxTimeout(t, 30*time.Second)
+
+	t.Run("Client", func(t *testing.T) {
+		short := testkit.CloseLater(t, redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 50 * time.Millisecond}))
+		for _, tc := range []struct {
+			name string
+			rdb  *redis.Client
+			opt  relock.Option
+		}{
+			{"zero watchdog timeout", rdb, relock.WithWatchdogTimeout(0)},
+			{"negative watchdog timeout", rdb, relock.WithWatchdogTimeout(-time.Second)},
+			{"watchdog timeout below 100ms", rdb, relock.WithWatchdogTimeout(time.Millisecond)},
+			{"nil logger", rdb, relock.WithLogger(nil)},
+			{"zero cleanup timeout", rdb, relock.WithCleanupTimeout(0)},
+			{"negative cleanup timeout", rdb, relock.WithCleanupTimeout(-time.Second)},
+			{"client name over 200 bytes", rdb, relock.WithClientName(strings.Repeat("x", 201))},
+			{"nil meter provider", rdb, relock.WithMeterProvider(nil)},
+			{"nil tracer provider", rdb, relock.WithTracerProvider(nil)},
+			{"negative sync replicas", rdb, relock.WithReplicaSync(relock.ReplicaSync{Replicas: -1})},
+			{"negative sync timeout", rdb, relock.WithReplicaSync(relock.ReplicaSync{Timeout: -time.Second})},
+			{"sync timeout below 1ms", rdb, relock.WithReplicaSync(relock.ReplicaSync{Timeout: time.Microsecond})},
+			{"sync timeout past the read timeout", short, relock.WithReplicaSync(relock.ReplicaSync{Timeout: 100 * time.Millisecond})},
+			{"sync timeout past the renewal interval", rdb, relock.WithReplicaSync(relock.ReplicaSync{Timeout: 20 * time.Second})},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				c, err := relock.New(tc.rdb, tc.opt)
+				if !errors.Is(err, relock.ErrInvalidOption) {
+					t.Errorf("New: %v, want ErrInvalidOption", err)
+				}
+				if c != nil {
+					_ = c.Close()
+				}
+			})
+		}
+		if n, err := rdb.DBSize(ctx).Result(); err != nil || n != 0 {
+			t.Fatalf("the server holds %d keys after New refused its options (%v), want none", n, err)
+		}
+	})
+
+	c := testkit.NewClient(t, rdb)
+	name := testkit.LockName(t)
+	t.Run("call", func(t *testing.T) {
+		type lockCall = func(context.Context, ...relock.LockOption) (*relock.Lease, error)
+		rw := c.RWMutex(name + ":rw")
+		ps := c.PermitSemaphore(name + ":permits")
+		calls := map[string]lockCall{
+			"Mutex.Lock":        c.Mutex(name).Lock,
+			"Mutex.TryLock":     c.Mutex(name).TryLock,
+			"FairMutex.Lock":    c.FairMutex(name + ":fair").Lock,
+			"FairMutex.TryLock": c.FairMutex(name + ":fair").TryLock,
+			"RWMutex.RLock":     rw.RLock,
+			"RWMutex.TryRLock":  rw.TryRLock,
+			"RWMutex.Lock":      rw.Lock,
+			"RWMutex.TryLock":   rw.TryLock,
+			"MultiLock.Lock":    relock.Multi(c.Mutex(name+":a"), c.Mutex(name+":b")).Lock,
+			"MultiLock.TryLock": relock.Multi(c.Mutex(name+":a"), c.Mutex(name+":b")).TryLock,
+			"RedLock.Lock":      relock.NewRedLock(name+":red", []*relock.Client{c}).Lock,
+			"RedLock.TryLock":   relock.NewRedLock(name+":red", []*relock.Client{c}).TryLock,
+			"Election.Campaign": func(ctx context.Context, opts ...relock.LockOption) (*relock.Lease, error) {
+				_, err := c.Election(name+":election").Campaign(ctx, "v", opts...)
+				return nil, err
+			},
+			"PermitSemaphore.Acquire": func(ctx context.Context, opts ...relock.LockOption) (*relock.Lease, error) {
+				_, err := ps.Acquire(ctx, opts...)
+				return nil, err
+			},
+			"PermitSemaphore.TryAcquire": func(ctx context.Context, opts ...relock.LockOption) (*relock.Lease, error) {
+				_, err := ps.TryAcquire(ctx, opts...)
+				return nil, err
+			},
+		}
+		for _, tc := range []struct {
+			name string
+			opt  relock.LockOption
+		}{
+			{"zero lease", relock.WithLease(0)},
+			{"negative lease", relock.WithLease(-time.Second)},
+			{"sub-millisecond lease", relock.WithLease(time.Microsecond)},
+			{"zero spin minimum", relock.WithSpin(0, time.Second)},
+			{"negative spin minimum", relock.WithSpin(-time.Millisecond, time.Second)},
+			{"spin maximum below its minimum", relock.WithSpin(10*time.Millisecond, 5*time.Millisecond)},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				for op, call := range calls {
+					// A valid option before the bad one does not save it.
+					if _, err := call(ctx, relock.WithLease(time.Minute), tc.opt); !errors.Is(err, relock.ErrInvalidOption) {
+						t.Errorf("%s: %v, want ErrInvalidOption", op, err)
+					}
+				}
+			})
+		}
+	})
+
+	t.Run("handle", func(t *testing.T) {
+		type handleCall struct {
+			op   string
+			call func(context.Context) error
+		}
+		fairCalls := func(m *relock.FairMutex) []handleCall {
+			return []handleCall{
+				{"Lock", func(ctx context.Context) error { _, err := m.Lock(ctx); return err }},
+				{"TryLock", func(ctx context.Context) error { _, err := m.TryLock(ctx); return err }},
+				{"IsLocked", func(ctx context.Context) error { _, err := m.IsLocked(ctx); return err }},
+				{"TTL", func(ctx context.Context) error { _, err := m.TTL(ctx); return err }},
+				{"ForceUnlock", func(ctx context.Context) error { _, err := m.ForceUnlock(ctx); return err }},
 			}
 		}
+		redCalls := func(r *relock.RedLock) []handleCall {
+			return []handleCall{
+				{"Lock", func(ctx context.Context) error { _, err := r.Lock(ctx); return err }},
+				{"TryLock", func(ctx context.Context) error { _, err := r.TryLock(ctx); return err }},
+			}
+		}
+		for _, tc := range []struct {
+			name  string
+			calls []handleCall
+		}{
+			{"zero waiter timeout", fairCalls(c.FairMutex(name+":fair", relock.WithWaiterTimeout(0)))},
+			{"negative waiter timeout", fairCalls(c.FairMutex(name+":fair", relock.WithWaiterTimeout(-time.Second)))},
+			{"waiter timeout below 30ms", fairCalls(c.FairMutex(name+":fair", relock.WithWaiterTimeout(29*time.Millisecond)))},
+			{"zero attempt timeout", redCalls(relock.NewRedLock(name+":red", []*relock.Client{c}, relock.WithAttemptTimeout(0)))},
+			{"negative attempt timeout", redCalls(relock.NewRedLock(name+":red", []*relock.Client{c}, relock.WithAttemptTimeout(-time.Second)))},
+			{"bad option after a good one", redCalls(relock.NewRedLock(name+":red", []*relock.Client{c},
+				relock.WithAttemptTimeout(time.Second), relock.WithAttemptTimeout(0)))},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				for _, hc := range tc.calls {
+					if err := hc.call(ctx); !errors.Is(err, relock.ErrInvalidOption) {
+						t.Errorf("%s: %v, want ErrInvalidOption", hc.op, err)
+					}
+				}
+			})
+		}
+	})
+
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, layout.ClientInfo+":") {
+			t.Errorf("key left behind: %q", k)
+		}
+	}
+	if s := c.Stats(); s.Held != 0 || s.Channels != 0 || s.Acquired != 0 || s.Asleep != 0 {
+		t.Fatalf("bad options left state behind: %+v", s)
+	}
+}
+
+// TestUnsupportedClient: New refuses a *redis.Ring and a nil client.
+func TestUnsupportedClient(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": testkit.Standalone.Addr}})
 	defer ring.Close()
 	if _, err := relock.New(ring); !errors.Is(err, relock.ErrUnsupportedClient) {

@@ -90,13 +90,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("%w: *redis.Ring shards keys without failover; use a *redis.Client or *redis.ClusterClient", ErrUnsupportedClient)
 	}
 	cfg := config{watchdog: DefaultWatchdogTimeout, cleanup: 2 * time.Second}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	if err := applyOptions(&cfg, opts); err != nil {
+		return nil, err
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)
@@ -113,6 +108,13 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.info = c.identity()
 	_, c.cluster = rdb.(*redis.ClusterClient)
+	// Replica sync's settings are checked against rdb's before New writes
+	// anything: an invalid option leaves no trace on the server.
+	var err error
+	if c.rsync, err = newSyncer(c); err != nil {
+		c.cancel()
+		return nil, err
+	}
 	probed := c.probe()
 	c.publish = probed.publish
 	c.numsub = "numsub"
@@ -128,11 +130,6 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if probed.err != nil {
 		c.cancel()
 		return nil, probed.err
-	}
-	var err error
-	if c.rsync, err = newSyncer(c); err != nil {
-		c.cancel()
-		return nil, err
 	}
 	c.hub = notify.New(notify.Config{
 		Client:  rdb,

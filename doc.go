@@ -30,6 +30,18 @@
 // puts an owner into a context; locks taken with it are reentrant, and the
 // lock is freed when all of the owner's leases are unlocked.
 //
+// # Options and Try calls
+//
+// Settings come as options of three scopes, each checked where it is
+// given and refused with [ErrInvalidOption]: an [Option] configures the
+// Client (New fails), a [LockOption] one lock call such as Lock or
+// Acquire (that call fails), and a [FairOption] or [RedLockOption] the
+// handle made by Client.FairMutex or NewRedLock (every call on the handle
+// fails, as for an invalid name). Every Try call (TryLock, TryRLock,
+// TryAcquire) makes one attempt and returns [ErrNotAcquired] when what it
+// asks for is taken; TrySetPermits and TrySetCount, Redisson's names for
+// "set if not set", report with a bool whether they set it.
+//
 // # What is guaranteed
 //
 //   - Mutual exclusion while Redis keeps its data: at most one owner holds

@@ -10,8 +10,12 @@ import (
 // Sentinel errors. Match them with errors.Is: relock wraps them with
 // context (the lock name, the Redis error) but never replaces them.
 var (
-	// ErrNotAcquired is returned by TryLock when another owner holds the lock.
-	ErrNotAcquired = errors.New("relock: lock not acquired")
+	// ErrNotAcquired is returned by every Try call when what it asks for is
+	// taken: by TryLock and TryRLock when another owner holds the lock, by
+	// the TryAcquire of a Semaphore or PermitSemaphore when too few
+	// permits are free. Only a refusal is reported this way; a call that
+	// could not ask (Redis unreachable, ctx ended) returns another error.
+	ErrNotAcquired = errors.New("relock: not acquired")
 
 	// ErrNotHeld is returned by Lease.Unlock when the hold is no longer in
 	// Redis (it expired, was force-unlocked, or this lease was already
@@ -31,8 +35,11 @@ var (
 	// companion keys in different cluster hash slots.
 	ErrInvalidName = errors.New("relock: invalid name")
 
-	// ErrInvalidOption is returned by New and by lock calls given an
-	// invalid option or argument, such as a zero or negative duration.
+	// ErrInvalidOption is returned for an invalid option or argument, such
+	// as a zero or negative duration: by New for a Client's Option, by a
+	// lock call for its LockOption, and by every call on a handle made
+	// with an invalid handle option (FairOption, RedLockOption) or
+	// argument (NewRedLock's clients).
 	ErrInvalidOption = errors.New("relock: invalid option")
 
 	// ErrUnsupportedClient is returned by New for a Redis client relock

@@ -3,6 +3,7 @@ package relock_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -25,7 +26,8 @@ func ExampleNewRedLock() {
 		nodes = append(nodes, c)
 	}
 
-	rl := relock.NewRedLock("example:redlock:nightly-job", nodes...)
+	// Each node's attempt may take 200ms at most (a RedLockOption).
+	rl := relock.NewRedLock("example:redlock:nightly-job", nodes, relock.WithAttemptTimeout(200*time.Millisecond))
 	lease, err := rl.Lock(ctx)
 	if err != nil {
 		panic(err)

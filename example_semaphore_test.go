@@ -42,7 +42,12 @@ func ExampleSemaphore() {
 	wg.Wait()
 	n, _ := uploads.Available(ctx)
 	fmt.Println("permits available:", n)
-	// Output: permits available: 2
+	// TryAcquire makes one attempt and never waits.
+	err = uploads.TryAcquire(ctx, 3)
+	fmt.Println("three at once:", errors.Is(err, relock.ErrNotAcquired))
+	// Output:
+	// permits available: 2
+	// three at once: true
 }
 
 func ExamplePermitSemaphore() {

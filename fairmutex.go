@@ -54,7 +54,9 @@ type FairMutex struct {
 // WithWaiterTimeout.
 const DefaultWaiterTimeout = 5 * time.Second
 
-// A FairOption configures a FairMutex.
+// A FairOption configures a FairMutex, given to Client.FairMutex. An
+// invalid FairOption makes every call on the FairMutex fail with
+// ErrInvalidOption.
 type FairOption func(*fairConfig) error
 
 type fairConfig struct {
@@ -90,16 +92,10 @@ func (c *Client) FairMutex(name string, opts ...FairOption) *FairMutex {
 func (c *Client) newFairMutex(name string, nameErr error, opts []FairOption) *FairMutex {
 	m := &FairMutex{lockName: lockName{c: c, name: name}}
 	cfg := fairConfig{waiterTimeout: DefaultWaiterTimeout}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			m.err = err
-			return m
-		}
-	}
 	if m.err = nameErr; m.err != nil {
+		return m
+	}
+	if m.err = applyOptions(&cfg, opts); m.err != nil {
 		return m
 	}
 	m.waiterTimeout = cfg.waiterTimeout

@@ -52,7 +52,10 @@ func (c *Client) CountDownLatch(name string) *CountDownLatch {
 }
 
 // TrySetCount sets the count to n if the latch is not set (never set, or
-// back at zero), and reports whether it did. n must be positive. It is
+// back at zero), and reports whether it did: false with a nil error is an
+// answer (the latch was set already), not a failure, which is why it
+// returns a bool where the Try calls that acquire return ErrNotAcquired;
+// the name is Redisson's trySetCount. n must be positive. It is
 // applied exactly once when it returns nil, even if a reply is lost. With
 // replica sync, a count set that too few replicas acknowledged is reported
 // as set, with an error wrapping ErrReplicaSync (see CountDown).

@@ -301,7 +301,7 @@ func TestMultiLockBadInput(t *testing.T) {
 		{"one Mutex twice", []relock.Locker{m, m}},
 		{"one name on one Client twice", []relock.Locker{c.Mutex(name), c.Mutex(name)}},
 		{"a name twice through nesting", []relock.Locker{m, relock.Multi(c.Mutex(name+":x"), c.Mutex(name))}},
-		{"a RedLock's name on its Client", []relock.Locker{m, relock.NewRedLock(name, c)}},
+		{"a RedLock's name on its Client", []relock.Locker{m, relock.NewRedLock(name, []*relock.Client{c})}},
 		{"a FairMutex and a Mutex of one name", []relock.Locker{c.FairMutex(name), m}},
 		{"both sides of an RWMutex", []relock.Locker{c.RWMutex(name).RLocker(), c.RWMutex(name).WLocker()}},
 	} {

@@ -15,6 +15,14 @@ const DefaultWatchdogTimeout = 30 * time.Second
 
 // An Option configures a Client in New. Invalid options make New fail with
 // ErrInvalidOption.
+//
+// relock has one option type per scope, each a function that checks its
+// value when applied and returns an error wrapping ErrInvalidOption:
+// Option for the Client (New), LockOption for one lock call, and a type
+// per primitive for settings fixed when its handle is made (FairOption
+// for Client.FairMutex, RedLockOption for NewRedLock). A handle is made
+// without an error return, so an invalid handle option is returned by
+// every call on the handle, as an invalid name is.
 type Option func(*config) error
 
 type config struct {
@@ -89,8 +97,11 @@ func WithPerNameTokens() Option {
 	}
 }
 
-// A LockOption configures one Lock or TryLock call.
-type LockOption func(*lockConfig)
+// A LockOption configures one lock call: Lock, TryLock, RLock, TryRLock,
+// Campaign, and a PermitSemaphore's Acquire and TryAcquire. An invalid
+// LockOption makes that call fail with ErrInvalidOption before it sends
+// anything to Redis.
+type LockOption func(*lockConfig) error
 
 type lockConfig struct {
 	lease time.Duration // 0: kept alive by the watchdog
@@ -103,27 +114,39 @@ type lockConfig struct {
 // ErrLockLost. d must be at least 1ms, or the call fails with
 // ErrInvalidOption.
 func WithLease(d time.Duration) LockOption {
-	return func(c *lockConfig) {
+	return func(c *lockConfig) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("%w: lease %v is below 1ms", ErrInvalidOption, d)
+		}
 		c.lease, c.fixed = d, true
+		return nil
 	}
 }
 
+// lockConfig returns the settings of a lock call given opts: a hold
+// without WithLease gets the watchdog timeout as its lease.
 func (c *Client) lockConfig(opts []LockOption) (lockConfig, error) {
-	if len(opts) == 0 {
-		return lockConfig{lease: c.cfg.watchdog}, nil
-	}
 	var lc lockConfig
-	for _, o := range opts {
-		if o != nil {
-			o(&lc)
-		}
+	if err := applyOptions(&lc, opts); err != nil {
+		return lockConfig{}, err
 	}
 	if !lc.fixed {
 		lc.lease = c.cfg.watchdog
-		return lc, lc.spin.check()
 	}
-	if lc.lease < time.Millisecond {
-		return lc, fmt.Errorf("%w: lease %v is below 1ms", ErrInvalidOption, lc.lease)
+	return lc, nil
+}
+
+// applyOptions applies opts to cfg in order, skipping nil ones, and
+// returns the first error. Every scope's options are applied here: a
+// Client's in New, a handle's where it is made, a call's as it starts.
+func applyOptions[C any, O ~func(*C) error](cfg *C, opts []O) error {
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(cfg); err != nil {
+			return err
+		}
 	}
-	return lc, lc.spin.check()
+	return nil
 }

@@ -62,9 +62,10 @@ func (c *Client) PermitSemaphore(name string) *PermitSemaphore {
 }
 
 // TrySetPermits sets the number of permits to n if the semaphore has none
-// set, and reports whether it did. n must be positive. With replica sync,
-// a count set that too few replicas acknowledged is reported as set, with
-// an error wrapping ErrReplicaSync (see AddPermits).
+// set, and reports whether it did: false with a nil error is an answer,
+// not a refusal (see Semaphore.TrySetPermits). n must be positive. With
+// replica sync, a count set that too few replicas acknowledged is reported
+// as set, with an error wrapping ErrReplicaSync (see AddPermits).
 func (ps *PermitSemaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
 	if err := ps.check(ctx, "set permits", n); err != nil {
 		return false, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,7 +49,7 @@ type RedLock struct {
 	mutexes []*Mutex
 	quorum  int
 	attempt time.Duration // per-node attempt timeout; 0 picks it from the lease
-	err     error         // invalid arguments, returned by every call
+	err     error         // invalid arguments or options, returned by every call
 }
 
 // Bounds of the default per-node attempt timeout.
@@ -60,11 +61,40 @@ const (
 // redLockRetry is the random pause between the acquisition rounds of Lock.
 var redLockRetry = backoff{min: 5 * time.Millisecond, max: 200 * time.Millisecond}
 
+// A RedLockOption configures a RedLock, given to NewRedLock. An invalid
+// RedLockOption makes every call on the RedLock fail with
+// ErrInvalidOption.
+type RedLockOption func(*redLockConfig) error
+
+type redLockConfig struct {
+	attempt time.Duration // per-node attempt timeout; 0 picks it from the lease
+}
+
+// WithAttemptTimeout bounds the attempt on each node by d, through the
+// attempt's context. The default is a tenth of the lease, at least 50ms
+// and at most 1s. d must be positive, or every call fails with
+// ErrInvalidOption.
+//
+// go-redis applies a context deadline to a command in flight only with
+// Options.ContextTimeoutEnabled; without it a node that hangs (rather than
+// refusing connections) holds a round until the client's ReadTimeout.
+func WithAttemptTimeout(d time.Duration) RedLockOption {
+	return func(c *redLockConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: redlock attempt timeout %v", ErrInvalidOption, d)
+		}
+		c.attempt = d
+		return nil
+	}
+}
+
 // NewRedLock returns the RedLock of name over clients, each on its own
-// independent master (not replicas of one another, not one cluster). No
-// clients, a nil or repeated Client, or an invalid name make every call
-// fail with ErrInvalidOption or ErrInvalidName.
-func NewRedLock(name string, clients ...*Client) *RedLock {
+// independent master (not replicas of one another, not one cluster);
+// NewRedLock keeps its own copy of the slice. No clients, a nil or
+// repeated Client, or an invalid name or option make every call fail with
+// ErrInvalidName or ErrInvalidOption.
+func NewRedLock(name string, clients []*Client, opts ...RedLockOption) *RedLock {
+	clients = slices.Clone(clients)
 	r := &RedLock{name: name, clients: clients, quorum: len(clients)/2 + 1}
 	if r.err = checkName(name); r.err != nil {
 		return r
@@ -87,24 +117,12 @@ func NewRedLock(name string, clients ...*Client) *RedLock {
 		seen[c] = true
 		r.mutexes = append(r.mutexes, c.Mutex(name))
 	}
-	return r
-}
-
-// WithAttemptTimeout returns a copy of r whose attempts on each node are
-// bounded by d, through the attempt's context. The default is a tenth of
-// the lease, at least 50ms and at most 1s. d must be positive, or every
-// call of the copy fails with ErrInvalidOption.
-//
-// go-redis applies a context deadline to a command in flight only with
-// Options.ContextTimeoutEnabled; without it a node that hangs (rather than
-// refusing connections) holds a round until the client's ReadTimeout.
-func (r *RedLock) WithAttemptTimeout(d time.Duration) *RedLock {
-	cp := *r
-	cp.attempt = d
-	if d <= 0 && cp.err == nil {
-		cp.err = fmt.Errorf("%w: redlock attempt timeout %v", ErrInvalidOption, d)
+	var cfg redLockConfig
+	if r.err = applyOptions(&cfg, opts); r.err != nil {
+		return r
 	}
-	return &cp
+	r.attempt = cfg.attempt
+	return r
 }
 
 // Name returns the lock's name, which is its key on every node.

@@ -39,7 +39,7 @@ func TestRedLockQuorum(t *testing.T) {
 					}
 				}
 			}
-			rl := relock.NewRedLock(name, ours...).WithAttemptTimeout(5 * time.Second)
+			rl := relock.NewRedLock(name, ours, relock.WithAttemptTimeout(5*time.Second))
 			l, err := rl.TryLock(ctx)
 			if 5-k < rl.Quorum() {
 				if !errors.Is(err, relock.ErrNotAcquired) {
@@ -89,7 +89,7 @@ func TestRedLockWaits(t *testing.T) {
 		}
 		busy = append(busy, b)
 	}
-	rl := relock.NewRedLock(name, ours...)
+	rl := relock.NewRedLock(name, ours)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	if _, err := rl.Lock(short); !errors.Is(err, context.DeadlineExceeded) {
@@ -142,7 +142,7 @@ func TestRedLockReentrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := relock.WithOwner(ctx)
-	rl := relock.NewRedLock(name, ours...)
+	rl := relock.NewRedLock(name, ours)
 	first, err := rl.Lock(owner)
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func TestRedLockFixedLease(t *testing.T) {
 	ours := testkit.Nodes(t, ms)
 	name := testkit.LockName(t)
 	ctx := testkit.CtxTimeout(t, 10*time.Second)
-	l, err := relock.NewRedLock(name, ours...).Lock(ctx, relock.WithLease(300*time.Millisecond))
+	l, err := relock.NewRedLock(name, ours).Lock(ctx, relock.WithLease(300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestRedLockHammerWithCancellation(t *testing.T) {
 	var acquired, gaveUp atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 6 {
-		rl := relock.NewRedLock(name, sets[i%2]...)
+		rl := relock.NewRedLock(name, sets[i%2])
 		wg.Add(1)
 		go func(seed int64) {
 			defer wg.Done()
@@ -273,12 +273,12 @@ func TestRedLockBadInput(t *testing.T) {
 		opts []relock.LockOption
 		want error
 	}{
-		{"no clients", relock.NewRedLock(name), nil, relock.ErrInvalidOption},
-		{"nil client", relock.NewRedLock(name, cs[0], nil, cs[2]), nil, relock.ErrInvalidOption},
-		{"client twice", relock.NewRedLock(name, cs[0], cs[1], cs[0]), nil, relock.ErrInvalidOption},
-		{"empty name", relock.NewRedLock("", cs...), nil, relock.ErrInvalidName},
-		{"zero attempt timeout", relock.NewRedLock(name, cs...).WithAttemptTimeout(0), nil, relock.ErrInvalidOption},
-		{"zero lease", relock.NewRedLock(name, cs...), []relock.LockOption{relock.WithLease(0)}, relock.ErrInvalidOption},
+		{"no clients", relock.NewRedLock(name, nil), nil, relock.ErrInvalidOption},
+		{"nil client", relock.NewRedLock(name, []*relock.Client{cs[0], nil, cs[2]}), nil, relock.ErrInvalidOption},
+		{"client twice", relock.NewRedLock(name, []*relock.Client{cs[0], cs[1], cs[0]}), nil, relock.ErrInvalidOption},
+		{"empty name", relock.NewRedLock("", cs), nil, relock.ErrInvalidName},
+		{"zero attempt timeout", relock.NewRedLock(name, cs, relock.WithAttemptTimeout(0)), nil, relock.ErrInvalidOption},
+		{"zero lease", relock.NewRedLock(name, cs), []relock.LockOption{relock.WithLease(0)}, relock.ErrInvalidOption},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			if _, err := tc.rl.Lock(ctx, tc.opts...); !errors.Is(err, tc.want) {
@@ -291,10 +291,10 @@ func TestRedLockBadInput(t *testing.T) {
 	}
 	closed := testkit.NewClient(t, testkit.CloseLater(t, ms[1].Client()))
 	_ = closed.Close()
-	if _, err := relock.NewRedLock(name, cs[0], closed, cs[2]).TryLock(ctx); !errors.Is(err, relock.ErrClosed) {
+	if _, err := relock.NewRedLock(name, []*relock.Client{cs[0], closed, cs[2]}).TryLock(ctx); !errors.Is(err, relock.ErrClosed) {
 		t.Fatalf("TryLock with a closed Client: %v, want ErrClosed", err)
 	}
-	if got := relock.NewRedLock(name, cs...).Quorum(); got != 2 {
+	if got := relock.NewRedLock(name, cs).Quorum(); got != 2 {
 		t.Fatalf("Quorum() of 3 = %d, want 2", got)
 	}
 	for _, rdb := range testkit.Direct(t, ms) {

@@ -28,6 +28,14 @@ import (
 // Its zero value waits, for at most 100ms, for every replica connected to
 // the master, and fails with ErrReplicaSync when too few acknowledge. It
 // is a plain value, read once by New.
+//
+// It is a struct, where the Client's other settings are options of their
+// own, because it is one persistent setting whose fields only mean
+// something together, and because replica sync has three states: on where
+// the master has replicas (neither option), on as a ReplicaSync says
+// (WithReplicaSync), and off (WithoutReplicaSync). Its fields are checked
+// when WithReplicaSync is applied, and against the Redis client's read
+// timeout by New, as every Option is.
 type ReplicaSync struct {
 	// Replicas is how many replicas must acknowledge an acquisition. 0
 	// means every replica connected to the master and in sync with it, as

@@ -44,8 +44,10 @@ func (c *Client) Semaphore(name string) *Semaphore {
 }
 
 // TrySetPermits sets the number of permits to n if the semaphore has none
-// set (its key does not exist), and reports whether it did. n must be
-// positive. With replica sync, a count set that too few replicas
+// set (its key does not exist), and reports whether it did: false with a
+// nil error is an answer (permits were set already), not a refusal, so it
+// returns a bool where TryAcquire returns ErrNotAcquired; the name is
+// Redisson's trySetPermits. n must be positive. With replica sync, a count set that too few replicas
 // acknowledged is reported as set, with an error wrapping ErrReplicaSync
 // (see Release).
 func (s *Semaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
@@ -209,15 +211,24 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	return err
 }
 
-// TryAcquire makes one attempt to take n permits (n must be positive) and
-// reports whether it took them. It never waits for permits; with
-// ReplicaSync.Retry it makes the attempt again while too few replicas
-// acknowledge a grant, until ctx ends. Errors are as for Acquire.
-func (s *Semaphore) TryAcquire(ctx context.Context, n int) (bool, error) {
+// TryAcquire makes one attempt to take n permits (n must be positive).
+// When fewer than n are available it takes none and returns
+// ErrNotAcquired, as every Try call of relock does; nil means it took
+// them. It never waits for permits; with ReplicaSync.Retry it makes
+// the attempt again while too few replicas acknowledge a grant, until ctx
+// ends. Other errors are as for Acquire.
+func (s *Semaphore) TryAcquire(ctx context.Context, n int) error {
 	if err := s.check(ctx, "acquire", n); err != nil {
-		return false, err
+		return err
 	}
-	return s.attempt(ctx, n)
+	ok, err := s.attempt(ctx, n)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrNotAcquired
+	}
+	return nil
 }
 
 // Available returns the number of permits available now (0 when the

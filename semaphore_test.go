@@ -106,8 +106,8 @@ func TestSemaphoreBasics(t *testing.T) {
 			}
 		}
 		expect(0)
-		if ok, err := s.TryAcquire(ctx, 1); ok || err != nil {
-			t.Fatalf("TryAcquire of an unset semaphore: %v %v", ok, err)
+		if err := s.TryAcquire(ctx, 1); !errors.Is(err, relock.ErrNotAcquired) {
+			t.Fatalf("TryAcquire of an unset semaphore: %v, want ErrNotAcquired", err)
 		}
 		if ok, err := s.TrySetPermits(ctx, 2); !ok || err != nil {
 			t.Fatalf("TrySetPermits: %v %v", ok, err)
@@ -115,11 +115,11 @@ func TestSemaphoreBasics(t *testing.T) {
 		if ok, err := s.TrySetPermits(ctx, 5); ok || err != nil {
 			t.Fatalf("second TrySetPermits: %v %v", ok, err)
 		}
-		if ok, err := s.TryAcquire(ctx, 3); ok || err != nil {
-			t.Fatalf("TryAcquire(3) of 2: %v %v", ok, err)
+		if err := s.TryAcquire(ctx, 3); !errors.Is(err, relock.ErrNotAcquired) {
+			t.Fatalf("TryAcquire(3) of 2: %v, want ErrNotAcquired", err)
 		}
-		if ok, err := s.TryAcquire(ctx, 2); !ok || err != nil {
-			t.Fatalf("TryAcquire(2) of 2: %v %v", ok, err)
+		if err := s.TryAcquire(ctx, 2); err != nil {
+			t.Fatalf("TryAcquire(2) of 2: %v", err)
 		}
 		expect(0)
 		if err := s.AddPermits(ctx, 3); err != nil {
@@ -269,8 +269,8 @@ func TestSemaphoreCancelledWaiterLeavesNothing(t *testing.T) {
 		if ok, err := s.TrySetPermits(ctx, 1); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
-		if ok, err := s.TryAcquire(ctx, 1); !ok || err != nil {
-			t.Fatal(ok, err)
+		if err := s.TryAcquire(ctx, 1); err != nil {
+			t.Fatal(err)
 		}
 		before := testkit.KeysOf(t, rdb, name)
 		waitCancelled(t, c, func(ctx context.Context) error { return s.Acquire(ctx, 1) })
@@ -301,7 +301,7 @@ func TestSemaphoreBadInput(t *testing.T) {
 			if err := s.Acquire(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
 				t.Errorf("Acquire(%d): %v", n, err)
 			}
-			if _, err := s.TryAcquire(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
+			if err := s.TryAcquire(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
 				t.Errorf("TryAcquire(%d): %v", n, err)
 			}
 			if err := s.Release(ctx, n); !errors.Is(err, relock.ErrInvalidOption) {
@@ -321,7 +321,7 @@ func TestSemaphoreBadInput(t *testing.T) {
 		if err := rdb.HSet(ctx, name, "f", "v").Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.TryAcquire(ctx, 1); !errors.Is(err, relock.ErrWrongType) {
+		if err := s.TryAcquire(ctx, 1); !errors.Is(err, relock.ErrWrongType) {
 			t.Errorf("TryAcquire of a hash: %v", err)
 		}
 		if err := s.Release(ctx, 1); !errors.Is(err, relock.ErrWrongType) {
@@ -358,8 +358,8 @@ func TestSemaphoreLostReply(t *testing.T) {
 		t.Fatalf("%d permits available after an undone acquisition, want 2", n)
 	}
 	drop.Retarget("sem_release.lua")
-	if ok, err := s.TryAcquire(ctx, 1); !ok || err != nil {
-		t.Fatal(ok, err)
+	if err := s.TryAcquire(ctx, 1); err != nil {
+		t.Fatal(err)
 	}
 	drop.Armed.Store(true)
 	if err := s.Release(ctx, 1); err != nil {
@@ -435,8 +435,8 @@ func TestSemaphoreAddPermitsResizes(t *testing.T) {
 		if n, err := s.Available(ctx); n != -1 || err != nil {
 			t.Fatalf("Available = %d, %v after shrinking a drained semaphore by 1, want -1", n, err)
 		}
-		if ok, err := s.TryAcquire(ctx, 1); ok || err != nil {
-			t.Fatalf("TryAcquire = %v, %v with -1 available", ok, err)
+		if err := s.TryAcquire(ctx, 1); !errors.Is(err, relock.ErrNotAcquired) {
+			t.Fatalf("TryAcquire with -1 available: %v, want ErrNotAcquired", err)
 		}
 		got := make(chan error, 1)
 		go func() { got <- s.Acquire(ctx, 1) }()

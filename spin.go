@@ -16,21 +16,18 @@ import (
 // backoff keeps no state between calls. min must be positive and max at
 // least min, or the call fails with ErrInvalidOption.
 func WithSpin(min, max time.Duration) LockOption {
-	return func(c *lockConfig) {
+	return func(c *lockConfig) error {
+		if min <= 0 || max < min {
+			return fmt.Errorf("%w: spin backoff from %v to %v", ErrInvalidOption, min, max)
+		}
 		c.spin = &backoff{min: min, max: max}
+		return nil
 	}
 }
 
 // backoff is exponential backoff with full jitter.
 type backoff struct {
 	min, max time.Duration
-}
-
-func (b *backoff) check() error {
-	if b != nil && (b.min <= 0 || b.max < b.min) {
-		return fmt.Errorf("%w: spin backoff from %v to %v", ErrInvalidOption, b.min, b.max)
-	}
-	return nil
 }
 
 // delay returns the sleep before attempt n (0 for the first retry), given

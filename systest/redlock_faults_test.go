@@ -20,7 +20,7 @@ func TestRedLockMastersKilled(t *testing.T) {
 	theirs, rdbs := testkit.Nodes(t, ms), testkit.Direct(t, ms)
 	name := testkit.LockName(t)
 	ctx := testkit.CtxTimeout(t, 20*time.Second)
-	l, err := relock.NewRedLock(name, ours...).Lock(ctx)
+	l, err := relock.NewRedLock(name, ours).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestRedLockMastersKilled(t *testing.T) {
 	if err := l.Err(); err != nil {
 		t.Fatalf("Err() = %v after two leases on three masters", err)
 	}
-	if _, err := relock.NewRedLock(name, theirs...).TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
+	if _, err := relock.NewRedLock(name, theirs).TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
 		t.Fatalf("another RedLock's TryLock: %v, want ErrNotAcquired", err)
 	}
 	if err := ms[2].Kill(); err != nil {
@@ -74,7 +74,7 @@ func TestRedLockMasterRestarted(t *testing.T) {
 	theirs, rdbs := testkit.Nodes(t, ms), testkit.Direct(t, ms)
 	name := testkit.LockName(t)
 	ctx := testkit.CtxTimeout(t, 20*time.Second)
-	l, err := relock.NewRedLock(name, ours...).Lock(ctx)
+	l, err := relock.NewRedLock(name, ours).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestRedLockMasterRestarted(t *testing.T) {
 	if err := l.Err(); err != nil {
 		t.Fatalf("Err() = %v with four of five nodes held", err)
 	}
-	if _, err := relock.NewRedLock(name, theirs...).TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
+	if _, err := relock.NewRedLock(name, theirs).TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
 		t.Fatalf("another RedLock's TryLock: %v, want ErrNotAcquired", err)
 	}
 	if err := l.Unlock(ctx); err != nil {
@@ -125,7 +125,7 @@ func TestRedLockRestartGrantsTwice(t *testing.T) {
 		}
 		blockers = append(blockers, b)
 	}
-	first, err := relock.NewRedLock(name, ours...).Lock(ctx, relock.WithLease(time.Minute))
+	first, err := relock.NewRedLock(name, ours).Lock(ctx, relock.WithLease(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestRedLockRestartGrantsTwice(t *testing.T) {
 	if err := ms[2].Restart(); err != nil {
 		t.Fatal(err)
 	}
-	second, err := relock.NewRedLock(name, theirs...).TryLock(ctx, relock.WithLease(time.Minute))
+	second, err := relock.NewRedLock(name, theirs).TryLock(ctx, relock.WithLease(time.Minute))
 	if err != nil {
 		t.Fatalf("second RedLock after the restart: %v", err)
 	}
