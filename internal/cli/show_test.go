@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,27 +17,49 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 )
 
+// Two Clients' uuids, for holds written by hand.
+const (
+	uuidA = "3d80591e-b910-4177-9960-909de4858747"
+	uuidB = "9a1c2f3e-0b4d-4e5f-8a6b-7c8d9e0f1a2b"
+)
+
+// fixedNow is the server's clock in tests that stop it; the holds they
+// write began before it.
+var fixedNow = time.UnixMilli(1_700_000_000_000)
+
+// identifyA writes the identity hash of uuidA's Client, so that its holds
+// name it: "db1 pid 42 worker (billing)".
+func identifyA(mr *miniredis.Miniredis) {
+	mr.HSet(layout.ClientInfo+":"+uuidA, "host", "db1", "pid", "42", "program", "worker",
+		"version", "v1.2.0", "started", "2027-01-15T08:00:00Z", "name", "billing")
+}
+
+// permitOfA returns the raw id of uuidA's Client's n-th relock permit.
+func permitOfA(n byte) string {
+	raw, _ := hex.DecodeString(strings.ReplaceAll(uuidA, "-", ""))
+	return string(raw) + "\x00\x00\x00\x00\x00\x00\x00" + string([]byte{n})
+}
+
+// subscriber returns a function that subscribes to a channel on mr until
+// the test ends.
+func subscriber(t *testing.T, mr *miniredis.Miniredis) func(channel string) {
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	return func(channel string) {
+		ps := rdb.Subscribe(context.Background(), channel)
+		t.Cleanup(func() { ps.Close() })
+		if _, err := ps.Receive(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestShowOutput pins what show prints, in text and as JSON, for each
 // state a name can be in: every line, in order, padded as printed. The
 // states are written into Redis by hand, with the server's clock stopped,
 // so that TTLs, deadlines and waiting times are exact.
 func TestShowOutput(t *testing.T) {
-	const (
-		a = "3d80591e-b910-4177-9960-909de4858747"
-		b = "9a1c2f3e-0b4d-4e5f-8a6b-7c8d9e0f1a2b"
-	)
-	at := time.UnixMilli(1_700_000_000_000) // the server's clock; the holds began before it
-	ms := at.UnixMilli()
-	// permit is the raw id of a relock permit: a's uuid, then n.
-	permit := func(n byte) string {
-		raw, _ := hex.DecodeString("3d80591eb91041779960909de4858747")
-		return string(raw) + "\x00\x00\x00\x00\x00\x00\x00" + string([]byte{n})
-	}
-	// clientA is a's identity hash, so that a's holds name its Client.
-	clientA := func(mr *miniredis.Miniredis) {
-		mr.HSet(layout.ClientInfo+":"+a, "host", "db1", "pid", "42", "program", "worker",
-			"version", "v1.2.0", "started", "2027-01-15T08:00:00Z", "name", "billing")
-	}
+	ms := fixedNow.UnixMilli()
 	tests := []struct {
 		name   string
 		show   string
@@ -49,11 +72,11 @@ func TestShowOutput(t *testing.T) {
 			name: "lock held, calls queued",
 			show: "orders",
 			setup: func(mr *miniredis.Miniredis, sub func(string)) {
-				clientA(mr)
-				mr.HSet("orders", a+":1", "2", layout.TokenField, "7", layout.SinceField, strconv.FormatInt(ms-90_000, 10))
+				identifyA(mr)
+				mr.HSet("orders", uuidA+":1", "2", layout.TokenField, "7", layout.SinceField, strconv.FormatInt(ms-90_000, 10))
 				mr.SetTTL("orders", 25*time.Second)
-				mr.ZAdd(companion(layout.LockQueue, "orders"), float64(ms-1500), "30000|L|"+b+":3")
-				mr.ZAdd(companion(layout.LockQueue, "orders"), float64(ms-200), "30000|L|"+a+":4")
+				mr.ZAdd(companion(layout.LockQueue, "orders"), float64(ms-1500), "30000|L|"+uuidB+":3")
+				mr.ZAdd(companion(layout.LockQueue, "orders"), float64(ms-200), "30000|L|"+uuidA+":4")
 				sub(companion(layout.LockChannel, "orders"))
 			},
 			code: exitOK,
@@ -74,9 +97,9 @@ waiters   3                            (calls queued in relock_lock_queue:{order
 			name: "read-write lock read by two, a writer queued",
 			show: "files",
 			setup: func(mr *miniredis.Miniredis, sub func(string)) {
-				mr.HSet("files", "mode", "read", a+":1", "1", b+":2", "3")
-				mr.ZAdd(companion(layout.RWQueue, "files"), float64(ms-40), "30000|W|"+b+":5")
-				mr.ZAdd(companion(layout.RWQueue, "files"), float64(ms-30), "30000|R|"+a+":6")
+				mr.HSet("files", "mode", "read", uuidA+":1", "1", uuidB+":2", "3")
+				mr.ZAdd(companion(layout.RWQueue, "files"), float64(ms-40), "30000|W|"+uuidB+":5")
+				mr.ZAdd(companion(layout.RWQueue, "files"), float64(ms-30), "30000|R|"+uuidA+":6")
 				sub(companion(layout.RWChannel, "files"))
 			},
 			code: exitOK,
@@ -95,7 +118,7 @@ waiters   1               (subscribers of redisson_rwlock:{files})
 			name: "read-write lock written",
 			show: "files",
 			setup: func(mr *miniredis.Miniredis, sub func(string)) {
-				mr.HSet("files", "mode", "write", a+":1:write", "2")
+				mr.HSet("files", "mode", "write", uuidA+":1:write", "2")
 				mr.SetTTL("files", 800*time.Millisecond)
 			},
 			code: exitOK,
@@ -111,13 +134,13 @@ waiters  0               (subscribers of redisson_rwlock:{files})
 			name: "fair lock held, owners queued",
 			show: "fair",
 			setup: func(mr *miniredis.Miniredis, sub func(string)) {
-				clientA(mr)
-				mr.HSet("fair", b+":1", "1")
+				identifyA(mr)
+				mr.HSet("fair", uuidB+":1", "1")
 				mr.SetTTL("fair", 5*time.Second)
-				mr.Push(companion(layout.FairQueue, "fair"), a+":2", b+":3")
-				mr.ZAdd(companion(layout.FairTimeout, "fair"), float64(ms+60_000), a+":2")
-				mr.ZAdd(companion(layout.FairTimeout, "fair"), float64(ms+65_000), b+":3")
-				mr.HSet(companion(layout.FairAlive, "fair"), a+":2", strconv.FormatInt(ms+3000, 10)+":30000")
+				mr.Push(companion(layout.FairQueue, "fair"), uuidA+":2", uuidB+":3")
+				mr.ZAdd(companion(layout.FairTimeout, "fair"), float64(ms+60_000), uuidA+":2")
+				mr.ZAdd(companion(layout.FairTimeout, "fair"), float64(ms+65_000), uuidB+":3")
+				mr.HSet(companion(layout.FairAlive, "fair"), uuidA+":2", strconv.FormatInt(ms+3000, 10)+":30000")
 			},
 			code: exitOK,
 			text: `name      fair
@@ -134,7 +157,7 @@ waiters   2                            (owners queued in redisson_lock_queue:{fa
 			name: "election held, no leader published",
 			show: "jobs",
 			setup: func(mr *miniredis.Miniredis, sub func(string)) {
-				mr.HSet(electionKey("jobs"), a+":1", "1")
+				mr.HSet(electionKey("jobs"), uuidA+":1", "1")
 				mr.SetTTL(electionKey("jobs"), 30*time.Second)
 			},
 			code: exitOK,
@@ -151,11 +174,11 @@ waiters  0               (owners queued in redisson_lock_queue:relock_election:{
 			name: "election with its leader",
 			show: "jobs",
 			setup: func(mr *miniredis.Miniredis, sub func(string)) {
-				rec := `{"holder":"` + a + `:1","value":"node-a","term":3,"host":"db1","pid":42,"program":"worker","since":` + strconv.FormatInt(ms-5000, 10) + `}`
-				mr.HSet(electionKey("jobs"), a+":1", "1", layout.LeaderField, rec, layout.LeaderHolderField, a+":1", layout.TokenField, "3")
+				rec := `{"holder":"` + uuidA + `:1","value":"node-a","term":3,"host":"db1","pid":42,"program":"worker","since":` + strconv.FormatInt(ms-5000, 10) + `}`
+				mr.HSet(electionKey("jobs"), uuidA+":1", "1", layout.LeaderField, rec, layout.LeaderHolderField, uuidA+":1", layout.TokenField, "3")
 				mr.SetTTL(electionKey("jobs"), 30*time.Second)
-				mr.Push(companion(layout.FairQueue, electionKey("jobs")), b+":1")
-				mr.ZAdd(companion(layout.FairTimeout, electionKey("jobs")), float64(ms+10_000), b+":1")
+				mr.Push(companion(layout.FairQueue, electionKey("jobs")), uuidB+":1")
+				mr.ZAdd(companion(layout.FairTimeout, electionKey("jobs")), float64(ms+10_000), uuidB+":1")
 			},
 			code: exitOK,
 			text: `name      jobs
@@ -173,11 +196,11 @@ waiters   1               (owners queued in redisson_lock_queue:relock_election:
 			name: "permit semaphore",
 			show: "pool",
 			setup: func(mr *miniredis.Miniredis, sub func(string)) {
-				clientA(mr)
+				identifyA(mr)
 				mr.Set("pool", "1")
-				mr.ZAdd(layout.PermitTimeouts("pool"), float64(ms+4000), permit(7))
+				mr.ZAdd(layout.PermitTimeouts("pool"), float64(ms+4000), permitOfA(7))
 				mr.ZAdd(layout.PermitTimeouts("pool"), float64(layout.PermitNoLease), "0123456789abcdef")
-				mr.ZAdd(companion(layout.PermitQueue, "pool"), float64(ms-700), "30000|P|"+b+":9")
+				mr.ZAdd(companion(layout.PermitQueue, "pool"), float64(ms-700), "30000|P|"+uuidB+":9")
 				sub(companion(layout.SemaphoreChannel, "pool"))
 			},
 			code: exitOK,
@@ -255,8 +278,8 @@ waiters  0   (calls queued in relock_lock_queue:{orders} and subscribers of redi
 			name: "free fair lock, owners queued",
 			show: "fair",
 			setup: func(mr *miniredis.Miniredis, sub func(string)) {
-				mr.Push(companion(layout.FairQueue, "fair"), a+":2")
-				mr.ZAdd(companion(layout.FairTimeout, "fair"), float64(ms+2500), a+":2")
+				mr.Push(companion(layout.FairQueue, "fair"), uuidA+":2")
+				mr.ZAdd(companion(layout.FairTimeout, "fair"), float64(ms+2500), uuidA+":2")
 			},
 			code: exitOK,
 			text: `name      fair
@@ -300,17 +323,8 @@ waiters  0  (calls queued in relock_lock_queue:{user} and subscribers of redisso
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mr, url := server(t)
-			mr.SetTime(at)
-			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-			t.Cleanup(func() { rdb.Close() })
-			sub := func(channel string) {
-				ps := rdb.Subscribe(context.Background(), channel)
-				t.Cleanup(func() { ps.Close() })
-				if _, err := ps.Receive(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-			}
-			tt.setup(mr, sub)
+			mr.SetTime(fixedNow)
+			tt.setup(mr, subscriber(t, mr))
 
 			r := relockCmd(t, "show", "--redis", url, tt.show)
 			text := sinceLine.ReplaceAllString(r.stdout, "since     SINCE  (held for D)")
