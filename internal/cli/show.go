@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -70,69 +71,31 @@ func runShow(ctx context.Context, e *env, args []string) int {
 		if code := printJSON(e, fs, s.report(name)); code != exitOK {
 			return code
 		}
-		if s.lock == nil && s.count == nil && s.kind != "none" {
-			return exitFailure
-		}
-		return exitOK
+	} else {
+		s.print(e.stdout, name)
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	if s.notALock() {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// notALock reports whether the name holds something other than a lock or
+// a synchronizer, for which show exits 1.
+func (s *lockState) notALock() bool {
+	return s.lock == nil && s.count == nil && s.kind != "none"
+}
+
+// print writes what show prints of the name s describes: a line per fact,
+// its label first, the columns aligned.
+func (s *lockState) print(w io.Writer, name string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "name\t%s\n", label(name))
 	switch {
 	case s.lock != nil:
-		state := "held"
-		switch {
-		case isRW(s.lock.kind):
-			state += " (read-write lock, " + s.lock.kind + " mode)"
-		case s.lock.kind == kindFair:
-			state += " (fair lock)"
-		case s.lock.kind == kindElection:
-			state += " (election)"
-		}
-		fmt.Fprintf(tw, "state\t%s\n", state)
-		if l := s.lock.leader; l != nil {
-			fmt.Fprintf(tw, "leader\t%q\tterm %d since %s\n", l.Value, l.Term, l.Since)
-		} else if s.lock.kind == kindElection {
-			fmt.Fprintf(tw, "leader\tnone published yet\n")
-		}
-		fmt.Fprintf(tw, "ttl\t%s\n", fmtTTL(s.lock.ttl))
-		if d := s.lock.heldFor(time.Now()); d > 0 {
-			fmt.Fprintf(tw, "since\t%s\t(held for %s)\n", time.UnixMilli(s.lock.since).Format(time.RFC3339), d.Round(time.Millisecond))
-		}
-		for _, h := range s.lock.holders {
-			side := ""
-			if h.write {
-				side = ", write"
-			}
-			fmt.Fprintf(tw, "holder\t%s\t%s (holds %d%s)\n", h.client, h.owner, h.count, side)
-			if h.client != nil && h.client.Version != "" {
-				fmt.Fprintf(tw, "\t\trelock %s, started %s\n", h.client.Version, h.client.Started)
-			}
-		}
+		printHeld(tw, s.lock)
 	case s.count != nil:
-		fmt.Fprintf(tw, "kind\t%s\n", s.count.kind)
-		switch s.count.kind {
-		case kindPermits:
-			fmt.Fprintf(tw, "available\t%d\n", s.count.count)
-			fmt.Fprintf(tw, "held\t%d\n", len(s.count.permits))
-			for _, p := range s.count.permits {
-				left := "no lease"
-				if p.ExpiresInMs != nil {
-					left = "expires in " + fmtMs(*p.ExpiresInMs)
-				}
-				who := p.Client.String()
-				if p.Owner != "" {
-					who += " " + p.Owner
-				}
-				fmt.Fprintf(tw, "permit\t%s\t%s, %s\n", p.ID, who, left)
-			}
-		case kindLatch:
-			fmt.Fprintf(tw, "count\t%d\n", s.count.count)
-		case kindSem:
-			fmt.Fprintf(tw, "available\t%d\n", s.count.count)
-			fmt.Fprintf(tw, "holders\tnone recorded: a semaphore's permits have no owner\n")
-		default:
-			fmt.Fprintf(tw, "value\t%d\t(a semaphore's available permits or a latch's count: nobody waits to tell which)\n", s.count.count)
-		}
+		printCount(tw, s.count)
 	case s.kind == "none" && s.fair:
 		fmt.Fprintf(tw, "state\tfree (fair lock with owners queued)\n")
 	case s.kind == "none":
@@ -146,23 +109,90 @@ func runShow(ctx context.Context, e *env, args []string) int {
 	case s.token != "":
 		fmt.Fprintf(tw, "token\t%s\t(%s, the last handed out)\n", s.token, s.tokenKey)
 	}
-	for i, q := range s.queue {
-		if !s.fair {
+	printQueue(tw, s.queue, s.fair)
+	fmt.Fprintf(tw, "waiters\t%d\t(%s)\n", s.waiters, s.waitersWhat)
+	tw.Flush()
+}
+
+// printHeld writes the lines of a held lock: its state and kind, an
+// election's leader, the TTL, since when it is held, and its holders with
+// their Clients.
+func printHeld(w io.Writer, li *lockInfo) {
+	state := "held"
+	switch {
+	case isRW(li.kind):
+		state += " (read-write lock, " + li.kind + " mode)"
+	case li.kind == kindFair:
+		state += " (fair lock)"
+	case li.kind == kindElection:
+		state += " (election)"
+	}
+	fmt.Fprintf(w, "state\t%s\n", state)
+	if l := li.leader; l != nil {
+		fmt.Fprintf(w, "leader\t%q\tterm %d since %s\n", l.Value, l.Term, l.Since)
+	} else if li.kind == kindElection {
+		fmt.Fprintf(w, "leader\tnone published yet\n")
+	}
+	fmt.Fprintf(w, "ttl\t%s\n", fmtTTL(li.ttl))
+	if d := li.heldFor(time.Now()); d > 0 {
+		fmt.Fprintf(w, "since\t%s\t(held for %s)\n", time.UnixMilli(li.since).Format(time.RFC3339), d.Round(time.Millisecond))
+	}
+	for _, h := range li.holders {
+		side := ""
+		if h.write {
+			side = ", write"
+		}
+		fmt.Fprintf(w, "holder\t%s\t%s (holds %d%s)\n", h.client, h.owner, h.count, side)
+		if h.client != nil && h.client.Version != "" {
+			fmt.Fprintf(w, "\t\trelock %s, started %s\n", h.client.Version, h.client.Started)
+		}
+	}
+}
+
+// printCount writes the lines of a synchronizer: its kind and count, and
+// a permit semaphore's held permits with their holders and expiries.
+func printCount(w io.Writer, c *counted) {
+	fmt.Fprintf(w, "kind\t%s\n", c.kind)
+	switch c.kind {
+	case kindPermits:
+		fmt.Fprintf(w, "available\t%d\n", c.count)
+		fmt.Fprintf(w, "held\t%d\n", len(c.permits))
+		for _, p := range c.permits {
+			left := "no lease"
+			if p.ExpiresInMs != nil {
+				left = "expires in " + fmtMs(*p.ExpiresInMs)
+			}
+			who := p.Client.String()
+			if p.Owner != "" {
+				who += " " + p.Owner
+			}
+			fmt.Fprintf(w, "permit\t%s\t%s, %s\n", p.ID, who, left)
+		}
+	case kindLatch:
+		fmt.Fprintf(w, "count\t%d\n", c.count)
+	case kindSem:
+		fmt.Fprintf(w, "available\t%d\n", c.count)
+		fmt.Fprintf(w, "holders\tnone recorded: a semaphore's permits have no owner\n")
+	default:
+		fmt.Fprintf(w, "value\t%d\t(a semaphore's available permits or a latch's count: nobody waits to tell which)\n", c.count)
+	}
+}
+
+// printQueue writes a line per waiter in queue, first to last: how long
+// each relock call has waited (and, for a read-write lock, to do what),
+// or, in a fair lock's queue, how long each owner keeps its place.
+func printQueue(w io.Writer, queue []queuedRow, fair bool) {
+	for i, q := range queue {
+		if !fair {
 			mode := ""
 			if q.Mode != "" {
 				mode = ", to " + q.Mode
 			}
-			fmt.Fprintf(tw, "queued %d\t%s\t%s (waiting for %s%s)\n", i+1, q.Client, q.Owner, fmtMs(q.WaitingMs), mode)
+			fmt.Fprintf(w, "queued %d\t%s\t%s (waiting for %s%s)\n", i+1, q.Client, q.Owner, fmtMs(q.WaitingMs), mode)
 			continue
 		}
-		fmt.Fprintf(tw, "queued %d\t%s\t%s (keeps its place for %s)\n", i+1, q.Client, q.Owner, fmtMs(q.DeadlineInMs))
+		fmt.Fprintf(w, "queued %d\t%s\t%s (keeps its place for %s)\n", i+1, q.Client, q.Owner, fmtMs(q.DeadlineInMs))
 	}
-	fmt.Fprintf(tw, "waiters\t%d\t(%s)\n", s.waiters, s.waitersWhat)
-	tw.Flush()
-	if s.lock == nil && s.count == nil && s.kind != "none" {
-		return exitFailure
-	}
-	return exitOK
 }
 
 // shown is what `relock show --json` prints (docs/cli.md); fields are only
