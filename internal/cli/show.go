@@ -304,6 +304,7 @@ type lockState struct {
 	count       *counted    // a synchronizer's count, when name holds one
 }
 
+// inspectLock reads everything show reports about name.
 func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*lockState, error) {
 	s := &lockState{tokenKey: companion(layout.Token, name)}
 	var err error
@@ -311,33 +312,11 @@ func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*
 		return nil, err
 	}
 	if s.kind == "hash" {
-		fields, err := rdb.HGetAll(ctx, name).Result()
-		if err != nil {
+		if err := s.readHash(ctx, rdb, name); err != nil {
 			return nil, err
 		}
-		ttl, err := rdb.PTTL(ctx, name).Result()
-		if err != nil {
-			return nil, err
-		}
-		li, ok := parseLock(name, fields)
-		switch {
-		case ok:
-			li.ttl = ttl
-			s.lock = li
-			if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {
-				return nil, err
-			}
-		case len(fields) == 0:
-			s.kind = "none" // released between the calls
-		default:
-			s.kind = "hash whose fields are not lock owners"
-		}
 	}
-	s.token, err = rdb.Get(ctx, s.tokenKey).Result()
-	if errors.Is(err, redis.Nil) {
-		s.token, err = "", nil
-	}
-	if err != nil {
+	if s.token, err = lastToken(ctx, rdb, s.tokenKey); err != nil {
 		return nil, err
 	}
 	if s.kind == "string" || s.kind == "none" {
@@ -354,19 +333,8 @@ func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*
 		return nil, err
 	}
 	s.fair = kind == kindFair || kind == kindElection
-	switch {
-	case s.fair:
-		if s.queue, err = fairQueue(ctx, rdb, name); err != nil {
-			return nil, err
-		}
-	case kind == kindLock:
-		if s.queue, err = relockQueue(ctx, rdb, layout.Companion(layout.LockQueue, name), false); err != nil {
-			return nil, err
-		}
-	case isRW(kind):
-		if s.queue, err = relockQueue(ctx, rdb, layout.Companion(layout.RWQueue, name), true); err != nil {
-			return nil, err
-		}
+	if s.queue, err = queueOf(ctx, rdb, name, kind); err != nil {
+		return nil, err
 	}
 	if s.lock != nil && s.fair && s.lock.kind == kindLock {
 		s.lock.kind = kindFair
@@ -375,6 +343,58 @@ func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*
 		return nil, err
 	}
 	return s, nil
+}
+
+// readHash reads the hash name as a lock, with its TTL and its holders'
+// Clients. When the hash is not a lock's, or was deleted meanwhile, it
+// says so in s.kind instead.
+func (s *lockState) readHash(ctx context.Context, rdb redis.UniversalClient, name string) error {
+	fields, err := rdb.HGetAll(ctx, name).Result()
+	if err != nil {
+		return err
+	}
+	ttl, err := rdb.PTTL(ctx, name).Result()
+	if err != nil {
+		return err
+	}
+	li, ok := parseLock(name, fields)
+	switch {
+	case ok:
+		li.ttl = ttl
+		s.lock = li
+		return identify(ctx, rdb, []*lockInfo{li})
+	case len(fields) == 0:
+		s.kind = "none" // released between the calls
+	default:
+		s.kind = "hash whose fields are not lock owners"
+	}
+	return nil
+}
+
+// lastToken reads the fencing token last handed out from the token key;
+// "" when none was.
+func lastToken(ctx context.Context, rdb redis.UniversalClient, key string) (string, error) {
+	token, err := rdb.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return token, err
+}
+
+// queueOf reads who waits in the queue of the lock name of the given kind,
+// first to last: the owners queued for a fair lock or an election, the
+// relock calls queued for a lock or a read-write lock; none for another
+// kind.
+func queueOf(ctx context.Context, rdb redis.UniversalClient, name, kind string) ([]queuedRow, error) {
+	switch {
+	case kind == kindFair || kind == kindElection:
+		return fairQueue(ctx, rdb, name)
+	case kind == kindLock:
+		return relockQueue(ctx, rdb, layout.Companion(layout.LockQueue, name), false)
+	case isRW(kind):
+		return relockQueue(ctx, rdb, layout.Companion(layout.RWQueue, name), true)
+	}
+	return nil, nil
 }
 
 // subscribers counts the subscriptions to channel: on a cluster, classic
