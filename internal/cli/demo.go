@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -60,36 +61,15 @@ type demoConfig struct {
 func runDemo(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "demo", "[flags]", demoAbout)
 	rf := addRedisFlags(fs)
-	var cfg demoConfig
-	fs.IntVar(&cfg.clients, "clients", 2, "relock clients, each with its own connection pool")
-	fs.IntVar(&cfg.workers, "workers", 8, "workers, spread over the clients")
-	fs.IntVar(&cfg.locks, "locks", 3, "lock names the workers contend for")
-	fs.IntVar(&cfg.acquisitions, "acquisitions", 4000, "stop after this many acquisitions in all (0: no limit, needs --duration)")
-	fs.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: no limit); with --acquisitions, whichever comes first")
-	fs.DurationVar(&cfg.hold, "hold", 0, "time each worker sleeps inside the critical section")
-	fs.StringVar(&cfg.prefix, "prefix", "relock-demo", "prefix of the lock names")
-	fs.DurationVar(&cfg.watchdog, "watchdog", relock.DefaultWatchdogTimeout, "the clients' watchdog timeout")
-	fs.DurationVar(&cfg.every, "progress", 0, "progress interval (default 200ms on a terminal, else 1s)")
-	fs.BoolVar(&cfg.scenes, "scenes", true, "after the run, show the watchdog, the lost-lock signal, fencing tokens and a leader's failover at work (about 5s)")
+	cfg := addDemoFlags(fs)
 	if code, done := parse(fs, args); done {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return usageError(e, fs, "unexpected argument %q", fs.Arg(0))
 	}
-	switch {
-	case cfg.clients < 1:
-		return usageError(e, fs, "--clients must be at least 1")
-	case cfg.workers < 1:
-		return usageError(e, fs, "--workers must be at least 1")
-	case cfg.locks < 1:
-		return usageError(e, fs, "--locks must be at least 1")
-	case cfg.acquisitions < 0 || cfg.duration < 0 || cfg.hold < 0:
-		return usageError(e, fs, "--acquisitions, --duration and --hold cannot be negative")
-	case cfg.acquisitions == 0 && cfg.duration == 0:
-		return usageError(e, fs, "give --acquisitions or --duration a limit")
-	case cfg.prefix == "":
-		return usageError(e, fs, "--prefix cannot be empty")
+	if msg := cfg.invalid(); msg != "" {
+		return usageError(e, fs, "%s", msg)
 	}
 	if cfg.every <= 0 {
 		cfg.every = time.Second
@@ -104,26 +84,74 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	}
 	var mr *miniredis.Miniredis
 	if t == nil {
-		mr, err = miniredis.Run()
-		if err != nil {
-			return fail(e, fs, fmt.Errorf("cannot start the embedded Redis: %w", err))
-		}
-		defer mr.Close()
-		fmt.Fprintf(e.stderr, "relock demo: no --redis and no $%s: running on an embedded in-process Redis (miniredis) at %s\n", envRedisURL, mr.Addr())
-		if t, err = parseTarget("redis://"+mr.Addr(), false); err != nil {
+		if t, mr, err = startEmbedded(e); err != nil {
 			return fail(e, fs, err)
 		}
+		defer mr.Close()
 	} else {
 		fmt.Fprintf(e.stderr, "relock demo: running on %s\n", t)
 	}
 
-	d, err := newDemo(ctx, e, t, cfg)
+	d, err := newDemo(ctx, e, t, *cfg)
 	if err != nil {
 		return fail(e, fs, err)
 	}
 	d.target, d.mr = t, mr
 	defer d.close()
 	return d.run(ctx)
+}
+
+// addDemoFlags defines the demo's own flags on fs, which set the config
+// it returns.
+func addDemoFlags(fs *flag.FlagSet) *demoConfig {
+	var cfg demoConfig
+	fs.IntVar(&cfg.clients, "clients", 2, "relock clients, each with its own connection pool")
+	fs.IntVar(&cfg.workers, "workers", 8, "workers, spread over the clients")
+	fs.IntVar(&cfg.locks, "locks", 3, "lock names the workers contend for")
+	fs.IntVar(&cfg.acquisitions, "acquisitions", 4000, "stop after this many acquisitions in all (0: no limit, needs --duration)")
+	fs.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: no limit); with --acquisitions, whichever comes first")
+	fs.DurationVar(&cfg.hold, "hold", 0, "time each worker sleeps inside the critical section")
+	fs.StringVar(&cfg.prefix, "prefix", "relock-demo", "prefix of the lock names")
+	fs.DurationVar(&cfg.watchdog, "watchdog", relock.DefaultWatchdogTimeout, "the clients' watchdog timeout")
+	fs.DurationVar(&cfg.every, "progress", 0, "progress interval (default 200ms on a terminal, else 1s)")
+	fs.BoolVar(&cfg.scenes, "scenes", true, "after the run, show the watchdog, the lost-lock signal, fencing tokens and a leader's failover at work (about 5s)")
+	return &cfg
+}
+
+// invalid says what is wrong with the flags, or returns "".
+func (cfg *demoConfig) invalid() string {
+	switch {
+	case cfg.clients < 1:
+		return "--clients must be at least 1"
+	case cfg.workers < 1:
+		return "--workers must be at least 1"
+	case cfg.locks < 1:
+		return "--locks must be at least 1"
+	case cfg.acquisitions < 0 || cfg.duration < 0 || cfg.hold < 0:
+		return "--acquisitions, --duration and --hold cannot be negative"
+	case cfg.acquisitions == 0 && cfg.duration == 0:
+		return "give --acquisitions or --duration a limit"
+	case cfg.prefix == "":
+		return "--prefix cannot be empty"
+	}
+	return ""
+}
+
+// startEmbedded starts the in-process Redis the demo runs on when it is
+// given none, says so on stderr, and returns it with its target. The
+// caller closes it.
+func startEmbedded(e *env) (*target, *miniredis.Miniredis, error) {
+	mr, err := miniredis.Run()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot start the embedded Redis: %w", err)
+	}
+	fmt.Fprintf(e.stderr, "relock demo: no --redis and no $%s: running on an embedded in-process Redis (miniredis) at %s\n", envRedisURL, mr.Addr())
+	t, err := parseTarget("redis://"+mr.Addr(), false)
+	if err != nil {
+		mr.Close()
+		return nil, nil, err
+	}
+	return t, mr, nil
 }
 
 // demo is one run of the demo.
