@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -185,7 +184,7 @@ type demoLock struct {
 
 func newDemo(ctx context.Context, e *env, t *target, cfg demoConfig) (*demo, error) {
 	d := &demo{e: e, cfg: cfg, rec: history.New()}
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := warnLogger(e.stderr)
 	for range cfg.clients {
 		rdb, err := t.connect(ctx)
 		if err != nil {
