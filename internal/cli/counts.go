@@ -114,23 +114,23 @@ func inspectCount(ctx context.Context, rdb redis.UniversalClient, name string, c
 	if len(held) > 0 || value.Err() != nil {
 		c.kind = kindPermits
 		at := now.Val().UnixMilli()
-		li := &lockInfo{}
-		for _, z := range held {
+		owners := make([]string, len(held))
+		for i, z := range held {
 			id, _ := z.Member.(string)
-			h := permitHolder(id)
-			r := permitRow{ID: h.permit, Owner: permitOwner(id)}
+			r := permitRow{ID: hex.EncodeToString([]byte(id)), Owner: permitOwner(id)}
 			if int64(z.Score) < layout.PermitNoLease {
 				left := int64(z.Score) - at
 				r.ExpiresInMs = &left
 			}
 			c.permits = append(c.permits, r)
-			li.holders = append(li.holders, h)
+			owners[i] = r.Owner
 		}
-		if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {
+		clients, err := clientsOf(ctx, rdb, owners)
+		if err != nil {
 			return nil, err
 		}
 		for i := range c.permits {
-			c.permits[i].Client = li.holders[i].client
+			c.permits[i].Client = clients[i]
 		}
 		return c, nil
 	}
@@ -199,23 +199,18 @@ func fairQueue(ctx context.Context, rdb redis.UniversalClient, name string) ([]q
 		return nil, err
 	}
 	at := now.Val().UnixMilli()
+	clients, err := clientsOf(ctx, rdb, owners)
+	if err != nil {
+		return nil, err
+	}
 	rows := make([]queuedRow, len(owners))
-	holders := make([]holder, len(owners))
 	for i, o := range owners {
 		deadline := int64(scores[i].Val())
 		if v := alive[i].Val(); v != "" {
 			d, _, _ := cutInt(v)
 			deadline = d
 		}
-		rows[i] = queuedRow{Owner: o, DeadlineInMs: deadline - at}
-		holders[i] = holder{owner: o}
-	}
-	li := &lockInfo{holders: holders}
-	if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {
-		return nil, err
-	}
-	for i := range rows {
-		rows[i].Client = li.holders[i].client
+		rows[i] = queuedRow{Owner: o, Client: clients[i], DeadlineInMs: deadline - at}
 	}
 	return rows, nil
 }
@@ -238,7 +233,7 @@ func relockQueue(ctx context.Context, rdb redis.UniversalClient, key string, rw 
 	}
 	at := now.Val().UnixMilli()
 	var rows []queuedRow
-	var holders []holder
+	var owners []string
 	for _, z := range members.Val() {
 		m, _ := z.Member.(string)
 		parts := strings.SplitN(m, "|", 3)
@@ -253,14 +248,14 @@ func relockQueue(ctx context.Context, rdb redis.UniversalClient, key string, rw 
 			}
 		}
 		rows = append(rows, row)
-		holders = append(holders, holder{owner: parts[2]})
+		owners = append(owners, parts[2])
 	}
-	li := &lockInfo{holders: holders}
-	if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {
+	clients, err := clientsOf(ctx, rdb, owners)
+	if err != nil {
 		return nil, err
 	}
 	for i := range rows {
-		rows[i].Client = li.holders[i].client
+		rows[i].Client = clients[i]
 	}
 	return rows, nil
 }
