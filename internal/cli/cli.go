@@ -31,6 +31,12 @@ func (debugLogger) Printf(ctx context.Context, format string, v ...any) {
 	slog.DebugContext(ctx, fmt.Sprintf(format, v...), "from", "go-redis")
 }
 
+// warnLogger is the logger of the relock Clients the subcommands make:
+// their warnings and errors go to w.
+func warnLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
 // Exit codes shared by the subcommands. relock run otherwise exits with
 // its command's code.
 const (
@@ -39,6 +45,7 @@ const (
 	exitUsage       = 2   // bad flags or arguments
 	exitNotAcquired = 3   // the lock was not acquired within --wait
 	exitLost        = 4   // the lock was lost while the command ran
+	exitCannotStart = 127 // the command cannot be started
 	exitInterrupted = 130 // 128+SIGINT; other signals give 128+N likewise
 )
 

@@ -79,3 +79,20 @@ func identify(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo)
 	}
 	return nil
 }
+
+// clientsOf returns the Client of each of owners (see identify), in
+// order; nil for an owner whose Client is unknown or that is no owner id.
+func clientsOf(ctx context.Context, rdb redis.UniversalClient, owners []string) ([]*clientInfo, error) {
+	li := &lockInfo{holders: make([]holder, len(owners))}
+	for i, o := range owners {
+		li.holders[i].owner = o
+	}
+	if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {
+		return nil, err
+	}
+	clients := make([]*clientInfo, len(owners))
+	for i, h := range li.holders {
+		clients[i] = h.client
+	}
+	return clients, nil
+}

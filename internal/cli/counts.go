@@ -113,44 +113,62 @@ func inspectCount(ctx context.Context, rdb redis.UniversalClient, name string, c
 	c := &counted{count: n}
 	if len(held) > 0 || value.Err() != nil {
 		c.kind = kindPermits
-		at := now.Val().UnixMilli()
-		li := &lockInfo{}
-		for _, z := range held {
-			id, _ := z.Member.(string)
-			h := permitHolder(id)
-			r := permitRow{ID: h.permit, Owner: permitOwner(id)}
-			if int64(z.Score) < layout.PermitNoLease {
-				left := int64(z.Score) - at
-				r.ExpiresInMs = &left
-			}
-			c.permits = append(c.permits, r)
-			li.holders = append(li.holders, h)
-		}
-		if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {
+		if c.permits, err = heldPermits(ctx, rdb, held, now.Val().UnixMilli()); err != nil {
 			return nil, err
-		}
-		for i := range c.permits {
-			c.permits[i].Client = li.holders[i].client
 		}
 		return c, nil
 	}
-	sem, err := subscribers(ctx, rdb, layout.Companion(layout.SemaphoreChannel, name))
+	if c.kind, err = countKind(ctx, rdb, name, cluster); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// heldPermits makes the rows of a permit semaphore's held permits from
+// the members of its zset, each scored by its expiry: how long each has
+// left at the server time at (unix ms), and its holder's Client.
+func heldPermits(ctx context.Context, rdb redis.UniversalClient, held []redis.Z, at int64) ([]permitRow, error) {
+	var permits []permitRow
+	owners := make([]string, len(held))
+	for i, z := range held {
+		id, _ := z.Member.(string)
+		r := permitRow{ID: hex.EncodeToString([]byte(id)), Owner: permitOwner(id)}
+		if int64(z.Score) < layout.PermitNoLease {
+			left := int64(z.Score) - at
+			r.ExpiresInMs = &left
+		}
+		permits = append(permits, r)
+		owners[i] = r.Owner
+	}
+	clients, err := clientsOf(ctx, rdb, owners)
 	if err != nil {
 		return nil, err
+	}
+	for i := range permits {
+		permits[i].Client = clients[i]
+	}
+	return permits, nil
+}
+
+// countKind tells whether the count name is a semaphore's or a latch's by
+// who waits on their channels: kindSem or kindLatch while someone waits on
+// the one only, else kindCount.
+func countKind(ctx context.Context, rdb redis.UniversalClient, name string, cluster bool) (string, error) {
+	sem, err := subscribers(ctx, rdb, layout.Companion(layout.SemaphoreChannel, name))
+	if err != nil {
+		return "", err
 	}
 	latch, err := subscribers(ctx, rdb, layout.LatchChannel(name, cluster))
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	switch {
 	case sem > 0 && latch == 0:
-		c.kind = kindSem
+		return kindSem, nil
 	case latch > 0 && sem == 0:
-		c.kind = kindLatch
-	default:
-		c.kind = kindCount
+		return kindLatch, nil
 	}
-	return c, nil
+	return kindCount, nil
 }
 
 // permitOwner returns the owner id "<uuid>:<n>" that the raw id of a
@@ -199,23 +217,18 @@ func fairQueue(ctx context.Context, rdb redis.UniversalClient, name string) ([]q
 		return nil, err
 	}
 	at := now.Val().UnixMilli()
+	clients, err := clientsOf(ctx, rdb, owners)
+	if err != nil {
+		return nil, err
+	}
 	rows := make([]queuedRow, len(owners))
-	holders := make([]holder, len(owners))
 	for i, o := range owners {
 		deadline := int64(scores[i].Val())
 		if v := alive[i].Val(); v != "" {
 			d, _, _ := cutInt(v)
 			deadline = d
 		}
-		rows[i] = queuedRow{Owner: o, DeadlineInMs: deadline - at}
-		holders[i] = holder{owner: o}
-	}
-	li := &lockInfo{holders: holders}
-	if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {
-		return nil, err
-	}
-	for i := range rows {
-		rows[i].Client = li.holders[i].client
+		rows[i] = queuedRow{Owner: o, Client: clients[i], DeadlineInMs: deadline - at}
 	}
 	return rows, nil
 }
@@ -238,7 +251,7 @@ func relockQueue(ctx context.Context, rdb redis.UniversalClient, key string, rw 
 	}
 	at := now.Val().UnixMilli()
 	var rows []queuedRow
-	var holders []holder
+	var owners []string
 	for _, z := range members.Val() {
 		m, _ := z.Member.(string)
 		parts := strings.SplitN(m, "|", 3)
@@ -253,14 +266,14 @@ func relockQueue(ctx context.Context, rdb redis.UniversalClient, key string, rw 
 			}
 		}
 		rows = append(rows, row)
-		holders = append(holders, holder{owner: parts[2]})
+		owners = append(owners, parts[2])
 	}
-	li := &lockInfo{holders: holders}
-	if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {
+	clients, err := clientsOf(ctx, rdb, owners)
+	if err != nil {
 		return nil, err
 	}
 	for i := range rows {
-		rows[i].Client = li.holders[i].client
+		rows[i].Client = clients[i]
 	}
 	return rows, nil
 }

@@ -3,8 +3,8 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -60,36 +60,15 @@ type demoConfig struct {
 func runDemo(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "demo", "[flags]", demoAbout)
 	rf := addRedisFlags(fs)
-	var cfg demoConfig
-	fs.IntVar(&cfg.clients, "clients", 2, "relock clients, each with its own connection pool")
-	fs.IntVar(&cfg.workers, "workers", 8, "workers, spread over the clients")
-	fs.IntVar(&cfg.locks, "locks", 3, "lock names the workers contend for")
-	fs.IntVar(&cfg.acquisitions, "acquisitions", 4000, "stop after this many acquisitions in all (0: no limit, needs --duration)")
-	fs.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: no limit); with --acquisitions, whichever comes first")
-	fs.DurationVar(&cfg.hold, "hold", 0, "time each worker sleeps inside the critical section")
-	fs.StringVar(&cfg.prefix, "prefix", "relock-demo", "prefix of the lock names")
-	fs.DurationVar(&cfg.watchdog, "watchdog", relock.DefaultWatchdogTimeout, "the clients' watchdog timeout")
-	fs.DurationVar(&cfg.every, "progress", 0, "progress interval (default 200ms on a terminal, else 1s)")
-	fs.BoolVar(&cfg.scenes, "scenes", true, "after the run, show the watchdog, the lost-lock signal, fencing tokens and a leader's failover at work (about 5s)")
+	cfg := addDemoFlags(fs)
 	if code, done := parse(fs, args); done {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return usageError(e, fs, "unexpected argument %q", fs.Arg(0))
 	}
-	switch {
-	case cfg.clients < 1:
-		return usageError(e, fs, "--clients must be at least 1")
-	case cfg.workers < 1:
-		return usageError(e, fs, "--workers must be at least 1")
-	case cfg.locks < 1:
-		return usageError(e, fs, "--locks must be at least 1")
-	case cfg.acquisitions < 0 || cfg.duration < 0 || cfg.hold < 0:
-		return usageError(e, fs, "--acquisitions, --duration and --hold cannot be negative")
-	case cfg.acquisitions == 0 && cfg.duration == 0:
-		return usageError(e, fs, "give --acquisitions or --duration a limit")
-	case cfg.prefix == "":
-		return usageError(e, fs, "--prefix cannot be empty")
+	if msg := cfg.invalid(); msg != "" {
+		return usageError(e, fs, "%s", msg)
 	}
 	if cfg.every <= 0 {
 		cfg.every = time.Second
@@ -104,26 +83,74 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	}
 	var mr *miniredis.Miniredis
 	if t == nil {
-		mr, err = miniredis.Run()
-		if err != nil {
-			return fail(e, fs, fmt.Errorf("cannot start the embedded Redis: %w", err))
-		}
-		defer mr.Close()
-		fmt.Fprintf(e.stderr, "relock demo: no --redis and no $%s: running on an embedded in-process Redis (miniredis) at %s\n", envRedisURL, mr.Addr())
-		if t, err = parseTarget("redis://"+mr.Addr(), false); err != nil {
+		if t, mr, err = startEmbedded(e); err != nil {
 			return fail(e, fs, err)
 		}
+		defer mr.Close()
 	} else {
 		fmt.Fprintf(e.stderr, "relock demo: running on %s\n", t)
 	}
 
-	d, err := newDemo(ctx, e, t, cfg)
+	d, err := newDemo(ctx, e, t, *cfg)
 	if err != nil {
 		return fail(e, fs, err)
 	}
 	d.target, d.mr = t, mr
 	defer d.close()
 	return d.run(ctx)
+}
+
+// addDemoFlags defines the demo's own flags on fs, which set the config
+// it returns.
+func addDemoFlags(fs *flag.FlagSet) *demoConfig {
+	var cfg demoConfig
+	fs.IntVar(&cfg.clients, "clients", 2, "relock clients, each with its own connection pool")
+	fs.IntVar(&cfg.workers, "workers", 8, "workers, spread over the clients")
+	fs.IntVar(&cfg.locks, "locks", 3, "lock names the workers contend for")
+	fs.IntVar(&cfg.acquisitions, "acquisitions", 4000, "stop after this many acquisitions in all (0: no limit, needs --duration)")
+	fs.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: no limit); with --acquisitions, whichever comes first")
+	fs.DurationVar(&cfg.hold, "hold", 0, "time each worker sleeps inside the critical section")
+	fs.StringVar(&cfg.prefix, "prefix", "relock-demo", "prefix of the lock names")
+	fs.DurationVar(&cfg.watchdog, "watchdog", relock.DefaultWatchdogTimeout, "the clients' watchdog timeout")
+	fs.DurationVar(&cfg.every, "progress", 0, "progress interval (default 200ms on a terminal, else 1s)")
+	fs.BoolVar(&cfg.scenes, "scenes", true, "after the run, show the watchdog, the lost-lock signal, fencing tokens and a leader's failover at work (about 5s)")
+	return &cfg
+}
+
+// invalid says what is wrong with the flags, or returns "".
+func (cfg *demoConfig) invalid() string {
+	switch {
+	case cfg.clients < 1:
+		return "--clients must be at least 1"
+	case cfg.workers < 1:
+		return "--workers must be at least 1"
+	case cfg.locks < 1:
+		return "--locks must be at least 1"
+	case cfg.acquisitions < 0 || cfg.duration < 0 || cfg.hold < 0:
+		return "--acquisitions, --duration and --hold cannot be negative"
+	case cfg.acquisitions == 0 && cfg.duration == 0:
+		return "give --acquisitions or --duration a limit"
+	case cfg.prefix == "":
+		return "--prefix cannot be empty"
+	}
+	return ""
+}
+
+// startEmbedded starts the in-process Redis the demo runs on when it is
+// given none, says so on stderr, and returns it with its target. The
+// caller closes it.
+func startEmbedded(e *env) (*target, *miniredis.Miniredis, error) {
+	mr, err := miniredis.Run()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot start the embedded Redis: %w", err)
+	}
+	fmt.Fprintf(e.stderr, "relock demo: no --redis and no $%s: running on an embedded in-process Redis (miniredis) at %s\n", envRedisURL, mr.Addr())
+	t, err := parseTarget("redis://"+mr.Addr(), false)
+	if err != nil {
+		mr.Close()
+		return nil, nil, err
+	}
+	return t, mr, nil
 }
 
 // demo is one run of the demo.
@@ -157,7 +184,7 @@ type demoLock struct {
 
 func newDemo(ctx context.Context, e *env, t *target, cfg demoConfig) (*demo, error) {
 	d := &demo{e: e, cfg: cfg, rec: history.New()}
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := warnLogger(e.stderr)
 	for range cfg.clients {
 		rdb, err := t.connect(ctx)
 		if err != nil {
@@ -298,128 +325,4 @@ func (d *demo) snapshot() progressSnapshot {
 		s.perLock = append(s.perLock, l.acquired.Load())
 	}
 	return s
-}
-
-// report prints the table and the verdict, and returns the exit code.
-func (d *demo) report(ctx context.Context, elapsed time.Duration) int {
-	out := d.e.stdout
-	sum := d.rec.Summary()
-	tokens := make(map[string]uint64, len(sum.Names))
-	for _, ns := range sum.Names {
-		tokens[ns.Name] = ns.LastToken
-	}
-	var acquired, mismatches, crowded int64
-	width := len("lock")
-	for _, l := range d.locks {
-		width = max(width, len(l.name))
-	}
-	fmt.Fprintf(out, "%-*s  %12s  %10s  %10s\n", width, "lock", "acquisitions", "last token", "counter")
-	for _, l := range d.locks {
-		n := l.acquired.Load()
-		acquired += n
-		crowded += l.crowded.Load()
-		mark := ""
-		if l.value != n {
-			mismatches += n - l.value
-			mark = "  (lost updates)"
-		}
-		fmt.Fprintf(out, "%-*s  %12d  %10d  %10d%s\n", width, l.name, n, tokens[l.name], l.value, mark)
-	}
-
-	var waits, wakeups uint64
-	for _, c := range d.clients {
-		st := c.Stats()
-		waits += st.Waits
-		wakeups += st.Wakeups
-	}
-	rate := float64(acquired) / max(elapsed.Seconds(), 1e-9)
-	fmt.Fprintf(out, "\n%d clients, %d workers: %d acquisitions in %v (%.0f/s); %d lock calls waited, %d release messages woke a waiter\n",
-		len(d.clients), d.cfg.workers, acquired, elapsed.Round(time.Millisecond), rate, waits, wakeups)
-	if n := d.lost.Load(); n > 0 {
-		fmt.Fprintf(out, "warning: %d holds were lost before their unlock\n", n)
-	}
-	var sceneFailed bool
-	if d.cfg.scenes && ctx.Err() == nil && d.err == nil {
-		for _, f := range d.scenes(ctx, d.target, d.mr) {
-			fmt.Fprintf(out, "scene failed: %s\n", f)
-			sceneFailed = true
-		}
-		fmt.Fprintln(out)
-	}
-
-	violations := d.rec.Check()
-	var overlaps, backwards int
-	for _, v := range violations {
-		switch v.Kind {
-		case history.KindOverlap:
-			overlaps++
-		case history.KindTokenBackwards:
-			backwards++
-		}
-	}
-	const show = 10
-	for i, v := range violations {
-		if i == show {
-			fmt.Fprintf(out, "... and %d more violations\n", len(violations)-show)
-			break
-		}
-		fmt.Fprintf(out, "violation: %v\n", v)
-	}
-	if crowded > 0 {
-		fmt.Fprintf(out, "violation: a worker found another inside the critical section %d times\n", crowded)
-	}
-	if mismatches != 0 {
-		fmt.Fprintf(out, "violation: the shared counters lost %d updates\n", mismatches)
-	}
-	interrupted := ctx.Err() != nil
-	if interrupted {
-		fmt.Fprintf(out, "interrupted after %d acquisitions\n", acquired)
-	}
-	if d.err != nil {
-		fmt.Fprintf(d.e.stderr, "relock demo: %s\n", plain(d.err))
-	} else if !interrupted && d.cfg.acquisitions > 0 && d.cfg.duration == 0 && acquired != int64(d.cfg.acquisitions) {
-		d.fail(fmt.Errorf("made %d acquisitions, want %d", acquired, d.cfg.acquisitions))
-		fmt.Fprintf(d.e.stderr, "relock demo: %s\n", plain(d.err))
-	}
-
-	handoff := fmt.Sprintf("handoff p50 %s p99 %s", fmtDuration(sum.P50), fmtDuration(sum.P99))
-	if len(violations) == 0 && crowded == 0 && mismatches == 0 {
-		fmt.Fprintf(out, "mutual exclusion held: %d acquisitions, 0 overlaps, %s\n", acquired, handoff)
-		switch {
-		case d.err != nil, sceneFailed:
-			return exitFailure
-		case interrupted:
-			return exitInterrupted
-		}
-		return exitOK
-	}
-	parts := []string{fmt.Sprintf("%d acquisitions", acquired), fmt.Sprintf("%d overlaps", overlaps)}
-	if backwards > 0 {
-		parts = append(parts, fmt.Sprintf("%d tokens out of order", backwards))
-	}
-	if crowded > 0 {
-		parts = append(parts, fmt.Sprintf("%d crowded critical sections", crowded))
-	}
-	if mismatches != 0 {
-		parts = append(parts, fmt.Sprintf("%d lost counter updates", mismatches))
-	}
-	fmt.Fprintf(out, "mutual exclusion VIOLATED: %s, %s\n", strings.Join(parts, ", "), handoff)
-	return exitFailure
-}
-
-// fmtDuration rounds d to two or three significant digits: 120µs, 2.1ms,
-// 35ms, 1.25s.
-func fmtDuration(d time.Duration) string {
-	switch {
-	case d < time.Microsecond:
-		return d.String()
-	case d < time.Millisecond:
-		return d.Round(time.Microsecond).String()
-	case d < 10*time.Millisecond:
-		return d.Round(100 * time.Microsecond).String()
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	default:
-		return d.Round(10 * time.Millisecond).String()
-	}
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -141,6 +143,157 @@ func TestDemoReportsViolations(t *testing.T) {
 	want := "mutual exclusion VIOLATED: 2 acquisitions, 1 overlaps, 1 tokens out of order, 1 lost counter updates, handoff p50"
 	if !strings.HasPrefix(last, want) {
 		t.Errorf("last line %q, want it to start with %q", last, want)
+	}
+}
+
+// TestDemoReportOutput pins what the report prints, on stdout and
+// stderr, and its exit code, for a run that held, one that made fewer
+// acquisitions than asked, one whose worker failed, one interrupted, and
+// one that broke mutual exclusion in every way the report counts. The
+// holds are recorded with fixed times, so that the handoff percentiles
+// are exact.
+func TestDemoReportOutput(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	// run is a demo of two locks whose holds took turns: x three times,
+	// y twice.
+	run := func(cfg demoConfig) *demo {
+		d := &demo{cfg: cfg, rec: history.New()}
+		x := &demoLock{name: "relock-demo:x", value: 3}
+		x.acquired.Store(3)
+		y := &demoLock{name: "relock-demo:y", value: 2}
+		y.acquired.Store(2)
+		d.locks = []*demoLock{x, y}
+		d.rec.Add("w1", x.name, 1, ms(0), ms(10), false)
+		d.rec.Add("w2", x.name, 2, ms(12), ms(20), false)
+		d.rec.Add("w1", x.name, 3, ms(25), ms(30), false)
+		d.rec.Add("w2", y.name, 4, ms(0), ms(5), false)
+		d.rec.Add("w1", y.name, 5, ms(9), ms(15), false)
+		return d
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name           string
+		demo           func() *demo
+		ctx            context.Context
+		code           int
+		stdout, stderr string
+	}{
+		{
+			name: "held",
+			demo: func() *demo {
+				d := run(demoConfig{workers: 4, acquisitions: 5})
+				d.lost.Store(1)
+				return d
+			},
+			code: exitOK,
+			stdout: `lock           acquisitions  last token     counter
+relock-demo:x             3           3           3
+relock-demo:y             2           5           2
+
+0 clients, 4 workers: 5 acquisitions in 2s (2/s); 0 lock calls waited, 0 release messages woke a waiter
+warning: 1 holds were lost before their unlock
+mutual exclusion held: 5 acquisitions, 0 overlaps, handoff p50 4ms p99 5ms
+`,
+		},
+		{
+			name: "fewer acquisitions than asked",
+			demo: func() *demo { return run(demoConfig{workers: 4, acquisitions: 9}) },
+			code: exitFailure,
+			stdout: `lock           acquisitions  last token     counter
+relock-demo:x             3           3           3
+relock-demo:y             2           5           2
+
+0 clients, 4 workers: 5 acquisitions in 2s (2/s); 0 lock calls waited, 0 release messages woke a waiter
+mutual exclusion held: 5 acquisitions, 0 overlaps, handoff p50 4ms p99 5ms
+`,
+			stderr: `relock demo: made 5 acquisitions, want 9
+`,
+		},
+		{
+			name: "a worker failed",
+			demo: func() *demo {
+				d := run(demoConfig{workers: 4, acquisitions: 9})
+				d.fail(errors.New("worker 3 (client 1): relock: connection refused"))
+				return d
+			},
+			code: exitFailure,
+			stdout: `lock           acquisitions  last token     counter
+relock-demo:x             3           3           3
+relock-demo:y             2           5           2
+
+0 clients, 4 workers: 5 acquisitions in 2s (2/s); 0 lock calls waited, 0 release messages woke a waiter
+mutual exclusion held: 5 acquisitions, 0 overlaps, handoff p50 4ms p99 5ms
+`,
+			stderr: `relock demo: worker 3 (client 1): connection refused
+`,
+		},
+		{
+			name: "interrupted",
+			demo: func() *demo { return run(demoConfig{workers: 4, acquisitions: 9, scenes: true}) },
+			ctx:  cancelled,
+			code: exitInterrupted,
+			stdout: `lock           acquisitions  last token     counter
+relock-demo:x             3           3           3
+relock-demo:y             2           5           2
+
+0 clients, 4 workers: 5 acquisitions in 2s (2/s); 0 lock calls waited, 0 release messages woke a waiter
+interrupted after 5 acquisitions
+mutual exclusion held: 5 acquisitions, 0 overlaps, handoff p50 4ms p99 5ms
+`,
+		},
+		{
+			name: "violated",
+			demo: func() *demo {
+				d := run(demoConfig{workers: 4, duration: time.Second})
+				d.locks[0].value = 1
+				d.locks[1].crowded.Store(3)
+				// Four holds of y at once, over both of its others, the
+				// last with a token that went back: 14 overlaps, 1 token
+				// out of order, all of one name (so in a fixed order).
+				for _, token := range []uint64{6, 7, 8, 4} {
+					d.rec.Add("w3", d.locks[1].name, token, ms(1), ms(14), false)
+				}
+				return d
+			},
+			code: exitFailure,
+			stdout: `lock           acquisitions  last token     counter
+relock-demo:x             3           3           1  (lost updates)
+relock-demo:y             2           4           2
+
+0 clients, 4 workers: 5 acquisitions in 2s (2/s); 0 lock calls waited, 0 release messages woke a waiter
+violation: token-backwards on "relock-demo:y": hold #9 (w3) got token 4 after hold #8 (w3) got token 8
+violation: overlap on "relock-demo:y": hold #6 (w3, token 6) began before the other ended: hold #4 (w2, token 4)
+violation: overlap on "relock-demo:y": hold #7 (w3, token 7) began before the other ended: hold #4 (w2, token 4)
+violation: overlap on "relock-demo:y": hold #7 (w3, token 7) began before the other ended: hold #6 (w3, token 6)
+violation: overlap on "relock-demo:y": hold #8 (w3, token 8) began before the other ended: hold #4 (w2, token 4)
+violation: overlap on "relock-demo:y": hold #8 (w3, token 8) began before the other ended: hold #6 (w3, token 6)
+violation: overlap on "relock-demo:y": hold #8 (w3, token 8) began before the other ended: hold #7 (w3, token 7)
+violation: overlap on "relock-demo:y": hold #9 (w3, token 4) began before the other ended: hold #4 (w2, token 4)
+violation: overlap on "relock-demo:y": hold #9 (w3, token 4) began before the other ended: hold #6 (w3, token 6)
+violation: overlap on "relock-demo:y": hold #9 (w3, token 4) began before the other ended: hold #7 (w3, token 7)
+... and 5 more violations
+violation: a worker found another inside the critical section 3 times
+violation: the shared counters lost 2 updates
+mutual exclusion VIOLATED: 5 acquisitions, 14 overlaps, 1 tokens out of order, 3 crowded critical sections, 2 lost counter updates, handoff p50 2ms p99 5ms
+`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			d := tt.demo()
+			d.e = &env{stdout: &stdout, stderr: &stderr}
+			ctx := tt.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			code := d.report(ctx, 2*time.Second)
+			if code != tt.code || stdout.String() != tt.stdout || stderr.String() != tt.stderr {
+				t.Errorf("exit %d, stdout\n%s\nstderr\n%s\nwant exit %d, stdout\n%s\nstderr\n%s",
+					code, stdout.String(), stderr.String(), tt.code, tt.stdout, tt.stderr)
+			}
+		})
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -48,91 +47,112 @@ when there is no leader).`
 func runElect(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "elect", "[flags] NAME [--] command [args...]\n       relock elect --observe [--json] NAME", electAbout)
 	rf := addRedisFlags(fs)
-	value := fs.String("value", "", "the leader's published `value` (default: host name and process id)")
-	var wait optDuration
-	fs.Var(&wait, "wait", "give up if not elected within this `duration` (default: wait indefinitely)")
-	again := fs.Bool("again", false, "campaign again after the command exits or leadership is lost")
-	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when leadership is lost")
-	watchdog := fs.Duration("watchdog", relock.DefaultWatchdogTimeout, "watchdog timeout: how long leadership outlives relock if it dies")
-	observe := fs.Bool("observe", false, "print each change of leader instead of running a command")
-	asJSON := fs.Bool("json", false, "with --observe: print each change as a JSON object")
+	f := addElectFlags(fs)
+	name, argv, code, done := f.parse(e, fs, args)
+	if done {
+		return code
+	}
+	if argv != nil {
+		// A command that cannot be started is refused before campaigning.
+		if probe := exec.Command(argv[0]); probe.Err != nil {
+			return cannotStart(e, fs, probe.Err)
+		}
+	}
+	rdb, c, code := rf.openClient(ctx, e, fs, f.watchdog)
+	if c == nil {
+		return code
+	}
+	defer rdb.Close()
+	defer c.Close()
+	el := c.Election(name)
+	if f.observe {
+		return observeElection(ctx, e, fs, el, f.asJSON)
+	}
+	return lead(ctx, e, fs, el, argv, f)
+}
 
-	var name string
-	var argv []string
+// electFlags are relock elect's own flags.
+type electFlags struct {
+	value    string
+	wait     optDuration
+	again    bool
+	grace    time.Duration
+	watchdog time.Duration
+	observe  bool
+	asJSON   bool
+}
+
+// addElectFlags defines elect's own flags on fs, which set the electFlags
+// it returns.
+func addElectFlags(fs *flag.FlagSet) *electFlags {
+	f := &electFlags{}
+	fs.StringVar(&f.value, "value", "", "the leader's published `value` (default: host name and process id)")
+	fs.Var(&f.wait, "wait", "give up if not elected within this `duration` (default: wait indefinitely)")
+	fs.BoolVar(&f.again, "again", false, "campaign again after the command exits or leadership is lost")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when leadership is lost")
+	fs.DurationVar(&f.watchdog, "watchdog", relock.DefaultWatchdogTimeout, "watchdog timeout: how long leadership outlives relock if it dies")
+	fs.BoolVar(&f.observe, "observe", false, "print each change of leader instead of running a command")
+	fs.BoolVar(&f.asJSON, "json", false, "with --observe: print each change as a JSON object")
+	return f
+}
+
+// parse parses elect's arguments: with --observe, flags and the election
+// NAME; else, as relock run's, flags, NAME and the command, and checks the
+// flags that go with a command. It returns done=true with the exit code
+// when the caller should return at once.
+func (f *electFlags) parse(e *env, fs *flag.FlagSet, args []string) (name string, argv []string, code int, done bool) {
 	if observing(args) {
 		if code, done := parse(fs, args); done {
-			return code
+			return "", nil, code, true
 		}
 		if fs.NArg() > 0 {
 			name = fs.Arg(0)
 			if code, done := parse(fs, fs.Args()[1:]); done {
-				return code
+				return "", nil, code, true
 			}
 		}
 		if name == "" || fs.NArg() != 0 {
-			return usageError(e, fs, "--observe takes one election NAME and no command")
+			return "", nil, usageError(e, fs, "--observe takes one election NAME and no command"), true
 		}
-	} else {
-		var code int
-		var done bool
-		if name, argv, code, done = parseRun(e, fs, args); done {
-			return code
-		}
-		if *asJSON {
-			return usageError(e, fs, "--json goes with --observe")
-		}
-		if wait.set && wait.d == 0 {
-			return usageError(e, fs, "--wait must be positive: a campaign is not one attempt")
-		}
-		if *grace < 0 {
-			return usageError(e, fs, "--grace cannot be negative")
-		}
-		if len(*value) > relock.MaxValueLen {
-			return usageError(e, fs, "--value is %d bytes; the limit is %d", len(*value), relock.MaxValueLen)
-		}
+		return name, nil, exitOK, false
 	}
+	if name, argv, code, done = parseRun(e, fs, args); done {
+		return "", nil, code, true
+	}
+	switch {
+	case f.asJSON:
+		return "", nil, usageError(e, fs, "--json goes with --observe"), true
+	case f.wait.set && f.wait.d == 0:
+		return "", nil, usageError(e, fs, "--wait must be positive: a campaign is not one attempt"), true
+	case f.grace < 0:
+		return "", nil, usageError(e, fs, "--grace cannot be negative"), true
+	case len(f.value) > relock.MaxValueLen:
+		return "", nil, usageError(e, fs, "--value is %d bytes; the limit is %d", len(f.value), relock.MaxValueLen), true
+	}
+	return name, argv, exitOK, false
+}
 
-	if argv != nil {
-		// A command that cannot be started is refused before campaigning.
-		if probe := exec.Command(argv[0]); probe.Err != nil {
-			fmt.Fprintf(e.stderr, "%s: %v\n", fs.Name(), probe.Err)
-			return 127
-		}
+// lead campaigns in el and runs the command argv while it leads; with
+// --again, it campaigns again when the command has ended, until ctx ends.
+// It returns the exit code.
+func lead(ctx context.Context, e *env, fs *flag.FlagSet, el *relock.Election, argv []string, f *electFlags) int {
+	src := electionSource{el: el, value: f.value}
+	if src.value == "" {
+		src.value = defaultValue()
 	}
-	rdb, code := rf.open(ctx, e, fs)
-	if rdb == nil {
-		return code
-	}
-	defer rdb.Close()
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := relock.New(rdb, relock.WithWatchdogTimeout(*watchdog), relock.WithLogger(logger))
-	if err != nil {
-		return fail(e, fs, err)
-	}
-	defer c.Close()
-	el := c.Election(name)
-	if *observe {
-		return observeElection(ctx, e, fs, el, *asJSON)
-	}
-	if *value == "" {
-		*value = defaultValue()
-	}
-	src := electionSource{el: el, value: *value}
 	for {
-		h, code := acquire(ctx, e, fs, src, name, optDuration{}, wait)
+		h, code := acquire(ctx, e, fs, src, el.Name(), optDuration{}, f.wait)
 		if h == nil {
 			return code
 		}
+		r := &runner{e: e, fs: fs, hold: h, grace: f.grace}
 		cmd := exec.Command(argv[0], argv[1:]...)
 		if cmd.Err != nil {
-			r := &runner{e: e, fs: fs, hold: h}
 			r.unlock(true)
-			fmt.Fprintf(e.stderr, "%s: %v\n", fs.Name(), cmd.Err)
-			return 127
+			return cannotStart(e, fs, cmd.Err)
 		}
-		r := &runner{e: e, fs: fs, hold: h, grace: *grace}
 		code = r.run(ctx, cmd)
-		if !*again || ctx.Err() != nil || code == 127 {
+		if !f.again || ctx.Err() != nil || code == exitCannotStart {
 			return code
 		}
 		fmt.Fprintf(e.stderr, "%s: %v ended (exit %d); campaigning again\n", fs.Name(), h, code)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -106,44 +105,21 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	if cmd.Err != nil {
-		fmt.Fprintf(e.stderr, "%s: %v\n", fs.Name(), cmd.Err)
-		return 127
+		return cannotStart(e, fs, cmd.Err)
 	}
 
-	rdb, code := rf.open(ctx, e, fs)
-	if rdb == nil {
+	rdb, c, code := rf.openClient(ctx, e, fs, *watchdog)
+	if c == nil {
 		return code
 	}
 	defer rdb.Close()
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := relock.New(rdb, relock.WithWatchdogTimeout(*watchdog), relock.WithLogger(logger))
-	if err != nil {
-		return fail(e, fs, err)
-	}
 	defer c.Close()
 
 	var src source = lockSource{c.Mutex(name)}
 	if *permits > 0 {
-		ps := c.PermitSemaphore(name)
-		set, err := ps.TrySetPermits(ctx, *permits)
-		if err != nil {
-			if errors.Is(err, relock.ErrInvalidName) {
-				return usageError(e, fs, "%v", err)
-			}
-			return fail(e, fs, err)
+		if src, code = semaphoreSource(ctx, e, fs, c, rdb, name, *permits); src == nil {
+			return code
 		}
-		if !set {
-			total, err := permitTotal(ctx, rdb, name)
-			if err != nil {
-				return fail(e, fs, err)
-			}
-			if total != int64(*permits) {
-				fmt.Fprintf(e.stderr, "%s: semaphore %q exists with %d permits, not %d: -n does not change an existing semaphore's count\n",
-					fs.Name(), name, total, *permits)
-				return exitFailure
-			}
-		}
-		src = permitSource{ps}
 	}
 	h, code := acquire(ctx, e, fs, src, name, lease, wait)
 	if h == nil {
@@ -155,6 +131,57 @@ func runRun(ctx context.Context, e *env, args []string) int {
 		defer r.unwatch()
 	}
 	return r.run(ctx, cmd)
+}
+
+// openClient connects to the Redis the flags name and makes a relock
+// Client on it with the watchdog timeout, whose warnings go to stderr. On
+// failure it reports the error and returns the exit code, with nil
+// clients. The caller closes the Client, then rdb.
+func (f *redisFlags) openClient(ctx context.Context, e *env, fs *flag.FlagSet, watchdog time.Duration) (redis.UniversalClient, *relock.Client, int) {
+	rdb, code := f.open(ctx, e, fs)
+	if rdb == nil {
+		return nil, nil, code
+	}
+	c, err := relock.New(rdb, relock.WithWatchdogTimeout(watchdog), relock.WithLogger(warnLogger(e.stderr)))
+	if err != nil {
+		rdb.Close()
+		return nil, nil, fail(e, fs, err)
+	}
+	return rdb, c, exitOK
+}
+
+// cannotStart reports that the command cannot be started, and returns
+// exitCannotStart.
+func cannotStart(e *env, fs *flag.FlagSet, err error) int {
+	fmt.Fprintf(e.stderr, "%s: %v\n", fs.Name(), err)
+	return exitCannotStart
+}
+
+// semaphoreSource returns the source of the permits of the semaphore name
+// for -n n: it creates the semaphore with n permits, or checks that the
+// one that exists has n in all. On failure it reports the error and
+// returns nil and the exit code.
+func semaphoreSource(ctx context.Context, e *env, fs *flag.FlagSet, c *relock.Client, rdb redis.UniversalClient, name string, n int) (source, int) {
+	ps := c.PermitSemaphore(name)
+	set, err := ps.TrySetPermits(ctx, n)
+	if err != nil {
+		if errors.Is(err, relock.ErrInvalidName) {
+			return nil, usageError(e, fs, "%v", err)
+		}
+		return nil, fail(e, fs, err)
+	}
+	if !set {
+		total, err := permitTotal(ctx, rdb, name)
+		if err != nil {
+			return nil, fail(e, fs, err)
+		}
+		if total != int64(n) {
+			fmt.Fprintf(e.stderr, "%s: semaphore %q exists with %d permits, not %d: -n does not change an existing semaphore's count\n",
+				fs.Name(), name, total, n)
+			return nil, exitFailure
+		}
+	}
+	return permitSource{ps}, exitOK
 }
 
 // parseRun parses relock run's arguments: flags, NAME, more flags, an
@@ -343,8 +370,7 @@ func (r *runner) run(ctx context.Context, cmd *exec.Cmd) int {
 	exited, err := start(cmd)
 	if err != nil {
 		r.unlock(true)
-		fmt.Fprintf(r.e.stderr, "%s: %v\n", r.fs.Name(), err)
-		return 127
+		return cannotStart(r.e, r.fs, err)
 	}
 
 	signals := ctx.Done()

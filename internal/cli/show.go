@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -70,69 +70,31 @@ func runShow(ctx context.Context, e *env, args []string) int {
 		if code := printJSON(e, fs, s.report(name)); code != exitOK {
 			return code
 		}
-		if s.lock == nil && s.count == nil && s.kind != "none" {
-			return exitFailure
-		}
-		return exitOK
+	} else {
+		s.print(e.stdout, name)
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	if s.notALock() {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// notALock reports whether the name holds something other than a lock or
+// a synchronizer, for which show exits 1.
+func (s *lockState) notALock() bool {
+	return s.lock == nil && s.count == nil && s.kind != "none"
+}
+
+// print writes what show prints of the name s describes: a line per fact,
+// its label first, the columns aligned.
+func (s *lockState) print(w io.Writer, name string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "name\t%s\n", label(name))
 	switch {
 	case s.lock != nil:
-		state := "held"
-		switch {
-		case isRW(s.lock.kind):
-			state += " (read-write lock, " + s.lock.kind + " mode)"
-		case s.lock.kind == kindFair:
-			state += " (fair lock)"
-		case s.lock.kind == kindElection:
-			state += " (election)"
-		}
-		fmt.Fprintf(tw, "state\t%s\n", state)
-		if l := s.lock.leader; l != nil {
-			fmt.Fprintf(tw, "leader\t%q\tterm %d since %s\n", l.Value, l.Term, l.Since)
-		} else if s.lock.kind == kindElection {
-			fmt.Fprintf(tw, "leader\tnone published yet\n")
-		}
-		fmt.Fprintf(tw, "ttl\t%s\n", fmtTTL(s.lock.ttl))
-		if d := s.lock.heldFor(time.Now()); d > 0 {
-			fmt.Fprintf(tw, "since\t%s\t(held for %s)\n", time.UnixMilli(s.lock.since).Format(time.RFC3339), d.Round(time.Millisecond))
-		}
-		for _, h := range s.lock.holders {
-			side := ""
-			if h.write {
-				side = ", write"
-			}
-			fmt.Fprintf(tw, "holder\t%s\t%s (holds %d%s)\n", h.client, h.owner, h.count, side)
-			if h.client != nil && h.client.Version != "" {
-				fmt.Fprintf(tw, "\t\trelock %s, started %s\n", h.client.Version, h.client.Started)
-			}
-		}
+		printHeld(tw, s.lock)
 	case s.count != nil:
-		fmt.Fprintf(tw, "kind\t%s\n", s.count.kind)
-		switch s.count.kind {
-		case kindPermits:
-			fmt.Fprintf(tw, "available\t%d\n", s.count.count)
-			fmt.Fprintf(tw, "held\t%d\n", len(s.count.permits))
-			for _, p := range s.count.permits {
-				left := "no lease"
-				if p.ExpiresInMs != nil {
-					left = "expires in " + fmtMs(*p.ExpiresInMs)
-				}
-				who := p.Client.String()
-				if p.Owner != "" {
-					who += " " + p.Owner
-				}
-				fmt.Fprintf(tw, "permit\t%s\t%s, %s\n", p.ID, who, left)
-			}
-		case kindLatch:
-			fmt.Fprintf(tw, "count\t%d\n", s.count.count)
-		case kindSem:
-			fmt.Fprintf(tw, "available\t%d\n", s.count.count)
-			fmt.Fprintf(tw, "holders\tnone recorded: a semaphore's permits have no owner\n")
-		default:
-			fmt.Fprintf(tw, "value\t%d\t(a semaphore's available permits or a latch's count: nobody waits to tell which)\n", s.count.count)
-		}
+		printCount(tw, s.count)
 	case s.kind == "none" && s.fair:
 		fmt.Fprintf(tw, "state\tfree (fair lock with owners queued)\n")
 	case s.kind == "none":
@@ -146,23 +108,90 @@ func runShow(ctx context.Context, e *env, args []string) int {
 	case s.token != "":
 		fmt.Fprintf(tw, "token\t%s\t(%s, the last handed out)\n", s.token, s.tokenKey)
 	}
-	for i, q := range s.queue {
-		if !s.fair {
+	printQueue(tw, s.queue, s.fair)
+	fmt.Fprintf(tw, "waiters\t%d\t(%s)\n", s.waiters, s.waitersWhat)
+	tw.Flush()
+}
+
+// printHeld writes the lines of a held lock: its state and kind, an
+// election's leader, the TTL, since when it is held, and its holders with
+// their Clients.
+func printHeld(w io.Writer, li *lockInfo) {
+	state := "held"
+	switch {
+	case isRW(li.kind):
+		state += " (read-write lock, " + li.kind + " mode)"
+	case li.kind == kindFair:
+		state += " (fair lock)"
+	case li.kind == kindElection:
+		state += " (election)"
+	}
+	fmt.Fprintf(w, "state\t%s\n", state)
+	if l := li.leader; l != nil {
+		fmt.Fprintf(w, "leader\t%q\tterm %d since %s\n", l.Value, l.Term, l.Since)
+	} else if li.kind == kindElection {
+		fmt.Fprintf(w, "leader\tnone published yet\n")
+	}
+	fmt.Fprintf(w, "ttl\t%s\n", fmtTTL(li.ttl))
+	if d := li.heldFor(time.Now()); d > 0 {
+		fmt.Fprintf(w, "since\t%s\t(held for %s)\n", time.UnixMilli(li.since).Format(time.RFC3339), d.Round(time.Millisecond))
+	}
+	for _, h := range li.holders {
+		side := ""
+		if h.write {
+			side = ", write"
+		}
+		fmt.Fprintf(w, "holder\t%s\t%s (holds %d%s)\n", h.client, h.owner, h.count, side)
+		if h.client != nil && h.client.Version != "" {
+			fmt.Fprintf(w, "\t\trelock %s, started %s\n", h.client.Version, h.client.Started)
+		}
+	}
+}
+
+// printCount writes the lines of a synchronizer: its kind and count, and
+// a permit semaphore's held permits with their holders and expiries.
+func printCount(w io.Writer, c *counted) {
+	fmt.Fprintf(w, "kind\t%s\n", c.kind)
+	switch c.kind {
+	case kindPermits:
+		fmt.Fprintf(w, "available\t%d\n", c.count)
+		fmt.Fprintf(w, "held\t%d\n", len(c.permits))
+		for _, p := range c.permits {
+			left := "no lease"
+			if p.ExpiresInMs != nil {
+				left = "expires in " + fmtMs(*p.ExpiresInMs)
+			}
+			who := p.Client.String()
+			if p.Owner != "" {
+				who += " " + p.Owner
+			}
+			fmt.Fprintf(w, "permit\t%s\t%s, %s\n", p.ID, who, left)
+		}
+	case kindLatch:
+		fmt.Fprintf(w, "count\t%d\n", c.count)
+	case kindSem:
+		fmt.Fprintf(w, "available\t%d\n", c.count)
+		fmt.Fprintf(w, "holders\tnone recorded: a semaphore's permits have no owner\n")
+	default:
+		fmt.Fprintf(w, "value\t%d\t(a semaphore's available permits or a latch's count: nobody waits to tell which)\n", c.count)
+	}
+}
+
+// printQueue writes a line per waiter in queue, first to last: how long
+// each relock call has waited (and, for a read-write lock, to do what),
+// or, in a fair lock's queue, how long each owner keeps its place.
+func printQueue(w io.Writer, queue []queuedRow, fair bool) {
+	for i, q := range queue {
+		if !fair {
 			mode := ""
 			if q.Mode != "" {
 				mode = ", to " + q.Mode
 			}
-			fmt.Fprintf(tw, "queued %d\t%s\t%s (waiting for %s%s)\n", i+1, q.Client, q.Owner, fmtMs(q.WaitingMs), mode)
+			fmt.Fprintf(w, "queued %d\t%s\t%s (waiting for %s%s)\n", i+1, q.Client, q.Owner, fmtMs(q.WaitingMs), mode)
 			continue
 		}
-		fmt.Fprintf(tw, "queued %d\t%s\t%s (keeps its place for %s)\n", i+1, q.Client, q.Owner, fmtMs(q.DeadlineInMs))
+		fmt.Fprintf(w, "queued %d\t%s\t%s (keeps its place for %s)\n", i+1, q.Client, q.Owner, fmtMs(q.DeadlineInMs))
 	}
-	fmt.Fprintf(tw, "waiters\t%d\t(%s)\n", s.waiters, s.waitersWhat)
-	tw.Flush()
-	if s.lock == nil && s.count == nil && s.kind != "none" {
-		return exitFailure
-	}
-	return exitOK
 }
 
 // shown is what `relock show --json` prints (docs/cli.md); fields are only
@@ -274,6 +303,7 @@ type lockState struct {
 	count       *counted    // a synchronizer's count, when name holds one
 }
 
+// inspectLock reads everything show reports about name.
 func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*lockState, error) {
 	s := &lockState{tokenKey: companion(layout.Token, name)}
 	var err error
@@ -281,33 +311,11 @@ func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*
 		return nil, err
 	}
 	if s.kind == "hash" {
-		fields, err := rdb.HGetAll(ctx, name).Result()
-		if err != nil {
+		if err := s.readHash(ctx, rdb, name); err != nil {
 			return nil, err
 		}
-		ttl, err := rdb.PTTL(ctx, name).Result()
-		if err != nil {
-			return nil, err
-		}
-		li, ok := parseLock(name, fields)
-		switch {
-		case ok:
-			li.ttl = ttl
-			s.lock = li
-			if err := identify(ctx, rdb, []*lockInfo{li}); err != nil {
-				return nil, err
-			}
-		case len(fields) == 0:
-			s.kind = "none" // released between the calls
-		default:
-			s.kind = "hash whose fields are not lock owners"
-		}
 	}
-	s.token, err = rdb.Get(ctx, s.tokenKey).Result()
-	if errors.Is(err, redis.Nil) {
-		s.token, err = "", nil
-	}
-	if err != nil {
+	if s.token, err = lastToken(ctx, rdb, s.tokenKey); err != nil {
 		return nil, err
 	}
 	if s.kind == "string" || s.kind == "none" {
@@ -324,19 +332,8 @@ func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*
 		return nil, err
 	}
 	s.fair = kind == kindFair || kind == kindElection
-	switch {
-	case s.fair:
-		if s.queue, err = fairQueue(ctx, rdb, name); err != nil {
-			return nil, err
-		}
-	case kind == kindLock:
-		if s.queue, err = relockQueue(ctx, rdb, layout.Companion(layout.LockQueue, name), false); err != nil {
-			return nil, err
-		}
-	case isRW(kind):
-		if s.queue, err = relockQueue(ctx, rdb, layout.Companion(layout.RWQueue, name), true); err != nil {
-			return nil, err
-		}
+	if s.queue, err = queueOf(ctx, rdb, name, kind); err != nil {
+		return nil, err
 	}
 	if s.lock != nil && s.fair && s.lock.kind == kindLock {
 		s.lock.kind = kindFair
@@ -347,46 +344,54 @@ func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*
 	return s, nil
 }
 
-// subscribers counts the subscriptions to channel: on a cluster, classic
-// ones on every node plus sharded ones.
-func subscribers(ctx context.Context, rdb redis.UniversalClient, channel string) (int64, error) {
-	m, err := subscribersOf(ctx, rdb, []string{channel})
-	return m[channel], err
+// readHash reads the hash name as a lock, with its TTL and its holders'
+// Clients. When the hash is not a lock's, or was deleted meanwhile, it
+// says so in s.kind instead.
+func (s *lockState) readHash(ctx context.Context, rdb redis.UniversalClient, name string) error {
+	fields, err := rdb.HGetAll(ctx, name).Result()
+	if err != nil {
+		return err
+	}
+	ttl, err := rdb.PTTL(ctx, name).Result()
+	if err != nil {
+		return err
+	}
+	li, ok := parseLock(name, fields)
+	switch {
+	case ok:
+		li.ttl = ttl
+		s.lock = li
+		return identify(ctx, rdb, []*lockInfo{li})
+	case len(fields) == 0:
+		s.kind = "none" // released between the calls
+	default:
+		s.kind = "hash whose fields are not lock owners"
+	}
+	return nil
 }
 
-// subscribersOf is subscribers for many channels at once.
-func subscribersOf(ctx context.Context, rdb redis.UniversalClient, channels []string) (map[string]int64, error) {
-	total := make(map[string]int64, len(channels))
-	if len(channels) == 0 {
-		return total, nil
+// lastToken reads the fencing token last handed out from the token key;
+// "" when none was.
+func lastToken(ctx context.Context, rdb redis.UniversalClient, key string) (string, error) {
+	token, err := rdb.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
 	}
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok {
-		m, err := rdb.PubSubNumSub(ctx, channels...).Result()
-		for ch, n := range m {
-			total[ch] += n
-		}
-		return total, err
+	return token, err
+}
+
+// queueOf reads who waits in the queue of the lock name of the given kind,
+// first to last: the owners queued for a fair lock or an election, the
+// relock calls queued for a lock or a read-write lock; none for another
+// kind.
+func queueOf(ctx context.Context, rdb redis.UniversalClient, name, kind string) ([]queuedRow, error) {
+	switch {
+	case kind == kindFair || kind == kindElection:
+		return fairQueue(ctx, rdb, name)
+	case kind == kindLock:
+		return relockQueue(ctx, rdb, layout.Companion(layout.LockQueue, name), false)
+	case isRW(kind):
+		return relockQueue(ctx, rdb, layout.Companion(layout.RWQueue, name), true)
 	}
-	var mu sync.Mutex
-	err := cc.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
-		classic, err := node.PubSubNumSub(ctx, channels...).Result()
-		if err != nil {
-			return err
-		}
-		sharded, err := node.PubSubShardNumSub(ctx, channels...).Result()
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		for ch, n := range classic {
-			total[ch] += n
-		}
-		for ch, n := range sharded {
-			total[ch] += n
-		}
-		return nil
-	})
-	return total, err
+	return nil, nil
 }
