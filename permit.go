@@ -84,8 +84,9 @@ func (p *Permit) Release(ctx context.Context) error {
 	if err := c.checkOpen(); err != nil {
 		return opError(ctx, "release", p.ps.name, err) // the permit expires with its lease
 	}
-	r, err := c.write(ctx, writeCall{name: p.ps.name, script: scripts.PermitRelease, keys: p.ps.keys,
-		args: p.ps.releaseArgs(p.raw, ""), changed: nonZero})
+	keys, args := p.ps.releaseCall(p.raw, "")
+	r, err := c.write(ctx, writeCall{name: p.ps.name, script: scripts.PermitRelease, keys: keys,
+		args: args, changed: nonZero})
 	if err != nil && !isUnconfirmed(err) {
 		if !isServerError(err) && !errors.Is(err, ErrReplicaSync) {
 			p.tried = true
