@@ -643,6 +643,14 @@ func TestPassOn(t *testing.T) {
 	if h, tok := holder(); h != "u:4=1" || tok != "4" {
 		t.Fatalf("holder %s token %s, want u:4 with 4", h, tok)
 	}
+	// A retry of that switch keeps the hold it made (the hash is written
+	// over, never deleted first).
+	if v := release("u:3", "30000|o|u:4", "4", "0"); v&1 != 1 {
+		t.Fatalf("retried switch 3 -> 4 = %d, want the waiter holding", v)
+	}
+	if h, tok := holder(); h != "u:4=1" || tok != "4" {
+		t.Fatalf("holder %s token %s after a retried switch, want u:4 with 4", h, tok)
+	}
 	if ttl := rdb.PTTL(ctx, name).Val(); ttl < 29*time.Second {
 		t.Fatalf("TTL after a switch %v, want the waiter's lease", ttl)
 	}
