@@ -35,7 +35,7 @@ type Client struct {
 
 	// script arguments boxed once
 	argPublish, argLease, argMarkerTTL any
-	argFencing                         any       // fencing mode of fence.lua
+	argFencing                         any       // fencing mode of fence.lua: "0" with the lock's own token key among the KEYS, "1" without
 	argID, argNumsub                   any       // id and numsub, boxed
 	id                                 string    // the "<uuid>" of owner ids "<uuid>:<n>"
 	started                            time.Time // when New made the Client
@@ -123,7 +123,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c.argPublish, c.argLease, c.argMarkerTTL = c.publish, cfg.watchdog.Milliseconds(), c.markerTTL().Milliseconds()
 	c.argID, c.argNumsub = c.id, c.numsub
-	c.argFencing = namedTokenTTL.Milliseconds()
+	c.argFencing = argOne
 	if cfg.perNameTokens {
 		c.argFencing = argZero
 	}
@@ -168,9 +168,16 @@ func isNil(rdb redis.UniversalClient) bool {
 }
 
 // tokenKeys returns the fencing keys of the lock name: the counter of its
-// slot and its own token key (see fence.lua).
+// slot and, for a Client with WithPerNameTokens, its own token key; named
+// is "" for any other Client, whose scripts neither read nor write that
+// key, and so do not have it among their KEYS (see fence.lua and
+// withNamed).
 func (c *Client) tokenKeys(name string) (counter, named string) {
-	return fencingKey(name, c.cluster), companion(tokenPrefix, name)
+	counter = fencingKey(name, c.cluster)
+	if c.cfg.perNameTokens {
+		named = companion(tokenPrefix, name)
+	}
+	return counter, named
 }
 
 // probed is what New learns of the server before it builds the Client.

@@ -47,8 +47,7 @@ type Election struct {
 	mu      *FairMutex // the election's lock: campaigners are elected in the order they came
 	channel string
 
-	keys     []any // the lock, the log and the channel: KEYS of proclaim and resign
-	readKeys []any // the lock and the log
+	keys []any // the lock and the log: KEYS of the election's scripts
 }
 
 // Election returns the Election of the given name. An invalid name is
@@ -70,8 +69,7 @@ func (c *Client) Election(name string) *Election {
 	}
 	log := companion(layout.ElectionLog, name)
 	e.channel = companion(layout.ElectionChannel, name)
-	e.keys = []any{e.mu.name, log, e.channel}
-	e.readKeys = []any{e.mu.name, log}
+	e.keys = []any{e.mu.name, log}
 	return e
 }
 
@@ -218,7 +216,7 @@ type reading struct {
 // read reads the election's leader and up to n log entries after the
 // entry after (none when after is "").
 func (e *Election) read(ctx context.Context, after string, n int) (reading, error) {
-	v, err := scripts.ElectionRead.Run(ctx, e.c.batch.Direct(), e.readKeys, after, n).Slice()
+	v, err := scripts.ElectionRead.Run(ctx, e.c.batch.Direct(), e.keys, after, n).Slice()
 	if err != nil {
 		return reading{}, opError(ctx, "read leader", e.name, err)
 	}
@@ -494,7 +492,7 @@ func (l *Leadership) proclaim(ctx context.Context, value string, first bool) (bo
 		flag = argOne
 	}
 	v, err := c.write(ctx, writeCall{name: l.e.mu.name, script: scripts.ElectionProclaim, keys: l.e.keys,
-		args: []any{l.lease.field, string(body), flag, c.argPublish, c.argMarkerTTL, strconv.FormatUint(l.lease.token, 10)}, changed: isOne})
+		args: []any{l.lease.field, string(body), flag, c.argPublish, c.argMarkerTTL, strconv.FormatUint(l.lease.token, 10), l.e.channel}, changed: isOne})
 	if err != nil {
 		return v == 1, opError(ctx, "proclaim", l.e.name, err)
 	}
@@ -511,7 +509,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	defer l.mu.Unlock()
 	c := l.e.c
 	_, err := c.write(ctx, writeCall{name: l.e.mu.name, script: scripts.ElectionResign, keys: l.e.keys,
-		args: []any{l.lease.field, strconv.FormatUint(l.lease.token, 10), c.argPublish, c.argMarkerTTL}, changed: isOne})
+		args: []any{l.lease.field, strconv.FormatUint(l.lease.token, 10), c.argPublish, c.argMarkerTTL, l.e.channel}, changed: isOne})
 	if err != nil && !errors.Is(err, ErrUnconfirmed) {
 		return opError(ctx, "resign", l.e.name, err)
 	}

@@ -42,12 +42,14 @@ type FairMutex struct {
 	waiterTimeout time.Duration
 	argWaiter     any // waiterTimeout in ms, boxed
 
-	// KEYS shared by the calls of one-shot owners, whose next to last key
-	// (a request or release marker for reentrant owners) is unused; the
-	// last is aliveKey.
-	lockKeys, unlockKeys, leaveKeys []any
-	aliveKey                        string // liveness of relock's waiters
-	queue                           string // the FIFO of waiters
+	// KEYS shared by the calls of one-shot owners, never modified (see
+	// fair_queue.lua): queueKeys, the four every fair script takes, which
+	// are fair_tell.lua's; guarded, with the guard, fair_leave.lua's and
+	// fair_forceunlock.lua's; lockKeys, fair_lock.lua's; unlockKeys,
+	// fair_unlock.lua's and fair_pass.lua's. A reentrant owner's call
+	// appends its request or release marker.
+	queueKeys, guarded, lockKeys, unlockKeys []any
+	queue                                    string // the FIFO of waiters
 }
 
 // DefaultWaiterTimeout is the waiter timeout of a FairMutex made without
@@ -100,17 +102,16 @@ func (c *Client) newFairMutex(name string, nameErr error, opts []FairOption) *Fa
 	}
 	m.waiterTimeout = cfg.waiterTimeout
 	m.argWaiter = cfg.waiterTimeout.Milliseconds()
-	m.channel = companion(lockChannelPrefix, name)
+	m.setChannel(companion(lockChannelPrefix, name))
 	m.grants = c.grantChannel(name)
 	m.argGrantPrefix = strings.TrimSuffix(m.grants, c.id)
-	counter, named := c.tokenKeys(name)
+	m.counter, m.named = c.tokenKeys(name)
 	m.group = slot(name)
 	m.queue = companion(fairQueuePrefix, name)
-	base := []any{name, m.queue, companion(fairTimeoutPrefix, name), m.channel}
-	m.aliveKey = companion(fairAlivePrefix, name)
-	m.lockKeys = append(base[:4:4], counter, named, name, m.aliveKey)
-	m.unlockKeys = m.lockKeys
-	m.leaveKeys = append(base[:4:4], name, m.aliveKey)
+	m.queueKeys = []any{name, m.queue, companion(fairTimeoutPrefix, name), companion(fairAlivePrefix, name)}
+	m.guarded = append(m.queueKeys[:4:4], m.channel)
+	m.lockKeys = withNamed(m.named, append(m.queueKeys[:4:4], m.counter)...)
+	m.unlockKeys = withNamed(m.named, append(m.queueKeys[:4:4], m.counter, m.channel)...)
 	return m
 }
 
@@ -145,7 +146,7 @@ func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.FairForceUnlock.Run(ctx, m.c.batch.Direct(), append(m.leaveKeys[:4:4], m.aliveKey), msgUnlock, m.c.publish, m.argGrantPrefix).Int64()
+	n, err := scripts.FairForceUnlock.Run(ctx, m.c.batch.Direct(), m.guarded, m.argChannel, m.c.publish, m.argGrantPrefix).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", m.name, err)
 	}
@@ -197,7 +198,7 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	}
 	if a.reentrant {
 		flag = argOne
-		a.keys = append(m.lockKeys[:6:6], requestMarker(m.name, a.owner), m.aliveKey)
+		a.keys = with(m.lockKeys, requestMarker(m.name, a.owner))
 	}
 	grants := argZero // the lease for which another Client's release may grant the lock to the call
 	if wait && !a.reentrant && a.cfg.spin == nil && !m.c.rsync.mayWait() {
@@ -205,7 +206,7 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	}
 	// A one-shot owner's id is new: its first attempt need not look for it
 	// in the queue (the last argument, which later attempts leave out).
-	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, queueFor, argMsgUnlock, m.c.argPublish, m.c.argFencing, grants, m.c.nowArg(), m.argGrantPrefix, argOne}
+	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, queueFor, m.argChannel, m.c.argPublish, m.c.argFencing, grants, m.c.nowArg(), m.argGrantPrefix, argOne}
 	if a.reentrant {
 		a.args = a.args[:fairLockArgs]
 	}
@@ -263,12 +264,12 @@ func (m *FairMutex) newLease(owner string, reentrant bool, token uint64) *Lease 
 // owner out of the queue and, by mode, undoes a hold whose reply was lost.
 // A leave that fails is sent again by the Client's next call on the lock.
 func (m *FairMutex) leave(a *fairAcquire, mode any) {
-	keys := m.leaveKeys
-	if a.reentrant {
-		keys = append(m.leaveKeys[:4:4], a.keys[6], m.aliveKey)
+	keys := m.guarded
+	if mode == fairUndoReentrant {
+		keys = with(m.guarded, a.keys[len(a.keys)-1].(string)) // its request marker
 	}
 	err := m.c.leave(context.Background(), m.name, func(ctx context.Context) error {
-		return scripts.FairLeave.Run(ctx, m.c.batch.Direct(), keys, a.owner, msgUnlock, m.c.publish, mode, m.argGrantPrefix).Err()
+		return scripts.FairLeave.Run(ctx, m.c.batch.Direct(), keys, a.owner, m.argChannel, m.c.publish, mode, m.argGrantPrefix).Err()
 	})
 	if err != nil {
 		m.c.cfg.logger.Warn("relock: cannot leave a fair lock's queue; the Client's next call on it tries again",
@@ -282,7 +283,7 @@ func (m *FairMutex) leave(a *fairAcquire, mode any) {
 func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	keys, flag := m.unlockKeys, argZero
 	if l.reentrant {
-		keys, flag = append(m.unlockKeys[:6:6], suffixed(unlockLatchPrefix, m.name, l.request), m.aliveKey), argOne
+		keys, flag = with(m.unlockKeys, suffixed(unlockLatchPrefix, m.name, l.request)), argOne
 	}
 	// A lock handed over in the release script would skip the waiter's
 	// WAIT: with replica sync, the queue's head acquires for itself.
@@ -290,7 +291,7 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	if m.c.rsync.mayWait() {
 		grants = argZero
 	}
-	args := []any{l.field, argMsgUnlock, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants, argFairHeads, m.argGrantPrefix}
+	args := []any{l.field, m.argChannel, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants, argFairHeads, m.argGrantPrefix}
 	if m.c.passable(l) {
 		if head := l.chain.fairNext(); head != "" {
 			if w := m.c.fair.claimOwner(m.name, head); w != nil {

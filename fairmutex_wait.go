@@ -113,7 +113,7 @@ func (m *FairMutex) handOff(ctx context.Context, keys []any, args []any, ws []*w
 func (m *FairMutex) tellHead(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
 	defer cancel()
-	if err := scripts.FairTell.Run(ctx, m.c.batch.Direct(), append(m.leaveKeys[:4:4], m.aliveKey), msgUnlock, m.c.publish, m.argGrantPrefix).Err(); err != nil {
+	if err := scripts.FairTell.Run(ctx, m.c.batch.Direct(), m.queueKeys, m.argChannel, m.c.publish, m.argGrantPrefix).Err(); err != nil {
 		m.c.cfg.logger.Debug("relock: cannot tell the next fair waiter of a fixed lease", "name", m.name, "err", err)
 	}
 }

@@ -9,18 +9,21 @@ import (
 )
 
 // namedTokenKey is a lock's own token key, as Redisson's RFencedLock and
-// earlier relock releases keep it.
+// relock Clients with WithPerNameTokens keep it.
 func namedTokenKey(name string) string { return "redisson_lock_token:{" + name + "}" }
 
-// TestFencingUpgrade: a name whose own token key an earlier release left
-// behind continues above it with every lock kind; the key is given a
-// lifetime and kept above every token, so that a client of the earlier
-// release (or Redisson's RFencedLock) incrementing it meanwhile still
-// draws a greater token, and the next token is above that again.
-func TestFencingUpgrade(t *testing.T) {
+// TestFencingOwnKey: a Client with WithPerNameTokens continues above a
+// name's own token key that an earlier release or Redisson's RFencedLock
+// left, with every lock kind, keeps the key at its last token without a
+// TTL, and stays above RFencedLock's increments of it; a Client without
+// the option neither reads nor writes the key, and its tokens still grow
+// past every token relock handed for the name, the per-name Client's
+// included, since every Client keeps the shared counter above them.
+func TestFencingOwnKey(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		rdb := top.RDB(t)
-		c := top.NewClient(t)
+		named := top.NewClient(t, relock.WithPerNameTokens())
+		bounded := top.NewClient(t)
 		ctx := testkit.CtxTimeout(t, 20*time.Second)
 		for _, k := range keyspaceKinds() {
 			name := testkit.LockName(t) + ":" + k.name
@@ -28,26 +31,41 @@ func TestFencingUpgrade(t *testing.T) {
 			if err := rdb.Set(ctx, key, 1000, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			t1, err := k.lock(ctx, c, name)
+			t1, err := k.lock(ctx, named, name)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if t1 <= 1000 {
-				t.Fatalf("%s: token %d, want above the earlier release's 1000", k.name, t1)
+				t.Fatalf("%s: token %d, want above the own token key's 1000", k.name, t1)
 			}
 			if got, _ := rdb.Get(ctx, key).Uint64(); got != t1 {
 				t.Fatalf("%s: own token key %d after token %d", k.name, got, t1)
 			}
-			if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > 7*24*time.Hour {
-				t.Fatalf("%s: own token key TTL %v, want a lifetime of at most 7 days", k.name, ttl)
+			if ttl := rdb.PTTL(ctx, key).Val(); ttl != -1 {
+				t.Fatalf("%s: own token key TTL %v, want none", k.name, ttl)
 			}
-			old := rdb.Incr(ctx, key).Val() // a client of the earlier release locks
-			t2, err := k.lock(ctx, c, name)
+			old := rdb.Incr(ctx, key).Val() // RFencedLock locks
+			t2, err := k.lock(ctx, named, name)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if t2 <= uint64(old) {
-				t.Fatalf("%s: token %d after the earlier release's %d", k.name, t2, old)
+				t.Fatalf("%s: token %d after RFencedLock's %d", k.name, t2, old)
+			}
+			// A value the Client without the option must neither read nor
+			// change.
+			if err := rdb.Set(ctx, key, 1_000_000, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			t3, err := k.lock(ctx, bounded, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if t3 <= t2 || t3 >= 1_000_000 {
+				t.Fatalf("%s: token %d of a Client without the option after %d, want the counter's next", k.name, t3, t2)
+			}
+			if got := rdb.Get(ctx, key).Val(); got != "1000000" {
+				t.Fatalf("%s: own token key %s after a Client without the option, want it untouched", k.name, got)
 			}
 		}
 	})

@@ -240,7 +240,7 @@ func (m *Mutex) leaveQueue(a *acquire) {
 	}
 	args := m.unlockArgs(owner, false, nil, a.queueMember())
 	if err := m.c.leave(context.Background(), m.name, func(ctx context.Context) error {
-		return scripts.Unlock.Run(ctx, m.c.batch.Direct(), m.unlockKeys, args...).Err()
+		return scripts.Unlock.Run(ctx, m.c.batch.Direct(), m.keys, args...).Err()
 	}); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the Client's next call on it tries again",
 			"name", m.name, "err", err)
@@ -270,7 +270,7 @@ func (m *Mutex) unlockArgs(owner any, marked bool, w *waiter, leaving string, pa
 	if leaving != "" {
 		left = leaving
 	}
-	args := []any{owner, m.c.argPublish, m.c.argFencing, m.argGrants, remote, listen, preferred, left, argEmpty, argZero, argEmpty, argEmpty}
+	args := []any{owner, m.c.argPublish, m.c.argFencing, m.argGrants, remote, m.argChannel, listen, preferred, left, argEmpty, argZero, argEmpty, argEmpty}
 	if len(passed) > 0 {
 		copy(args[unlockArgPassed:], passed)
 		args[unlockArgSince] = m.c.nowArg()
@@ -383,7 +383,7 @@ type handed struct {
 // Undo removes the hold, as abandon.lua does for a one-shot owner.
 func (h *handed) Undo(ctx context.Context) {
 	m := h.m
-	err := scripts.Abandon.Run(ctx, m.c.batch.Direct(), []any{m.name, m.channel, m.name}, h.owner, msgUnlock, m.c.publish, argZero).Err()
+	err := scripts.Abandon.Run(ctx, m.c.batch.Direct(), []any{m.name}, h.owner, m.argChannel, m.c.publish, argZero).Err()
 	if err != nil {
 		m.c.cfg.logger.Warn("relock: cannot release a handed lock too few replicas acknowledged; it expires with its lease",
 			"name", m.name, "err", err)

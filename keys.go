@@ -2,8 +2,8 @@ package relock
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
-	"time"
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/slots"
@@ -16,7 +16,7 @@ const MaxNameLen = 1024
 // Key prefixes (internal/layout names them for the command line too).
 const (
 	lockChannelPrefix  = layout.LockChannel
-	tokenPrefix        = layout.Token // only with WithPerNameTokens, or where an earlier release left it
+	tokenPrefix        = layout.Token // only with WithPerNameTokens
 	unlockLatchPrefix  = layout.UnlockLatch
 	requestPrefix      = layout.LockRequest
 	fairQueuePrefix    = layout.FairQueue
@@ -48,11 +48,6 @@ func latchChannel(name string, cluster bool) string { return layout.LatchChannel
 // fencingKey).
 const fencingCounter = "relock_fencing"
 
-// namedTokenTTL is the lifetime given to a lock's own token key that a
-// bounded Client finds without one: an earlier release's key, folded into
-// the slot's counter and kept as long as a rolling upgrade may need it.
-const namedTokenTTL = 7 * 24 * time.Hour
-
 // fencingKey returns the fencing counter that serves name: the one counter
 // of a standalone server, or on a cluster the counter of name's slot, in
 // that slot.
@@ -63,6 +58,26 @@ func fencingKey(name string, cluster bool) string {
 	return fencingCounter + ":{" + slots.Tag(slot(name)) + "}"
 }
 
+// withNamed returns keys followed by named, the lock's own token key, when
+// the Client keeps one (see Client.tokenKeys): the KEYS of a script that
+// draws or reads fencing tokens, which takes the key, when given, after
+// its fixed keys (see fence.lua). A request or release marker, when a
+// call has one, goes last.
+func withNamed(named string, keys ...any) []any {
+	if named != "" {
+		keys = append(keys, named)
+	}
+	return keys
+}
+
+// with returns keys, a primitive's KEYS for one-shot owners' calls (shared,
+// never modified), followed by key in a slice of its own: a reentrant
+// owner's request or release marker, which goes last, or the hold key a
+// one-shot reader's lock call writes (see rw_read_lock.lua).
+func with(keys []any, key string) []any {
+	return append(keys[:len(keys):len(keys)], key)
+}
+
 // Release messages published on a lock's channel.
 const (
 	msgUnlock     = "0"
@@ -71,10 +86,9 @@ const (
 
 // Script arguments boxed once, so that calls do not allocate for them.
 var (
-	argEmpty     any = ""
-	argZero      any = "0"
-	argOne       any = "1"
-	argMsgUnlock any = msgUnlock
+	argEmpty any = ""
+	argZero  any = "0"
+	argOne   any = "1"
 )
 
 // companion returns the key or channel "prefix:{name}" that hashes to the
@@ -89,6 +103,12 @@ func tagged(name string) string {
 		return name
 	}
 	return "{" + name + "}"
+}
+
+// readerHold returns the key of a read-write lock's reader hold i of
+// owner: "<tagged>:<owner>:rwlock_timeout:<i>" (Redisson's layout).
+func readerHold(name, owner string, i int) string {
+	return tagged(name) + ":" + owner + ":rwlock_timeout:" + strconv.Itoa(i)
 }
 
 // suffixed returns companion(prefix, name) + ":" + suffix.

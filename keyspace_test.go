@@ -2,9 +2,13 @@ package relock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -227,4 +231,270 @@ func keysWithoutTTL(t *testing.T, ctx context.Context, rdb redis.UniversalClient
 		t.Fatal(err)
 	}
 	return found
+}
+
+// TestScriptKeys: a script is given as KEYS only keys its call may touch,
+// since on a cluster a call whose KEYS include one that the node of a
+// migrating slot lacks is answered TRYAGAIN. A Client without
+// WithPerNameTokens gives no script a lock's own token key, and a channel
+// is given as a key only as the guard of the release scripts that must
+// not run while their slot migrates; with the option, the lock and
+// release scripts of Mutex, FairMutex and RWMutex are given the own token
+// key, and tokens come from it.
+func TestScriptKeys(t *testing.T) {
+	scripts := []string{"lock", "unlock", "fair_lock", "fair_unlock", "fair_pass", "rw_write_lock", "rw_write_unlock", "rw_read_lock", "rw_read_unlock"}
+	guarded := map[string]bool{"fair_unlock": true, "fair_pass": true, "rw_write_unlock": true, "rw_read_unlock": true}
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		for _, perName := range []bool{false, true} {
+			rec := newKeysRecorder(scripts...)
+			rdb := top.RDB(t)
+			rdb.AddHook(rec)
+			opts := []relock.Option{relock.WithoutReplicaSync()}
+			if perName {
+				opts = append(opts, relock.WithPerNameTokens())
+			}
+			c := testkit.NewClient(t, rdb, opts...)
+			ctx := testkit.CtxTimeout(t, 10*time.Second)
+			for _, k := range keyspaceKinds() {
+				name := testkit.LockName(t) + ":" + k.name
+				own := namedTokenKey(name)
+				if perName {
+					if err := rdb.Set(ctx, own, 1000, 0).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				rec.reset()
+				token, err := k.lock(ctx, c, name)
+				if err != nil {
+					t.Fatalf("%s: %v", k.name, err)
+				}
+				if perName && token <= 1000 {
+					t.Fatalf("%s with WithPerNameTokens: token %d, want above the own token key's 1000", k.name, token)
+				}
+				calls := rec.calls()
+				if len(calls) == 0 {
+					t.Fatalf("%s: no script call recorded", k.name)
+				}
+				for _, call := range calls {
+					channels := 0
+					for _, key := range call.keys {
+						if strings.Contains(key, "_channel") || strings.HasPrefix(key, "redisson_rwlock:") || strings.HasPrefix(key, "relock_grant") {
+							channels++
+						}
+					}
+					if want := map[bool]int{true: 1, false: 0}[guarded[call.script]]; channels != want {
+						t.Errorf("%s: %s given KEYS %v: %d channels, want %d", k.name, call.script, call.keys, channels, want)
+					}
+					if slices.Contains(call.keys, own) != perName {
+						t.Errorf("%s, per-name tokens %v: %s given KEYS %v", k.name, perName, call.script, call.keys)
+					}
+				}
+			}
+		}
+	})
+}
+
+// keysRecorder is a go-redis hook that records the KEYS of every call of
+// the scripts it was made for, sent alone or in a pipeline.
+type keysRecorder struct {
+	names map[string]string // script SHA1 -> file name
+	mu    sync.Mutex
+	seen  []scriptCall
+}
+
+// scriptCall is one call a keysRecorder saw.
+type scriptCall struct {
+	script string
+	keys   []string
+}
+
+func newKeysRecorder(files ...string) *keysRecorder {
+	r := &keysRecorder{names: make(map[string]string)}
+	for _, f := range files {
+		r.names[testkit.ScriptSHA(f)] = f
+	}
+	return r
+}
+
+func (r *keysRecorder) reset() {
+	r.mu.Lock()
+	r.seen = nil
+	r.mu.Unlock()
+}
+
+func (r *keysRecorder) calls() []scriptCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.seen)
+}
+
+func (r *keysRecorder) record(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 3 {
+		return
+	}
+	var script string
+	switch strings.ToLower(fmt.Sprint(args[0])) {
+	case "evalsha":
+		script = r.names[fmt.Sprint(args[1])]
+	case "eval":
+		for _, f := range r.names {
+			if strings.HasPrefix(fmt.Sprint(args[1]), "-- "+f+".lua:") {
+				script = f
+			}
+		}
+	}
+	if script == "" {
+		return
+	}
+	n, _ := strconv.Atoi(fmt.Sprint(args[2]))
+	call := scriptCall{script: script}
+	for _, k := range args[3 : 3+n] {
+		call.keys = append(call.keys, fmt.Sprint(k))
+	}
+	r.mu.Lock()
+	r.seen = append(r.seen, call)
+	r.mu.Unlock()
+}
+
+// DialHook implements redis.Hook.
+func (r *keysRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (r *keysRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.record(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook.
+func (r *keysRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			r.record(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestReleaseDuringMigration: while the slot of a lock is being migrated
+// (half-migrated, none of its keys moved yet), calls whose KEYS all exist
+// run at once: an attempt at a Mutex, a FairMutex or an RWMutex write
+// lock that another Client holds and another waits for, and the
+// Mutex's release, which grants the lock to that waiter. (With a lock's
+// release channel and own token key among their KEYS, keys that do not
+// exist, they were answered TRYAGAIN until the migration ended.) The
+// FairMutex's and the RWMutex's releases, which take a guard, are answered
+// TRYAGAIN while the slot migrates and grant the lock once it has moved.
+func TestReleaseDuringMigration(t *testing.T) {
+	cl := redistest.NewCluster(t, 3, 0)
+	ctx := testkit.CtxTimeout(t, time.Minute)
+	for _, k := range []struct {
+		name    string
+		locker  func(c *relock.Client, name string) relock.Locker
+		guarded bool // its release waits for the migration to end
+	}{
+		{"mutex", func(c *relock.Client, name string) relock.Locker { return c.Mutex(name) }, false},
+		{"fair", func(c *relock.Client, name string) relock.Locker { return c.FairMutex(name) }, true},
+		{"rw", func(c *relock.Client, name string) relock.Locker { return c.RWMutex(name).WLocker() }, true},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			tries := &tryAgains{}
+			rdb := testkit.CloseLater(t, cl.Client())
+			rdb.AddHook(tries)
+			a := testkit.NewClient(t, rdb, relock.WithoutReplicaSync())
+			b := testkit.NewClient(t, testkit.CloseLater(t, cl.Client()), relock.WithoutReplicaSync())
+			name := testkit.LockName(t)
+			held, err := k.locker(a, name).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := testkit.LockAsync(t, ctx, k.locker(b, name).Lock)
+			testkit.Eventually(t, 5*time.Second, "the waiter to queue", func() bool { return b.Stats().Asleep == 1 })
+
+			slot := slots.Of(name)
+			from, err := cl.MasterForSlot(ctx, slot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			to := cl.Masters[0]
+			if to == from {
+				to = cl.Masters[1]
+			}
+			m, err := cl.BeginMigration(ctx, slot, to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			try, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			if _, err := k.locker(a, name).TryLock(try); !errors.Is(err, relock.ErrNotAcquired) {
+				t.Fatalf("TryLock of the held lock while its slot migrates: %v (%d TRYAGAIN), want ErrNotAcquired", err, tries.n.Load())
+			}
+			if n := tries.n.Load(); n != 0 {
+				t.Fatalf("the attempt was answered TRYAGAIN %d times", n)
+			}
+			released := make(chan error, 1)
+			go func() { released <- held.Unlock(ctx) }()
+			if k.guarded {
+				testkit.Eventually(t, 5*time.Second, "the release to be answered TRYAGAIN", func() bool { return tries.n.Load() > 0 })
+				select {
+				case err := <-released:
+					t.Fatalf("the guarded release returned %v while the slot migrates", err)
+				default:
+				}
+				if err := m.Finish(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := <-released; err != nil {
+				t.Fatalf("release: %v (%d TRYAGAIN)", err, tries.n.Load())
+			}
+			if n := tries.n.Load(); !k.guarded && n != 0 {
+				t.Fatalf("the release was answered TRYAGAIN %d times", n)
+			}
+			l := <-got
+			if l == nil {
+				t.FailNow()
+			}
+			if !k.guarded {
+				if err := m.Finish(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// tryAgains is a go-redis hook that counts the calls answered TRYAGAIN.
+type tryAgains struct{ n atomic.Int64 }
+
+// DialHook implements redis.Hook.
+func (h *tryAgains) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (h *tryAgains) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if redis.IsTryAgainError(cmd.Err()) {
+			h.n.Add(1)
+		}
+		return err
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook.
+func (h *tryAgains) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if redis.IsTryAgainError(cmd.Err()) {
+				h.n.Add(1)
+			}
+		}
+		return err
+	}
 }

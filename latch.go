@@ -63,8 +63,8 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	if err := l.check(ctx, "set count", n); err != nil {
 		return false, err
 	}
-	keys, marker := l.req.keys(l.name, l.channel)
-	v, err := l.req.run(ctx, scripts.LatchTrySetCount, keys, marker, isOne, n, l.c.argPublish, l.c.argMarkerTTL)
+	keys, marker := l.req.keys(l.name)
+	v, err := l.req.run(ctx, scripts.LatchTrySetCount, keys, marker, isOne, n, l.c.argPublish, l.c.argMarkerTTL, l.channel)
 	if err != nil {
 		return v == 1, opError(ctx, "set count", l.name, err)
 	}
@@ -91,8 +91,8 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err := l.check(ctx, "count down", 1); err != nil {
 		return err
 	}
-	keys, marker := l.req.keys(l.name, l.channel)
-	v, err := l.req.run(ctx, scripts.LatchCountDown, keys, marker, nonNegative, l.c.argPublish, l.c.argMarkerTTL)
+	keys, marker := l.req.keys(l.name)
+	v, err := l.req.run(ctx, scripts.LatchCountDown, keys, marker, nonNegative, l.c.argPublish, l.c.argMarkerTTL, l.channel)
 	if err != nil {
 		return opError(ctx, "count down", l.name, err)
 	}

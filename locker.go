@@ -86,8 +86,16 @@ type lockName struct {
 	group   int    // the name's slot
 	err     error  // an invalid name or option, returned by every call
 
-	// fencing keys: the slot's counter and the lock's own token key
+	argChannel any // channel, boxed once: the scripts take it as an argument
+
+	// fencing keys: the slot's counter and the lock's own token key ("":
+	// the Client keeps none, see Client.tokenKeys)
 	counter, named string
+}
+
+// setChannel sets the lock's release channel (see lockName.channel).
+func (h *lockName) setChannel(channel string) {
+	h.channel, h.argChannel = channel, channel
 }
 
 // Name returns the lock's name, which is also its Redis key.

@@ -21,19 +21,19 @@ type Mutex struct {
 
 	argGrants any // grants, boxed once
 
-	// KEYS of one-shot owners' calls, which have no request marker:
-	// shared, never modified. A reentrant owner's call appends its marker.
-	lockKeys, unlockKeys []any
+	// KEYS of one-shot owners' calls of lock.lua and unlock.lua, which
+	// have no request marker: shared, never modified. A reentrant owner's
+	// call appends its marker.
+	keys []any
 }
 
-// Positions in the KEYS and ARGV of lock.lua and unlock.lua (0-based).
+// Positions in the ARGV of lock.lua and unlock.lua (0-based).
 const (
-	lockKeyMarker      = 4  // a reentrant owner's request marker
 	lockArgJoined      = 5  // "1" once an attempt of the call may have queued it; left out before
-	unlockArgsFixed    = 5  // the arguments every release gives; the rest may be left out
-	unlockArgPassed    = 8  // the token of a hold passed on in process, and the reserve flag
-	unlockArgMarkerTTL = 10 // the release marker's lifetime, with a marker
-	unlockArgSince     = 11 // the start of a hold passed on in process, by the Client's clock
+	unlockArgsFixed    = 6  // the arguments every release gives; the rest may be left out
+	unlockArgPassed    = 9  // the token of a hold passed on in process, and the reserve flag
+	unlockArgMarkerTTL = 11 // the release marker's lifetime, with a marker
+	unlockArgSince     = 12 // the start of a hold passed on in process, by the Client's clock
 )
 
 // Mutex returns the Mutex of the given name. An invalid name is reported
@@ -43,14 +43,13 @@ func (c *Client) Mutex(name string) *Mutex {
 	if m.err = checkName(name); m.err != nil {
 		return m
 	}
-	m.channel = companion(lockChannelPrefix, name)
+	m.setChannel(companion(lockChannelPrefix, name))
 	m.counter, m.named = c.tokenKeys(name)
 	m.group = slot(name)
 	m.queue = companion(lockQueuePrefix, name)
 	m.grants = c.grantChannel(name)
 	m.argGrants = m.grants
-	m.lockKeys = []any{name, m.counter, m.named, m.queue}
-	m.unlockKeys = []any{name, m.channel, m.counter, m.named, m.queue}
+	m.keys = withNamed(m.named, name, m.counter, m.queue)
 	return m
 }
 
@@ -82,7 +81,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.ForceUnlock.Run(ctx, m.c.batch.Direct(), []any{m.name, m.channel, m.queue}, msgUnlock, m.c.publish, m.grants, m.c.id).Int64()
+	n, err := scripts.ForceUnlock.Run(ctx, m.c.batch.Direct(), []any{m.name, m.queue}, m.argChannel, m.c.publish, m.grants, m.c.id).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", m.name, err)
 	}
@@ -143,13 +142,13 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 		a.waits = true
 		a.kind = m.c.waiterKind(a.reentrant)
 	}
-	a.keys = m.lockKeys // one-shot owners need no request marker
+	a.keys = m.keys // one-shot owners need no request marker
 	// The last argument, the request marker's lifetime, goes with the
 	// marker only, and the one before it, whether the call may have
 	// queued, only after an attempt or before the lifetime.
 	a.args = []any{a.lease, a.owner, m.c.argFencing, a.kind, m.c.nowArg(), argZero, m.c.argMarkerTTL}
 	if a.reentrant {
-		a.keys = append(m.lockKeys[:4:4], requestMarker(m.name, a.owner))
+		a.keys = with(m.keys, requestMarker(m.name, a.owner))
 	} else {
 		a.args = a.args[:lockArgJoined]
 	}
@@ -277,11 +276,11 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 	if a.reentrant {
 		flag = argOne
 	}
-	keys := []any{m.name, m.channel, m.name}
+	keys := []any{m.name}
 	if a.reentrant {
-		keys[2] = a.keys[lockKeyMarker]
+		keys = append(keys, a.keys[len(a.keys)-1]) // its request marker
 	}
-	if err := scripts.Abandon.Run(ctx, m.c.batch.Direct(), keys, a.owner, msgUnlock, m.c.publish, flag).Err(); err != nil {
+	if err := scripts.Abandon.Run(ctx, m.c.batch.Direct(), keys, a.owner, m.argChannel, m.c.publish, flag).Err(); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", m.name, "lease", a.cfg.lease, "err", err)
 	}
@@ -291,9 +290,9 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 // granted to the next waiter in its queue, if any (see grant.go); when that
 // is a call of this Client, it is handed its Lease here.
 func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
-	keys := m.unlockKeys
+	keys := m.keys
 	if l.reentrant {
-		keys = append(m.unlockKeys[:5:5], suffixed(unlockLatchPrefix, m.name, l.request))
+		keys = with(m.keys, suffixed(unlockLatchPrefix, m.name, l.request))
 	}
 	switch passed, err := m.c.passOrEnd(ctx, l, m.name, m.passOver); {
 	case err != nil:

@@ -85,11 +85,14 @@ func WithCleanupTimeout(d time.Duration) Option {
 // RFencedLock.getToken reads relock's.
 //
 // The cost is one key without TTL for every name ever locked, kept
-// forever. Without this option a Client keeps a bounded number of
-// counters (one on a standalone server, one per hash slot in use on a
-// cluster), and tokens still grow per name; see docs/design.md, "Fencing
-// tokens". Clients with and without the option may lock the same names:
-// tokens grow per name either way.
+// forever, and that key among the KEYS of every lock script call. Without
+// this option a Client keeps a bounded number of counters (one on a
+// standalone server, one per hash slot in use on a cluster), neither reads
+// nor writes those keys, and tokens still grow per name; see
+// docs/design.md, "Fencing tokens". Clients with and without the option
+// may lock the same names: tokens grow per name either way. A Client
+// without it does not see RFencedLock's tokens: give the option to every
+// Client of names that RFencedLock locks too.
 func WithPerNameTokens() Option {
 	return func(c *config) error {
 		c.perNameTokens = true

@@ -321,7 +321,7 @@ func (c *Client) passable(l *Lease) bool {
 func (m *Mutex) passOver(l *Lease, w *waiter) bool {
 	return m.c.passSwitch(l, w, w.owner, m.group, m.name, func(ctx context.Context, token, reserve any) (int64, error) {
 		args := m.unlockArgs(l.arg(), false, w, "", token, reserve)
-		return m.c.batch.Do(ctx, scripts.Unlock, m.unlockKeys, args, nil)
+		return m.c.batch.Do(ctx, scripts.Unlock, m.keys, args, nil)
 	})
 }
 
@@ -500,8 +500,7 @@ func (rw *RWMutex) passOver(l *Lease, w *waiter) bool {
 		member = queueMember(w.lease, argKindOneShot.(string), w.owner)
 	}
 	return rw.c.passSwitch(l, w, w.owner+":write", rw.group, rw.queue, func(ctx context.Context, token, reserve any) (int64, error) {
-		script, msg := rwUnlockScript(true)
-		args := append(rw.unlockArgs(l.field, msg, argZero, ""), member, token, reserve)
-		return rw.c.batch.Do(ctx, script, rw.oneShotUnlock, args, nil)
+		args := append(rw.unlockArgs(l.field, argZero, ""), member, token, reserve)
+		return rw.c.batch.Do(ctx, scripts.RWWriteUnlock, rw.unlockKeys, args, nil)
 	})
 }

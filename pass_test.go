@@ -336,9 +336,13 @@ func TestFairPassAsksForHeadsWhenLow(t *testing.T) {
 	arb := top.RDB(t)
 	switches := &testkit.CountCalls{Script: "fair_pass.lua"}
 	asking := &testkit.CountCalls{Script: "fair_pass.lua", When: func(args []any) bool {
-		// EVALSHA sha numkeys KEYS[1..8] ARGV[1..]: ARGV[4] is how many
-		// heads to name.
-		return len(args) > 14 && fmt.Sprint(args[14]) != "0"
+		// EVALSHA sha numkeys KEYS[1..numkeys] ARGV[1..]: ARGV[4] is how
+		// many heads to name.
+		if len(args) < 3 {
+			return false
+		}
+		n, _ := strconv.Atoi(fmt.Sprint(args[2]))
+		return len(args) > 6+n && fmt.Sprint(args[6+n]) != "0"
 	}}
 	arb.AddHook(switches)
 	arb.AddHook(asking)

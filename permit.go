@@ -87,8 +87,9 @@ func (p *Permit) Release(ctx context.Context) error {
 	// As for a Lease: a renewal crossing the release is judged by it.
 	entry := p.entry.Load()
 	c.wd.Changing(entry)
-	r, err := c.write(ctx, writeCall{name: p.ps.name, script: scripts.PermitRelease, keys: p.ps.keys,
-		args: p.ps.releaseArgs(p.raw, ""), changed: nonZero})
+	keys, args := p.ps.releaseCall(p.raw, "")
+	r, err := c.write(ctx, writeCall{name: p.ps.name, script: scripts.PermitRelease, keys: keys,
+		args: args, changed: nonZero})
 	if err != nil && !isUnconfirmed(err) {
 		c.wd.Changed(entry)
 		if !isServerError(err) && !errors.Is(err, ErrReplicaSync) {

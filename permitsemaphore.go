@@ -36,7 +36,7 @@ type PermitSemaphore struct {
 	countName
 	timeoutKey string
 	group      int
-	keys       []any  // free permits, held permits, channel, queue: shared, never modified
+	keys       []any  // free permits, held permits, channel (as a guard), queue: shared, never modified
 	queue      string // the queue of waiting calls (permit_lib.lua)
 	grants     string // the Client's grant channel for the semaphore's slot
 	argGrants  any    // grants, boxed once
@@ -70,8 +70,8 @@ func (ps *PermitSemaphore) TrySetPermits(ctx context.Context, n int) (bool, erro
 	if err := ps.check(ctx, "set permits", n); err != nil {
 		return false, err
 	}
-	keys, marker := ps.req.keys(ps.name, ps.channel)
-	v, err := ps.req.run(ctx, scripts.SemTrySetPermits, keys, marker, isOne, n, ps.c.argPublish, ps.c.argMarkerTTL)
+	keys, marker := ps.req.keys(ps.name)
+	v, err := ps.req.run(ctx, scripts.SemTrySetPermits, keys, marker, isOne, n, ps.c.argPublish, ps.c.argMarkerTTL, ps.channel)
 	if err != nil {
 		return v == 1, opError(ctx, "set permits", ps.name, err)
 	}
@@ -128,7 +128,7 @@ func (ps *PermitSemaphore) Available(ctx context.Context) (int, error) {
 	if err := ps.check(ctx, "available", 1); err != nil {
 		return 0, err
 	}
-	v, err := scripts.PermitAvailable.Run(ctx, ps.c.batch.Direct(), ps.keys, ps.c.argPublish).Int64()
+	v, err := scripts.PermitAvailable.Run(ctx, ps.c.batch.Direct(), ps.counts(), ps.c.argPublish, ps.channel).Int64()
 	if err != nil {
 		return 0, opError(ctx, "available", ps.name, err)
 	}
@@ -149,8 +149,9 @@ func (ps *PermitSemaphore) Release(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	r, err := ps.c.write(ctx, writeCall{name: ps.name, script: scripts.PermitRelease, keys: ps.keys,
-		args: ps.releaseArgs(raw, ""), direct: true, changed: nonZero})
+	keys, args := ps.releaseCall(raw, "")
+	r, err := ps.c.write(ctx, writeCall{name: ps.name, script: scripts.PermitRelease, keys: keys,
+		args: args, direct: true, changed: nonZero})
 	if err != nil && !isUnconfirmed(err) {
 		return opError(ctx, "release", ps.name, err)
 	}
@@ -196,8 +197,8 @@ func (ps *PermitSemaphore) UpdateLease(ctx context.Context, id string, d time.Du
 // held. An update applied on the master that too few replicas
 // acknowledged reports true, with an error for which isUnconfirmed holds.
 func (ps *PermitSemaphore) updateLease(ctx context.Context, raw string, d time.Duration) (bool, error) {
-	r, err := ps.c.write(ctx, writeCall{name: ps.name, script: scripts.PermitUpdateLease, keys: ps.keys,
-		args: []any{raw, d.Milliseconds(), ps.c.argPublish}, direct: true, changed: isOne})
+	r, err := ps.c.write(ctx, writeCall{name: ps.name, script: scripts.PermitUpdateLease, keys: ps.counts(),
+		args: []any{raw, d.Milliseconds(), ps.c.argPublish, ps.channel}, direct: true, changed: isOne})
 	if err != nil {
 		return r == 1 && isUnconfirmed(err), opError(ctx, "update lease", ps.name, err)
 	}
@@ -262,23 +263,33 @@ const (
 	permitArgJoined = 5
 )
 
-// releaseArgs returns the ARGV of permit_release.lua releasing the permit
-// raw; leaving is the member of a call leaving the queue, or "". Without
-// replica sync the permit is granted to the first queued call.
-func (ps *PermitSemaphore) releaseArgs(raw, leaving string) []any {
+// releaseCall returns the KEYS and ARGV of permit_release.lua releasing
+// the permit raw; leaving is the member of a call leaving the queue, or
+// "". Without replica sync the permit is granted to the first queued
+// call. The queue is among the KEYS only where the call looks at it: to
+// grant the permit, or to take a call out.
+func (ps *PermitSemaphore) releaseCall(raw, leaving string) (keys, args []any) {
 	c := ps.c
-	allow := argOne
+	keys, allow := ps.keys, argOne
 	if c.rsync.mayWait() {
 		allow = argZero // a grant would return before replicas acknowledge it
+		if leaving == "" {
+			keys = ps.keys[:3:3]
+		}
 	}
-	return []any{raw, c.argPublish, c.argNumsub, c.argID, ps.argGrants, argGrantTTL, allow, leaving}
+	return keys, []any{raw, c.argPublish, c.argNumsub, c.argID, ps.argGrants, argGrantTTL, allow, leaving}
 }
+
+// counts returns the KEYS of the permit scripts that take no guard and do
+// not look at the queue: the free permits and the held ones.
+func (ps *PermitSemaphore) counts() []any { return ps.keys[:2:2] }
 
 // Undo releases a permit whose acquisition reply was lost, or that too few
 // replicas acknowledged (batch.Undo).
 func (a *permitAttempt) Undo(ctx context.Context) {
 	c := a.ps.c
-	if err := scripts.PermitRelease.Run(ctx, c.batch.Direct(), a.ps.keys, a.ps.releaseArgs(a.raw, "")...).Err(); err != nil {
+	keys, args := a.ps.releaseCall(a.raw, "")
+	if err := scripts.PermitRelease.Run(ctx, c.batch.Direct(), keys, args...).Err(); err != nil {
 		c.cfg.logger.Warn("relock: cannot undo a permit acquisition (unanswered, or too few replicas acknowledged it); it expires with its lease",
 			"name", a.ps.name, "lease", a.cfg.lease, "err", err)
 	}
@@ -348,7 +359,11 @@ func permitPolicy(payload string) int {
 // before it returns.
 func (a *permitAttempt) attempt(ctx context.Context) (bool, time.Duration, error) {
 	ps := a.ps
-	r, sent, err := ps.c.acquire(ctx, ps.name, scripts.PermitAcquire, ps.keys, a.args, a, isZero, nil)
+	keys := ps.keys
+	if a.args[permitArgMember] == argEmpty && a.args[permitArgJoined] == argZero {
+		keys = ps.keys[:3:3] // a call that neither queues nor may be queued
+	}
+	r, sent, err := ps.c.acquire(ctx, ps.name, scripts.PermitAcquire, keys, a.args, a, isZero, nil)
 	if a.joined == 0 && a.args[permitArgMember] != argEmpty {
 		a.joined = sent
 		a.args[permitArgJoined] = argOne // later attempts leave the queue when they acquire
@@ -404,9 +419,9 @@ func (a *permitAttempt) leave() {
 		return
 	}
 	ps := a.ps
-	args := ps.releaseArgs(a.raw, a.member)
+	keys, args := ps.releaseCall(a.raw, a.member)
 	if err := ps.c.leave(context.Background(), ps.name, func(ctx context.Context) error {
-		return scripts.PermitRelease.Run(ctx, ps.c.batch.Direct(), ps.keys, args...).Err()
+		return scripts.PermitRelease.Run(ctx, ps.c.batch.Direct(), keys, args...).Err()
 	}); err != nil {
 		ps.c.cfg.logger.Warn("relock: cannot leave the queue of a permit semaphore; the Client's next call on it tries again",
 			"name", ps.name, "err", err)

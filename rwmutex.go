@@ -41,9 +41,12 @@ type RWMutex struct {
 	grants    string // the Client's grant channel for the lock's slot
 	argGrants any    // grants, boxed once
 
-	// KEYS of one-shot owners' calls, whose marker is the lock's name:
-	// shared, never modified (see lockKeys and unlockKeys).
-	oneShotLock, oneShotUnlock []any
+	// KEYS of one-shot owners' calls, which have no marker: shared, never
+	// modified. lockKeys are the lock scripts', unlockKeys the release
+	// scripts', with the guard (rw_queue.lua). A reentrant owner's call
+	// appends its request or release marker, a one-shot reader's lock
+	// call the hold key it writes (rw_read_lock.lua).
+	lockKeys, unlockKeys []any
 
 	r ReadLocker
 	w WriteLocker
@@ -57,15 +60,15 @@ func (c *Client) RWMutex(name string) *RWMutex {
 	if rw.err = checkName(name); rw.err != nil {
 		return rw
 	}
-	rw.channel = companion(rwChannelPrefix, name)
+	rw.setChannel(companion(rwChannelPrefix, name))
 	rw.counter, rw.named = c.tokenKeys(name)
 	rw.prefix = tagged(name)
 	rw.group = slot(name)
 	rw.queue = companion(rwQueuePrefix, name)
 	rw.grants = c.grantChannel(name)
 	rw.argGrants = rw.grants
-	rw.oneShotLock = []any{name, rw.counter, rw.named, name, rw.queue}
-	rw.oneShotUnlock = []any{name, rw.channel, name, rw.counter, rw.named, rw.queue}
+	rw.lockKeys = withNamed(rw.named, name, rw.counter, rw.queue)
+	rw.unlockKeys = withNamed(rw.named, name, rw.counter, rw.queue, rw.channel)
 	return rw
 }
 
@@ -124,8 +127,8 @@ func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := rw.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.RWForceUnlock.Run(ctx, rw.c.batch.Direct(), []any{rw.name, rw.channel, rw.queue},
-		msgReadUnlock, rw.c.publish, rw.prefix, rw.grants, rw.c.id).Int64()
+	n, err := scripts.RWForceUnlock.Run(ctx, rw.c.batch.Direct(), []any{rw.name, rw.queue, rw.channel},
+		rw.argChannel, rw.c.publish, rw.prefix, rw.grants, rw.c.id).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", rw.name, err)
 	}

@@ -38,7 +38,7 @@ type rwAcquire struct {
 	rw     *RWMutex
 	write  bool
 	field  string // the hold's hash field: owner, or owner + ":write"
-	keys   []any  // KEYS[3] is the request marker of a reentrant owner
+	keys   []any  // a reentrant owner's with its request marker last
 	args   []any
 	kind   any     // its kind of waiter, once it queues; nil if it never does
 	member string  // its place in the queue of waiters, once it queues
@@ -60,49 +60,38 @@ func (a *rwAcquire) Undo(ctx context.Context) {
 	if a.reentrant {
 		mode = argUndo
 	}
-	script, msg := rwUnlockScript(a.write)
-	marker := ""
+	keys := rw.unlockKeys
 	if a.reentrant {
-		marker = a.keys[3].(string)
+		keys = with(rw.unlockKeys, a.keys[len(a.keys)-1].(string)) // its request marker
 	}
-	if err := script.Run(ctx, rw.c.batch.Direct(), rw.unlockKeys(marker), rw.unlockArgs(a.field, msg, mode, "")...).Err(); err != nil {
+	if err := rwUnlockScript(a.write).Run(ctx, rw.c.batch.Direct(), keys, rw.unlockArgs(a.field, mode, "")...).Err(); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", rw.name, "write", a.write, "lease", a.cfg.lease, "err", err)
 	}
 }
 
-// rwUnlockScript returns the release script of one side and the message it
-// publishes: a lock freed by its readers can only be wanted by writers, so
-// "0" wakes one waiter; the end of a write lock may let every waiting
-// reader in, so "1" wakes them all. These are Redisson's messages.
-func rwUnlockScript(write bool) (*scripts.Script, any) {
+// rwUnlockScript returns the release script of one side. Each publishes
+// Redisson's message: a lock freed by its readers can only be wanted by
+// writers, so "0" wakes one waiter; the end of a write lock may let every
+// waiting reader in, so "1" wakes them all.
+func rwUnlockScript(write bool) *scripts.Script {
 	if write {
-		return scripts.RWWriteUnlock, msgReadUnlock
+		return scripts.RWWriteUnlock
 	}
-	return scripts.RWReadUnlock, argMsgUnlock
-}
-
-// unlockKeys returns the KEYS of the release scripts, with marker as the
-// release or request marker ("" for none: the lock's name).
-func (rw *RWMutex) unlockKeys(marker string) []any {
-	if marker == "" {
-		return rw.oneShotUnlock
-	}
-	return []any{rw.name, rw.channel, marker, rw.counter, rw.named, rw.queue}
+	return scripts.RWReadUnlock
 }
 
 // unlockArgs returns the ARGV of the release scripts for the hold field,
-// publishing msg when it ends, with mode as the marker mode; leaving is
-// the queue member of a call leaving the queue, or "". Without replica
-// sync a release that frees the lock grants it to the first waiting
-// writer (rw_queue.lua).
-func (rw *RWMutex) unlockArgs(field, msg, mode any, leaving string) []any {
+// with mode as the marker mode; leaving is the queue member of a call
+// leaving the queue, or "". Without replica sync a release that frees the
+// lock grants it to the first waiting writer (rw_queue.lua).
+func (rw *RWMutex) unlockArgs(field, mode any, leaving string) []any {
 	c := rw.c
 	allow := argOne
 	if c.rsync.mayWait() {
 		allow = argZero // a grant would return before replicas acknowledge it
 	}
-	return []any{field, msg, c.argPublish, mode, c.argMarkerTTL, rw.prefix,
+	return []any{field, rw.argChannel, c.argPublish, mode, c.argMarkerTTL, rw.prefix,
 		c.argNumsub, c.argID, rw.argGrants, argGrantTTL, leaving, allow, c.argFencing}
 }
 
@@ -117,10 +106,14 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 		a.field += ":write"
 	}
 	flag := argZero
-	a.keys = rw.oneShotLock // one-shot owners need no request marker
-	if a.reentrant {
+	a.keys = rw.lockKeys // one-shot owners need no request marker
+	switch {
+	case a.reentrant:
 		flag = argOne
-		a.keys = []any{rw.name, rw.counter, rw.named, requestMarker(rw.name, a.owner), rw.queue}
+		a.keys = with(rw.lockKeys, requestMarker(rw.name, a.owner))
+	case !write:
+		// The hold key a one-shot reader's lock writes, its first.
+		a.keys = with(rw.lockKeys, readerHold(rw.name, a.owner, 1))
 	}
 	a.args = []any{a.lease, a.owner, flag, rw.c.argMarkerTTL, rw.prefix, argEmpty, argGrantTTL, argZero}
 	if write {
@@ -327,10 +320,9 @@ func (rw *RWMutex) leaveQueue(a *rwAcquire) {
 	if a.write && !a.reentrant {
 		field = a.field
 	}
-	script, msg := rwUnlockScript(a.write)
-	keys, args := rw.unlockKeys(""), rw.unlockArgs(field, msg, argZero, a.member)
+	keys, args := rw.unlockKeys, rw.unlockArgs(field, argZero, a.member)
 	if err := rw.c.leave(context.Background(), rw.name, func(ctx context.Context) error {
-		return script.Run(ctx, rw.c.batch.Direct(), keys, args...).Err()
+		return rwUnlockScript(a.write).Run(ctx, rw.c.batch.Direct(), keys, args...).Err()
 	}); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the Client's next call on it tries again",
 			"name", rw.name, "err", err)
@@ -419,12 +411,11 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 			return 3, nil
 		}
 	}
-	marker, mode := "", argZero
+	keys, mode := rw.unlockKeys, argZero
 	if l.reentrant {
-		marker, mode = suffixed(unlockLatchPrefix, rw.name, l.request), argOne
+		keys, mode = with(rw.unlockKeys, suffixed(unlockLatchPrefix, rw.name, l.request)), argOne
 	}
-	script, msg := rwUnlockScript(write)
-	keys, args := rw.unlockKeys(marker), rw.unlockArgs(l.field, msg, mode, "")
+	script, args := rwUnlockScript(write), rw.unlockArgs(l.field, mode, "")
 	if rw.c.rsync.mayWait() {
 		return rw.c.batch.Do(ctx, script, keys, args, nil)
 	}

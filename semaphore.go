@@ -54,8 +54,8 @@ func (s *Semaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
 	if err := s.check(ctx, "set permits", n); err != nil {
 		return false, err
 	}
-	keys, marker := s.req.keys(s.name, s.channel)
-	v, err := s.req.run(ctx, scripts.SemTrySetPermits, keys, marker, isOne, n, s.c.argPublish, s.c.argMarkerTTL)
+	keys, marker := s.req.keys(s.name)
+	v, err := s.req.run(ctx, scripts.SemTrySetPermits, keys, marker, isOne, n, s.c.argPublish, s.c.argMarkerTTL, s.channel)
 	if err != nil {
 		return v == 1, opError(ctx, "set permits", s.name, err)
 	}
@@ -124,8 +124,8 @@ func (s *Semaphore) handOut(ctx context.Context, op string, n int, ws []*waiter)
 	for _, w := range ws {
 		k += w.want
 	}
-	keys, marker := s.req.keys(s.name, s.channel)
-	r, err := s.req.run(ctx, scripts.SemRelease, keys, marker, always, n, c.argPublish, c.argMarkerTTL, k, c.argNumsub)
+	keys, marker := s.req.keys(s.name)
+	r, err := s.req.run(ctx, scripts.SemRelease, keys, marker, always, n, c.argPublish, c.argMarkerTTL, s.channel, k, c.argNumsub)
 	if err != nil || r&1 == 0 {
 		c.local.settle(ws, -1, nil, true)
 		if err != nil {
@@ -157,8 +157,8 @@ func (s *Semaphore) giveBack(n int) {
 // semaphore name with sem_release.lua, which tells the waiters on channel:
 // Semaphore.Release and the AddPermits of both semaphores.
 func (c *Client) addPermits(ctx context.Context, req *requests, op, name, channel string, n int) error {
-	keys, marker := req.keys(name, channel)
-	if _, err := req.run(ctx, scripts.SemRelease, keys, marker, always, n, c.argPublish, c.argMarkerTTL); err != nil {
+	keys, marker := req.keys(name)
+	if _, err := req.run(ctx, scripts.SemRelease, keys, marker, always, n, c.argPublish, c.argMarkerTTL, channel); err != nil {
 		return opError(ctx, op, name, err)
 	}
 	return nil
@@ -309,12 +309,12 @@ func checkCall(ctx context.Context, op, name string, n int) error {
 type semUndo struct {
 	s    *Semaphore
 	n    int
-	keys []any // permits, channel, marker
+	keys []any // permits, marker
 }
 
 func (u *semUndo) Undo(ctx context.Context) {
 	c := u.s.c
-	if err := scripts.SemUndo.Run(ctx, c.batch.Direct(), u.keys, u.n, c.argPublish, c.argMarkerTTL).Err(); err != nil {
+	if err := scripts.SemUndo.Run(ctx, c.batch.Direct(), u.keys, u.n, c.argPublish, c.argMarkerTTL, u.s.channel).Err(); err != nil {
 		c.cfg.logger.Warn("relock: cannot undo a semaphore acquisition (unanswered, or too few replicas acknowledged it); its permits may stay taken",
 			"name", u.s.name, "permits", u.n, "err", err)
 	}
@@ -349,5 +349,5 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 
 // undo returns the undo of an acquisition of n permits with marker.
 func (s *Semaphore) undo(n int, marker string) *semUndo {
-	return &semUndo{s: s, n: n, keys: []any{s.name, s.channel, marker}}
+	return &semUndo{s: s, n: n, keys: []any{s.name, marker}}
 }

@@ -67,7 +67,7 @@ func setup(t *testing.T, p *pipelines, flushers ...int) (*Batcher, *redis.Client
 }
 
 func lockArgs(key, owner string) ([]any, []any) {
-	return []any{key, "relock_fencing", "redisson_lock_token:{" + key + "}", "relock_lock_queue:{" + key + "}"}, []any{60000, owner, "604800000", "", "0", time.Now().UnixMilli()}
+	return []any{key, "relock_fencing", "relock_lock_queue:{" + key + "}"}, []any{60000, owner, "1", "", time.Now().UnixMilli()}
 }
 
 type undoCount struct {

@@ -7,14 +7,14 @@
 --          relock_leader_holder
 -- KEYS[2]  the election's log: a stream of records, newest last, trimmed
 --          to about 128 entries, that expires ARGV[5] ms after its last one
--- KEYS[3]  the election's channel, told the term of every change
 -- ARGV[1]  the holder's owner id "<uuid>:<n>" (its field in KEYS[1])
 -- ARGV[2]  the record without its start: a JSON object whose text begins
 --          with '{' and does not name "since"
 -- ARGV[3]  "1" for a new term, "0" for a new value of the same term
 -- ARGV[4]  publish command: "publish" or "spublish"
 -- ARGV[5]  the log's lifetime in milliseconds
--- ARGV[6]  the term, published on KEYS[3]
+-- ARGV[6]  the term, published on ARGV[7]
+-- ARGV[7]  the election's channel, told the term of every change
 --
 -- Returns  1 when the record was written, 0 when the caller does not hold
 --          the lock (its hold ended).
@@ -36,5 +36,5 @@ local record = '{"since":' .. since .. ',' .. string.sub(ARGV[2], 2)
 redis.call('xadd', KEYS[2], 'maxlen', '~', 128, '*', 'r', record)
 redis.call('hset', KEYS[1], 'relock_leader', record, 'relock_leader_holder', ARGV[1])
 redis.call('pexpire', KEYS[2], ARGV[5])
-redis.call(ARGV[4], KEYS[3], ARGV[6])
+redis.call(ARGV[4], ARGV[7], ARGV[6])
 return 1

@@ -138,23 +138,14 @@ func TestFailuresWriteNothing(t *testing.T) {
 		corrupt = "not a number"
 	)
 	lk := func(name string) []string { return lockKeys(name, "") }
-	uk := func(name string) []string { return unlockKeys(name, "") }
-	rwLock := func(name string) []string {
-		k := newRW(name)
-		return []string{k.name, k.counter, k.token, k.name, k.queue}
-	}
-	rwUnlock := func(name, marker string) []string {
-		k := newRW(name)
-		if marker == "" {
-			marker = k.name
-		}
-		return []string{k.name, k.channel, marker, k.counter, k.token, k.queue}
-	}
+	rwLock := func(name string) []string { return newRW(name).keys("") }
+	rwRead := func(name, owner string) []string { return newRW(name).keys(newRW(name).hold(owner, 1)) }
+	rwUnlock := func(name, marker string) []string { return newRW(name).releaseKeys(marker) }
 	// rwRelease is the ARGV of the read-write release scripts: the hold's
 	// field, the marker mode, and the rest (ARGV[14..16]) if any.
 	rwRelease := func(name, field, mode string, rest ...any) []any {
-		return append([]any{field, "0", "publish", mode, 60000, newRW(name).prefix,
-			"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL}, rest...)
+		return append([]any{field, newRW(name).channel, "publish", mode, 60000, newRW(name).prefix,
+			"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", counterOnly}, rest...)
 	}
 	sem := func(name string) (string, string, string) {
 		return name, "redisson_sc:{" + name + "}", "relock_semaphore_request:{" + name + "}:"
@@ -162,74 +153,75 @@ func TestFailuresWriteNothing(t *testing.T) {
 	permit := func(name string) []string {
 		return []string{name, "{" + name + "}:timeout", "redisson_sc:{" + name + "}", "relock_permit_queue:{" + name + "}"}
 	}
+	permitCh := func(name string) string { return "redisson_sc:{" + name + "}" }
 	cases := []failure{
 		{
 			name: "lock: a waiter takes the free lock, fencing counter corrupt",
 			given: []given{
-				zset(lk("f:lock")[3], lease+"|o|u:1", "1", lease+"|o|v:1", "2"),
+				zset(lk("f:lock")[2], lease+"|o|u:1", "1", lease+"|o|v:1", "2"),
 				str(lk("f:lock")[1], corrupt),
 			},
 			script: Lock, keys: lk("f:lock"),
-			args: []any{lease, "u:1", fenceTTL, "o", 1, "1"},
+			args: []any{lease, "u:1", counterOnly, "o", 1, "1"},
 		},
 		{
 			name: "lock: a one-shot holder's retry, queue of another type", succeeds: true,
 			given: []given{
 				hash("f:retry", 10000, "u:1", "1", "relock_token", "5"),
-				str(lk("f:retry")[3], "x"),
+				str(lk("f:retry")[2], "x"),
 			},
 			script: Lock, keys: lk("f:retry"),
-			args: []any{lease, "u:1", fenceTTL, "o", 1, "1"},
+			args: []any{lease, "u:1", counterOnly, "o", 1, "1"},
 		},
 		{
 			name: "lock: a reentrant holder re-enters, queue of another type", succeeds: true,
 			given: []given{
 				hash("f:reenter", 10000, "u:1", "1", "relock_token", "5"),
-				str(lk("f:reenter")[3], "x"),
+				str(lk("f:reenter")[2], "x"),
 			},
 			script: Lock, keys: lockKeys("f:reenter", "relock_lock_request:{f:reenter}:m"),
-			args: []any{lease, "u:1", fenceTTL, "r", 1, "1", 60000},
+			args: []any{lease, "u:1", counterOnly, "r", 1, "1", 60000},
 		},
 		{
 			name: "unlock: the last hold grants a waiter of another client, fencing counter corrupt",
 			given: []given{
 				hash("f:grant", 10000, "u:1", "1", "relock_token", "5", "relock_queued", "1"),
-				zset(uk("f:grant")[4], lease+"|o|v:1", "1"),
-				str(uk("f:grant")[2], corrupt),
+				zset(lk("f:grant")[2], lease+"|o|v:1", "1"),
+				str(lk("f:grant")[1], corrupt),
 			},
-			script: Unlock, keys: uk("f:grant"),
-			args: unlockArgs(uk("f:grant"), "u:1"),
+			script: Unlock, keys: lk("f:grant"),
+			args: unlockArgs(lk("f:grant"), "u:1"),
 		},
 		{
 			name: "unlock: passing on in process reserves tokens, fencing counter corrupt",
 			given: []given{
 				hash("f:pass", 10000, "u:1", "1", "relock_token", "5"),
-				str(uk("f:pass")[2], corrupt),
+				str(lk("f:pass")[1], corrupt),
 			},
-			script: Unlock, keys: uk("f:pass"),
-			args: []any{"u:1", "publish", fenceTTL, "relock_grant:u", "1", "0", lease + "|o|u:2", "", "6", "1"},
+			script: Unlock, keys: lk("f:pass"),
+			args: []any{"u:1", "publish", counterOnly, "relock_grant:u", "1", lockChannel("f:pass"), "0", lease + "|o|u:2", "", "6", "1"},
 		},
 		{
 			name:   "abandon: a reentrant acquisition's marker, lock of another type",
 			given:  []given{str("f:abandon", "x"), str("relock_lock_request:{f:abandon}:m", "1")},
-			script: Abandon, keys: []string{"f:abandon", "redisson_lock__channel:{f:abandon}", "relock_lock_request:{f:abandon}:m"},
-			args: []any{"u:1", "0", "publish", "1"},
+			script: Abandon, keys: []string{"f:abandon", "relock_lock_request:{f:abandon}:m"},
+			args: []any{"u:1", lockChannel("f:abandon"), "publish", "1"},
 		},
 		{
 			name: "forceunlock: queue of another type",
 			given: []given{
 				hash("f:force", 10000, "u:1", "1"),
-				str(lk("f:force")[3], "x"),
+				str(lk("f:force")[2], "x"),
 			},
-			script: ForceUnlock, keys: []string{"f:force", "redisson_lock__channel:{f:force}", lk("f:force")[3]},
-			args: []any{"0", "publish", "relock_grant:u", "u"},
+			script: ForceUnlock, keys: []string{"f:force", lk("f:force")[2]},
+			args: []any{lockChannel("f:force"), "publish", "relock_grant:u", "u"},
 		},
 		{
 			name: "rw read lock: a free lock, fencing counter corrupt",
 			given: []given{
 				str(newRW("f:rfree").counter, corrupt),
 			},
-			script: RWReadLock, keys: rwLock("f:rfree"),
+			script: RWReadLock, keys: rwRead("f:rfree", "r:1"),
 			args: []any{lease, "r:1", "0", 60000, newRW("f:rfree").prefix, "R", 2000, "0"},
 		},
 		{
@@ -238,7 +230,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash("f:rshared", 10000, "mode", "read", "r:1", "1"),
 				hash(newRW("f:rshared").counter, 0, "a", "1"),
 			},
-			script: RWReadLock, keys: rwLock("f:rshared"),
+			script: RWReadLock, keys: rwRead("f:rshared", "r:2"),
 			args: []any{lease, "r:2", "0", 60000, newRW("f:rshared").prefix, "R", 2000, "0"},
 		},
 		{
@@ -246,7 +238,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 			given: []given{
 				str(newRW("f:rqueue").queue, "x"),
 			},
-			script: RWReadLock, keys: rwLock("f:rqueue"),
+			script: RWReadLock, keys: rwRead("f:rqueue", "r:1"),
 			args: []any{lease, "r:1", "0", 60000, newRW("f:rqueue").prefix, "R", 2000, "1"},
 		},
 		{
@@ -255,7 +247,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(newRW("f:wqueue").queue, "x"),
 			},
 			script: RWWriteLock, keys: rwLock("f:wqueue"),
-			args: []any{lease, "w:1", "0", 60000, fenceTTL, "o", 2000, "1"},
+			args: []any{lease, "w:1", "0", 60000, counterOnly, "o", 2000, "1"},
 		},
 		{
 			name: "rw read unlock: the last reader grants a writer, fencing counter corrupt",
@@ -332,8 +324,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				{newRW("f:rwforce").hold("r:1", 1), "string", []string{"1"}, 10000},
 				str(newRW("f:rwforce").queue, "x"),
 			},
-			script: RWForceUnlock, keys: []string{"f:rwforce", newRW("f:rwforce").channel, newRW("f:rwforce").queue},
-			args: []any{"0", "publish", newRW("f:rwforce").prefix, "relock_grant:c0ffee", "c0ffee"},
+			script: RWForceUnlock, keys: []string{"f:rwforce", newRW("f:rwforce").queue, newRW("f:rwforce").channel},
+			args: []any{newRW("f:rwforce").channel, "publish", newRW("f:rwforce").prefix, "relock_grant:c0ffee", "c0ffee"},
 		},
 		{
 			name: "election proclaim: log of another type",
@@ -341,8 +333,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash("relock_election:{f:elect}", 10000, "u:1", "1"),
 				str("relock_election_log:{f:elect}", "x"),
 			},
-			script: ElectionProclaim, keys: []string{"relock_election:{f:elect}", "relock_election_log:{f:elect}", "relock_election_channel:{f:elect}"},
-			args: []any{"u:1", `{"term":1}`, "1", "publish", 60000, "1"},
+			script: ElectionProclaim, keys: []string{"relock_election:{f:elect}", "relock_election_log:{f:elect}"},
+			args: []any{"u:1", `{"term":1}`, "1", "publish", 60000, "1", "relock_election_channel:{f:elect}"},
 		},
 		{
 			name: "election resign: log of another type",
@@ -350,8 +342,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash("relock_election:{f:resign}", 10000, "u:1", "1", "relock_leader", `{"since":1,"term":1}`, "relock_leader_holder", "u:1"),
 				str("relock_election_log:{f:resign}", "x"),
 			},
-			script: ElectionResign, keys: []string{"relock_election:{f:resign}", "relock_election_log:{f:resign}", "relock_election_channel:{f:resign}"},
-			args: []any{"u:1", "1", "publish", 60000},
+			script: ElectionResign, keys: []string{"relock_election:{f:resign}", "relock_election_log:{f:resign}"},
+			args: []any{"u:1", "1", "publish", 60000, "relock_election_channel:{f:resign}"},
 		},
 	}
 	// The FairMutex's: fk gives a fair lock's keys and its liveness
@@ -363,10 +355,10 @@ func TestFailuresWriteNothing(t *testing.T) {
 		gone = "1:0:1"
 	)
 	fairLock := func(name, owner string, extra ...any) []any {
-		return append([]any{lease, owner, "0", 60000, 5000, "0", "publish", fenceTTL}, extra...)
+		return append([]any{lease, owner, "0", 60000, 5000, fk(name).channel, "publish", counterOnly}, extra...)
 	}
-	fairUnlock := func(owner, grants, k string, candidates ...any) []any {
-		return append([]any{owner, "0", "publish", "0", 60000, fenceTTL, grants, k, "relock_grant:"}, candidates...)
+	fairUnlock := func(name, owner, grants, k string, candidates ...any) []any {
+		return append([]any{owner, fk(name).channel, "publish", "0", 60000, counterOnly, grants, k, "relock_grant:"}, candidates...)
 	}
 	cases = append(cases,
 		failure{
@@ -377,7 +369,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash(fk("f:fhead").alive, 60000, "u:1", live, "v:1", live),
 				str(fk("f:fhead").counter, corrupt),
 			},
-			script: FairLock, keys: fk("f:fhead").keys(fk("f:fhead").counter, fk("f:fhead").token, "f:fhead"),
+			script: FairLock, keys: fk("f:fhead").keys(fk("f:fhead").counter),
 			args: fairLock("f:fhead", "u:1"),
 		},
 		failure{
@@ -388,7 +380,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash(fk("f:fdead").alive, 60000, "d:1", gone),
 				str(fk("f:fdead").counter, corrupt),
 			},
-			script: FairLock, keys: fk("f:fdead").keys(fk("f:fdead").counter, fk("f:fdead").token, "f:fdead"),
+			script: FairLock, keys: fk("f:fdead").keys(fk("f:fdead").counter),
 			args: fairLock("f:fdead", "u:1"),
 		},
 		failure{
@@ -398,7 +390,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(fk("f:fdeadz").timeouts, "x"),
 				hash(fk("f:fdeadz").alive, 60000, "d:1", gone, "v:1", live),
 			},
-			script: FairLock, keys: fk("f:fdeadz").keys(fk("f:fdeadz").counter, fk("f:fdeadz").token, "f:fdeadz"),
+			script: FairLock, keys: fk("f:fdeadz").keys(fk("f:fdeadz").counter),
 			args: fairLock("f:fdeadz", "u:1"),
 		},
 		failure{
@@ -407,8 +399,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash("f:freenter", 10000, "u:1", "1", "relock_token", "5"),
 				str(fk("f:freenter").queue, "x"),
 			},
-			script: FairLock, keys: fk("f:freenter").keys(fk("f:freenter").counter, fk("f:freenter").token, "relock_lock_request:{f:freenter}:m"),
-			args: []any{lease, "u:1", "1", 60000, 5000, "0", "publish", fenceTTL},
+			script: FairLock, keys: fk("f:freenter").keys(fk("f:freenter").counter, "relock_lock_request:{f:freenter}:m"),
+			args: []any{lease, "u:1", "1", 60000, 5000, fk("f:freenter").channel, "publish", counterOnly},
 		},
 		failure{
 			name: "fair lock: a waiter joins an empty queue, budgets of another type",
@@ -416,7 +408,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash("f:fjoinz", 10000, "v:1", "1", "relock_token", "5"),
 				str(fk("f:fjoinz").timeouts, "x"),
 			},
-			script: FairLock, keys: fk("f:fjoinz").keys(fk("f:fjoinz").counter, fk("f:fjoinz").token, "f:fjoinz"),
+			script: FairLock, keys: fk("f:fjoinz").keys(fk("f:fjoinz").counter),
 			args: fairLock("f:fjoinz", "u:1"),
 		},
 		failure{
@@ -425,7 +417,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash("f:fjoina", 10000, "v:1", "1", "relock_token", "5"),
 				str(fk("f:fjoina").alive, "x"),
 			},
-			script: FairLock, keys: fk("f:fjoina").keys(fk("f:fjoina").counter, fk("f:fjoina").token, "f:fjoina"),
+			script: FairLock, keys: fk("f:fjoina").keys(fk("f:fjoina").counter),
 			args: fairLock("f:fjoina", "u:1"),
 		},
 		failure{
@@ -437,8 +429,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash(fk("f:funlock").alive, 60000, "d:1", gone, "u:2", live, "u:3", live),
 				str(fk("f:funlock").counter, corrupt),
 			},
-			script: FairUnlock, keys: fk("f:funlock").keys(fk("f:funlock").counter, fk("f:funlock").token, "f:funlock"),
-			args: fairUnlock("u:1", "0", "8", "u:2", 7000),
+			script: FairUnlock, keys: fk("f:funlock").keys(fk("f:funlock").counter, fk("f:funlock").channel),
+			args: fairUnlock("f:funlock", "u:1", "0", "8", "u:2", 7000),
 		},
 		failure{
 			name: "fair unlock: the last hold grants another client's waiter, fencing counter corrupt",
@@ -449,8 +441,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash(fk("f:fgrant").alive, 60000, "v:1", lent),
 				str(fk("f:fgrant").counter, corrupt),
 			},
-			script: FairUnlock, keys: fk("f:fgrant").keys(fk("f:fgrant").counter, fk("f:fgrant").token, "f:fgrant"),
-			args: fairUnlock("u:1", "2000", "0"),
+			script: FairUnlock, keys: fk("f:fgrant").keys(fk("f:fgrant").counter, fk("f:fgrant").channel),
+			args: fairUnlock("f:fgrant", "u:1", "2000", "0"),
 		},
 		failure{
 			name: "fair unlock: the last hold grants the waiter behind a dead head, budgets of another type",
@@ -460,8 +452,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(fk("f:fgrantz").timeouts, "x"),
 				hash(fk("f:fgrantz").alive, 60000, "d:1", gone, "v:1", lent),
 			},
-			script: FairUnlock, keys: fk("f:fgrantz").keys(fk("f:fgrantz").counter, fk("f:fgrantz").token, "f:fgrantz"),
-			args: fairUnlock("u:1", "2000", "0"),
+			script: FairUnlock, keys: fk("f:fgrantz").keys(fk("f:fgrantz").counter, fk("f:fgrantz").channel),
+			args: fairUnlock("f:fgrantz", "u:1", "2000", "0"),
 		},
 		failure{
 			name: "fair unlock: a dead head purged, budgets of another type", succeeds: true,
@@ -471,8 +463,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(fk("f:fpurgez").timeouts, "x"),
 				hash(fk("f:fpurgez").alive, 60000, "d:1", gone, "v:1", live),
 			},
-			script: FairUnlock, keys: fk("f:fpurgez").keys(fk("f:fpurgez").counter, fk("f:fpurgez").token, "f:fpurgez"),
-			args: fairUnlock("u:1", "2000", "0"),
+			script: FairUnlock, keys: fk("f:fpurgez").keys(fk("f:fpurgez").counter, fk("f:fpurgez").channel),
+			args: fairUnlock("f:fpurgez", "u:1", "2000", "0"),
 		},
 		failure{
 			name: "fair unlock: a reentrant owner's last hold, queue of another type",
@@ -480,8 +472,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash("f:fqueue", 10000, "u:1", "1", "relock_token", "5"),
 				str(fk("f:fqueue").queue, "x"),
 			},
-			script: FairUnlock, keys: fk("f:fqueue").keys(fk("f:fqueue").counter, fk("f:fqueue").token, "relock_unlock_latch:{f:fqueue}:m"),
-			args: []any{"u:1", "0", "publish", "1", 60000, fenceTTL, "0", "0", "relock_grant:"},
+			script: FairUnlock, keys: fk("f:fqueue").keys(fk("f:fqueue").counter, fk("f:fqueue").channel, "relock_unlock_latch:{f:fqueue}:m"),
+			args: []any{"u:1", fk("f:fqueue").channel, "publish", "1", 60000, counterOnly, "0", "0", "relock_grant:"},
 		},
 		failure{
 			name: "fair pass: the switch reserves tokens, fencing counter corrupt",
@@ -492,8 +484,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash(fk("f:fpass").alive, 60000, "u:2", live, "u:3", live),
 				str(fk("f:fpass").counter, corrupt),
 			},
-			script: FairPass, keys: fk("f:fpass").keys(fk("f:fpass").counter, fk("f:fpass").token, "f:fpass"),
-			args: []any{"u:2", 7000, 6, 8, "", fenceTTL},
+			script: FairPass, keys: fk("f:fpass").keys(fk("f:fpass").counter, fk("f:fpass").channel),
+			args: []any{"u:2", 7000, 6, 8, "", counterOnly},
 		},
 		failure{
 			name: "fair pass: lock of another type",
@@ -503,8 +495,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				zset(fk("f:fpassl").timeouts, "u:2", "now+300000"),
 				hash(fk("f:fpassl").alive, 60000, "u:2", live),
 			},
-			script: FairPass, keys: fk("f:fpassl").keys(fk("f:fpassl").counter, fk("f:fpassl").token, "f:fpassl"),
-			args: []any{"u:2", 7000, 6, 0, "", fenceTTL},
+			script: FairPass, keys: fk("f:fpassl").keys(fk("f:fpassl").counter, fk("f:fpassl").channel),
+			args: []any{"u:2", 7000, 6, 0, "", counterOnly},
 		},
 		failure{
 			name: "fair pass: budgets of another type",
@@ -514,8 +506,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(fk("f:fpassz").timeouts, "x"),
 				hash(fk("f:fpassz").alive, 60000, "u:2", live),
 			},
-			script: FairPass, keys: fk("f:fpassz").keys(fk("f:fpassz").counter, fk("f:fpassz").token, "f:fpassz"),
-			args: []any{"u:2", 7000, 6, 0, "", fenceTTL},
+			script: FairPass, keys: fk("f:fpassz").keys(fk("f:fpassz").counter, fk("f:fpassz").channel),
+			args: []any{"u:2", 7000, 6, 0, "", counterOnly},
 		},
 		failure{
 			name: "fair pass: queue of another type",
@@ -523,8 +515,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash("f:fpassq", 10000, "u:1", "1", "relock_token", "5"),
 				str(fk("f:fpassq").queue, "x"),
 			},
-			script: FairPass, keys: fk("f:fpassq").keys(fk("f:fpassq").counter, fk("f:fpassq").token, "f:fpassq"),
-			args: []any{"u:2", 7000, 6, 0, "", fenceTTL},
+			script: FairPass, keys: fk("f:fpassq").keys(fk("f:fpassq").counter, fk("f:fpassq").channel),
+			args: []any{"u:2", 7000, 6, 0, "", counterOnly},
 		},
 		failure{
 			name: "fair forceunlock: queue of another type",
@@ -532,8 +524,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash("f:fforce", 10000, "u:1", "1"),
 				str(fk("f:fforce").queue, "x"),
 			},
-			script: FairForceUnlock, keys: fk("f:fforce").keys(),
-			args: []any{"0", "publish", "relock_grant:"},
+			script: FairForceUnlock, keys: fk("f:fforce").keys(fk("f:fforce").channel),
+			args: []any{fk("f:fforce").channel, "publish", "relock_grant:"},
 		},
 		failure{
 			name: "fair forceunlock: liveness of another type",
@@ -542,8 +534,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				{fk("f:fforcea").queue, "list", []string{"v:1"}, 0},
 				str(fk("f:fforcea").alive, "x"),
 			},
-			script: FairForceUnlock, keys: fk("f:fforcea").keys(),
-			args: []any{"0", "publish", "relock_grant:"},
+			script: FairForceUnlock, keys: fk("f:fforcea").keys(fk("f:fforcea").channel),
+			args: []any{fk("f:fforcea").channel, "publish", "relock_grant:"},
 		},
 		failure{
 			name: "fair leave: undo behind a dead head, lock of another type",
@@ -553,8 +545,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				zset(fk("f:fleave").timeouts, "d:1", "now+300000", "u:1", "now+600000"),
 				hash(fk("f:fleave").alive, 60000, "d:1", gone, "u:1", live),
 			},
-			script: FairLeave, keys: fk("f:fleave").keys("f:fleave"),
-			args: []any{"u:1", "0", "publish", "1", "relock_grant:"},
+			script: FairLeave, keys: fk("f:fleave").keys(fk("f:fleave").channel),
+			args: []any{"u:1", fk("f:fleave").channel, "publish", "1", "relock_grant:"},
 		},
 		failure{
 			name: "fair leave: undo behind a dead head, hold count of no integer",
@@ -564,8 +556,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				zset(fk("f:fleavec").timeouts, "d:1", "now+300000"),
 				hash(fk("f:fleavec").alive, 60000, "d:1", gone),
 			},
-			script: FairLeave, keys: fk("f:fleavec").keys("f:fleavec"),
-			args: []any{"u:1", "0", "publish", "1", "relock_grant:"},
+			script: FairLeave, keys: fk("f:fleavec").keys(fk("f:fleavec").channel),
+			args: []any{"u:1", fk("f:fleavec").channel, "publish", "1", "relock_grant:"},
 		},
 		failure{
 			name: "fair leave: the head leaves, budgets of another type", succeeds: true,
@@ -574,8 +566,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(fk("f:fleavez").timeouts, "x"),
 				hash(fk("f:fleavez").alive, 60000, "u:1", live, "v:1", live),
 			},
-			script: FairLeave, keys: fk("f:fleavez").keys("f:fleavez"),
-			args: []any{"u:1", "0", "publish", "0", "relock_grant:"},
+			script: FairLeave, keys: fk("f:fleavez").keys(fk("f:fleavez").channel),
+			args: []any{"u:1", fk("f:fleavez").channel, "publish", "0", "relock_grant:"},
 		},
 	)
 	for _, c := range []struct{ name, value string }{{"a hash", ""}, {"no number", corrupt}} {
@@ -602,31 +594,31 @@ func TestFailuresWriteNothing(t *testing.T) {
 			failure{
 				name:   "sem release: count of " + c.name,
 				given:  []given{value(name), str(marker+"old", "1")},
-				script: SemRelease, keys: []string{name, ch, marker + "r", marker + "old"},
-				args: []any{2, "publish", 60000, 1, "numsub"},
+				script: SemRelease, keys: []string{name, marker + "r", marker + "old"},
+				args: []any{2, "publish", 60000, ch, 1, "numsub"},
 			},
 			failure{
 				name:   "sem undo: count of " + c.name,
 				given:  []given{value(name), str(marker+"u", "1")},
-				script: SemUndo, keys: []string{name, ch, marker + "u"},
-				args: []any{1, "publish", 60000},
+				script: SemUndo, keys: []string{name, marker + "u"},
+				args: []any{1, "publish", 60000, ch},
 			},
 			failure{
 				name:   "latch countdown: count of " + c.name,
 				given:  []given{value("f:latch"), str("relock_latch_request:{f:latch}:old", "1")},
-				script: LatchCountDown, keys: []string{"f:latch", "redisson_countdownlatch__channel__{f:latch}", "relock_latch_request:{f:latch}:c", "relock_latch_request:{f:latch}:old"},
-				args: []any{"publish", 60000},
+				script: LatchCountDown, keys: []string{"f:latch", "relock_latch_request:{f:latch}:c", "relock_latch_request:{f:latch}:old"},
+				args: []any{"publish", 60000, "redisson_countdownlatch__channel__{f:latch}"},
 			},
 			failure{
 				name:   "permit acquire: an expired permit, count of " + c.name,
 				given:  []given{value("f:permit"), zset(permit("f:permit")[1], "expired", "now-1000")},
-				script: PermitAcquire, keys: permit("f:permit"),
+				script: PermitAcquire, keys: permit("f:permit")[:3],
 				args: []any{testPermitID, lease, "publish", "", 2000, "0"},
 			},
 			failure{
 				name:   "permit acquire: a retry of a held permit, count of " + c.name,
 				given:  []given{value("f:permit"), zset(permit("f:permit")[1], testPermitID, "now+10000")},
-				script: PermitAcquire, keys: permit("f:permit"),
+				script: PermitAcquire, keys: permit("f:permit")[:3],
 				args: []any{testPermitID, lease, "publish", "", 2000, "0"},
 			},
 			failure{
@@ -638,14 +630,14 @@ func TestFailuresWriteNothing(t *testing.T) {
 			failure{
 				name:   "permit available: an expired permit, count of " + c.name,
 				given:  []given{value("f:permit"), zset(permit("f:permit")[1], "expired", "now-1000")},
-				script: PermitAvailable, keys: permit("f:permit")[:3],
-				args: []any{"publish"},
+				script: PermitAvailable, keys: permit("f:permit")[:2],
+				args: []any{"publish", permitCh("f:permit")},
 			},
 			failure{
 				name:   "permit update lease: an expired permit, count of " + c.name,
 				given:  []given{value("f:permit"), zset(permit("f:permit")[1], "expired", "now-1000", testPermitID, "now+10000")},
-				script: PermitUpdateLease, keys: permit("f:permit")[:3],
-				args: []any{testPermitID, lease, "publish"},
+				script: PermitUpdateLease, keys: permit("f:permit")[:2],
+				args: []any{testPermitID, lease, "publish", permitCh("f:permit")},
 			},
 		)
 	}
@@ -809,12 +801,12 @@ func TestOutOfMemoryPassesThrough(t *testing.T) {
 		keys   []string
 		args   []any
 	}{
-		{Lock, lockKeys("f:oom", ""), []any{30000, "u:1", fenceTTL, "", 1}},
-		{RWWriteLock, []string{"f:oom", newRW("f:oom").counter, newRW("f:oom").token, "f:oom", newRW("f:oom").queue},
-			[]any{30000, "w:1", "0", 60000, fenceTTL, "", 2000, "0"}},
-		{PermitRelease, []string{"f:oom", "{f:oom}:timeout", "redisson_sc:{f:oom}", "relock_permit_queue:{f:oom}"},
+		{Lock, lockKeys("f:oom", ""), []any{30000, "u:1", counterOnly, "", 1}},
+		{RWWriteLock, newRW("f:oom").keys(""),
+			[]any{30000, "w:1", "0", 60000, counterOnly, "", 2000, "0"}},
+		{PermitRelease, []string{"f:oom", "{f:oom}:timeout", "redisson_sc:{f:oom}"},
 			[]any{testPermitID, "publish", "numsub", "c0ffee", "relock_grant:c0ffee", 2000, "0", ""}},
-		{SemUndo, []string{"f:oom", "redisson_sc:{f:oom}", "relock_semaphore_request:{f:oom}:u"}, []any{1, "publish", 60000}},
+		{SemUndo, []string{"f:oom", "relock_semaphore_request:{f:oom}:u"}, []any{1, "publish", 60000, "redisson_sc:{f:oom}"}},
 	} {
 		err := c.script.Run(ctx, rdb, Keys(c.keys...), c.args...).Err()
 		if err == nil || !strings.HasPrefix(err.Error(), "OOM") {

@@ -2,8 +2,8 @@
 -- the head of its queue.
 --
 -- KEYS[1..4]  as in fair_queue.lua
--- KEYS[5]  liveness of relock's waiters, as in fair_queue.lua
--- ARGV[1]  message telling a waiter the lock is free
+-- KEYS[5]  guard (see fair_queue.lua)
+-- ARGV[1]  the lock's release channel (see fair_queue.lua)
 -- ARGV[2]  "publish" or "spublish"
 -- ARGV[3]  prefix of the grant channels of the lock's slot (see
 --          fair_lock.lua); absent: relock waiters are told on their own

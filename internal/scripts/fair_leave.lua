@@ -4,14 +4,15 @@
 -- told on its own channel.
 --
 -- KEYS[1..4]  as in fair_queue.lua
--- KEYS[5]  request marker of the lost acquisition (reentrant owners)
--- KEYS[6]  liveness of relock's waiters, as in fair_queue.lua
+-- KEYS[5]  guard (see fair_queue.lua)
+-- KEYS[6]  request marker of the lost acquisition (reentrant owners),
+--          given with ARGV[4] "2" only
 -- ARGV[1]  owner id
--- ARGV[2]  message telling a waiter the lock is free
+-- ARGV[2]  the lock's release channel (see fair_queue.lua)
 -- ARGV[3]  "publish" or "spublish"
 -- ARGV[4]  "0": leave the queue only; "1": also undo a one-shot owner's
 --          hold, which can only come from the lost call; "2": also undo
---          one hold of a reentrant owner if KEYS[5] shows the lost call
+--          one hold of a reentrant owner if KEYS[6] shows the lost call
 --          was applied
 -- ARGV[5]  prefix of the grant channels of the lock's slot (see
 --          fair_lock.lua); absent: relock waiters are told on their own
@@ -41,7 +42,7 @@ purge(dead, head)
 local removed = 0
 local freed = false
 
-local undo = ARGV[4] == '1' or (ARGV[4] == '2' and redis.call('del', KEYS[5]) == 1)
+local undo = ARGV[4] == '1' or (ARGV[4] == '2' and redis.call('del', KEYS[6]) == 1)
 if undo and count then
     if tonumber(count) <= 1 then
         redis.call('del', KEYS[1])

@@ -4,10 +4,10 @@
 --
 -- KEYS[1..4]  as in fair_queue.lua
 -- KEYS[5]  fencing counter of the lock's slot (see fence.lua)
--- KEYS[6]  the lock's own token key (see fence.lua)
--- KEYS[7]  request marker, written only for reentrant owners so that a
---          retried request is applied once
--- KEYS[8]  liveness of relock's waiters, as in fair_queue.lua
+-- KEYS[6]  the lock's own token key (see fence.lua), given with fencing
+--          mode "0" only
+-- KEYS[#KEYS]  request marker, last, given for a reentrant owner only, so
+--          that a retried request is applied once
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<uuid>:<n>"
 -- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
@@ -16,9 +16,10 @@
 --          the lock joins the queue, or stays in it, with the liveness
 --          deadline now + ARGV[5] (see join); "0" for a single attempt
 --          that never queues
--- ARGV[6]  message telling a waiter the lock is free
+-- ARGV[6]  the lock's release channel (see fair_queue.lua)
 -- ARGV[7]  "publish" or "spublish"
--- ARGV[8]  fencing mode (see fence.lua)
+-- ARGV[8]  fencing mode (see fence.lua): "0" when KEYS[6] is the lock's
+--          own token key, "1" when the call has none
 -- ARGV[9]  lease in milliseconds for which another client's release may
 --          grant the lock to the caller once it is first (fair_unlock.lua);
 --          "0" when the caller takes no such grant
@@ -46,16 +47,18 @@
 --          listen on.
 
 local owner = ARGV[2]
+local named = ARGV[8] == '0' and KEYS[6] or nil
+local marker = ARGV[3] == '1' and KEYS[#KEYS]
 
 -- acquire takes the free lock for the caller and returns its token;
 -- fresh is true when the caller has read that the lock's own token key
 -- does not exist.
 local function acquire(fresh)
-    local token = fence(KEYS[5], KEYS[6], ARGV[8], fresh)
+    local token = fence(KEYS[5], named, fresh)
     redis.call('hset', KEYS[1], owner, '1', token_field, token, since_field, ARGV[10] or now_ms())
     redis.call('pexpire', KEYS[1], ARGV[1])
-    if ARGV[3] == '1' then
-        redis.call('set', KEYS[7], '1', 'px', ARGV[4])
+    if marker then
+        redis.call('set', marker, '1', 'px', ARGV[4])
     end
     return token
 end
@@ -64,10 +67,19 @@ local ttl = redis.call('pttl', KEYS[1]) -- -2: free
 
 -- The common call, for a free lock with no one queued, takes it here,
 -- before any of the functions below is made: one EXISTS reads that the
--- queue and the lock's own token key are both missing. (A held lock, the
--- common case of a call that waits, costs no more than its PTTL.)
-if ttl == -2 and redis.call('exists', KEYS[2], KEYS[6]) == 0 then
-    return acquire(true)
+-- queue and the lock's own token key, if the call has one, are missing.
+-- (A held lock, the common case of a call that waits, costs no more than
+-- its PTTL.)
+if ttl == -2 then
+    local found
+    if named then
+        found = redis.call('exists', KEYS[2], named)
+    else
+        found = redis.call('exists', KEYS[2])
+    end
+    if found == 0 then
+        return acquire(true)
+    end
 end
 
 -- @library
@@ -99,7 +111,7 @@ if ttl ~= -2 then
     if not f[1] then
         return wait(ttl, not f[2], ttl)
     end
-    local token = held(KEYS[1], KEYS[5], KEYS[6])
+    local token = held(KEYS[1], KEYS[5], named)
     -- A one-shot owner is never seen twice: this is a retry of a request
     -- that was applied, or the owner was handed the lock by a release,
     -- perhaps granted for less than its lease.
@@ -109,7 +121,7 @@ if ttl ~= -2 then
         end
         return token
     end
-    if redis.call('exists', KEYS[7]) == 1 then
+    if redis.call('exists', marker) == 1 then
         return token
     end
     -- Another call of the owner may have queued before the owner took
@@ -123,7 +135,7 @@ if ttl ~= -2 then
     if ttl < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    redis.call('set', KEYS[7], '1', 'px', ARGV[4])
+    redis.call('set', marker, '1', 'px', ARGV[4])
     return token
 end
 

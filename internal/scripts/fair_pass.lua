@@ -10,9 +10,9 @@
 --
 -- KEYS[1..4]  as in fair_queue.lua
 -- KEYS[5]  fencing counter of the lock's slot (see fence.lua)
--- KEYS[6]  the lock's own token key (see fence.lua)
--- KEYS[7]  unused (the release marker of fair_unlock.lua)
--- KEYS[8]  liveness of relock's waiters, as in fair_queue.lua
+-- KEYS[6]  guard (see fair_queue.lua)
+-- KEYS[7]  the lock's own token key (see fence.lua), given with fencing
+--          mode "0" only
 -- ARGV[1]  the grantee's owner id "<uuid>:<n>"
 -- ARGV[2]  its lease in milliseconds
 -- ARGV[3]  its fencing token t, reserved for it by an earlier answer
@@ -20,7 +20,8 @@
 -- ARGV[5]  the client's clock in unix ms when it passed the lock,
 --          recorded as relock_since (absent or "": the server's clock, one
 --          more call)
--- ARGV[6]  fencing mode (see fence.lua)
+-- ARGV[6]  fencing mode (see fence.lua): "0" when KEYS[7] is the lock's
+--          own token key, "1" when the call has none
 --
 -- Returns  {0}: the client holds the lock no more (its hold expired or was
 --          deleted before): nothing is done but the grantee's leaving
@@ -58,7 +59,7 @@ if k > 0 then
             next[#next + 1] = o
         end
     end
-    heads, first = pass_to(ARGV[1], next)
+    heads, first = pass_to(ARGV[1], next, ARGV[6] == '0' and KEYS[7] or nil)
     if head == ARGV[1] then
         take(ARGV[1], rest)
     else

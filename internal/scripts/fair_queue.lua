@@ -1,16 +1,12 @@
 -- fair_queue.lua: the queue functions every fair_*.lua script uses. It is
 -- not a script of its own: loading puts it between a script's header and
--- its body. Every fair script passes the same first four KEYS, and the
--- same last one:
+-- its body. Every fair script passes the same first four KEYS:
 --
 -- KEYS[1]  lock hash: field <owner> -> hold count
 -- KEYS[2]  queue: list of waiting owners, oldest first
 -- KEYS[3]  waiting budgets: zset owner -> time in ms (Redisson's timeout
 --          set, see below)
--- KEYS[4]  channel prefix: a waiter <owner> of another client (Redisson)
---          listens on KEYS[4] .. ':' .. <owner>; relock's waiters listen
---          on their client's grant channel (see tell)
--- KEYS[#KEYS]  relock's liveness of its own waiters: hash owner ->
+-- KEYS[4]  relock's liveness of its own waiters: hash owner ->
 --          "<deadline>:<lease>:<joined>[:r]", the server time in ms after
 --          which a relock waiter that has not refreshed its entry counts as
 --          dead, the lease it may be granted by another client's release,
@@ -18,6 +14,19 @@
 --          relock's waiters can be ahead of it (see join); relock's key
 --          alone, with a TTL past the score of every relock entry, so
 --          that a relock waiter is never judged by its score
+--
+-- and the lock's release channel, as an argument: a waiter <owner> of
+-- another client (Redisson) listens on that channel .. ':' .. <owner>;
+-- relock's waiters listen on their client's grant channel (see tell).
+--
+-- The scripts that may empty the queue keys and touch them after, or
+-- delete the lock and write it again (fair_unlock, fair_pass, fair_leave,
+-- fair_forceunlock), also take a guard among their KEYS: the name of the
+-- lock's release channel, which no key has. A node whose slot migrates
+-- refuses, in the middle of a script and after its first writes, a
+-- command on a key it does not have; with the guard it answers such a
+-- call TRYAGAIN until the migration ends instead (see docs/design.md,
+-- Scripts). fair_lock and fair_tell touch no key that may be gone.
 --
 -- The queue and the zset are shared with Redisson and hold the same
 -- owners. They are changed together and never given a TTL: Redis deletes
@@ -44,7 +53,7 @@
 -- QUEUE_WAIT is what one waiter adds to the scores behind it, in ms:
 -- Redisson's default fair lock wait time (fairLockWaitTimeout).
 local QUEUE_WAIT = 300000
-local ALIVE = KEYS[#KEYS]
+local ALIVE = KEYS[4]
 
 -- deadline returns when waiter owner counts as dead: for a relock waiter
 -- its liveness deadline, for any other its score (Redisson's rule); nil
@@ -339,20 +348,22 @@ end
 -- client's grant channel, grants .. "<uuid>", as kind .. ':' .. body ..
 -- owner ("fg:<token>:<ttl>:<age>:<owner>", a grant; "fn:<owner>", check
 -- now), so that a client listens on one channel for all its waiters;
--- to any other on the waiter's own channel, as old (Redisson's way). c
--- is owner's client if known (relock_client).
-local function tell(owner, publish, grants, c, kind, body, old)
+-- to any other on its own channel, channel .. ':' .. owner, channel being
+-- the lock's release channel, as old (Redisson's way). c is owner's
+-- client if known (relock_client).
+local function tell(owner, publish, channel, grants, c, kind, body, old)
     if c then
         redis.call(publish, grants .. c, kind .. ':' .. body .. owner)
     else
-        redis.call(publish, KEYS[4] .. ':' .. owner, old)
+        redis.call(publish, channel .. ':' .. owner, old)
     end
 end
 
--- wake tells waiter owner that the lock is free (see tell); message is
--- what a Redisson waiter is told, and alive as for relock_client.
-local function wake(owner, publish, message, grants, alive)
-    tell(owner, publish, grants, relock_client(owner, grants, alive), 'fn', '', message)
+-- wake tells waiter owner that the lock is free (see tell): a Redisson
+-- waiter is told Redisson's release message "0". alive is as for
+-- relock_client.
+local function wake(owner, publish, channel, grants, alive)
+    tell(owner, publish, channel, grants, relock_client(owner, grants, alive), 'fn', '', '0')
 end
 
 -- pass_to returns those of list, the queue's next heads as following
@@ -360,10 +371,10 @@ end
 -- "<uuid>:<n>"), in order, up to the first that is not, and the first of
 -- as many fencing tokens reserved for passing the lock on to them in
 -- process (0 when there is none; see fair_pass.lua). The lock's fencing
--- keys are KEYS[5] and KEYS[6], and its fencing mode ARGV[6]. The tokens
--- are drawn before the caller's writes to the queue: reserve fails, if
--- it does, before it writes.
-local function pass_to(owner, list)
+-- keys are KEYS[5] and named (see fence.lua). The tokens are drawn before
+-- the caller's writes to the queue: reserve fails, if it does, before it
+-- writes.
+local function pass_to(owner, list, named)
     if #list == 0 then
         return {}, 0
     end
@@ -385,5 +396,5 @@ local function pass_to(owner, list)
     if #heads == 0 then
         return {}, 0
     end
-    return heads, reserve(KEYS[5], KEYS[6], ARGV[6], #heads)
+    return heads, reserve(KEYS[5], named, #heads)
 end

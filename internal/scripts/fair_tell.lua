@@ -4,8 +4,7 @@
 -- past the new hold's silent end, until its heartbeat.
 --
 -- KEYS[1..4]  as in fair_queue.lua
--- KEYS[5]  liveness of relock's waiters, as in fair_queue.lua
--- ARGV[1]  message telling a waiter to check again
+-- ARGV[1]  the lock's release channel (see fair_queue.lua)
 -- ARGV[2]  "publish" or "spublish"
 -- ARGV[3]  prefix of the grant channels of the lock's slot (see
 --          fair_lock.lua); absent: relock waiters are told on their own

@@ -28,9 +28,10 @@ func newFairLock(name string) fairLock {
 	}
 }
 
+// keys returns the fair lock's KEYS: the four every fair script takes,
+// then extra (the fencing counter, the guard, a marker).
 func (f fairLock) keys(extra ...string) []string {
-	keys := append([]string{f.name, f.queue, f.timeouts, f.channel}, extra...)
-	return append(keys, f.alive)
+	return append([]string{f.name, f.queue, f.timeouts, f.alive}, extra...)
 }
 
 // kill makes relock waiters dead: their liveness deadlines pass.
@@ -47,7 +48,7 @@ func (f fairLock) kill(t *testing.T, owners ...string) {
 // the waiter timeout in ms (0: do not queue).
 func (f fairLock) lock(t *testing.T, owner string, waiter int) int64 {
 	t.Helper()
-	return run(t, FairLock, f.keys(f.counter, f.token, f.name), 10000, owner, "0", 60000, waiter, "0", "publish", fenceTTL).(int64)
+	return run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, waiter, f.channel, "publish", counterOnly).(int64)
 }
 
 // waitOf reads fair_lock.lua's reply v when it did not acquire: how long
@@ -59,13 +60,13 @@ func waitOf(v int64) (ms int64, other bool) {
 
 func (f fairLock) unlock(t *testing.T, owner string, candidates ...any) any {
 	t.Helper()
-	args := append([]any{owner, "0", "publish", "0", 60000, fenceTTL, "0", "0", ""}, candidates...)
-	return run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...)
+	args := append([]any{owner, f.channel, "publish", "0", 60000, counterOnly, "0", "0", ""}, candidates...)
+	return run(t, FairUnlock, f.keys(f.counter, f.channel), args...)
 }
 
 func (f fairLock) leave(t *testing.T, owner, mode string) int64 {
 	t.Helper()
-	return run(t, FairLeave, f.keys(f.name), owner, "0", "publish", mode).(int64)
+	return run(t, FairLeave, f.keys(f.channel), owner, f.channel, "publish", mode).(int64)
 }
 
 func (f fairLock) queued(t *testing.T) string {
@@ -424,13 +425,13 @@ func TestFairLeave(t *testing.T) {
 	// A reentrant owner's hold is undone only if the marker shows the lost
 	// call was applied.
 	marker := "relock_lock_request:{" + f.name + "}:r:1"
-	if v := run(t, FairLock, f.keys(f.counter, f.token, marker), 10000, "r", "1", 60000, 5000, "0", "publish", fenceTTL); v.(int64) <= 0 {
+	if v := run(t, FairLock, f.keys(f.counter, marker), 10000, "r", "1", 60000, 5000, f.channel, "publish", counterOnly); v.(int64) <= 0 {
 		t.Fatal("reentrant lock failed")
 	}
-	if v := run(t, FairLeave, f.keys("relock_lock_request:{"+f.name+"}:r:2"), "r", "0", "publish", "2"); v != int64(0) {
+	if v := run(t, FairLeave, f.keys(f.channel, "relock_lock_request:{"+f.name+"}:r:2"), "r", f.channel, "publish", "2"); v != int64(0) {
 		t.Fatalf("undo of an unapplied call = %v", v)
 	}
-	if v := run(t, FairLeave, f.keys(marker), "r", "0", "publish", "2"); v != int64(1) {
+	if v := run(t, FairLeave, f.keys(f.channel, marker), "r", f.channel, "publish", "2"); v != int64(1) {
 		t.Fatalf("undo of an applied call = %v", v)
 	}
 	if rdb.Exists(ctx, f.name).Val() != 0 {
@@ -450,7 +451,7 @@ func TestFairGrant(t *testing.T) {
 	f.lock(t, "a", 5000)
 	grantable := func(owner string, lease int) {
 		t.Helper()
-		if v := run(t, FairLock, f.keys(f.counter, f.token, f.name), 10000, owner, "0", 60000, 5000, "0", "publish", fenceTTL, lease).(int64); v > 0 {
+		if v := run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, 5000, f.channel, "publish", counterOnly, lease).(int64); v > 0 {
 			t.Fatalf("%s acquired a held lock", owner)
 		}
 	}
@@ -469,8 +470,8 @@ func TestFairGrant(t *testing.T) {
 		t.Fatalf("b's entry was made at %s, and at %s after a refresh", before, after)
 	}
 	f.lock(t, "c", 5000) // takes no grants
-	args := []any{"a", "0", "publish", "0", 60000, fenceTTL, 2000}
-	if v := run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...); v != int64(3) {
+	args := []any{"a", f.channel, "publish", "0", 60000, counterOnly, 2000}
+	if v := run(t, FairUnlock, f.keys(f.counter, f.channel), args...); v != int64(3) {
 		t.Fatalf("release to a head that takes grants = %v, want 3", v)
 	}
 	if got := rdb.HGet(ctx, f.name, "b").Val(); got != "1" {
@@ -492,7 +493,7 @@ func TestFairGrant(t *testing.T) {
 	}
 	// The head that takes no grants is told the lock is free.
 	args[0] = "b"
-	if v := run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...); v != int64(2) {
+	if v := run(t, FairUnlock, f.keys(f.counter, f.channel), args...); v != int64(2) {
 		t.Fatalf("release to a head that takes no grants = %v, want 2", v)
 	}
 	if h := hear.heard(t); h != "c" {
@@ -510,11 +511,11 @@ func TestFairGrantWithinLiveness(t *testing.T) {
 	hear := f.listen(t, "b")
 	f.lock(t, "a", 0)
 	// b takes grants for its 30s lease, with a 300ms waiter timeout.
-	if v := run(t, FairLock, f.keys(f.counter, f.token, f.name), 10000, "b", "0", 60000, 300, "0", "publish", fenceTTL, 30000).(int64); v > 0 {
+	if v := run(t, FairLock, f.keys(f.counter), 10000, "b", "0", 60000, 300, f.channel, "publish", counterOnly, 30000).(int64); v > 0 {
 		t.Fatalf("b = %d while a holds the lock", v)
 	}
-	args := []any{"a", "0", "publish", "0", 60000, fenceTTL, 2000}
-	if v := run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...); v != int64(3) {
+	args := []any{"a", f.channel, "publish", "0", 60000, counterOnly, 2000}
+	if v := run(t, FairUnlock, f.keys(f.counter, f.channel), args...); v != int64(3) {
 		t.Fatalf("release to a head that takes grants = %v, want 3", v)
 	}
 	if ttl := rdb.PTTL(ctx, f.name).Val(); ttl <= 0 || ttl > 300*time.Millisecond {
@@ -598,10 +599,10 @@ func TestFairReentrant(t *testing.T) {
 	ctx := context.Background()
 	f := newFairLock("s:fair:reentrant")
 	lock := func(req string) int64 {
-		return run(t, FairLock, f.keys(f.counter, f.token, "relock_lock_request:{"+f.name+"}:"+req), 10000, "r", "1", 60000, 5000, "0", "publish", fenceTTL).(int64)
+		return run(t, FairLock, f.keys(f.counter, "relock_lock_request:{"+f.name+"}:"+req), 10000, "r", "1", 60000, 5000, f.channel, "publish", counterOnly).(int64)
 	}
 	unlock := func(req string) any {
-		return run(t, FairUnlock, f.keys(f.counter, f.token, "redisson_unlock_latch:{"+f.name+"}:"+req), "r", "0", "publish", "1", 60000, fenceTTL, "0")
+		return run(t, FairUnlock, f.keys(f.counter, f.channel, "redisson_unlock_latch:{"+f.name+"}:"+req), "r", f.channel, "publish", "1", 60000, counterOnly, "0")
 	}
 	a := lock("1")
 	f.lock(t, "b", 5000)
@@ -632,22 +633,22 @@ func TestFairForceUnlock(t *testing.T) {
 	f := newFairLock("s:fair:force")
 	hear := f.listen(t, "b")
 	rdb.Set(ctx, f.name, "x", 0)
-	if err := FairForceUnlock.Run(ctx, rdb, Keys(f.keys()...), "0", "publish").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := FairForceUnlock.Run(ctx, rdb, Keys(f.keys(f.channel)...), f.channel, "publish").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("force unlock of a string: %v", err)
 	}
-	if err := FairLock.Run(ctx, rdb, Keys(f.keys(f.counter, f.token, f.name)...), 10000, "a", "0", 60000, 5000, "0", "publish", fenceTTL).Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := FairLock.Run(ctx, rdb, Keys(f.keys(f.counter)...), 10000, "a", "0", 60000, 5000, f.channel, "publish", counterOnly).Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("lock of a string: %v", err)
 	}
 	rdb.Del(ctx, f.name)
 	f.lock(t, "a", 5000)
 	f.lock(t, "b", 5000)
-	if v := run(t, FairForceUnlock, f.keys(), "0", "publish"); v != int64(1) {
+	if v := run(t, FairForceUnlock, f.keys(f.channel), f.channel, "publish"); v != int64(1) {
 		t.Fatalf("force unlock = %v", v)
 	}
 	if h := hear.heard(t); h != "b" {
 		t.Fatalf("told %q", h)
 	}
-	if v := run(t, FairForceUnlock, f.keys(), "0", "publish"); v != int64(0) {
+	if v := run(t, FairForceUnlock, f.keys(f.channel), f.channel, "publish"); v != int64(0) {
 		t.Fatalf("force unlock of a free lock = %v", v)
 	}
 	f.leave(t, "b", "0")
@@ -714,7 +715,7 @@ func TestFairTell(t *testing.T) {
 	f.lock(t, "a", 0)
 	f.lock(t, "b", 5000)
 	f.lock(t, "c", 5000)
-	if v := run(t, FairTell, f.keys(), "0", "publish"); v != int64(1) {
+	if v := run(t, FairTell, f.keys(), f.channel, "publish"); v != int64(1) {
 		t.Fatalf("tell = %v", v)
 	}
 	if h := hear.heard(t); h != "b" {
@@ -722,7 +723,7 @@ func TestFairTell(t *testing.T) {
 	}
 	f.leave(t, "b", "0")
 	f.leave(t, "c", "0")
-	if v := run(t, FairTell, f.keys(), "0", "publish"); v != int64(0) {
+	if v := run(t, FairTell, f.keys(), f.channel, "publish"); v != int64(0) {
 		t.Fatalf("tell over an empty queue = %v", v)
 	}
 	if h := hear.heard(t); h != "" {
@@ -746,8 +747,8 @@ func TestFairPass(t *testing.T) {
 	for _, o := range []string{"u:2", "u:3", "u:4", "u:5", "v:1", "u:6"} {
 		f.lock(t, o, 5000)
 	}
-	args := []any{"u:1", "0", "publish", "0", 60000, fenceTTL, "0", "8", "", "u:2", 7000}
-	v := run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...).([]any)
+	args := []any{"u:1", f.channel, "publish", "0", 60000, counterOnly, "0", "8", "", "u:2", 7000}
+	v := run(t, FairUnlock, f.keys(f.counter, f.channel), args...).([]any)
 	t2 := v[0].(int64)
 	if fmt.Sprint(v[1:]) != fmt.Sprintf("[1 [u:3 u:4 u:5] %d]", t2+1) {
 		t.Fatalf("release to u:2 = %v, want u:3 to u:5 named, tokens from %d", v, t2+1)
@@ -758,7 +759,7 @@ func TestFairPass(t *testing.T) {
 	since := ""
 	pass := func(owner string, token int64) string {
 		t.Helper()
-		return fmt.Sprint(run(t, FairPass, f.keys(f.counter, f.token, f.name), owner, 7000, token, 8, since, fenceTTL))
+		return fmt.Sprint(run(t, FairPass, f.keys(f.counter, f.channel), owner, 7000, token, 8, since, counterOnly))
 	}
 	// u:2 passes to u:3 and u:3 to u:4; u:4's switch comes first, while
 	// u:3 is still queued (the client knows it passed it the lock). It
@@ -789,7 +790,7 @@ func TestFairPass(t *testing.T) {
 		t.Fatalf("a retried pass = %v", v)
 	}
 	counter := rdb.Get(ctx, f.counter).Val()
-	if v := fmt.Sprint(run(t, FairPass, f.keys(f.counter, f.token, f.name), "u:4", 7000, t2+2, 0, "", fenceTTL)); v != "[1 [] 0]" {
+	if v := fmt.Sprint(run(t, FairPass, f.keys(f.counter, f.channel), "u:4", 7000, t2+2, 0, "", counterOnly)); v != "[1 [] 0]" {
 		t.Fatalf("a pass asking for no heads = %v, want [1 [] 0]", v)
 	}
 	if c := rdb.Get(ctx, f.counter).Val(); c != counter {
@@ -884,11 +885,11 @@ func TestFairTellsOnGrantChannels(t *testing.T) {
 	}
 	lock := func(owner, grants string) int64 {
 		t.Helper()
-		return run(t, FairLock, f.keys(f.counter, f.token, f.name), 10000, owner, "0", 60000, 5000, "0", "publish", fenceTTL, grants, "1700000000000", prefix).(int64)
+		return run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, 5000, f.channel, "publish", counterOnly, grants, "1700000000000", prefix).(int64)
 	}
 	unlock := func(owner string) any {
 		t.Helper()
-		return run(t, FairUnlock, f.keys(f.counter, f.token, f.name), owner, "0", "publish", "0", 60000, fenceTTL, 2000, "0", prefix)
+		return run(t, FairUnlock, f.keys(f.counter, f.channel), owner, f.channel, "publish", "0", 60000, counterOnly, 2000, "0", prefix)
 	}
 	if v := lock("u:1", "0"); v <= 0 {
 		t.Fatalf("u:1 = %d, want the lock", v)
@@ -975,16 +976,16 @@ func TestFairPassDeadHead(t *testing.T) {
 		f.lock(t, o, 5000)
 	}
 	f.kill(t, "u:3")
-	args := []any{"u:1", "0", "publish", "0", 60000, fenceTTL, "0", "8", "", "u:2", 7000}
-	v := run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...).([]any)
+	args := []any{"u:1", f.channel, "publish", "0", 60000, counterOnly, "0", "8", "", "u:2", 7000}
+	v := run(t, FairUnlock, f.keys(f.counter, f.channel), args...).([]any)
 	if fmt.Sprint(v[1:]) != "[1 [] 0]" {
 		t.Fatalf("release to u:2 = %v, want nothing named behind a dead head", v)
 	}
 	if q := f.queued(t); !strings.HasPrefix(q, "u:3 u:4") {
 		t.Fatalf("queue %q, want the dead u:3 still first", q)
 	}
-	args = []any{"u:2", "0", "publish", "0", 60000, fenceTTL, "0", "8", "", "u:4", 7000}
-	v = run(t, FairUnlock, f.keys(f.counter, f.token, f.name), args...).([]any)
+	args = []any{"u:2", f.channel, "publish", "0", 60000, counterOnly, "0", "8", "", "u:4", 7000}
+	v = run(t, FairUnlock, f.keys(f.counter, f.channel), args...).([]any)
 	if fmt.Sprint(v[1:]) != "[1 [] 0]" || rdb.HGet(context.Background(), f.name, "u:4").Val() != "1" {
 		t.Fatalf("release to u:4 = %v: the dead u:3 was not purged", v)
 	}
@@ -1001,7 +1002,7 @@ func TestFairNewOwnerJoins(t *testing.T) {
 	f := newFairLock("s:fair:new")
 	attempt := func(owner, isNew string) int64 {
 		t.Helper()
-		return run(t, FairLock, f.keys(f.counter, f.token, f.name), 10000, owner, "0", 60000, 5000, "0", "publish", fenceTTL, "0", "", "", isNew).(int64)
+		return run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, 5000, f.channel, "publish", counterOnly, "0", "", "", isNew).(int64)
 	}
 	searches := func() int64 {
 		t.Helper()
@@ -1058,7 +1059,7 @@ func TestFairClearMark(t *testing.T) {
 		if rdb.HExists(ctx, f.alive, owner).Val() {
 			isNew = "0"
 		}
-		v := run(t, FairLock, f.keys(f.counter, f.token, f.name), 10000, owner, "0", 60000, 5000, "0", "publish", fenceTTL, "0", "", "", isNew).(int64)
+		v := run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, 5000, f.channel, "publish", counterOnly, "0", "", "", isNew).(int64)
 		if v > 0 {
 			t.Fatalf("%s = %d while the lock is held", owner, v)
 		}

@@ -8,17 +8,19 @@
 --
 -- KEYS[1..4]  as in fair_queue.lua
 -- KEYS[5]  fencing counter of the lock's slot (see fence.lua)
--- KEYS[6]  the lock's own token key (see fence.lua)
--- KEYS[7]  release marker for this request, read and written only when
---          ARGV[4] is "1", so that a retried release of a reentrant hold
---          is applied once
--- KEYS[8]  liveness of relock's waiters, as in fair_queue.lua
+-- KEYS[6]  guard (see fair_queue.lua)
+-- KEYS[7]  the lock's own token key (see fence.lua), given with fencing
+--          mode "0" only
+-- KEYS[#KEYS]  release marker for this request, last, given when ARGV[4]
+--          is "1" only, so that a retried release of a reentrant hold is
+--          applied once
 -- ARGV[1]  owner id releasing
--- ARGV[2]  message telling a waiter the lock is free
+-- ARGV[2]  the lock's release channel (see fair_queue.lua)
 -- ARGV[3]  "publish" or "spublish"
 -- ARGV[4]  "1" to use the release marker, "0" not to
 -- ARGV[5]  release marker lifetime in milliseconds
--- ARGV[6]  fencing mode (see fence.lua)
+-- ARGV[6]  fencing mode (see fence.lua): "0" when KEYS[7] is the lock's
+--          own token key, "1" when the call has none
 -- ARGV[7]  the longest, in milliseconds, a grant to another client's
 --          waiter holds the lock before that waiter has renewed it; "0"
 --          grants to candidates only
@@ -65,8 +67,10 @@ if ARGV[4] ~= '1' then
 end
 
 -- @library
-if ARGV[4] == '1' then
-    local done = redis.call('get', KEYS[7])
+local named = ARGV[6] == '0' and KEYS[7] or nil
+local marker = ARGV[4] == '1' and KEYS[#KEYS]
+if marker then
+    local done = redis.call('get', marker)
     if done then
         return tonumber(done)
     end
@@ -121,9 +125,9 @@ else
         c = not candidate and relock_client(head, ARGV[9], alive)
         rest = budgets()
         local next = candidate and following(#dead + 1, ARGV[8])
-        token = fence(KEYS[5], KEYS[6], ARGV[6])
+        token = fence(KEYS[5], named)
         if candidate then
-            heads, first = pass_to(ARGV[1], next)
+            heads, first = pass_to(ARGV[1], next, named)
         end
     end
     redis.call('del', KEYS[1])
@@ -136,15 +140,15 @@ else
             result = {token, (candidate - 8) / 2, heads, first}
         else
             local g = token .. ':' .. ttl .. ':' .. age
-            tell(head, ARGV[3], ARGV[9], c, 'fg', g .. ':', 'g:' .. g)
+            tell(head, ARGV[3], ARGV[2], ARGV[9], c, 'fg', g .. ':', 'g:' .. g)
             result = 3
         end
     elseif head then
         wake(head, ARGV[3], ARGV[2], ARGV[9], alive)
     end
 end
-if ARGV[4] == '1' then
+if marker then
     -- A retry of a release that passed the lock on learns it was released.
-    redis.call('set', KEYS[7], count > 1 and 1 or 2, 'px', ARGV[5])
+    redis.call('set', marker, count > 1 and 1 or 2, 'px', ARGV[5])
 end
 return result

@@ -1,23 +1,23 @@
 -- fence.lua: the fencing functions of the scripts that grant locks. It is
 -- not a script of its own: loading puts it between a script's header and
--- its body. Each script passes two keys of its own, both in the lock's
--- hash slot:
+-- its body. Each script passes the lock's fencing keys, both in the
+-- lock's hash slot:
 --
 -- counter  the fencing counter the lock shares with every lock of its
 --          slot: "relock_fencing", or "relock_fencing:{<tag>}" per slot on
 --          a cluster. No TTL; never more than one per slot.
 -- named    the lock's own token key "redisson_lock_token:{name}", the
---          layout of Redisson's RFencedLock and of earlier relock releases.
---          Kept only where it exists or when mode (below) is "0".
+--          layout of Redisson's RFencedLock, kept without TTL: among the
+--          script's KEYS, and passed here, only from a Client with
+--          WithPerNameTokens (fencing mode "0"); nil otherwise, and the
+--          call neither reads nor writes it.
 --
--- and one argument, mode: "0" keeps the named key without TTL (the
--- opt-in layout shared with Redisson's RFencedLock); otherwise mode is a
--- lifetime in milliseconds given to a named key found without one.
---
--- The invariant: the counter is at least every token ever handed for a
--- lock of its slot, and the named key, while it exists, at least every
--- token handed for its lock. A new token is one above both, so tokens
--- only grow per name whichever layout each client speaks.
+-- The invariant: the counter is at least every token ever handed by
+-- relock for a lock of its slot, and the named key at least every token
+-- handed by a Client that keeps it (and by RFencedLock, which increments
+-- it). A new token is one above each that the call reads, so tokens only
+-- grow per name among relock's Clients with and without the option, and
+-- with RFencedLock's for the Clients that keep the named key.
 
 -- The field of a lock hash that holds the current holder's token: the
 -- caller of fence writes it with the holder's own field, in one HSET.
@@ -68,33 +68,25 @@ end
 
 -- fence returns a new token for a lock the caller is granting; absent is
 -- true when the caller has read already that named does not exist.
-local function fence(counter, named, mode, absent)
-    local t
+local function fence(counter, named, absent)
     local n
-    if not absent then
+    if named and not absent then
         n = tonumber(redis.call('get', named))
     end
     if not n then
-        t = count_up(counter)
-        if mode == '0' then
+        local t = count_up(counter)
+        if named then
             redis.call('set', named, t)
         end
-    else
-        t = tonumber(redis.call('get', counter) or '0')
-        if not t then
-            no_counter(counter)
-        end
-        t = math.max(t, n) + 1
-        redis.call('set', counter, t)
-        if mode == '0' then
-            redis.call('set', named, t)
-        else
-            redis.call('set', named, t, 'keepttl')
-            if redis.call('pttl', named) == -1 then
-                redis.call('pexpire', named, mode)
-            end
-        end
+        return t
     end
+    local t = tonumber(redis.call('get', counter) or '0')
+    if not t then
+        no_counter(counter)
+    end
+    t = math.max(t, n) + 1
+    redis.call('set', counter, t)
+    redis.call('set', named, t)
     return t
 end
 
@@ -106,6 +98,9 @@ local function latest(counter, named)
     local t = tonumber(redis.call('get', counter) or '0')
     if not t then
         no_counter(counter)
+    end
+    if not named then
+        return t
     end
     return math.max(t, tonumber(redis.call('get', named) or '0') or 0)
 end
@@ -121,17 +116,15 @@ end
 -- above every token handed before, and the counter (and the named key,
 -- where it is kept) moves past the last, so every token handed after by
 -- anyone is above them all.
-local function reserve(counter, named, mode, k)
-    if k > 1 and mode ~= '0' and redis.call('exists', named) == 0 then
+local function reserve(counter, named, k)
+    if not named then
         return count_up(counter, k) - k + 1 -- fence's INCR, k at once
     end
-    local t = fence(counter, named, mode)
+    local t = fence(counter, named)
     if k > 1 then
         local last = t + k - 1
         redis.call('set', counter, last)
-        if mode == '0' or redis.call('exists', named) == 1 then
-            redis.call('set', named, last, 'keepttl')
-        end
+        redis.call('set', named, last)
     end
     return t
 end
@@ -156,13 +149,13 @@ end
 -- (unlock.lua, rw_write_unlock.lua: "Passing on in process"): 1 when the
 -- client may not go on passing the lock (pass false), else 4r + 3, r
 -- being the first of k tokens reserved when ask is "1" (0: none).
-local function switched(pass, ask, counter, named, mode, k)
+local function switched(pass, ask, counter, named, k)
     if not pass then
         return 1
     end
     local r = 0
     if ask == '1' then
-        r = reserve(counter, named, mode, k)
+        r = reserve(counter, named, k)
     end
     return 4 * r + 3
 end

@@ -1,9 +1,8 @@
 -- forceunlock.lua: delete a lock whatever its owner, and wake its waiters.
 --
 -- KEYS[1]  lock hash
--- KEYS[2]  release channel
--- KEYS[3]  queue of waiters (see lock.lua)
--- ARGV[1]  release message
+-- KEYS[2]  queue of waiters (see lock.lua)
+-- ARGV[1]  the lock's release channel, told Redisson's release message "0"
 -- ARGV[2]  "publish" or "spublish"
 -- ARGV[3]  grant channel of the calling client (see unlock.lua)
 -- ARGV[4]  the calling client's "<uuid>"
@@ -20,8 +19,8 @@ if kind ~= 'hash' then
 end
 -- The queue is read before the first write: one of another type fails
 -- the call before it deletes anything.
-local queue = waiting(KEYS[3])
+local queue = waiting(KEYS[2])
 redis.call('del', KEYS[1])
-redis.call(ARGV[2], KEYS[2], ARGV[1])
+redis.call(ARGV[2], ARGV[1], '0')
 wake_clients(queue, ARGV[2], ARGV[3], ARGV[4])
 return 1

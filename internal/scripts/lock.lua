@@ -5,15 +5,17 @@
 --          -> the holder's fencing token, and field relock_since -> when
 --          the holder was granted it (unix ms)
 -- KEYS[2]  fencing counter of the lock's slot (see fence.lua)
--- KEYS[3]  the lock's own token key (see fence.lua)
--- KEYS[4]  queue of waiters: zset of "<lease ms>|<kind>|<owner>" scored
+-- KEYS[3]  queue of waiters: zset of "<lease ms>|<kind>|<owner>" scored
 --          by the server time (ms) each joined (see unlock.lua)
--- KEYS[5]  request marker, given for a reentrant owner and only for one,
---          so that a retried request is applied once; a one-shot owner is
---          never seen twice
+-- KEYS[4]  the lock's own token key (see fence.lua), given with fencing
+--          mode "0" only
+-- KEYS[#KEYS]  request marker, last, given for a reentrant owner (with
+--          ARGV[7]) and only for one, so that a retried request is
+--          applied once; a one-shot owner is never seen twice
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<uuid>:<n>"
--- ARGV[3]  fencing mode (see fence.lua)
+-- ARGV[3]  fencing mode (see fence.lua): "0" when KEYS[4] is the lock's
+--          own token key, "1" when the call has none
 -- ARGV[4]  the caller's kind of waiter (see unlock.lua); "" for a call
 --          that will not wait. Its member of the queue is
 --          "<ARGV[1]>|<ARGV[4]>|<ARGV[2]>".
@@ -21,7 +23,7 @@
 --          fresh acquisition
 -- ARGV[6]  "1" when an earlier attempt of the call may have queued it;
 --          may be left out (or "0") when not, unless ARGV[7] follows
--- ARGV[7]  request marker lifetime in milliseconds, given with KEYS[5]
+-- ARGV[7]  request marker lifetime in milliseconds, given with the marker
 --
 -- Every argument costs the server on every call, so what is the same for
 -- every call of every client is written here instead: the queue outlives
@@ -46,32 +48,40 @@ local function member()
 end
 
 -- A fresh acquisition, the common case, reads with one EXISTS that the
--- lock, its queue and its own token key are all missing; any of them there
--- and PTTL tells whether the lock is free.
+-- lock, its queue and its own token key, if the call has one, are all
+-- missing; any of them there and PTTL tells whether the lock is free.
 --
 -- Redis does not undo the writes of a script that fails, so nothing is
 -- written before what may fail: the token is drawn first (fence fails,
 -- on a fencing counter that holds no number, before it writes), and the
 -- caller's member is taken out of a queue by ZREM calls that a queue key of
 -- another type cannot fail (see unqueue in queue.lua).
+local named = ARGV[3] == '0' and KEYS[4] or nil
+local marker = ARGV[7] and KEYS[#KEYS]
 local ttl, fresh = -2, true
-if redis.call('exists', KEYS[1], KEYS[4], KEYS[3]) > 0 then
+local found
+if named then
+    found = redis.call('exists', KEYS[1], KEYS[3], named)
+else
+    found = redis.call('exists', KEYS[1], KEYS[3])
+end
+if found > 0 then
     fresh = false
     ttl = redis.call('pttl', KEYS[1])
 end
 if ttl == -2 then
-    local token = fence(KEYS[2], KEYS[3], ARGV[3], fresh)
+    local token = fence(KEYS[2], named, fresh)
     local queued = false
     if not fresh then
         if ARGV[6] == '1' then
             -- unqueue (queue.lua), written out: its closure would be made
             -- on every call, the common one too.
-            local r = redis.pcall('zrem', KEYS[4], member())
+            local r = redis.pcall('zrem', KEYS[3], member())
             if type(r) == 'table' and not string.find(r.err, 'WRONGTYPE', 1, true) then
-                redis.call('zrem', KEYS[4], member())
+                redis.call('zrem', KEYS[3], member())
             end
         end
-        queued = redis.call('exists', KEYS[4]) == 1
+        queued = redis.call('exists', KEYS[3]) == 1
     end
     if queued then
         redis.call('hset', KEYS[1], ARGV[2], '1', token_field, token, since_field, ARGV[5], queued_field, '1')
@@ -79,8 +89,8 @@ if ttl == -2 then
         redis.call('hset', KEYS[1], ARGV[2], '1', token_field, token, since_field, ARGV[5])
     end
     redis.call('pexpire', KEYS[1], ARGV[1])
-    if KEYS[5] then
-        redis.call('set', KEYS[5], '1', 'px', ARGV[7])
+    if marker then
+        redis.call('set', marker, '1', 'px', ARGV[7])
     end
     return token
 end
@@ -92,7 +102,7 @@ local f = redis.call('hmget', KEYS[1], ARGV[2], token_field)
 if not f[1] then
     -- A caller already in the queue found it there: the holder's hash
     -- is marked already.
-    if ARGV[4] ~= '' and join_queue(KEYS[4], member(), ttl, grant_ttl) then
+    if ARGV[4] ~= '' and join_queue(KEYS[3], member(), ttl, grant_ttl) then
         redis.call('hset', KEYS[1], queued_field, '1')
     end
     local other = 0
@@ -102,20 +112,20 @@ if not f[1] then
     return -1 - (2 * (ttl + 1) + other)
 end
 
-local token = tonumber(f[2]) or latest(KEYS[2], KEYS[3])
+local token = tonumber(f[2]) or latest(KEYS[2], named)
 -- A one-shot owner is never seen twice: this is a retry of a request that
 -- was already applied, or the lock was granted to this waiting owner by a
 -- release (unlock.lua), perhaps for a shorter time than its lease.
-if not KEYS[5] then
+if not marker then
     if ttl < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
     if ARGV[6] == '1' then
-        unqueue(KEYS[4], member())
+        unqueue(KEYS[3], member())
     end
     return token
 end
-if redis.call('exists', KEYS[5]) == 1 then
+if redis.call('exists', marker) == 1 then
     return token
 end
 redis.call('hincrby', KEYS[1], ARGV[2], '1')
@@ -123,8 +133,8 @@ redis.call('hincrby', KEYS[1], ARGV[2], '1')
 if ttl < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
-redis.call('set', KEYS[5], '1', 'px', ARGV[7])
+redis.call('set', marker, '1', 'px', ARGV[7])
 if ARGV[6] == '1' then
-    unqueue(KEYS[4], member())
+    unqueue(KEYS[3], member())
 end
 return token

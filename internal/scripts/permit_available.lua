@@ -3,8 +3,8 @@
 --
 -- KEYS[1]  free permits (string)
 -- KEYS[2]  held permits (zset: permit id -> expiry in unix ms)
--- KEYS[3]  channel, told the number free when expired permits come back
 -- ARGV[1]  "publish" or "spublish"
+-- ARGV[2]  channel, told the number free when expired permits come back
 --
 -- Returns  the number of free permits (0 when the semaphore is not set)
 --          a WRONGTYPE error, with nothing written, when KEYS[1] holds no
@@ -20,6 +20,6 @@ local reclaimed = expired(KEYS[2], now)
 reclaim(KEYS[1], KEYS[2], now, reclaimed)
 free = free + reclaimed
 if reclaimed > 0 and free > 0 then
-    redis.call(ARGV[1], KEYS[3], free)
+    redis.call(ARGV[1], ARGV[2], free)
 end
 return free

@@ -2,8 +2,15 @@
 --
 -- KEYS[1]  free permits (string)
 -- KEYS[2]  held permits (zset: permit id -> expiry in unix ms)
--- KEYS[3]  channel, told the number free
--- KEYS[4]  queue of waiting calls (see permit_lib.lua)
+-- KEYS[3]  the semaphore's channel, told the number free. No key has its
+--          name: it is a guard. A node whose slot migrates refuses, in the
+--          middle of a script and after its first writes, a command on a
+--          key it does not have, and this script may empty the held
+--          permits and add one after; with the guard among the KEYS such a
+--          node answers it TRYAGAIN until the migration ends instead (see
+--          docs/design.md, Scripts)
+-- KEYS[4]  queue of waiting calls (see permit_lib.lua), given with
+--          ARGV[7] "1" or a member in ARGV[8] only
 -- ARGV[1]  permit id (raw bytes: 24 of relock, 16 of Redisson)
 -- ARGV[2]  "publish" or "spublish"
 -- ARGV[3]  "numsub" or "shardnumsub", to count the channel's subscribers

@@ -3,10 +3,11 @@
 --
 -- KEYS[1]  free permits (string)
 -- KEYS[2]  held permits (zset: permit id -> expiry in unix ms)
--- KEYS[3]  channel, told the number free when expired permits come back
 -- ARGV[1]  permit id (raw bytes: 24 of relock, 16 of Redisson)
 -- ARGV[2]  new lease in milliseconds
 -- ARGV[3]  "publish" or "spublish"
+-- ARGV[4]  channel, told the number free when expired permits come back,
+--          and "0" when the lease cut short is now the first to end
 --
 -- A lease cut below the earliest expiry held so far publishes the number
 -- of free permits, 0: waiters sleeping until that earlier expiry check
@@ -30,7 +31,7 @@ local score = redis.call('zscore', KEYS[2], ARGV[1])
 reclaim(KEYS[1], KEYS[2], now, reclaimed)
 free = free + reclaimed
 if reclaimed > 0 and free > 0 then
-    redis.call(ARGV[3], KEYS[3], free)
+    redis.call(ARGV[3], ARGV[4], free)
 end
 if not score or tonumber(score) <= now then
     return 0
@@ -39,6 +40,6 @@ local expiry = now + tonumber(ARGV[2])
 local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
 redis.call('zadd', KEYS[2], 'xx', expiry, ARGV[1])
 if expiry < tonumber(first[2]) and free <= 0 then
-    redis.call(ARGV[3], KEYS[3], '0')
+    redis.call(ARGV[3], ARGV[4], '0')
 end
 return 1

@@ -2,9 +2,11 @@
 -- its reader hold keys, and wake its waiters.
 --
 -- KEYS[1]  lock hash (see rw_read_lock.lua)
--- KEYS[2]  release channel
--- KEYS[3]  queue of waiters (see rw_queue.lua)
--- ARGV[1]  release message
+-- KEYS[2]  queue of waiters (see rw_queue.lua)
+-- KEYS[3]  guard (see rw_queue.lua): this script deletes reader hold keys
+--          it cannot name among its KEYS
+-- ARGV[1]  the lock's release channel, told "1" (Redisson's message for
+--          the end of a write lock: every waiter checks again)
 -- ARGV[2]  "publish" or "spublish"
 -- ARGV[3]  prefix of the reader hold keys (see rw_read_lock.lua)
 -- ARGV[4]  grant channel of the calling client (see unlock.lua)
@@ -22,7 +24,7 @@ if kind ~= 'hash' then
 end
 -- The queue is read before the first write: one of another type fails
 -- the call before it deletes anything.
-local queue = waiting(KEYS[3])
+local queue = waiting(KEYS[2])
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
     local n = tonumber(fields[i + 1])
@@ -33,7 +35,7 @@ for i = 1, #fields, 2 do
     end
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[2], KEYS[2], ARGV[1])
+redis.call(ARGV[2], ARGV[1], '1')
 -- Readers, and writers known to listen, hear the message; the first other
 -- writer of each Client is told (see rw_queue.lua).
 wake_clients(queue, ARGV[2], ARGV[4], ARGV[5], '^%d+|[or]|')

@@ -16,10 +16,19 @@
 -- Client's grant channel when the lock is freed without a grant to them,
 -- or turns to read mode.
 --
--- The release scripts share these KEYS and ARGV from position 4 on:
--- KEYS[4]  fencing counter of the lock's slot (see fence.lua)
--- KEYS[5]  the lock's own token key (see fence.lua)
--- KEYS[6]  queue of waiters
+-- The release scripts share these KEYS and ARGV:
+-- KEYS[2]  fencing counter of the lock's slot (see fence.lua)
+-- KEYS[3]  queue of waiters
+-- KEYS[4]  guard: the name of the lock's release channel, which no key
+--          has. A node whose slot migrates refuses, in the middle of a
+--          script and after its first writes, a command on a key it does
+--          not have, and the release scripts delete the lock and write it
+--          again, and touch reader hold keys they cannot name among their
+--          KEYS; with the guard such a node answers them TRYAGAIN until
+--          the migration ends instead (see docs/design.md, Scripts)
+-- KEYS[5]  the lock's own token key (see fence.lua), given with fencing
+--          mode "0" only (see token_key)
+-- ARGV[2]  the lock's release channel
 -- ARGV[7]  "numsub" or "shardnumsub", to count the channel's subscribers
 -- ARGV[8]  the releasing client's "<uuid>"
 -- ARGV[9]  grant channel of the releasing client (see unlock.lua)
@@ -28,7 +37,8 @@
 -- ARGV[11] queue member to remove (a waiter leaving; see leave below); ""
 --          for none
 -- ARGV[12] "1" to grant, "0" never to
--- ARGV[13] fencing mode (see fence.lua)
+-- ARGV[13] fencing mode (see fence.lua): "0" when KEYS[5] is the lock's
+--          own token key, "1" when the call has none
 -- ARGV[14] queue member of a one-shot writer of the releasing client to
 --          hand the lock to, with no message, when the first of the queue
 --          is that writer, none, or another writer of the same client (it
@@ -39,6 +49,9 @@
 -- process when no one else could be owed it (may_pass below), as
 -- unlock.lua's grants to the releasing client's own waiter do; the
 -- switches that pass it on are rw_write_unlock.lua's.
+
+-- token_key is the lock's own token key, nil when the call has none.
+local token_key = ARGV[13] == '0' and KEYS[5] or nil
 
 -- k is how many tokens a hand reserves for passing on in process
 -- (chainBlock in pass.go, which a test compares with it).
@@ -74,11 +87,11 @@ local function leaving()
     return ARGV[11]
 end
 
--- queued returns the lock's queue of waiters KEYS[6] (a ZRANGE WITHSCORES
+-- queued returns the lock's queue of waiters KEYS[3] (a ZRANGE WITHSCORES
 -- reply) without the call leaving it, which leave takes out of it with the
 -- release's writes.
 local function queued()
-    local queue = waiting(KEYS[6])
+    local queue = waiting(KEYS[3])
     if ARGV[11] ~= '' then
         queue = without(queue, leaving())
     end
@@ -88,7 +101,7 @@ end
 -- leave takes the call leaving (ARGV[11]), if any, out of the queue.
 local function leave()
     if ARGV[11] ~= '' then
-        redis.call('zrem', KEYS[6], leaving())
+        redis.call('zrem', KEYS[3], leaving())
     end
 end
 
@@ -101,7 +114,7 @@ end
 -- grants it to, and the release channel's subscriber count, or nothing:
 -- ARGV[14] where it may be handed (see above), or else the first of
 -- queue, its queue of waiters (a ZRANGE WITHSCORES reply); only if every
--- subscriber of the release channel KEYS[2] is a client known to listen,
+-- subscriber of the release channel ARGV[2] is a client known to listen,
 -- with a reader or an "O" in the queue (none is Redisson, a relock writer
 -- not known to listen, or a relock call not queued). So a client's
 -- releases may hand the lock to its own writers ahead of its own first;
@@ -120,7 +133,7 @@ local function next_writer(queue)
         return
     end
     -- The clients known to listen: with a reader or an "O" in the queue.
-    local subs = redis.call('pubsub', ARGV[7], KEYS[2])[2]
+    local subs = redis.call('pubsub', ARGV[7], ARGV[2])[2]
     if subs > clients_in(queue, '^%d+|[RO]|') then
         return
     end
@@ -136,22 +149,22 @@ local function freeing()
     local grantee, subs = next_writer(queue)
     local token
     if grantee then
-        token = fence(KEYS[4], KEYS[5], ARGV[13])
+        token = fence(KEYS[2], token_key)
     end
     return queue, grantee, token, subs
 end
 
--- announce publishes msg on the release channel KEYS[2] and tells the
+-- announce publishes msg on the release channel ARGV[2] and tells the
 -- writers of queue (a ZRANGE WITHSCORES reply) that may not listen there
 -- (see above) to check again now: the lock was freed without a grant to
 -- them, or turned to read mode.
 local function announce(msg, queue)
-    redis.call(ARGV[3], KEYS[2], msg)
+    redis.call(ARGV[3], ARGV[2], msg)
     wake_clients(queue, ARGV[3], ARGV[9], ARGV[8], '^%d+|[or]|')
 end
 
 -- free frees the lock as freeing read it: it deletes the hash KEYS[1] and
--- grants the lock to grantee with token, or else announces ARGV[2]. The
+-- grants the lock to grantee with token, or else announces msg. The
 -- first of the queue is told on its client's grant channel, and the lock
 -- holds for at most ARGV[10] until it renews it; ARGV[14] is not told: the
 -- reply carries its token, whether k tokens after it are reserved for
@@ -159,10 +172,10 @@ end
 -- returns the release's reply: 2 (freed), 3 (granted by message) or
 -- -(2t + p) (handed to ARGV[14] with fencing token t; p is 1 when the
 -- tokens t + 1 to t + k are reserved for passing it on in process).
-local function free(queue, grantee, token, subs)
+local function free(queue, grantee, token, subs, msg)
     redis.call('del', KEYS[1])
     if not grantee then
-        announce(ARGV[2], queue)
+        announce(msg, queue)
         return 2
     end
     local handed = grantee == ARGV[14] and client(grantee) == ARGV[8]
@@ -170,7 +183,7 @@ local function free(queue, grantee, token, subs)
     if not handed then
         ttl = math.min(ttl, tonumber(ARGV[10]))
     end
-    redis.call('zrem', KEYS[6], grantee)
+    redis.call('zrem', KEYS[3], grantee)
     redis.call('hset', KEYS[1], 'mode', 'write', owner_of(grantee) .. ':write', '1', token_field, token)
     redis.call('pexpire', KEYS[1], ttl)
     if not handed then
@@ -179,7 +192,7 @@ local function free(queue, grantee, token, subs)
     end
     if may_pass(without(queue, grantee), subs) then
         -- Cannot fail: fence has just drawn from the same keys.
-        reserve(KEYS[4], KEYS[5], ARGV[13], k)
+        reserve(KEYS[2], token_key, k)
         return -(2 * token + 1)
     end
     return -2 * token

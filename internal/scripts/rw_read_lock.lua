@@ -4,10 +4,18 @@
 -- KEYS[1]  lock hash: field "mode" = "read" or "write"; reader field
 --          <owner> -> hold count; writer field <owner>:write -> hold count
 -- KEYS[2]  fencing counter of the lock's slot (see fence.lua); read only
--- KEYS[3]  the lock's own token key (see fence.lua); read only
--- KEYS[4]  request marker, written only for reentrant owners so that a
---          retried request is applied once
--- KEYS[5]  queue of waiters (see rw_write_lock.lua)
+-- KEYS[3]  queue of waiters (see rw_write_lock.lua)
+-- KEYS[4]  the lock's own token key (see fence.lua), read only, given by
+--          a Client with WithPerNameTokens only (the call then has five
+--          KEYS)
+-- KEYS[#KEYS]  last: for a reentrant owner, its request marker, so that
+--          a retried request is applied once; for a one-shot owner, the
+--          reader hold key the call writes, its first ("<ARGV[5]>:<owner>:
+--          rwlock_timeout:1"). Either is missing until the call is
+--          applied, so that the node of a slot being migrated answers the
+--          call TRYAGAIN: it refuses, in the middle of a script and after
+--          its first writes, a command on a key it does not have (see
+--          docs/design.md, Scripts)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<uuid>:<n>"
 -- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
@@ -33,22 +41,30 @@
 
 -- One HMGET reads the mode, the write hold's token, and the caller's own
 -- read and write holds.
+local marker = ARGV[3] == '1' and KEYS[#KEYS]
+local named
+if #KEYS == 5 then
+    named = KEYS[4]
+end
 local f = redis.call('hmget', KEYS[1], 'mode', token_field, ARGV[2], ARGV[2] .. ':write')
 local mode = f[1]
 local holds = ARGV[5] .. ':' .. ARGV[2] .. ':rwlock_timeout:'
 
 -- token returns the reply of an acquisition: the token of the write hold
 -- the lock has (only the caller's own can be there), else the newest
--- token handed (see latest in fence.lua), read with one MGET. It is read
--- before the acquisition writes anything: a counter that holds no number
--- fails the call (no_counter in fence.lua), and Redis would not undo the
--- writes made before.
+-- token handed (see latest in fence.lua), read with one GET, or one MGET
+-- with the lock's own token key. It is read before the acquisition writes
+-- anything: a counter that holds no number fails the call (no_counter in
+-- fence.lua), and Redis would not undo the writes made before.
 local function token()
     local write = tonumber(f[2])
     if write then
         return write
     end
-    local t = redis.call('mget', KEYS[2], KEYS[3])
+    if not named then
+        return latest(KEYS[2])
+    end
+    local t = redis.call('mget', KEYS[2], named)
     local counter = t[1]
     if not counter then
         -- Missing, or of another type, which MGET does not tell: GET fails
@@ -72,8 +88,8 @@ if mode == false then
     redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], '1')
     redis.call('set', holds .. '1', '1', 'px', ARGV[1])
     redis.call('pexpire', KEYS[1], ARGV[1])
-    if ARGV[3] == '1' then
-        redis.call('set', KEYS[4], '1', 'px', ARGV[4])
+    if marker then
+        redis.call('set', marker, '1', 'px', ARGV[4])
     end
     return taken(t)
 end
@@ -84,7 +100,7 @@ end
 local t = token()
 -- A one-shot owner is never seen twice: a field of its own is a retry of
 -- this very request, already applied.
-if f[3] and (ARGV[3] == '0' or redis.call('exists', KEYS[4]) == 1) then
+if f[3] and (not marker or redis.call('exists', marker) == 1) then
     return taken(t)
 end
 local n = redis.call('hincrby', KEYS[1], ARGV[2], '1')
@@ -93,7 +109,7 @@ redis.call('set', holds .. n, '1', 'px', ARGV[1])
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
-if ARGV[3] == '1' then
-    redis.call('set', KEYS[4], '1', 'px', ARGV[4])
+if marker then
+    redis.call('set', marker, '1', 'px', ARGV[4])
 end
 return taken(t)

@@ -2,20 +2,22 @@
 -- a read acquisition whose reply was lost.
 --
 -- KEYS[1]  lock hash (see rw_read_lock.lua)
--- KEYS[2]  release channel
--- KEYS[3]  marker, used as ARGV[4] says
+-- KEYS[2..5]  as in rw_queue.lua (KEYS[5] with fencing mode "0" only)
+-- KEYS[#KEYS]  marker, last, given with ARGV[4] "1" or "2" only, used as
+--          ARGV[4] says
 -- ARGV[1]  owner id
--- ARGV[2]  message published when the lock becomes free
+-- ARGV[2]  the lock's release channel, told Redisson's read release
+--          message "0" when the lock becomes free
 -- ARGV[3]  "publish" or "spublish"
 -- ARGV[4]  "0": no marker (one-shot owners, whose count is one)
---          "1": KEYS[3] is this release's marker: a retried release
+--          "1": the marker is this release's: a retried release
 --               returns the first answer instead of releasing again
---          "2": undo: KEYS[3] is the request marker of an acquisition
+--          "2": undo: the marker is the request marker of an acquisition
 --               whose reply was lost; release only if it exists (it is
 --               deleted)
 -- ARGV[5]  release marker lifetime in milliseconds
 -- ARGV[6]  prefix of the reader hold keys (see rw_read_lock.lua)
--- KEYS[4..6], ARGV[7..14]: the grant's (see rw_queue.lua)
+-- ARGV[7..14]  the grant's (see rw_queue.lua)
 --
 -- Returns  0: the owner holds no read hold here
 --          1: one hold released; the lock is still held (by this owner
@@ -40,12 +42,13 @@
 -- Everything that may fail is read first (see rw_queue.lua): a lock of
 -- another type fails the call before it writes. An undo keeps the
 -- request marker it finds until the writes.
+local marker = ARGV[4] ~= '0' and KEYS[#KEYS]
 if ARGV[11] ~= '' and redis.call('type', KEYS[1]).ok ~= 'hash' then
     leave()
     return 0 -- nothing to release, whatever the key holds
 end
 if ARGV[4] == '1' then
-    local done = redis.call('get', KEYS[3])
+    local done = redis.call('get', marker)
     if done then
         leave()
         return tonumber(done)
@@ -54,7 +57,7 @@ end
 -- One HGETALL reads the mode, the owner's count and, in read mode, the
 -- other readers, whose holds are read with it (readers_left).
 local fields = redis.call('hgetall', KEYS[1])
-if ARGV[4] == '2' and redis.call('exists', KEYS[3]) == 0 then
+if ARGV[4] == '2' and redis.call('exists', marker) == 0 then
     leave()
     return 0
 end
@@ -68,7 +71,7 @@ for i = 1, #fields, 2 do
 end
 if mode == nil or count == nil then
     if ARGV[4] == '2' then
-        redis.call('del', KEYS[3])
+        redis.call('del', marker)
     end
     leave()
     return 0
@@ -84,13 +87,13 @@ end
 
 -- The writes.
 if ARGV[4] == '2' then
-    redis.call('del', KEYS[3])
+    redis.call('del', marker)
 end
 leave()
 redis.call('del', ARGV[6] .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. count)
 local result = 1
 if longest == 0 then
-    result = free(queue, grantee, token, subs)
+    result = free(queue, grantee, token, subs, '0')
 else
     if count > 1 then
         redis.call('hincrby', KEYS[1], ARGV[1], -1)
@@ -104,11 +107,11 @@ else
         local before = redis.call('pttl', KEYS[1])
         redis.call('pexpire', KEYS[1], longest)
         if longest < before then
-            redis.call(ARGV[3], KEYS[2], '1')
+            redis.call(ARGV[3], ARGV[2], '1')
         end
     end
 end
 if ARGV[4] == '1' then
-    redis.call('set', KEYS[3], result, 'px', ARGV[5])
+    redis.call('set', marker, result, 'px', ARGV[5])
 end
 return result

@@ -23,31 +23,52 @@ func (k rwKeys) hold(owner string, i int) string {
 	return fmt.Sprintf("%s:%s:rwlock_timeout:%d", k.prefix, owner, i)
 }
 
+// keys returns the KEYS of the lock scripts, as a Client without
+// WithPerNameTokens gives them, with last unless it is "" (a marker, or
+// the hold key a one-shot reader writes).
+func (k rwKeys) keys(last string) []string {
+	keys := []string{k.name, k.counter, k.queue}
+	if last != "" {
+		keys = append(keys, last)
+	}
+	return keys
+}
+
+// releaseKeys returns the KEYS of the release scripts, with the guard (the
+// release channel) and marker last unless it is "".
+func (k rwKeys) releaseKeys(marker string) []string {
+	keys := []string{k.name, k.counter, k.queue, k.channel}
+	if marker != "" {
+		keys = append(keys, marker)
+	}
+	return keys
+}
+
 func (k rwKeys) rlock(t *testing.T, owner string, lease int, marker string) int64 {
 	t.Helper()
-	flag, m := "0", k.name
+	flag, m := "0", k.hold(owner, 1)
 	if marker != "" {
 		flag, m = "1", "relock_lock_request:{"+k.name+"}:"+marker
 	}
-	return run(t, RWReadLock, []string{k.name, k.counter, k.token, m, k.queue}, lease, owner, flag, 60000, k.prefix, "", 2000, "0").(int64)
+	return run(t, RWReadLock, k.keys(m), lease, owner, flag, 60000, k.prefix, "", 2000, "0").(int64)
 }
 
 func (k rwKeys) lock(t *testing.T, owner string, lease int, marker string) int64 {
 	t.Helper()
-	flag, m := "0", k.name
+	flag, m := "0", ""
 	if marker != "" {
 		flag, m = "1", "relock_lock_request:{"+k.name+"}:"+marker
 	}
-	return run(t, RWWriteLock, []string{k.name, k.counter, k.token, m, k.queue}, lease, owner, flag, 60000, fenceTTL, "", 2000, "0").(int64)
+	return run(t, RWWriteLock, k.keys(m), lease, owner, flag, 60000, counterOnly, "", 2000, "0").(int64)
 }
 
 // unlock runs the unlock script of one side; mode is "0", "1" or "2" with
 // marker the release marker or request marker's suffix.
 func (k rwKeys) unlock(t *testing.T, write bool, field, mode, marker string) int64 {
 	t.Helper()
-	s, msg, m := RWReadUnlock, "0", k.name
+	s, m := RWReadUnlock, ""
 	if write {
-		s, msg = RWWriteUnlock, "1"
+		s = RWWriteUnlock
 	}
 	switch mode {
 	case "1":
@@ -55,8 +76,8 @@ func (k rwKeys) unlock(t *testing.T, write bool, field, mode, marker string) int
 	case "2":
 		m = "relock_lock_request:{" + k.name + "}:" + marker
 	}
-	return run(t, s, []string{k.name, k.channel, m, k.counter, k.token, k.queue}, field, msg, "publish", mode, 60000, k.prefix,
-		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL).(int64)
+	return run(t, s, k.releaseKeys(m), field, k.channel, "publish", mode, 60000, k.prefix,
+		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", counterOnly).(int64)
 }
 
 // handOver runs the write unlock script of client c0ffee releasing the
@@ -64,8 +85,8 @@ func (k rwKeys) unlock(t *testing.T, write bool, field, mode, marker string) int
 // hand the lock to.
 func (k rwKeys) handOver(t *testing.T, field, preferred string) int64 {
 	t.Helper()
-	return run(t, RWWriteUnlock, []string{k.name, k.channel, k.name, k.counter, k.token, k.queue}, field, "1", "publish", "0", 60000, k.prefix,
-		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL, preferred).(int64)
+	return run(t, RWWriteUnlock, k.releaseKeys(""), field, k.channel, "publish", "0", 60000, k.prefix,
+		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", counterOnly, preferred).(int64)
 }
 
 // passOn runs the write unlock script as a switch (ARGV[15]) of client
@@ -73,8 +94,8 @@ func (k rwKeys) handOver(t *testing.T, field, preferred string) int64 {
 // member with token, reserving the next block if reserve is "1".
 func (k rwKeys) passOn(t *testing.T, field, member string, token int64, reserve string) int64 {
 	t.Helper()
-	return run(t, RWWriteUnlock, []string{k.name, k.channel, k.name, k.counter, k.token, k.queue}, field, "1", "publish", "0", 60000, k.prefix,
-		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL, member, token, reserve).(int64)
+	return run(t, RWWriteUnlock, k.releaseKeys(""), field, k.channel, "publish", "0", 60000, k.prefix,
+		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", counterOnly, member, token, reserve).(int64)
 }
 
 // handed reads a release's reply -(2t + p) that handed the lock to the
@@ -112,7 +133,7 @@ func TestRWReaders(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
 	k := newRW("s:rw:readers")
-	rdb.Set(ctx, k.token, 7, 0)
+	rdb.Set(ctx, k.counter, 7, 0)
 	if v := k.rlock(t, "u:1", 10000, ""); v != 7 {
 		t.Fatalf("first reader = %d, want the current token 7", v)
 	}
@@ -143,7 +164,7 @@ func TestRWReaders(t *testing.T) {
 	if ttl := -v - 2; v >= 0 || ttl <= 19000 {
 		t.Fatalf("writer over readers = %d, want -(ttl+2)", v)
 	}
-	if rdb.Get(ctx, k.token).Val() != "7" {
+	if rdb.Get(ctx, k.counter).Val() != "7" {
 		t.Fatal("a refused writer advanced the token")
 	}
 
@@ -376,7 +397,7 @@ func TestRWForceUnlock(t *testing.T) {
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v := run(t, RWForceUnlock, []string{k.name, k.channel, k.queue}, "1", "publish", k.prefix, "relock_grant:c0ffee", "c0ffee"); v != int64(1) {
+	if v := run(t, RWForceUnlock, []string{k.name, k.queue, k.channel}, k.channel, "publish", k.prefix, "relock_grant:c0ffee", "c0ffee"); v != int64(1) {
 		t.Fatalf("force unlock = %v", v)
 	}
 	if n := rdb.Exists(ctx, k.name, k.hold("u:1", 1), k.hold("u:1", 2), k.hold("u:2", 1)).Val(); n != 0 {
@@ -385,7 +406,7 @@ func TestRWForceUnlock(t *testing.T) {
 	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
 		t.Fatalf("message %v, %v", msg, err)
 	}
-	if v := run(t, RWForceUnlock, []string{k.name, k.channel, k.queue}, "1", "publish", k.prefix, "relock_grant:c0ffee", "c0ffee"); v != int64(0) {
+	if v := run(t, RWForceUnlock, []string{k.name, k.queue, k.channel}, k.channel, "publish", k.prefix, "relock_grant:c0ffee", "c0ffee"); v != int64(0) {
 		t.Fatalf("force unlock of a free lock = %v", v)
 	}
 	rdb.Set(ctx, "s:rw:str2", "x", 0)
@@ -544,7 +565,7 @@ func TestRWListeners(t *testing.T) {
 	k := newRW("s:rw:listen")
 	attemptAs := func(owner, kind, queued string) int64 {
 		t.Helper()
-		return run(t, RWWriteLock, []string{k.name, k.counter, k.token, k.name, k.queue}, 30000, owner, "0", 60000, fenceTTL, kind, 2000, queued).(int64)
+		return run(t, RWWriteLock, k.keys(""), 30000, owner, "0", 60000, counterOnly, kind, 2000, queued).(int64)
 	}
 	attempt := func(owner, kind string) int64 {
 		t.Helper()
@@ -557,10 +578,10 @@ func TestRWListeners(t *testing.T) {
 	queue := func() string {
 		return fmt.Sprint(rdb.ZRange(ctx, k.queue, 0, -1).Val())
 	}
-	release := func(s *Script, field, msg string) int64 {
+	release := func(s *Script, field string) int64 {
 		t.Helper()
-		return run(t, s, []string{k.name, k.channel, k.name, k.counter, k.token, k.queue}, field, msg, "publish", "0", 60000, k.prefix,
-			"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", fenceTTL).(int64)
+		return run(t, s, k.releaseKeys(""), field, k.channel, "publish", "0", 60000, k.prefix,
+			"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", counterOnly).(int64)
 	}
 
 	// Behind a relock writer: not other, and "o" joins.
@@ -576,7 +597,7 @@ func TestRWListeners(t *testing.T) {
 	// listen: no grant; the writer is told to check.
 	beef := listening(t, "relock_grant:beef")
 	ch := listening(t, k.channel)
-	if v := release(RWWriteUnlock, "c0ffee:1:write", "1"); v != 2 {
+	if v := release(RWWriteUnlock, "c0ffee:1:write"); v != 2 {
 		t.Fatalf("release with an unknown listener = %d, want 2 (freed)", v)
 	}
 	if p := heard(t, ch); p != "1" {
@@ -607,7 +628,7 @@ func TestRWListeners(t *testing.T) {
 	}
 	// The subscriber is the client of an "O": the last reader's release
 	// grants it.
-	if v := release(RWReadUnlock, "c0ffee:5", "0"); v != 3 {
+	if v := release(RWReadUnlock, "c0ffee:5"); v != 3 {
 		t.Fatalf("release with a known listener = %d, want 3 (granted)", v)
 	}
 	if p := heard(t, beef); !strings.HasPrefix(p, "g:") {
@@ -624,7 +645,7 @@ func TestRWListeners(t *testing.T) {
 	k.rlock(t, "c0ffee:1", 30000, "")
 	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: "30000|R|beef:7"}, redis.Z{Score: 2, Member: "30000|r|beef:2"},
 		redis.Z{Score: 3, Member: "30000|o|beef:3"})
-	if v := release(RWWriteUnlock, "c0ffee:1:write", "1"); v != 1 {
+	if v := release(RWWriteUnlock, "c0ffee:1:write"); v != 1 {
 		t.Fatalf("downgrade = %d", v)
 	}
 	if p := heard(t, ch); p != "1" {
@@ -649,8 +670,8 @@ func TestRWListeners(t *testing.T) {
 	}
 	// Leaving as "O" takes an "o" not replaced too.
 	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 7, Member: "30000|o|beef:4"})
-	run(t, RWWriteUnlock, []string{k.name, k.channel, k.name, k.counter, k.token, k.queue}, "beef:4:write", "1", "publish", "0", 60000, k.prefix,
-		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "30000|O|beef:4", "1", fenceTTL)
+	run(t, RWWriteUnlock, k.releaseKeys(""), "beef:4:write", k.channel, "publish", "0", 60000, k.prefix,
+		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "30000|O|beef:4", "1", counterOnly)
 	if q := queue(); q != "[30000|O|beef:1]" {
 		t.Fatalf("queue %s after a writer left", q)
 	}

@@ -1,7 +1,7 @@
 -- rw_wait.lua: a lock call's place in a read-write lock's queue of
 -- waiters (see rw_queue.lua), for the scripts that acquire it; put
 -- between each script's header and its body, after queue.lua. Not a
--- script of its own. The scripts share KEYS[5] (the queue) and ARGV[1]
+-- script of its own. The scripts share KEYS[3] (the queue) and ARGV[1]
 -- (lease), ARGV[2] (owner) and ARGV[6..8] (kind, the queue's extra life,
 -- and whether an earlier attempt may have queued the call: "1" as this
 -- member, "2" as the one-shot writer that did not listen, "o", which
@@ -23,13 +23,15 @@ local function refused(other)
     if ARGV[6] ~= '' and not (other and ARGV[6] == 'o') then
         if ARGV[8] == '2' then
             local unheard = ARGV[1] .. '|o|' .. ARGV[2]
-            local at = redis.call('zscore', KEYS[5], unheard)
+            local at = redis.call('zscore', KEYS[3], unheard)
             if at then
-                redis.call('zrem', KEYS[5], unheard)
-                redis.call('zadd', KEYS[5], at, member)
+                -- Added before the other goes, so that the queue is never
+                -- gone meanwhile (see hold in unlock.lua).
+                redis.call('zadd', KEYS[3], at, member)
+                redis.call('zrem', KEYS[3], unheard)
             end
         end
-        join_queue(KEYS[5], member, ttl, ARGV[7])
+        join_queue(KEYS[3], member, ttl, ARGV[7])
     end
     local o = 0
     if other then
@@ -43,9 +45,9 @@ end
 -- cannot fail after the attempt's writes).
 local function taken(token)
     if ARGV[8] == '1' then
-        unqueue(KEYS[5], member)
+        unqueue(KEYS[3], member)
     elseif ARGV[8] == '2' then
-        unqueue(KEYS[5], member, ARGV[1] .. '|o|' .. ARGV[2])
+        unqueue(KEYS[3], member, ARGV[1] .. '|o|' .. ARGV[2])
     end
     return token
 end

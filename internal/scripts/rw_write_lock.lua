@@ -5,16 +5,18 @@
 --          <owner> -> hold count; writer field <owner>:write -> hold count;
 --          while a writer holds, field relock_token -> its fencing token
 -- KEYS[2]  fencing counter of the lock's slot (see fence.lua)
--- KEYS[3]  the lock's own token key (see fence.lua)
--- KEYS[4]  request marker, written only for reentrant owners so that a
---          retried request is applied once
--- KEYS[5]  queue of waiters: zset of "<lease ms>|<kind>|<owner>" scored by
+-- KEYS[3]  queue of waiters: zset of "<lease ms>|<kind>|<owner>" scored by
 --          the server time each joined (see rw_queue.lua)
+-- KEYS[4]  the lock's own token key (see fence.lua), given with fencing
+--          mode "0" only
+-- KEYS[#KEYS]  request marker, last, given for a reentrant owner only, so
+--          that a retried request is applied once
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<uuid>:<n>"
 -- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
 -- ARGV[4]  request marker lifetime in milliseconds
--- ARGV[5]  fencing mode (see fence.lua)
+-- ARGV[5]  fencing mode (see fence.lua): "0" when KEYS[4] is the lock's
+--          own token key, "1" when the call has none
 -- ARGV[6]  the caller's kind of waiter (see rw_queue.lua); "" for a call
 --          that does not queue. Its member of the queue is
 --          "<ARGV[1]>|<ARGV[6]>|<ARGV[2]>".
@@ -36,20 +38,30 @@
 -- One HMGET reads the mode, the caller's write and read holds, and the
 -- write hold's token, which only a relock writer's hash has.
 local writer = ARGV[2] .. ':write'
+local named = ARGV[5] == '0' and KEYS[4] or nil
+local marker = ARGV[3] == '1' and KEYS[#KEYS]
 local f = redis.call('hmget', KEYS[1], 'mode', writer, ARGV[2], token_field)
 local mode = f[1]
 if mode == false then
     -- One EXISTS reads, in the common case, that neither the lock nor its
-    -- own token key is there.
-    local n = redis.call('exists', KEYS[1], KEYS[3])
-    if n > 0 and redis.call('exists', KEYS[1]) == 1 then
-        return refused(true)
+    -- own token key, if the call has one, is there.
+    local n
+    if named then
+        n = redis.call('exists', KEYS[1], named)
+        if n > 0 and redis.call('exists', KEYS[1]) == 1 then
+            return refused(true)
+        end
+    else
+        n = redis.call('exists', KEYS[1])
+        if n > 0 then
+            return refused(true)
+        end
     end
-    local token = fence(KEYS[2], KEYS[3], ARGV[5], n == 0)
+    local token = fence(KEYS[2], named, n == 0)
     redis.call('hset', KEYS[1], 'mode', 'write', writer, '1', token_field, token)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    if ARGV[3] == '1' then
-        redis.call('set', KEYS[4], '1', 'px', ARGV[4])
+    if marker then
+        redis.call('set', marker, '1', 'px', ARGV[4])
     end
     return taken(token)
 end
@@ -60,7 +72,7 @@ if mode ~= 'write' or not f[2] then
     return refused(mode ~= 'write' or not f[4])
 end
 
-local token = tonumber(f[4]) or latest(KEYS[2], KEYS[3])
+local token = tonumber(f[4]) or latest(KEYS[2], named)
 -- A one-shot owner is never seen twice: this is a retry of a request that
 -- was already applied, or the lock was granted to this waiting owner by a
 -- release (rw_queue.lua), perhaps for a shorter time than its lease.
@@ -70,7 +82,7 @@ if ARGV[3] == '0' then
     end
     return taken(token)
 end
-if redis.call('exists', KEYS[4]) == 1 then
+if redis.call('exists', marker) == 1 then
     return token
 end
 redis.call('hincrby', KEYS[1], writer, '1')
@@ -78,5 +90,5 @@ redis.call('hincrby', KEYS[1], writer, '1')
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
-redis.call('set', KEYS[4], '1', 'px', ARGV[4])
+redis.call('set', marker, '1', 'px', ARGV[4])
 return taken(token)

@@ -2,20 +2,22 @@
 -- undo a write acquisition whose reply was lost.
 --
 -- KEYS[1]  lock hash (see rw_read_lock.lua)
--- KEYS[2]  release channel
--- KEYS[3]  marker, used as ARGV[4] says
+-- KEYS[2..5]  as in rw_queue.lua (KEYS[5] with fencing mode "0" only)
+-- KEYS[#KEYS]  marker, last, given with ARGV[4] "1" or "2" only, used as
+--          ARGV[4] says
 -- ARGV[1]  writer field "<owner>:write"
--- ARGV[2]  message published when the write lock ends
+-- ARGV[2]  the lock's release channel, told "1" (Redisson's message
+--          for the end of a write lock) when the write lock ends
 -- ARGV[3]  "publish" or "spublish"
 -- ARGV[4]  "0": no marker (one-shot owners, whose count is one)
---          "1": KEYS[3] is this release's marker: a retried release
+--          "1": the marker is this release's: a retried release
 --               returns the first answer instead of releasing again
---          "2": undo: KEYS[3] is the request marker of an acquisition
+--          "2": undo: the marker is the request marker of an acquisition
 --               whose reply was lost; release only if it exists (it is
 --               deleted)
 -- ARGV[5]  release marker lifetime in milliseconds
 -- ARGV[6]  prefix of the reader hold keys (see rw_read_lock.lua)
--- KEYS[4..6], ARGV[7..14]: the grant's (see rw_queue.lua)
+-- ARGV[7..14]  the grant's (see rw_queue.lua)
 -- ARGV[15] a fencing token: the releasing client has passed its write hold
 --          to its writer ARGV[14] in process already, with that token (see
 --          "Passing on in process" below); absent or "" for a release
@@ -76,16 +78,16 @@ local function pass_on(t)
         end
     end
     if mode ~= 'write' or not cur or not holder or string.sub(holder, 1, #ARGV[8] + 1) ~= ARGV[8] .. ':' then
-        redis.call('zrem', KEYS[6], o, O)
+        redis.call('zrem', KEYS[3], o, O)
         return 0
     end
     if cur > t then
-        redis.call('zrem', KEYS[6], o, O)
+        redis.call('zrem', KEYS[3], o, O)
         return 4 * cur + 2
     end
-    local subs = redis.call('pubsub', ARGV[7], KEYS[2])[2]
-    local reply = switched(may_pass(without(waiting(KEYS[6]), o, O), subs), ARGV[16], KEYS[4], KEYS[5], ARGV[13], k)
-    redis.call('zrem', KEYS[6], o, O)
+    local subs = redis.call('pubsub', ARGV[7], ARGV[2])[2]
+    local reply = switched(may_pass(without(waiting(KEYS[3]), o, O), subs), ARGV[16], KEYS[2], token_key, k)
+    redis.call('zrem', KEYS[3], o, O)
     redis.call('hdel', KEYS[1], holder)
     redis.call('hset', KEYS[1], owner .. ':write', '1', token_field, t)
     redis.call('pexpire', KEYS[1], lease)
@@ -98,12 +100,13 @@ end
 -- Everything that may fail is read first (see rw_queue.lua): a lock of
 -- another type fails the call before it writes. An undo keeps the
 -- request marker it finds until the writes.
+local marker = ARGV[4] ~= '0' and KEYS[#KEYS]
 if ARGV[11] ~= '' and redis.call('type', KEYS[1]).ok ~= 'hash' then
     leave()
     return 0 -- nothing to release, whatever the key holds
 end
 if ARGV[4] == '1' then
-    local done = redis.call('get', KEYS[3])
+    local done = redis.call('get', marker)
     if done then
         leave()
         return tonumber(done)
@@ -112,7 +115,7 @@ end
 -- One HGETALL reads the writer's count, the mode, and whether the hash
 -- has read holds (numeric fields of other owners).
 local fields = redis.call('hgetall', KEYS[1])
-if ARGV[4] == '2' and redis.call('exists', KEYS[3]) == 0 then
+if ARGV[4] == '2' and redis.call('exists', marker) == 0 then
     leave()
     return 0
 end
@@ -129,7 +132,7 @@ for i = 1, #fields, 2 do
 end
 if count == nil or mode ~= 'write' then
     if ARGV[4] == '2' then
-        redis.call('del', KEYS[3])
+        redis.call('del', marker)
     end
     leave()
     return 0
@@ -150,7 +153,7 @@ end
 
 -- The writes.
 if ARGV[4] == '2' then
-    redis.call('del', KEYS[3])
+    redis.call('del', marker)
 end
 leave()
 local result = 1
@@ -160,11 +163,11 @@ elseif longest > 0 then
     redis.call('hdel', KEYS[1], ARGV[1], token_field, unpack(dead))
     redis.call('hset', KEYS[1], 'mode', 'read')
     redis.call('pexpire', KEYS[1], longest)
-    announce(ARGV[2], queue)
+    announce('1', queue)
 else
-    result = free(queue, grantee, token, subs)
+    result = free(queue, grantee, token, subs, '1')
 end
 if ARGV[4] == '1' then
-    redis.call('set', KEYS[3], result, 'px', ARGV[5])
+    redis.call('set', marker, result, 'px', ARGV[5])
 end
 return result

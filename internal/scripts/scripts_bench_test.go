@@ -45,10 +45,10 @@ func BenchmarkUncontendedCycle(b *testing.B) {
 	const owner = "f1fb68c1-6fe4-4f69-9cb2-8f426e845bbd:1"
 	lock := func(name string) ([]string, []any) {
 		keys := lockKeys(name, "")
-		return keys, []any{30000, owner, fenceTTL, "o", time.Now().UnixMilli()}
+		return keys, []any{30000, owner, counterOnly, "o", time.Now().UnixMilli()}
 	}
 	unlock := func(name string) ([]string, []any) {
-		return unlockKeys(name, ""), []any{owner, "publish", fenceTTL, "relock_grant:f1fb68c1-6fe4-4f69-9cb2-8f426e845bbd", "1"}
+		return lockKeys(name, ""), []any{owner, "publish", counterOnly, "relock_grant:f1fb68c1-6fe4-4f69-9cb2-8f426e845bbd", "1", lockChannel(name)}
 	}
 	nothing := redis.NewScript("return 1")
 	type runner func(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd

@@ -2,22 +2,22 @@
 -- for a negative n, take them away (AddPermits).
 --
 -- KEYS[1]   permits (string: the number available)
--- KEYS[2]   channel, told the new number available
--- KEYS[3]   request marker of this call, so that a retried request is
+-- KEYS[2]   request marker of this call, so that a retried request is
 --           applied once
--- KEYS[4..] markers of this client's answered requests, deleted
+-- KEYS[3..] markers of this client's answered requests, deleted
 -- ARGV[1]   n, the number of permits to add (negative: to take away)
 -- ARGV[2]   "publish" or "spublish"
 -- ARGV[3]   request marker lifetime in milliseconds
--- ARGV[4]   k, 0 < k <= n, the permits of a Release that the releasing
+-- ARGV[4]   channel, told the new number available
+-- ARGV[5]   k, 0 < k <= n, the permits of a Release that the releasing
 --           client hands to its own waiting calls, if no one else listens
 --           on the channel (its client is the only subscriber); may be
 --           left out
--- ARGV[5]   with ARGV[4]: "numsub" or "shardnumsub", to count the
+-- ARGV[6]   with ARGV[5]: "numsub" or "shardnumsub", to count the
 --           channel's subscribers
 --
 -- Returns   the number of permits available after the call (for a
---           retried request: available now). With ARGV[4], twice that
+--           retried request: available now). With ARGV[5], twice that
 --           number, plus 1 when the k permits were handed (left out of
 --           the count: the client gives them to its calls); a retried
 --           request answers as the first did.
@@ -41,16 +41,16 @@ end
 -- forget deletes the markers of the client's answered requests, once
 -- nothing can fail any more.
 local function forget()
-    if #KEYS > 3 then
-        redis.call('del', unpack(KEYS, 4))
+    if #KEYS > 2 then
+        redis.call('del', unpack(KEYS, 3))
     end
 end
 
-local k = tonumber(ARGV[4] or '0')
+local k = tonumber(ARGV[5] or '0')
 -- The marker says how the request was applied: "h" with the k permits
 -- handed, "1" without.
 local applied, available = '1', nil
-if k > 0 and redis.call('pubsub', ARGV[5], KEYS[2])[2] <= 1 then
+if k > 0 and redis.call('pubsub', ARGV[6], ARGV[4])[2] <= 1 then
     available = redis.pcall('get', KEYS[1])
     if type(available) ~= 'table' then
         -- Of another type, the INCRBY below fails.
@@ -74,8 +74,8 @@ local function answer(value)
 end
 -- Setting the request's marker tells, in the same command, whether an
 -- earlier attempt set it (and so was applied).
-if not redis.call('set', KEYS[3], applied, 'px', ARGV[3], 'nx') then
-    applied = redis.call('get', KEYS[3])
+if not redis.call('set', KEYS[2], applied, 'px', ARGV[3], 'nx') then
+    applied = redis.call('get', KEYS[2])
     local value = tonumber(redis.call('get', KEYS[1]) or '0')
     if not value then
         return no_count()
@@ -107,7 +107,7 @@ end
 if err then
     -- A key of another type, a count that is no number or one out of
     -- range: nothing stays.
-    redis.call('del', KEYS[3])
+    redis.call('del', KEYS[2])
     if not string.match(err.err, '^WRONGTYPE') then
         local count = redis.call('get', KEYS[1])
         if count and not string.match(count, '^%-?%d+$') then
@@ -118,6 +118,6 @@ if err then
 end
 forget()
 if add ~= 0 then
-    redis.call(ARGV[2], KEYS[2], value)
+    redis.call(ARGV[2], ARGV[4], value)
 end
 return answer(value)

@@ -35,7 +35,7 @@ func TestSemaphoreHandOut(t *testing.T) {
 	marker := func(id string) string { return "relock_semaphore_request:{s:semhand}:" + id }
 	release := func(id string, n, k int) int64 {
 		t.Helper()
-		return run(t, SemRelease, []string{name, ch, marker(id)}, n, "publish", 60000, k, "numsub").(int64)
+		return run(t, SemRelease, []string{name, marker(id)}, n, "publish", 60000, ch, k, "numsub").(int64)
 	}
 	count := func() string { return rdb.Get(ctx, name).Val() }
 	client := listening(t, ch) // the releasing client's own subscription
@@ -95,13 +95,13 @@ func TestSemaphoreScripts(t *testing.T) {
 	ctx := context.Background()
 	const name, ch = "s:sem", "redisson_sc:{s:sem}"
 	marker := func(id string) string { return "relock_semaphore_request:{s:sem}:" + id }
-	if v := run(t, SemTrySetPermits, []string{name, ch, marker("set")}, 3, "publish", 60000); v != int64(1) {
+	if v := run(t, SemTrySetPermits, []string{name, marker("set")}, 3, "publish", 60000, ch); v != int64(1) {
 		t.Fatalf("trysetpermits = %v", v)
 	}
-	if v := run(t, SemTrySetPermits, []string{name, ch, marker("set")}, 3, "publish", 60000); v != int64(1) {
+	if v := run(t, SemTrySetPermits, []string{name, marker("set")}, 3, "publish", 60000, ch); v != int64(1) {
 		t.Fatalf("retried trysetpermits = %v, want the first answer 1", v)
 	}
-	if v := run(t, SemTrySetPermits, []string{name, ch, marker("set2")}, 5, "publish", 60000); v != int64(0) {
+	if v := run(t, SemTrySetPermits, []string{name, marker("set2")}, 5, "publish", 60000, ch); v != int64(0) {
 		t.Fatalf("second trysetpermits = %v", v)
 	}
 	acquire := func(id string, n int, stale ...string) int64 {
@@ -119,7 +119,7 @@ func TestSemaphoreScripts(t *testing.T) {
 	// Undo gives back an applied acquisition once, and makes an unapplied
 	// one a no-op even if it arrives later.
 	undo := func(id string, n int) int64 {
-		return run(t, SemUndo, []string{name, ch, marker(id)}, n, "publish", 60000).(int64)
+		return run(t, SemUndo, []string{name, marker(id)}, n, "publish", 60000, ch).(int64)
 	}
 	if v := undo("a", 2); v != 1 || rdb.Get(ctx, name).Val() != "3" {
 		t.Fatalf("undo = %d, permits %s", v, rdb.Get(ctx, name).Val())
@@ -135,7 +135,7 @@ func TestSemaphoreScripts(t *testing.T) {
 	}
 	// Release is applied once per request, and deletes answered markers.
 	release := func(id string, n int, stale ...string) int64 {
-		return run(t, SemRelease, append([]string{name, ch, marker(id)}, stale...), n, "publish", 60000).(int64)
+		return run(t, SemRelease, append([]string{name, marker(id)}, stale...), n, "publish", 60000, ch).(int64)
 	}
 	if v := release("r", 2, marker("set"), marker("a")); v != 5 {
 		t.Fatalf("release = %d, want 5", v)
@@ -164,10 +164,11 @@ func TestSemaphoreScripts(t *testing.T) {
 func TestPermitScripts(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
-	keys := []string{"s:psem", "{s:psem}:timeout", "redisson_sc:{s:psem}", "relock_permit_queue:{s:psem}"}
+	const ch = "redisson_sc:{s:psem}"
+	keys := []string{"s:psem", "{s:psem}:timeout", ch, "relock_permit_queue:{s:psem}"}
 	rdb.Set(ctx, keys[0], 2, 0)
 	acquire := func(id string, lease int) int64 {
-		return run(t, PermitAcquire, keys, id, lease, "publish", "", 2000, "0").(int64)
+		return run(t, PermitAcquire, keys[:3], id, lease, "publish", "", 2000, "0").(int64)
 	}
 	release := func(id string) any {
 		return run(t, PermitRelease, keys, id, "publish", "numsub", "c0ffee", "relock_grant:c0ffee", 2000, "1", "")
@@ -188,13 +189,13 @@ func TestPermitScripts(t *testing.T) {
 	}
 	// b expires by the server's clock: the next call reclaims it, publishes
 	// the free count and takes it.
-	ps := rdb.Subscribe(ctx, keys[2])
+	ps := rdb.Subscribe(ctx, ch)
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Duration(v+5) * time.Millisecond) // the passing of time is what is tested
-	if v := run(t, PermitAvailable, keys, "publish"); v != int64(1) {
+	if v := run(t, PermitAvailable, keys[:2], "publish", ch); v != int64(1) {
 		t.Fatalf("available after b's expiry = %v", v)
 	}
 	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
@@ -223,10 +224,10 @@ func TestPermitScripts(t *testing.T) {
 	if got := renew("1000"); got != "[1]" || rdb.ZScore(ctx, keys[1], a).Val()-rdb.ZScore(ctx, keys[1], c).Val() < 50000 {
 		t.Fatalf("renew with a shorter lease shortened the expiry")
 	}
-	if v := run(t, PermitUpdateLease, keys, a, 100, "publish"); v != int64(1) {
+	if v := run(t, PermitUpdateLease, keys[:2], a, 100, "publish", ch); v != int64(1) {
 		t.Fatalf("update lease = %v", v)
 	}
-	if v := run(t, PermitUpdateLease, keys, b, 100, "publish"); v != int64(0) {
+	if v := run(t, PermitUpdateLease, keys[:2], b, 100, "publish", ch); v != int64(0) {
 		t.Fatalf("update lease of an unknown permit = %v", v)
 	}
 	time.Sleep(110 * time.Millisecond)
@@ -254,41 +255,42 @@ func TestLatchScripts(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
 	keys := func(id string) []string {
-		return []string{"s:latch", "redisson_countdownlatch__channel__{s:latch}", "relock_latch_request:{s:latch}:" + id}
+		return []string{"s:latch", "relock_latch_request:{s:latch}:" + id}
 	}
-	ps := rdb.Subscribe(ctx, keys("")[1])
+	const ch = "redisson_countdownlatch__channel__{s:latch}"
+	ps := rdb.Subscribe(ctx, ch)
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v := run(t, LatchCountDown, keys("early"), "publish", 60000); v != int64(-1) {
+	if v := run(t, LatchCountDown, keys("early"), "publish", 60000, ch); v != int64(-1) {
 		t.Fatalf("countdown of an unset latch = %v", v)
 	}
-	if v := run(t, LatchTrySetCount, keys("s"), 2, "publish", 60000); v != int64(1) {
+	if v := run(t, LatchTrySetCount, keys("s"), 2, "publish", 60000, ch); v != int64(1) {
 		t.Fatalf("trysetcount = %v", v)
 	}
-	if v := run(t, LatchTrySetCount, keys("s2"), 5, "publish", 60000); v != int64(0) {
+	if v := run(t, LatchTrySetCount, keys("s2"), 5, "publish", 60000, ch); v != int64(0) {
 		t.Fatalf("second trysetcount = %v", v)
 	}
 	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
 		t.Fatalf("new count message %v, %v", msg, err)
 	}
-	if v := run(t, LatchCountDown, keys("a"), "publish", 60000); v != int64(1) {
+	if v := run(t, LatchCountDown, keys("a"), "publish", 60000, ch); v != int64(1) {
 		t.Fatalf("countdown = %v", v)
 	}
-	if v := run(t, LatchCountDown, keys("a"), "publish", 60000); v != int64(1) {
+	if v := run(t, LatchCountDown, keys("a"), "publish", 60000, ch); v != int64(1) {
 		t.Fatalf("retried countdown = %v: applied twice", v)
 	}
-	if v := run(t, LatchCountDown, append(keys("b"), keys("a")[2], keys("s")[2]), "publish", 60000); v != int64(0) {
+	if v := run(t, LatchCountDown, append(keys("b"), keys("a")[1], keys("s")[1]), "publish", 60000, ch); v != int64(0) {
 		t.Fatalf("last countdown = %v", v)
 	}
 	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "0" {
 		t.Fatalf("zero message %v, %v", msg, err)
 	}
-	if n := rdb.Exists(ctx, "s:latch", keys("a")[2], keys("s")[2]).Val(); n != 0 {
+	if n := rdb.Exists(ctx, "s:latch", keys("a")[1], keys("s")[1]).Val(); n != 0 {
 		t.Fatalf("%d keys left: the latch or answered markers", n)
 	}
-	if v := run(t, LatchTrySetCount, keys("again"), 1, "publish", 60000); v != int64(1) {
+	if v := run(t, LatchTrySetCount, keys("again"), 1, "publish", 60000, ch); v != int64(1) {
 		t.Fatalf("trysetcount after zero = %v", v)
 	}
 }

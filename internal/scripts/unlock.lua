@@ -2,36 +2,38 @@
 -- when that frees the lock, grant it to the first waiter of the queue.
 --
 -- KEYS[1]  lock hash: field <owner> -> hold count
--- KEYS[2]  release channel
--- KEYS[3]  fencing counter of the lock's slot (see fence.lua)
--- KEYS[4]  the lock's own token key (see fence.lua)
--- KEYS[5]  queue of waiters (see lock.lua): members "<lease ms>|<kind>|<owner>",
+-- KEYS[2]  fencing counter of the lock's slot (see fence.lua)
+-- KEYS[3]  queue of waiters (see lock.lua): members "<lease ms>|<kind>|<owner>",
 --          kind "o" for a one-shot owner, "r" for a reentrant one, "w" for
 --          one whose Client waits for replicas to acknowledge its grants
--- KEYS[6]  release marker for this request, given for a reentrant owner
---          and only for one, so that a retried release of a reentrant hold
---          is applied once
+-- KEYS[4]  the lock's own token key (see fence.lua), given with fencing
+--          mode "0" only
+-- KEYS[#KEYS]  release marker for this request, last, given for a
+--          reentrant owner (with ARGV[12]) and only for one, so that a
+--          retried release of a reentrant hold is applied once
 -- ARGV[1]  owner id releasing
 -- ARGV[2]  "publish" or "spublish" (and so "numsub" or "shardnumsub" to
 --          count a channel's subscribers)
--- ARGV[3]  fencing mode (see fence.lua)
+-- ARGV[3]  fencing mode (see fence.lua): "0" when KEYS[4] is the lock's
+--          own token key, "1" when the call has none
 -- ARGV[4]  grant channel of the releasing client, which ends with its
 --          "<uuid>": the channel of another client is this with the
 --          client's "<uuid>" replaced
 -- ARGV[5]  "1" to grant to other clients' waiters, "0" to the releasing
 --          client's own only
+-- ARGV[6]  the lock's release channel
 -- The arguments from here on may be left out when they are "" or "0":
--- ARGV[6]  "1" when the releasing client listens on the channel itself
--- ARGV[7]  queue member of a waiter of the releasing client to grant the
+-- ARGV[7]  "1" when the releasing client listens on the channel itself
+-- ARGV[8]  queue member of a waiter of the releasing client to grant the
 --          lock to in place of the first one when that is the releasing
 --          client's too
--- ARGV[8]  queue member to remove (a waiter leaving)
--- ARGV[9]  a fencing token: the releasing client has passed its hold to
---          its waiter ARGV[7] in process already, with that token (see
+-- ARGV[9]  queue member to remove (a waiter leaving)
+-- ARGV[10] a fencing token: the releasing client has passed its hold to
+--          its waiter ARGV[8] in process already, with that token (see
 --          "Passing on in process" below)
--- ARGV[10] with ARGV[9]: "1" to reserve the next k tokens
--- ARGV[11] release marker lifetime in milliseconds, given with KEYS[6]
--- ARGV[12] with ARGV[9]: the releasing client's clock in unix ms when it
+-- ARGV[11] with ARGV[10]: "1" to reserve the next k tokens
+-- ARGV[12] release marker lifetime in milliseconds, given with the marker
+-- ARGV[13] with ARGV[10]: the releasing client's clock in unix ms when it
 --          passed the hold on, recorded as relock_since (absent: the
 --          server's clock, one more call)
 --
@@ -45,10 +47,10 @@
 --          3: the last hold released, and the lock granted to a waiter of
 --             another client, told on its grant channel
 --          a negative integer -(2t + p): the last hold released, and the
---             lock granted to the member ARGV[7], whose fencing token is
+--             lock granted to the member ARGV[8], whose fencing token is
 --             t; p is 1 when the tokens t + 1 to t + k are reserved for
 --             the grantee's client to pass the lock on in process.
---          With ARGV[9] (passing on in process), t being that token:
+--          With ARGV[10] (passing on in process), t being that token:
 --          0  the client holds the lock no more: the run of holds was
 --             broken before (expired, deleted), and the waiter has nothing
 --          4c + 2: a hold of the client with the newer token c is there
@@ -63,7 +65,7 @@
 -- other client's waiter is first in the queue. While its client holds the
 -- lock without a break, a release of that client may then hand the lock
 -- to its next local waiter at once, with the next reserved token, and
--- send this script with ARGV[9] to make it so in Redis. Such switches
+-- send this script with ARGV[10] to make it so in Redis. Such switches
 -- may reach the server in any order; each replaces the client's hold if
 -- that hold's token is older than its own, so the newest wins, and none
 -- ever takes a lock the client does not hold. A switch answered with p
@@ -90,7 +92,9 @@
 -- The release message is Redisson's; the arguments a plain release leaves
 -- out are "".
 local unlock_message = '0'
-local preferred, leaving, passed = ARGV[7] or '', ARGV[8] or '', ARGV[9] or ''
+local preferred, leaving, passed = ARGV[8] or '', ARGV[9] or '', ARGV[10] or ''
+local named = ARGV[3] == '0' and KEYS[4] or nil
+local marker = (ARGV[12] or '') ~= '' and KEYS[#KEYS]
 
 -- The common call, a plain release of the owner's last hold with no one
 -- in the queue, frees the lock here, before any of the functions below is
@@ -98,7 +102,7 @@ local preferred, leaving, passed = ARGV[7] or '', ARGV[8] or '', ARGV[9] or ''
 -- count, the owner's hold count, and queued, whether the hash says someone
 -- may be in the queue (relock_queued, see lock.lua).
 local count, queued
-if passed == '' and leaving == '' and not KEYS[6] then
+if passed == '' and leaving == '' and not marker then
     local f = redis.call('hmget', KEYS[1], ARGV[1], queued_field)
     if not f[1] then
         return 0
@@ -106,7 +110,7 @@ if passed == '' and leaving == '' and not KEYS[6] then
     queued = f[2] ~= false
     if f[1] == '1' and not queued and preferred == '' then
         redis.call('del', KEYS[1])
-        redis.call(ARGV[2], KEYS[2], unlock_message)
+        redis.call(ARGV[2], ARGV[6], unlock_message)
         return 2
     end
     count = tonumber(f[1])
@@ -127,15 +131,29 @@ local function may_pass(next, quiet)
     return quiet and ARGV[5] == '1' and (not next or client(next) == self)
 end
 
--- hold writes the hash of a hold granted to owner with token t, marked
--- for its release when anyone (next, not nil) is in the queue behind it,
--- and begun at since (unix ms; nil or "": now, by the server's clock).
-local function hold(owner, t, next, since)
+-- hold makes owner the holder with token t in place of old, the field of
+-- the hold it replaces: the hash is marked for its release when anyone
+-- (next, not nil) is in the queue behind the new hold, begun at since
+-- (unix ms; nil or "": now, by the server's clock). The hash is written
+-- over, never deleted first: a script that runs on the node of a slot
+-- being migrated may touch no key that is not there at that moment (see
+-- docs/design.md, Scripts).
+local function hold(owner, t, next, since, old)
     since = at_or_now(since)
     if next then
         redis.call('hset', KEYS[1], owner, '1', token_field, t, since_field, since, queued_field, '1')
     else
         redis.call('hset', KEYS[1], owner, '1', token_field, t, since_field, since)
+    end
+    local gone = {}
+    if old ~= owner then
+        gone[1] = old
+    end
+    if not next then
+        gone[#gone + 1] = queued_field
+    end
+    if #gone > 0 then
+        redis.call('hdel', KEYS[1], unpack(gone))
     end
 end
 
@@ -143,14 +161,14 @@ end
 -- listens) listens on the release channel.
 local function quiet_channel()
     local known = 0
-    if ARGV[6] == '1' then
+    if ARGV[7] == '1' then
         known = 1
     end
     local numsub = 'numsub'
     if ARGV[2] == 'spublish' then
         numsub = 'shardnumsub'
     end
-    return redis.call('pubsub', numsub, KEYS[2])[2] <= known
+    return redis.call('pubsub', numsub, ARGV[6])[2] <= known
 end
 
 -- Redis does not undo the writes of a script that fails, so from here on
@@ -163,39 +181,38 @@ if passed ~= '' then
     local t = tonumber(passed)
     local holder, cur = holding(KEYS[1])
     if not cur or not holder or string.sub(holder, 1, #self + 1) ~= self .. ':' then
-        redis.call('zrem', KEYS[5], preferred)
+        redis.call('zrem', KEYS[3], preferred)
         return 0
     end
     if cur > t then
-        redis.call('zrem', KEYS[5], preferred)
+        redis.call('zrem', KEYS[3], preferred)
         return 4 * cur + 2
     end
     -- The first member of the queue after the waiter's, and the reply,
     -- with the tokens it reserves.
-    local first = redis.call('zrange', KEYS[5], 0, 1)
+    local first = redis.call('zrange', KEYS[3], 0, 1)
     local next = first[1]
     if next == preferred then
         next = first[2]
     end
-    local reply = switched(may_pass(next, quiet_channel()), ARGV[10], KEYS[3], KEYS[4], ARGV[3], k)
-    redis.call('zrem', KEYS[5], preferred)
-    redis.call('del', KEYS[1])
-    hold(owner_of(preferred), t, next, ARGV[12])
+    local reply = switched(may_pass(next, quiet_channel()), ARGV[11], KEYS[2], named, k)
+    redis.call('zrem', KEYS[3], preferred)
+    hold(owner_of(preferred), t, next, ARGV[13], holder)
     redis.call('pexpire', KEYS[1], string.match(preferred, '^(%d+)|'))
     return reply
 end
 
 local function leave()
     if leaving ~= '' then
-        redis.call('zrem', KEYS[5], leaving)
+        redis.call('zrem', KEYS[3], leaving)
     end
 end
 if leaving ~= '' and redis.call('type', KEYS[1]).ok ~= 'hash' then
     leave()
     return 0 -- nothing to release, whatever the key holds
 end
-if KEYS[6] then
-    local done = redis.call('get', KEYS[6])
+if marker then
+    local done = redis.call('get', marker)
     if done then
         leave()
         return tonumber(done)
@@ -211,8 +228,8 @@ end
 if count > 1 then
     leave()
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
-    if KEYS[6] then
-        redis.call('set', KEYS[6], '1', 'px', ARGV[11])
+    if marker then
+        redis.call('set', marker, '1', 'px', ARGV[12])
     end
     return 1
 end
@@ -220,7 +237,7 @@ end
 local result = 2
 local grantee
 local quiet = false
-local queue = waiting(KEYS[5], queued)
+local queue = waiting(KEYS[3], queued)
 if leaving ~= '' then
     queue = without(queue, leaving)
 end
@@ -230,7 +247,7 @@ if #queue > 0 or preferred ~= '' then
         local first = queue[1]
         if first == nil or (client(first) == self and preferred ~= '') then
             grantee = preferred
-            if first ~= nil and not redis.call('zscore', KEYS[5], grantee) then
+            if first ~= nil and not redis.call('zscore', KEYS[3], grantee) then
                 grantee = first
             end
         elseif ARGV[5] == '1' then
@@ -244,10 +261,9 @@ end
 
 local token
 if grantee then
-    token = fence(KEYS[3], KEYS[4], ARGV[3])
+    token = fence(KEYS[2], named)
 end
 leave()
-redis.call('del', KEYS[1])
 if grantee then
     local lease = string.match(grantee, '^(%d+)|')
     local owner = owner_of(grantee)
@@ -256,7 +272,7 @@ if grantee then
     if not mine then
         ttl = math.min(ttl, grant_ttl)
     end
-    redis.call('zrem', KEYS[5], grantee)
+    redis.call('zrem', KEYS[3], grantee)
     -- after is the first member of the queue behind the grantee, if any.
     local after
     for i = 1, #queue, 2 do
@@ -265,13 +281,13 @@ if grantee then
             break
         end
     end
-    hold(owner, token, after)
+    hold(owner, token, after, nil, ARGV[1])
     redis.call('pexpire', KEYS[1], ttl)
     if mine and grantee == preferred then
         result = -2 * token
         if may_pass(after, quiet) then
             -- Cannot fail: fence has just drawn from the same keys.
-            reserve(KEYS[3], KEYS[4], ARGV[3], k)
+            reserve(KEYS[2], named, k)
             result = result - 1
         end
     else
@@ -279,10 +295,11 @@ if grantee then
         result = 3
     end
 else
-    redis.call(ARGV[2], KEYS[2], unlock_message)
+    redis.call('del', KEYS[1])
+    redis.call(ARGV[2], ARGV[6], unlock_message)
     wake_clients(queue, ARGV[2], ARGV[4], self)
 end
-if KEYS[6] then
-    redis.call('set', KEYS[6], result, 'px', ARGV[11])
+if marker then
+    redis.call('set', marker, result, 'px', ARGV[12])
 end
 return result
