@@ -19,6 +19,7 @@ import (
 
 	"github.com/relock-go/relock/internal/batch"
 	"github.com/relock-go/relock/internal/notify"
+	"github.com/relock-go/relock/internal/wait"
 	"github.com/relock-go/relock/internal/watchdog"
 )
 
@@ -52,9 +53,10 @@ type Client struct {
 
 	leftovers leftovers // queue leaves that failed (leftover.go)
 
-	local waiters      // waiting calls of every primitive but the FairMutex (waiters.go)
-	fair  waiters      // FairMutex calls waiting
-	turns turnRegistry // RWMutex writers' turns per name
+	local   waiters                   // waiting calls of every primitive but the FairMutex (internal/wait)
+	fair    waiters                   // FairMutex calls waiting
+	turns   wait.Turns                // RWMutex writers' turns per name
+	waitEnv *wait.Env[*Lease, *grant] // what the waiting core needs of the Client (waiting.go)
 
 	closing   chan struct{}
 	clock     atomic.Pointer[clockArg] // see nowArg
@@ -139,6 +141,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		Now:     func() int64 { return c.wd.Now() },
 		Logger:  cfg.logger,
 	})
+	c.waitEnv = c.newWaitEnv()
 	c.wd = watchdog.New(watchdog.Config{
 		Interval: cfg.watchdog / 3,
 		Renew:    c.renew,
@@ -361,9 +364,9 @@ type Stats struct {
 }
 
 type stats struct {
-	acquired, released, lost, waits, wakeups, handoffs atomic.Uint64
-	syncShort, renewSyncShort                          atomic.Uint64
-	asleep                                             atomic.Int64
+	wait.Stats                         // waits, wake-ups, calls asleep
+	acquired, released, lost, handoffs atomic.Uint64
+	syncShort, renewSyncShort          atomic.Uint64
 }
 
 // Stats returns the Client's counters.
@@ -372,9 +375,9 @@ func (c *Client) Stats() Stats {
 		Acquired:  c.stats.acquired.Load(),
 		Released:  c.stats.released.Load(),
 		Lost:      c.stats.lost.Load(),
-		Waits:     c.stats.waits.Load(),
-		Wakeups:   c.stats.wakeups.Load(),
-		Asleep:    c.stats.asleep.Load(),
+		Waits:     c.stats.Waits.Load(),
+		Wakeups:   c.stats.Wakeups.Load(),
+		Asleep:    c.stats.Asleep.Load(),
 		Handoffs:  c.stats.handoffs.Load(),
 		Held:      c.wd.Len(),
 		Channels:  c.hub.Channels(),

@@ -218,11 +218,7 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	if !wait {
 		return nil, ErrNotAcquired
 	}
-	var fw *waiter // a one-shot call's, which a release of this Client may claim
-	if !a.reentrant {
-		fw = newWaiter(a.owner, a.cfg, false)
-	}
-	return m.wait(ctx, a, ttl, fw)
+	return m.wait(ctx, a, ttl)
 }
 
 // attempt runs fair_lock.lua once. It returns a Lease, or how long to wait
@@ -294,9 +290,9 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	args := []any{l.field, m.argChannel, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants, argFairHeads, m.argGrantPrefix}
 	if m.c.passable(l) {
 		if head := l.chain.fairNext(); head != "" {
-			if w := m.c.fair.claimOwner(m.name, head); w != nil {
+			if w := m.c.fair.ClaimOwner(m.name, head); w != nil {
 				if token, ask, ok := l.chain.takeHead(head); !ok {
-					m.c.fair.settle([]*waiter{w}, -1, nil, false) // an answer came meanwhile
+					m.c.fair.Settle([]*waiter{w}, -1, nil, false) // an answer came meanwhile
 				} else if m.passOver(l, w, token, ask) {
 					return 3, nil
 				}
@@ -308,7 +304,7 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	}
 	if !m.c.rsync.mayWait() {
 		var buf [fairMaxCandidates]*waiter
-		if ws := m.c.fair.claim(m.name, buf[:]); len(ws) > 0 {
+		if ws := m.c.fair.Claim(m.name, buf[:], nil); len(ws) > 0 {
 			return m.handOff(ctx, keys, args, ws)
 		}
 	}

@@ -62,44 +62,45 @@ func (m *FairMutex) acceptGrant(a *fairAcquire, g *grant) *Lease {
 // releaser: negative when the lock passed on.
 func (m *FairMutex) handOff(ctx context.Context, keys []any, args []any, ws []*waiter) (int64, error) {
 	for _, w := range ws {
-		args = append(args, w.owner, w.lease.Milliseconds())
+		args = append(args, w.Owner, heldFor(w).lease.Milliseconds())
 	}
 	sent := m.c.wd.Now()
 	v, err := scripts.FairUnlock.Run(ctx, m.c.batch.Direct(), keys, args...).Result()
 	if err != nil {
 		// Unknown outcome: a candidate given the lock finds it holds it
 		// when it attempts, and takes it as its own.
-		m.c.fair.settle(ws, -1, nil, true)
+		m.c.fair.Settle(ws, -1, nil, true)
 		return 0, err
 	}
 	r, ok := v.([]any)
 	if !ok || len(r) != 4 {
-		m.c.fair.settle(ws, -1, nil, false)
+		m.c.fair.Settle(ws, -1, nil, false)
 		n, _ := v.(int64)
 		return n, nil
 	}
 	token, _ := r[0].(int64)
 	i, _ := r[1].(int64)
 	if i < 1 || int(i) > len(ws) || token <= 0 {
-		m.c.fair.settle(ws, -1, nil, true)
+		m.c.fair.Settle(ws, -1, nil, true)
 		return 0, fmt.Errorf("unexpected reply %v", v)
 	}
 	w := ws[i-1]
-	next := m.newLease(w.owner, false, uint64(token))
+	next := m.newLease(w.Owner, false, uint64(token))
 	if heads, first := fairHeadsOf(r[2], r[3]); len(heads) > 0 {
 		// Tokens reserved for passing it on in process to the next heads.
 		next.chain = newFairChain(first, heads)
 	}
-	m.c.watch(next, m.group, w.lease, w.fixed, sent)
+	cfg := heldFor(w)
+	m.c.watch(next, m.group, cfg.lease, cfg.fixed, sent)
 	m.c.stats.acquired.Add(1)
 	m.c.stats.handoffs.Add(1)
-	if !m.c.fair.settle(ws, int(i-1), next, false) {
+	if !m.c.fair.Settle(ws, int(i-1), next, false) {
 		m.c.releaseUnwanted(next)
 	} else {
 		// w returns with next at once and leaves its subscription, if
 		// any, to us: the unsubscribe is off the path of the lock's next
 		// handover.
-		w.sub.Close() // nil without one
+		w.Sub.Close() // nil without one
 	}
 	return -1, nil
 }
@@ -134,7 +135,7 @@ func (m *FairMutex) nextTry(ttl time.Duration) time.Duration {
 // Client's grant channel, and on the call's own channel once a Redisson
 // client may tell it there. Whatever ends it without the lock, the call
 // leaves the queue before it returns.
-func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration, fw *waiter) (*Lease, error) {
+func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration) (*Lease, error) {
 	q := &fairQueued{m: m, a: a, ctx: ctx}
 	if a.cfg.spin != nil {
 		// An attempt refreshes the call's place in the queue: the heartbeat
@@ -144,17 +145,19 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration,
 		})
 		switch {
 		case l == nil:
-			q.leave()
+			q.Leave()
 		case a.cfg.fixed:
 			m.tellHead(ctx)
 		}
 		return l, err
 	}
 	// Only Redisson's releases publish on the call's own channel.
-	qw := queuedWait{op: "lock", name: m.name, channel: m.channel + ":" + a.owner, policy: notify.WakeOne,
-		listenWhen: &a.other, local: m.name, owner: a.owner, grants: m.grants,
-		joined: true, sent: a.joined, reg: &m.c.fair, waiter: fw}
-	l, err := m.c.waitQueued(ctx, qw, q, m.nextTry(ttl))
+	// A one-shot call's waiter a release of this Client may claim.
+	w := newWaiter(a.owner, a, !a.reentrant)
+	wt := waitFor{Op: "lock", Name: m.name, Channel: m.channel + ":" + a.owner, Policy: notify.WakeOne,
+		ListenWhen: &a.other, List: &m.c.fair, Local: m.name, Waiter: w, Grants: m.grants,
+		Joined: true, Sent: a.joined}
+	l, err := m.c.waitQueued(ctx, wt, q, m.nextTry(ttl))
 	if err != nil {
 		return nil, err
 	}
@@ -176,23 +179,23 @@ type fairQueued struct {
 	l   *Lease          // once taken
 }
 
-func (q *fairQueued) attempt(ctx context.Context) (bool, time.Duration, error) {
+func (q *fairQueued) Attempt(ctx context.Context) (bool, time.Duration, error) {
 	l, ttl, err := q.m.attempt(ctx, q.a)
 	q.l = l
 	return l != nil, q.m.nextTry(ttl), err
 }
 
-func (q *fairQueued) accept(g *grant) bool {
+func (q *fairQueued) Accept(g *grant) bool {
 	q.l = q.m.acceptGrant(q.a, g)
 	return q.l != nil
 }
 
-func (q *fairQueued) join() {}
+func (q *fairQueued) Join() {}
 
 // confirmed reports whether the call may be first in the queue, once it
 // listens on its channel: only the first of the queue is ever told, so a
 // message before the subscription can only have been meant for the first.
-func (q *fairQueued) confirmed(ctx context.Context) bool { return q.m.first(ctx, q.a.owner) }
+func (q *fairQueued) Confirmed(ctx context.Context) bool { return q.m.first(ctx, q.a.owner) }
 
 // leave takes the call out of the queue. A one-shot owner that leaves
 // wants nothing: a hold of its id is undone with the queue entry, whether
@@ -200,7 +203,7 @@ func (q *fairQueued) confirmed(ctx context.Context) bool { return q.m.first(ctx,
 // claimed the call may be granting it at the same time: whichever of the
 // two comes second finds nothing to free) or a handoff whose reply was
 // lost left it. A reentrant owner is never granted the lock by a release.
-func (q *fairQueued) leave() {
+func (q *fairQueued) Leave() {
 	mode := fairLeaveOnly
 	if !q.a.reentrant {
 		mode = fairUndoOneShot

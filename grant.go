@@ -107,7 +107,7 @@ func (c *Client) routeGrant(payload string) int {
 	var g *grant
 	var recheck time.Duration // 0: now
 	var owner string
-	reg := &c.local
+	list := &c.local
 	switch kind {
 	case "g", "fg":
 		var ok bool
@@ -129,34 +129,16 @@ func (c *Client) routeGrant(payload string) int {
 		return 0
 	}
 	if kind[0] == 'f' {
-		reg = &c.fair
+		list = &c.fair
 	}
 	// A call gone has taken the grant with its attempt, or leaving the
 	// queue releases it.
-	reg.tell(owner, g, recheck)
-	return 0
-}
-
-// passOn is called as a Mutex call waiting in w returns: got tells
-// whether it acquired, lease is the lease it took, due is when it would
-// have tried again (zero: unknown). Another waiting call of the Client for
-// the same lock may sleep on a time that this one knew better: it is told
-// to check again by then (the lock may be free once this call's lease runs
-// out unannounced, or this call was to be the one to check). See
-// waiters.go.
-func (c *Client) passOn(name string, w *waiter, got bool, lease time.Duration, due time.Time) {
-	var d time.Duration
-	switch {
-	case got && lease <= 0:
-		return // nothing it took runs out
-	case got:
-		d = lease
-	case !due.IsZero():
-		d = max(time.Until(due), 0)
-	default:
-		return
+	if g != nil {
+		list.Grant(owner, g)
+	} else {
+		list.Wake(owner, recheck)
 	}
-	c.local.tellOther(name, w, d+time.Millisecond)
+	return 0
 }
 
 // parseGrant reads "<token>:<ttl ms>:<ms>" and what follows it after a
@@ -258,14 +240,14 @@ func (m *Mutex) leaveQueue(a *acquire) {
 func (m *Mutex) unlockArgs(owner any, marked bool, w *waiter, leaving string, passed ...any) []any {
 	listen, remote, preferred, left := argZero, argOne, argEmpty, argEmpty
 	// Only the Mutex calls of a Client listen on a Mutex's release channel.
-	if m.c.local.n.Load() > 0 && m.c.hub.Listening(m.channel) {
+	if m.c.local.Len() > 0 && m.c.hub.Listening(m.channel) {
 		listen = argOne
 	}
 	if m.c.rsync.mayWait() {
 		remote = argZero // a grant to another Client would return before replicas acknowledge it
 	}
 	if w != nil {
-		preferred = w.member
+		preferred = w.Call.(*acquire).member
 	}
 	if leaving != "" {
 		left = leaving
@@ -292,25 +274,26 @@ func (m *Mutex) settle(w *waiter, r int64, err error, sent int64) {
 	ws := []*waiter{w}
 	switch {
 	case err == nil && r < 0:
-		next := &Lease{c: m.c, rel: m, name: m.name, field: w.owner, token: uint64(-r) >> 1, end: newEnding()}
+		next := &Lease{c: m.c, rel: m, name: m.name, field: w.Owner, token: uint64(-r) >> 1, end: newEnding()}
 		if r&1 == 1 { // -(2t + 1): tokens reserved for passing it on in process
 			next.chain = newChain(next.token+1, chainBlock)
 		}
-		m.c.watch(next, m.group, w.lease, w.fixed, sent)
+		cfg := heldFor(w)
+		m.c.watch(next, m.group, cfg.lease, cfg.fixed, sent)
 		if next.chain != nil {
-			m.c.local.setRun(m.name, next)
+			m.c.local.SetRun(m.name, next)
 		}
 		m.c.stats.acquired.Add(1)
 		m.c.stats.handoffs.Add(1)
-		if !m.c.local.settle(ws, 0, next, false) {
+		if !m.c.local.Settle(ws, 0, next, false) {
 			m.c.releaseUnwanted(next)
 		}
 	case err == nil && r == 3:
-		m.c.local.settle(ws, -1, nil, false)
+		m.c.local.Settle(ws, -1, nil, false)
 	default:
 		// Not passed on (or unknown): the waiter tries itself. A one-shot
 		// owner that finds itself holding the lock takes it as its own.
-		m.c.local.settle(ws, -1, nil, true)
+		m.c.local.Settle(ws, -1, nil, true)
 	}
 }
 
@@ -346,7 +329,7 @@ func (m *Mutex) handOff(ctx context.Context, l *Lease, w *waiter, keys []any) (i
 	}
 	unlock := func() (int64, error) {
 		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), l.reentrant, nil, ""), nil)
-		m.c.local.settle([]*waiter{w}, -1, nil, true) // it tries itself
+		m.c.local.Settle([]*waiter{w}, -1, nil, true) // it tries itself
 		return r, err
 	}
 	if err != nil {
@@ -366,8 +349,8 @@ func (m *Mutex) handOff(ctx context.Context, l *Lease, w *waiter, keys []any) (i
 	if serr := s.judge(ctx, t, ack); serr != nil {
 		// Released, but the waiter may not have it: free it again.
 		m.c.stats.syncShort.Add(1)
-		m.c.undo(ctx, &handed{m: m, owner: w.owner})
-		m.c.local.settle([]*waiter{w}, -1, nil, true) // it tries itself
+		m.c.undo(ctx, &handed{m: m, owner: w.Owner})
+		m.c.local.Settle([]*waiter{w}, -1, nil, true) // it tries itself
 		return 2, nil
 	}
 	m.settle(w, r, nil, sent)

@@ -140,8 +140,9 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 	if n == 0 || err != nil {
 		return err
 	}
-	qw := queuedWait{op: "await", name: l.name, channel: l.channel, policy: latchPolicy, local: l.channel}
-	_, err = l.c.waitQueued(ctx, qw, tries(func(ctx context.Context) (bool, time.Duration, error) {
+	wt := waitFor{Op: "await", Name: l.name, Channel: l.channel, Policy: latchPolicy,
+		Local: l.channel, Waiter: newWaiter("", nil, false)}
+	_, err = l.c.waitQueued(ctx, wt, tries(func(ctx context.Context) (bool, time.Duration, error) {
 		n, err := l.count(ctx, "await") // an error matches ctx's once it ended
 		return n == 0 && err == nil, fallbackRecheck, err
 	}), fallbackRecheck)

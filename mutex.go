@@ -153,13 +153,13 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 		a.args = a.args[:lockArgJoined]
 	}
 
-	if a.waits && !a.reentrant && m.c.local.mayJoinRun(m.name, m.c.wd.Now()) {
+	if a.waits && !a.reentrant && m.c.local.MayJoinRun(m.name, joinable) {
 		// While the Client passes the lock on in process, the call joins
-		// the run without an attempt (waiters.joinRun).
-		lw := newWaiter(a.owner, a.cfg, false)
-		lw.member = a.queueMember()
-		if m.c.local.joinRun(m.name, lw, m.c.wd.Now()) {
-			return m.wait(ctx, a, grantTTL, lw)
+		// the run without an attempt (wait.List.JoinRun).
+		a.queueMember()
+		w := newWaiter(a.owner, a, true)
+		if m.c.local.JoinRun(m.name, w, joinable) {
+			return m.wait(ctx, a, grantTTL, w)
 		}
 	}
 	l, ttl, err := m.attempt(ctx, a)
@@ -184,20 +184,20 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 // grant.go): on the Client's grant channel, and on the lock's release
 // channel once the holder may be a client that only publishes there;
 // retry is how long to sleep first at most. joined, if not nil, is the
-// waiter of a call that joined its Client's run (waiters.joinRun) and has
-// made no attempt yet.
+// waiter of a call that joined its Client's run (wait.List.JoinRun) and
+// has made no attempt yet.
 func (m *Mutex) wait(ctx context.Context, a *acquire, retry time.Duration, joined *waiter) (*Lease, error) {
-	inRun, lw, sent := joined != nil, joined, a.joined
+	inRun, w, sent := joined != nil, joined, a.joined
 	if inRun {
 		sent = m.c.wd.Now()
 	} else {
-		lw = newWaiter(a.owner, a.cfg, a.reentrant)
-		lw.member = a.queueMember()
+		a.queueMember()
+		w = newWaiter(a.owner, a, !a.reentrant)
 	}
-	qw := queuedWait{op: "lock", name: m.name, channel: m.channel, policy: lockPolicy,
-		listenWhen: &a.other, local: m.name, owner: a.owner, grants: m.grants,
-		joined: !inRun, sent: sent, hold: a.cfg.lease, waiter: lw, inRun: inRun}
-	h, err := m.c.waitQueued(ctx, qw, a, retry)
+	wt := waitFor{Op: "lock", Name: m.name, Channel: m.channel, Policy: lockPolicy,
+		ListenWhen: &a.other, Local: m.name, Waiter: w, InRun: inRun, Grants: m.grants,
+		Joined: !inRun, Sent: sent, WakeNext: true, Hold: a.cfg.lease}
+	h, err := m.c.waitQueued(ctx, wt, a, retry)
 	if h != nil || err != nil {
 		return h, err
 	}
@@ -207,19 +207,19 @@ func (m *Mutex) wait(ctx context.Context, a *acquire, retry time.Duration, joine
 // attempt, accept, join and leave make a Mutex call its own queued call
 // as Client.waitQueued runs it: its attempts queue it (lock.lua), and it
 // leaves the queue as it returns without the lock.
-func (a *acquire) attempt(ctx context.Context) (bool, time.Duration, error) {
+func (a *acquire) Attempt(ctx context.Context) (bool, time.Duration, error) {
 	l, ttl, err := a.m.attempt(ctx, a)
 	a.got = l
 	return l != nil, retryAfter(ttl), err
 }
 
-func (a *acquire) accept(g *grant) bool {
+func (a *acquire) Accept(g *grant) bool {
 	a.got = a.m.accept(a, g)
 	return a.got != nil
 }
 
-func (a *acquire) join()  {}
-func (a *acquire) leave() { a.m.leaveQueue(a) }
+func (a *acquire) Join()  {}
+func (a *acquire) Leave() { a.m.leaveQueue(a) }
 
 // retryAfter is how long a waiter sleeps, at most, when the holder has ttl
 // left (negative: unknown).
@@ -301,7 +301,7 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 		return 3, nil
 	}
 	var one [1]*waiter
-	if ws := m.c.local.claim(m.name, one[:]); len(ws) == 1 {
+	if ws := m.c.local.Claim(m.name, one[:], nil); len(ws) == 1 {
 		return m.handOff(ctx, l, ws[0], keys)
 	}
 	return m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), l.reentrant, nil, ""), nil)

@@ -295,12 +295,19 @@ func (ch *chain) ours(token, from uint64) bool {
 func (c *Client) passOrEnd(ctx context.Context, l *Lease, name string, pass func(*Lease, *waiter) bool) (bool, error) {
 	if c.passable(l) && l.chain.ready() {
 		var one [1]*waiter
-		if ws := c.local.claim(name, one[:]); len(ws) == 1 && pass(l, ws[0]) {
+		if ws := c.local.Claim(name, one[:], nil); len(ws) == 1 && pass(l, ws[0]) {
 			return true, nil
 		}
 	}
-	c.local.endRun(name, l)
+	c.local.EndRun(name, l)
 	return false, l.awaitConfirmed(ctx)
+}
+
+// joinable reports whether a call may join the run that h holds now: h's
+// hold is watched, has time left, and may be passed on as far as the
+// run's answers tell (wait.List.JoinRun).
+func joinable(h *Lease) bool {
+	return !h.entry.Ended() && h.entry.Deadline()-h.c.wd.Now() > int64(passMargin) && h.chain.ready()
 }
 
 // passable reports whether l's hold may be passed on in process, tokens
@@ -319,7 +326,7 @@ func (c *Client) passable(l *Lease) bool {
 // try is not answered). It reports false, having done nothing, if w has
 // gone: the release then goes on as if it had not claimed w.
 func (m *Mutex) passOver(l *Lease, w *waiter) bool {
-	return m.c.passSwitch(l, w, w.owner, m.group, m.name, func(ctx context.Context, token, reserve any) (int64, error) {
+	return m.c.passSwitch(l, w, w.Owner, m.group, m.name, func(ctx context.Context, token, reserve any) (int64, error) {
 		args := m.unlockArgs(l.arg(), false, w, "", token, reserve)
 		return m.c.batch.Do(ctx, scripts.Unlock, m.keys, args, nil)
 	})
@@ -341,7 +348,7 @@ func (c *Client) passSwitch(l *Lease, w *waiter, field string, group int, name s
 		ch.noNews(token, ask)
 		return false
 	}
-	c.local.setRun(name, next)
+	c.local.SetRun(name, next)
 	tok, reserve := strconv.FormatUint(token, 10), argZero
 	if ask {
 		reserve = argOne
@@ -354,7 +361,7 @@ func (c *Client) passSwitch(l *Lease, w *waiter, field string, group int, name s
 			ch.answer(token, ask, true, false, 0)
 			c.wd.Lose(next.entry, errUnconfirmed)
 		case r&1 == 1: // 4b + 2p + 1: w holds it
-			c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.lease))
+			c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, heldFor(w).lease))
 			ch.answer(token, ask, false, r&2 == 2, uint64(r>>2))
 		case r&3 == 2 && ch.ours(uint64(r>>2), token): // 4c + 2: a newer switch of the run came first
 			ch.noNews(token, ask)
@@ -372,12 +379,13 @@ func (c *Client) passSwitch(l *Lease, w *waiter, field string, group int, name s
 // and run with token and field, before Redis has it (see above), and
 // returns it with when it did so (the switch's sending), or false if w
 // has gone: nothing is left of the new lease then.
-func (c *Client) handOver(l *Lease, w *waiter, field string, token uint64, group int, reg *waiters) (*Lease, int64, bool) {
+func (c *Client) handOver(l *Lease, w *waiter, field string, token uint64, group int, list *waiters) (*Lease, int64, bool) {
 	sent := c.wd.Now()
 	next := &Lease{c: c, rel: l.rel, name: l.name, field: field, token: token, end: newEnding(),
 		chain: l.chain, confirmed: make(chan struct{})}
-	c.wd.AddUnconfirmed(next.ownEntry(group, w.lease, w.fixed), min(l.entry.Deadline(), watchdog.DeadlineFor(sent, w.lease)))
-	if !reg.settle([]*waiter{w}, 0, next, false) {
+	cfg := heldFor(w)
+	c.wd.AddUnconfirmed(next.ownEntry(group, cfg.lease, cfg.fixed), min(l.entry.Deadline(), watchdog.DeadlineFor(sent, cfg.lease)))
+	if !list.Settle([]*waiter{w}, 0, next, false) {
 		c.wd.Remove(next.entry)
 		close(next.confirmed)
 		return nil, 0, false
@@ -433,20 +441,20 @@ var argFairHeads any = fairHeads
 // does.
 func (m *FairMutex) passOver(l *Lease, w *waiter, token uint64, ask bool) bool {
 	ch := l.chain
-	next, sent, ok := m.c.handOver(l, w, w.owner, token, m.group, &m.c.fair)
+	next, sent, ok := m.c.handOver(l, w, w.Owner, token, m.group, &m.c.fair)
 	if !ok {
 		ch.noNews(token, ask)
 		return false
 	}
 	// w returns with next at once and leaves its subscription to us, as
 	// after any handoff.
-	w.sub.Close()
+	w.Sub.Close()
 	heads, since := argZero, m.c.nowArg()
 	if ask {
 		heads = argFairHeads
 	}
 	judgeSwitch(m.c, next, func(ctx context.Context) ([]any, error) {
-		return scripts.FairPass.Run(ctx, m.c.batch.Direct(), m.unlockKeys, w.owner, w.lease.Milliseconds(), token, heads, since, m.c.argFencing).Slice()
+		return scripts.FairPass.Run(ctx, m.c.batch.Direct(), m.unlockKeys, w.Owner, heldFor(w).lease.Milliseconds(), token, heads, since, m.c.argFencing).Slice()
 	}, func(r []any, err error) {
 		status := int64(-1)
 		if err == nil && len(r) > 0 {
@@ -458,7 +466,7 @@ func (m *FairMutex) passOver(l *Lease, w *waiter, token uint64, ask bool) bool {
 			m.c.wd.Lose(next.entry, errUnconfirmed)
 		case status == 1 && len(r) == 3:
 			heads, first := fairHeadsOf(r[1], r[2])
-			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.lease))
+			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, heldFor(w).lease))
 			ch.answerFair(token, ask, false, heads, first)
 		case status == 2 && len(r) == 2 && ch.ours(uint64(toInt(r[1])), token):
 			// A newer switch of the run came first: w has passed it on.
@@ -495,11 +503,11 @@ func toInt(v any) int64 {
 // writer of this Client it has claimed, as Mutex.passOver does; the
 // switch is rw_write_unlock.lua's.
 func (rw *RWMutex) passOver(l *Lease, w *waiter) bool {
-	member := w.member
+	member := w.Call.(*rwAcquire).named
 	if member == "" { // a writer not queued yet: the switch takes nothing out of the queue
-		member = queueMember(w.lease, argKindOneShot.(string), w.owner)
+		member = queueMember(heldFor(w).lease, argKindOneShot.(string), w.Owner)
 	}
-	return rw.c.passSwitch(l, w, w.owner+":write", rw.group, rw.queue, func(ctx context.Context, token, reserve any) (int64, error) {
+	return rw.c.passSwitch(l, w, w.Owner+":write", rw.group, rw.queue, func(ctx context.Context, token, reserve any) (int64, error) {
 		args := append(rw.unlockArgs(l.field, argZero, ""), member, token, reserve)
 		return rw.c.batch.Do(ctx, scripts.RWWriteUnlock, rw.unlockKeys, args, nil)
 	})

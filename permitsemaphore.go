@@ -306,7 +306,7 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 	ps.c.retryLeaves(ctx, ps.name)
 	a := &permitAttempt{ps: ps, cfg: cfg, raw: permitID(ps.c.id, ownerSeq.Add(1)), lease: cfg.lease.Milliseconds()}
 	a.args = []any{a.raw, a.lease, ps.c.argPublish, argEmpty, argGrantTTL, argZero}
-	done, retry, err := a.attempt(ctx)
+	done, retry, err := a.Attempt(ctx)
 	if done || err != nil {
 		return a.p, err
 	}
@@ -314,22 +314,22 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 		return nil, ErrNotAcquired
 	}
 	if cfg.spin != nil {
-		ps.c.stats.waits.Add(1)
-		err = ps.c.spin(ctx, "acquire", ps.name, cfg.spin, retry, 0, func() (bool, time.Duration, error) { return a.attempt(ctx) })
+		ps.c.stats.Waits.Add(1)
+		err = ps.c.spin(ctx, "acquire", ps.name, cfg.spin, retry, 0, func() (bool, time.Duration, error) { return a.Attempt(ctx) })
 	} else {
 		seq := ownerSeq.Add(1)
 		owner := ps.c.id + ":" + strconv.FormatUint(seq, 10)
-		qw := queuedWait{op: "acquire", name: ps.name, channel: ps.channel, policy: permitPolicy,
-			local: ps.queue, owner: owner, hold: cfg.lease}
+		wt := waitFor{Op: "acquire", Name: ps.name, Channel: ps.channel, Policy: permitPolicy,
+			Local: ps.queue, Waiter: newWaiter(owner, nil, false), WakeNext: true, Hold: cfg.lease}
 		if !ps.c.rsync.mayWait() {
 			// The call queues as owner, asking for the permit id a release
 			// grants it (permit_lib.lua).
-			qw.grants = ps.grants
+			wt.Grants = ps.grants
 			a.member = queueMember(cfg.lease, argKindOneShot.(string), owner)
 			a.raw = permitID(ps.c.id, seq)
 			a.args[0] = a.raw
 		}
-		_, err = ps.c.waitQueued(ctx, qw, a, retry)
+		_, err = ps.c.waitQueued(ctx, wt, a, retry)
 	}
 	if err != nil {
 		return nil, err
@@ -357,7 +357,7 @@ func permitPolicy(payload string) int {
 // its permit (a.p), and if not how long to sleep at most. An attempt whose
 // outcome is unknown, or that too few replicas acknowledged, is undone
 // before it returns.
-func (a *permitAttempt) attempt(ctx context.Context) (bool, time.Duration, error) {
+func (a *permitAttempt) Attempt(ctx context.Context) (bool, time.Duration, error) {
 	ps := a.ps
 	keys := ps.keys
 	if a.args[permitArgMember] == argEmpty && a.args[permitArgJoined] == argZero {
@@ -393,7 +393,7 @@ func (a *permitAttempt) permit() *Permit {
 
 // accept takes the permit a release granted the call with g, unless the
 // grant may have run out already (see Client.granted).
-func (a *permitAttempt) accept(g *grant) bool {
+func (a *permitAttempt) Accept(g *grant) bool {
 	deadline, ok := a.ps.c.grantDeadline(g, a.joined)
 	if !ok {
 		return false
@@ -405,7 +405,7 @@ func (a *permitAttempt) accept(g *grant) bool {
 }
 
 // join makes the call's next attempts queue it.
-func (a *permitAttempt) join() {
+func (a *permitAttempt) Join() {
 	if a.member != "" {
 		a.args[permitArgMember] = a.member
 	}
@@ -414,7 +414,7 @@ func (a *permitAttempt) join() {
 // leave takes the call out of the queue as it returns without a permit,
 // and releases the permit if one was granted to it meanwhile (the next
 // call then gets it), within the cleanup timeout.
-func (a *permitAttempt) leave() {
+func (a *permitAttempt) Leave() {
 	if a.joined == 0 {
 		return
 	}

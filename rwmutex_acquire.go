@@ -3,11 +3,11 @@ package relock
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/wait"
 )
 
 // argUndo selects the undo mode of the read-write unlock scripts.
@@ -40,10 +40,13 @@ type rwAcquire struct {
 	field  string // the hold's hash field: owner, or owner + ":write"
 	keys   []any  // a reentrant owner's with its request marker last
 	args   []any
-	kind   any     // its kind of waiter, once it queues; nil if it never does
-	member string  // its place in the queue of waiters, once it queues
-	joined int64   // when the first attempt that may have queued it was sent
-	waiter *waiter // a one-shot writer's, which a release of this Client may hand the lock to
+	kind   any    // its kind of waiter, once it queues; nil if it never does
+	member string // its place in the queue of waiters, once it queues
+	joined int64  // when the first attempt that may have queued it was sent
+	// named is a one-shot writer's member as a release of its Client that
+	// claims its waiter names it to the script (rw_queue.lua), while it
+	// may be claimed: its member in the queue, or the one it would have.
+	named string
 	// other is set once an attempt found a holder other than a relock
 	// writer (rw_wait.lua): a writer listens on the release channel
 	// from then on.
@@ -150,7 +153,7 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 		// Only the writer that has its Client's turn may be in the queue:
 		// a grant or a word to another would find no call to take it.
 		var ok bool
-		if turn, ok = rw.c.turns.try(rw.name); !ok {
+		if turn, ok = rw.c.turns.Try(rw.name); !ok {
 			if !a.reentrant {
 				// Another writer of this Client has the turn or waits for
 				// it: an attempt now would only fail. A one-shot writer
@@ -159,7 +162,7 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 				return rw.wait(ctx, a, -1, nil, nil)
 			}
 			a.args[rwArgKind] = argEmpty // it joins once it has the turn
-		} else if !a.reentrant && rw.c.local.mayJoinRun(rw.queue, rw.c.wd.Now()) {
+		} else if !a.reentrant && rw.c.local.MayJoinRun(rw.queue, joinable) {
 			// Its Client passes the lock on in process: it joins the run
 			// without an attempt (see wait).
 			return rw.wait(ctx, a, -1, turn, nil)
@@ -172,7 +175,7 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 	if l != nil || err != nil || !wait {
 		sub.Close() // after leaving the queue
 		if turn != nil {
-			rw.c.turns.leave(rw.name, turn)
+			rw.c.turns.Leave(rw.name, turn)
 		}
 		if l == nil && err == nil {
 			err = ErrNotAcquired
@@ -204,12 +207,12 @@ func (rw *RWMutex) listening() bool {
 // A writer's turn is given when the call has it already; a reader's
 // subscription to the release channel (sub) when it subscribed before its
 // first attempt.
-func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t *turn, sub *notify.Waiter) (*Lease, error) {
-	qw := queuedWait{op: rwOp(a.write, "lock"), name: rw.name, channel: rw.channel, policy: lockPolicy,
-		local: rw.queue, owner: a.owner, hold: a.cfg.lease} // by its queue's name: never a Mutex's
+func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t *wait.Turn, sub *notify.Waiter) (*Lease, error) {
+	wt := waitFor{Op: rwOp(a.write, "lock"), Name: rw.name, Channel: rw.channel, Policy: lockPolicy,
+		Local: rw.queue, WakeNext: true, Hold: a.cfg.lease} // by its queue's name: never a Mutex's
 	if sub != nil {
-		qw.sub = sub
-		qw.joined, qw.sent = a.member != "", a.joined
+		wt.Sub = sub
+		wt.Joined, wt.Sent = a.member != "", a.joined
 	}
 	if a.write {
 		if t == nil {
@@ -221,31 +224,35 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t 
 		}
 		// Before unsubscribing: the next writer finds the channels
 		// subscribed.
-		qw.exit = func() { rw.c.turns.leave(rw.name, t) }
+		wt.Exit = func() { rw.c.turns.Leave(rw.name, t) }
 	}
+	wt.Waiter = newWaiter(a.owner, a, false)
 	if a.kind != nil {
-		qw.grants = rw.grants
+		wt.Grants = rw.grants
 		if a.write {
-			qw.listenWhen = &a.other
-			qw.joined, qw.sent = a.member != "", a.joined
+			wt.ListenWhen = &a.other
+			wt.Joined, wt.Sent = a.member != "", a.joined
 		}
 		if a.write && !a.reentrant {
-			a.waiter = newWaiter(a.owner, a.cfg, false)
-			a.waiter.member = a.member
-			qw.waiter = a.waiter
-			if now := rw.c.wd.Now(); a.member == "" && rw.c.local.joinRun(rw.queue, a.waiter, now) {
+			a.named = a.member
+			wt.Waiter = newWaiter(a.owner, a, true)
+			if a.member == "" {
 				// A writer with the turn that has made no attempt, while
 				// its Client passes the lock on in process, joins the run
-				// as a Mutex call does (waiters.joinRun): it sleeps at
-				// once, and is passed the lock in turn or told to attempt
+				// as a Mutex call does (wait.List.JoinRun): it sleeps at
+				// once, and is passed the lock in turn or woken to attempt
 				// when the run ends.
-				a.waiter.member = queueMember(a.cfg.lease, argKindOneShot.(string), a.owner)
-				qw.inRun, qw.sent = true, now
+				a.named = queueMember(a.cfg.lease, argKindOneShot.(string), a.owner)
+				if now := rw.c.wd.Now(); rw.c.local.JoinRun(rw.queue, wt.Waiter, joinable) {
+					wt.InRun, wt.Sent = true, now
+				} else {
+					a.named = ""
+				}
 			}
 		}
 	}
 	q := &rwQueued{rw: rw, a: a}
-	handed, err := rw.c.waitQueued(ctx, qw, q, retryAfter(ttl))
+	handed, err := rw.c.waitQueued(ctx, wt, q, retryAfter(ttl))
 	if err != nil {
 		return nil, err
 	}
@@ -262,13 +269,13 @@ type rwQueued struct {
 	l  *Lease // the Lease taken
 }
 
-func (q *rwQueued) attempt(ctx context.Context) (bool, time.Duration, error) {
+func (q *rwQueued) Attempt(ctx context.Context) (bool, time.Duration, error) {
 	l, ttl, err := q.rw.attempt(ctx, q.a)
 	q.l = l
 	return l != nil, retryAfter(ttl), err
 }
 
-func (q *rwQueued) accept(g *grant) bool {
+func (q *rwQueued) Accept(g *grant) bool {
 	if !q.a.write {
 		return false // readers are never granted
 	}
@@ -281,7 +288,7 @@ func (q *rwQueued) accept(g *grant) bool {
 // has seen another holder (Client.waitQueued calls join once both
 // channels are confirmed, or the grant channel only while the call does
 // not listen). A call in the queue keeps its member.
-func (q *rwQueued) join() {
+func (q *rwQueued) Join() {
 	a := q.a
 	switch {
 	case a.write && !a.reentrant && a.other:
@@ -296,7 +303,7 @@ func (q *rwQueued) join() {
 	}
 }
 
-func (q *rwQueued) leave() { q.rw.leaveQueue(q.a) }
+func (q *rwQueued) Leave() { q.rw.leaveQueue(q.a) }
 
 // accept makes the write Lease of a grant to call a, or returns nil when
 // the grant may have run out already (see Client.granted).
@@ -358,11 +365,9 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		}
 		a.member = queueMember(a.cfg.lease, kind.(string), a.owner)
 		a.args[rwArgJoined] = argOne
-		if a.waiter != nil {
-			// Before the call sleeps again, and so before any release may
-			// claim its waiter (waiters.sleep and claim share a lock).
-			a.waiter.member = a.member
-		}
+		// Before the call sleeps again, and so before any release may
+		// claim its waiter (wait.List's Sleep and Claim share a lock).
+		a.named = a.member
 	}
 	if err != nil {
 		return nil, 0, opError(ctx, rwOp(a.write, "lock"), rw.name, err)
@@ -420,7 +425,7 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 		return rw.c.batch.Do(ctx, script, keys, args, nil)
 	}
 	var one [1]*waiter
-	ws := rw.c.local.claim(rw.queue, one[:])
+	ws := rw.c.local.Claim(rw.queue, one[:], nil)
 	if len(ws) == 0 {
 		return rw.c.batch.Do(ctx, script, keys, args, nil)
 	}
@@ -429,28 +434,29 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 	// returns on this reply with no grant message (rw_queue.lua).
 	w := ws[0]
 	sent := rw.c.wd.Now()
-	r, err := rw.c.batch.Do(ctx, script, keys, append(args, w.member), nil)
+	r, err := rw.c.batch.Do(ctx, script, keys, append(args, w.Call.(*rwAcquire).named), nil)
 	switch {
 	case err == nil && r < 0: // -(2t + p)
-		next := &Lease{c: rw.c, rel: &rw.w, name: rw.name, field: w.owner + ":write", token: uint64(-r) >> 1, end: newEnding()}
+		next := &Lease{c: rw.c, rel: &rw.w, name: rw.name, field: w.Owner + ":write", token: uint64(-r) >> 1, end: newEnding()}
 		if r&1 == 1 { // tokens reserved for passing it on in process
 			next.chain = newChain(next.token+1, chainBlock)
 		}
-		rw.c.watch(next, rw.group, w.lease, w.fixed, sent)
+		cfg := heldFor(w)
+		rw.c.watch(next, rw.group, cfg.lease, cfg.fixed, sent)
 		if next.chain != nil {
-			rw.c.local.setRun(rw.queue, next)
+			rw.c.local.SetRun(rw.queue, next)
 		}
 		rw.c.stats.acquired.Add(1)
 		rw.c.stats.handoffs.Add(1)
-		if !rw.c.local.settle(ws, 0, next, false) {
+		if !rw.c.local.Settle(ws, 0, next, false) {
 			rw.c.releaseUnwanted(next)
 		}
 	case err == nil && (r == 1 || r == 3):
 		// Still held, or granted to another Client's writer: it sleeps on.
-		rw.c.local.settle(ws, -1, nil, false)
+		rw.c.local.Settle(ws, -1, nil, false)
 	default:
 		// Freed (or unknown): it attempts.
-		rw.c.local.settle(ws, -1, nil, true)
+		rw.c.local.Settle(ws, -1, nil, true)
 	}
 	return r, err
 }
@@ -459,127 +465,57 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 // hold ("<owner>:write") and from a Mutex hold ("<owner>") in Client.holds.
 const readHold = ":read"
 
-// Waiting writers of one Client take turns: only one of them at a time
-// sleeps on the release channel, the others wait for their turn here.
-// The end of a write lock wakes every local waiter of the channel, since
-// every waiting reader may enter; without turns it would also wake every
-// local writer, all but one of them to fail again. A reentrant writer's
-// first attempt comes before its turn, so a re-entry never waits behind
-// another writer of the Client; a one-shot writer that finds the turn
-// taken waits for it without an attempt, which could only fail.
-type turnRegistry struct {
-	mu    sync.Mutex
-	m     map[string]*turn // by lock name
-	spare *turn            // one turn no name uses, for the next
-}
-
-// turn is the writers' turn of one Client on one name.
-type turn struct {
-	slot chan struct{} // holds a value while a writer has the turn
-	refs int           // writers having or awaiting the turn; guarded by turnRegistry.mu
-}
-
-// join registers a writer's interest in the turn on name, and returns the
-// turn. r.mu is held.
-func (r *turnRegistry) join(name string) *turn {
-	if r.m == nil {
-		r.m = make(map[string]*turn)
-	}
-	t := r.m[name]
-	if t == nil {
-		if t = r.spare; t != nil {
-			r.spare = nil
-		} else {
-			t = &turn{slot: make(chan struct{}, 1)}
-		}
-		r.m[name] = t
-	}
-	t.refs++
-	return t
-}
-
-// try takes the turn on name if no writer of the Client has it or waits
-// for it; leave gives it up.
-func (r *turnRegistry) try(name string) (*turn, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.m[name] != nil {
-		return nil, false
-	}
-	t := r.join(name)
-	t.slot <- struct{}{}
-	return t, true
-}
-
-// leave gives up t, the turn on name that the caller has.
-func (r *turnRegistry) leave(name string, t *turn) {
-	<-t.slot
-	r.drop(name, t)
-}
-
-// drop ends a writer's interest in t, the turn on name.
-func (r *turnRegistry) drop(name string, t *turn) {
-	r.mu.Lock()
-	if t.refs--; t.refs == 0 {
-		delete(r.m, name)
-		r.spare = t
-	}
-	r.mu.Unlock()
-}
-
 // writerTurn waits until the calling writer, call a, has the turn, ctx
 // ends or the Client is closed. A one-shot writer that may be granted the
 // lock waits where a release of its Client may claim it and hand it the
 // lock (rw_queue.lua, ARGV[14]): it then returns that Lease, and no turn.
-func (rw *RWMutex) writerTurn(ctx context.Context, a *rwAcquire) (l *Lease, t *turn, err error) {
+func (rw *RWMutex) writerTurn(ctx context.Context, a *rwAcquire) (l *Lease, t *wait.Turn, err error) {
 	k := rw.name
 	turns := &rw.c.turns
-	turns.mu.Lock()
-	t = turns.join(k)
-	turns.mu.Unlock()
+	t = turns.Join(k)
 	select {
-	case t.slot <- struct{}{}:
+	case t.Slot() <- struct{}{}:
 		return nil, t, nil
 	default:
 	}
 	var w *waiter
-	var handed <-chan *Lease // nil unless w may be claimed
+	var passed <-chan *Lease // nil unless w may be claimed
 	if a.kind != nil && !a.reentrant {
-		w = newWaiter(a.owner, a.cfg, false)
-		w.turn = true
-		w.member = queueMember(a.cfg.lease, argKindOneShot.(string), a.owner)
-		handed = w.handed
-		rw.c.local.add(rw.queue, w)
-		rw.c.local.sleep(w)
+		w = newWaiter(a.owner, a, true)
+		w.Quiet = true
+		a.named = queueMember(a.cfg.lease, argKindOneShot.(string), a.owner)
+		passed = w.Outcome()
+		rw.c.local.Add(rw.queue, w)
+		rw.c.local.Sleep(w)
 		defer func() {
-			if unwanted := rw.c.local.remove(rw.queue, w); unwanted != nil {
+			if unwanted := rw.c.local.Remove(rw.queue, w); unwanted != nil {
 				rw.c.releaseUnwanted(unwanted)
 			}
 		}()
 	}
-	rw.c.stats.asleep.Add(1) // once a release may claim it (see waitQueued)
-	defer rw.c.stats.asleep.Add(-1)
+	rw.c.stats.Asleep.Add(1) // once a release may claim it (see wait.Loop)
+	defer rw.c.stats.Asleep.Add(-1)
 	for {
 		select {
-		case t.slot <- struct{}{}:
-			if w == nil || rw.c.local.wake(w) {
+		case t.Slot() <- struct{}{}:
+			if w == nil || rw.c.local.Rise(w) {
 				return nil, t, nil
 			}
-			// A release of this Client may be handing it the lock.
-			if l, err = rw.c.outcome(ctx, w, rw.name); l != nil || err != nil {
-				turns.leave(k, t)
+			// A release of this Client may be passing it the lock.
+			if l, err = wait.AwaitOutcome(ctx, rw.c.waitEnv, w, "lock", rw.name); l != nil || err != nil {
+				turns.Leave(k, t)
 				return l, nil, err
 			}
-			return nil, t, nil // its attempt with the turn takes a hold handed with a lost reply
-		case l = <-handed:
+			return nil, t, nil // its attempt with the turn takes a hold passed with a lost reply
+		case l = <-passed:
 			if l == nil {
 				// The lock was freed, or the release's outcome is unknown:
 				// an attempt that does not queue takes the lock if it is
-				// free, or a hold the release handed it with a lost reply.
+				// free, or a hold the release passed it with a lost reply.
 				l, err = rw.attemptUnqueued(ctx, a)
 			}
 			if l == nil && err == nil {
-				rw.c.local.sleep(w)
+				rw.c.local.Sleep(w)
 				continue
 			}
 		case <-ctx.Done():
@@ -587,7 +523,7 @@ func (rw *RWMutex) writerTurn(ctx context.Context, a *rwAcquire) (l *Lease, t *t
 		case <-rw.c.closing:
 			err = ErrClosed
 		}
-		turns.drop(k, t)
+		turns.Drop(k, t)
 		return l, nil, err
 	}
 }

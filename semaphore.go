@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -104,7 +105,7 @@ func (s *Semaphore) release(ctx context.Context, op string, n int) error {
 	c := s.c
 	if !c.rsync.mayWait() {
 		var buf [16]*waiter
-		if ws := c.local.claimFitting(s.channel, n, buf[:]); len(ws) > 0 {
+		if ws := c.local.Claim(s.channel, buf[:], fitting(n)); len(ws) > 0 {
 			return s.handOut(ctx, op, n, ws)
 		}
 	}
@@ -122,19 +123,23 @@ func (s *Semaphore) handOut(ctx context.Context, op string, n int, ws []*waiter)
 	c := s.c
 	k := 0
 	for _, w := range ws {
-		k += w.want
+		k += wanted(w)
 	}
 	keys, marker := s.req.keys(s.name)
 	r, err := s.req.run(ctx, scripts.SemRelease, keys, marker, always, n, c.argPublish, c.argMarkerTTL, s.channel, k, c.argNumsub)
 	if err != nil || r&1 == 0 {
-		c.local.settle(ws, -1, nil, true)
+		c.local.Settle(ws, -1, nil, true)
 		if err != nil {
 			return opError(ctx, op, s.name, err)
 		}
 		return nil
 	}
 	c.stats.handoffs.Add(uint64(len(ws)))
-	if back := c.local.give(ws); back > 0 {
+	back := 0
+	for _, w := range c.local.PassEach(ws) {
+		back += wanted(w)
+	}
+	if back > 0 {
 		// Calls that returned meanwhile: their permits go to Redis after all.
 		s.giveBack(back)
 	}
@@ -188,25 +193,23 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 		return err
 	}
 	c := s.c
-	qw := queuedWait{op: "acquire", name: s.name, channel: s.channel, local: s.channel, want: n,
-		policy: func(payload string) int {
-			c.local.pokeFitting(s.channel, payload)
+	// A release of this Client may pass the call its permits (handOut),
+	// but with replica sync.
+	w := newWaiter("", n, !c.rsync.mayWait())
+	wt := waitFor{Op: "acquire", Name: s.name, Channel: s.channel, Local: s.channel, Waiter: w,
+		Policy: func(payload string) int {
+			c.local.WakeEach(s.channel, fits(payload))
 			return 0 // a reconnect still wakes every call, through the hub
 		}}
-	if !c.rsync.mayWait() {
-		// A release of this Client may hand the call its permits (handOut).
-		qw.waiter = &waiter{want: n, handed: make(chan *Lease, 1), news: make(chan struct{}, 1)}
-	}
-	w := qw.waiter
-	_, err = c.waitQueued(ctx, qw, tries(func(ctx context.Context) (bool, time.Duration, error) {
-		if w != nil && c.local.takeGiven(w) {
+	_, err = c.waitQueued(ctx, wt, tries(func(ctx context.Context) (bool, time.Duration, error) {
+		if c.local.TakePassed(w) {
 			return true, 0, nil
 		}
 		ok, err := s.attempt(ctx, n)
 		return ok, fallbackRecheck, err
 	}), fallbackRecheck)
-	if err != nil && w != nil && c.local.takeGiven(w) {
-		s.giveBack(n) // handed as the call gave up
+	if err != nil && c.local.TakePassed(w) {
+		s.giveBack(n) // passed as the call gave up
 	}
 	return err
 }
@@ -350,4 +353,48 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 // undo returns the undo of an acquisition of n permits with marker.
 func (s *Semaphore) undo(n int, marker string) *semUndo {
 	return &semUndo{s: s, n: n, keys: []any{s.name, marker}}
+}
+
+// wanted returns the permits the Semaphore call waiting in w asks for.
+func wanted(w *waiter) int { return w.Call.(int) }
+
+// fitting is a release's claim policy for n permits: it claims, oldest
+// first, the waiting calls whose requests fit in n together, skipping a
+// request too large, as fits does.
+func fitting(n int) func(*waiter) (take, more bool) {
+	return func(w *waiter) (bool, bool) {
+		k := wanted(w)
+		if k <= 0 || k > n {
+			return false, true
+		}
+		n -= k
+		return true, n != 0
+	}
+}
+
+// fits is the wake policy of a message on a semaphore's channel that
+// published free permits: it picks, oldest first, the waiting calls they
+// can satisfy; each attempts at once. A request too large is skipped, not
+// allowed to hold up smaller ones behind it (other clients compete for
+// the permits anyway). A count of 0 or less picks every call: nothing was
+// freed, but a permit's lease was cut below the earliest expiry the calls
+// were told (permit_updatelease.lua), and each must learn the new one. A
+// payload that is not a number picks the oldest call.
+func fits(payload string) func(*waiter) bool {
+	free, err := strconv.Atoi(payload)
+	first, all := true, free <= 0
+	return func(w *waiter) bool {
+		switch {
+		case err != nil:
+			pick := first
+			first = false
+			return pick
+		case all:
+			return true
+		case wanted(w) <= free:
+			free -= wanted(w)
+			return true
+		}
+		return false
+	}
 }

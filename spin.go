@@ -78,7 +78,7 @@ func (c *Client) spin(ctx context.Context, op, name string, b *backoff, ttl, mos
 // spinLock is spin for a lock call, whose attempts return its Lease or
 // the holder's TTL.
 func (c *Client) spinLock(ctx context.Context, op, name string, b *backoff, ttl, most time.Duration, attempt func(context.Context) (*Lease, time.Duration, error)) (l *Lease, err error) {
-	c.stats.waits.Add(1)
+	c.stats.Waits.Add(1)
 	err = c.spin(ctx, op, name, b, ttl, most, func() (bool, time.Duration, error) {
 		var err error
 		l, ttl, err = attempt(ctx)

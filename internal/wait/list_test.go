@@ -1,0 +1,129 @@
+package wait
+
+import (
+	"testing"
+	"time"
+)
+
+// lease and grant stand for what a release passes and another Client's
+// release grants.
+type (
+	lease struct{ _ int }
+	grant struct{ token uint64 }
+)
+
+// TestHandoffLeavesNoStaleOutcome: a release claims a waiter just as the
+// waiter wakes for another reason, and tells it to attempt (the lock was
+// not passed on) before the waiter marks itself awake. The waiter then
+// attempts by itself; that outcome must not survive to be read as the
+// outcome of the next release that claims it, which would let the waiter
+// attempt while that release passes it the lock.
+func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
+	var r List[*lease, *grant]
+	w := NewWaiter[*lease, *grant]("o:1", nil, true)
+	r.Add("l", w)
+	defer r.Remove("l", w)
+
+	var buf [1]*Waiter[*lease, *grant]
+	r.Sleep(w)
+	if ws := r.Claim("l", buf[:], nil); len(ws) != 1 || ws[0] != w {
+		t.Fatalf("claim = %v, want the sleeping waiter %p", ws, w)
+	}
+	// The waiter has woken (a message, its timer) and is about to mark
+	// itself awake when the release reports that it did not pass the lock.
+	r.Settle([]*Waiter[*lease, *grant]{w}, -1, nil, true)
+	if !r.Rise(w) {
+		t.Fatal("waking an unclaimed waiter failed")
+	}
+	select {
+	case l := <-w.outcome:
+		t.Fatalf("a stale outcome %v is left for the waiter's next sleep", l)
+	default:
+	}
+
+	// The next release claims it and hands it a lease: the waiter finds
+	// that outcome, and only that one.
+	r.Sleep(w)
+	if ws := r.Claim("l", buf[:], nil); len(ws) != 1 {
+		t.Fatal("the waiter cannot be claimed again")
+	}
+	next := &lease{}
+	if !r.Settle([]*Waiter[*lease, *grant]{w}, 0, next, false) {
+		t.Fatal("handing a lease failed")
+	}
+	if l := <-w.outcome; l != next {
+		t.Fatalf("handed %v, want the lease", l)
+	}
+	if r.Rise(w) {
+		t.Fatal("a waiter handed a lease may wake to attempt")
+	}
+}
+
+// TestWaiterGoneReleasesWhatItIsHanded: a waiter that returns while a
+// release has claimed it is gone: settle reports that the lease was not
+// delivered, and a lease handed just before it left is returned to the
+// caller of remove to release.
+func TestWaiterGoneReleasesWhatItIsHanded(t *testing.T) {
+	var r List[*lease, *grant]
+	var buf [2]*Waiter[*lease, *grant]
+	a, b := NewWaiter[*lease, *grant]("o:1", nil, true), NewWaiter[*lease, *grant]("o:2", nil, true)
+	r.Add("l", a)
+	r.Add("l", b)
+	r.Sleep(a)
+	r.Sleep(b)
+	ws := r.Claim("l", buf[:], nil)
+	if len(ws) != 2 || ws[0] != a {
+		t.Fatalf("claim = %v, want both, oldest first", ws)
+	}
+	r.Remove("l", a)
+	if r.Settle(ws, 0, &lease{}, false) {
+		t.Fatal("a lease was delivered to a waiter that has gone")
+	}
+	// b was not chosen and had not woken: it sleeps on, claimable again.
+	got := r.Claim("l", buf[:1], nil)
+	if len(got) != 1 || got[0] != b {
+		t.Fatalf("claim after settle = %v, want the other waiter", got)
+	}
+	l := &lease{}
+	if !r.Settle(got, 0, l, false) {
+		t.Fatal("handing a lease failed")
+	}
+	if unwanted := r.Remove("l", b); unwanted != l {
+		t.Fatalf("remove returned %v, want the lease handed and not taken", unwanted)
+	}
+	if n := r.Len(); n != 0 {
+		t.Fatalf("%d waiters left", n)
+	}
+}
+
+// TestNewsWaitsForItsWaiter: a grant told to a call before it has added
+// its waiter (it arrived between the reply to the attempt that queued the
+// call and the call's sleep) reaches the waiter when it is added; news no
+// waiter takes is dropped after mailLife.
+func TestNewsWaitsForItsWaiter(t *testing.T) {
+	var r List[*lease, *grant]
+	g := &grant{token: 7}
+	r.Grant("o:1", g)
+	w := NewWaiter[*lease, *grant]("o:1", nil, true)
+	r.Add("l", w)
+	defer r.Remove("l", w)
+	select {
+	case <-w.news:
+	default:
+		t.Fatal("a waiter added after its grant came is not woken")
+	}
+	if got, _, _ := r.News(w); got != g {
+		t.Fatalf("took grant %v, want %v", got, g)
+	}
+	if len(r.mail) != 0 {
+		t.Fatalf("%d news kept after the waiter took its own", len(r.mail))
+	}
+
+	r.Wake("o:2", time.Second) // its call returned: nobody takes it
+	r.mail["o:2"].at = time.Now().Add(-2 * mailLife)
+	r.pruned = time.Time{}
+	r.Wake("o:3", time.Second)
+	if _, kept := r.mail["o:2"]; kept || len(r.mail) != 1 {
+		t.Fatalf("news kept: %v; want only the recent one", r.mail)
+	}
+}

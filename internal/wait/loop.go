@@ -1,0 +1,355 @@
+package wait
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/relock-go/relock/internal/notify"
+)
+
+// Call is a waiting call as Loop runs it: the primitive's adapter. The
+// releases of the Mutex, the RWMutex, the FairMutex and the
+// PermitSemaphore may grant it what it waits for; the Semaphore's and the
+// latch's never do (Tries).
+type Call[N any] interface {
+	// Attempt tries once; it reports whether the call is done, and if not
+	// how long it may sleep at most.
+	Attempt(ctx context.Context) (done bool, retry time.Duration, err error)
+	// Accept takes a grant made to the call, and reports false when the
+	// grant may have run out already: the call then attempts.
+	Accept(g N) bool
+	// Join makes the call's next attempts put it in the queue in Redis.
+	// It is called before every attempt once the call's subscriptions are
+	// confirmed, so a call may choose how it joins by what it has seen.
+	Join()
+	// Leave takes the call out of the queue as it returns undone, and
+	// frees what another Client's release may have granted it meanwhile
+	// (a release of this Client that claimed it frees what it passes to
+	// the call itself).
+	Leave()
+}
+
+// Confirmer is a Call that, once its release channel is confirmed, asks
+// whether a message may have been missed in place of an attempt: no, and
+// it sleeps on (a FairMutex call: is it first?).
+type Confirmer interface {
+	Confirmed(ctx context.Context) bool
+}
+
+// Tries is a Call that is never granted anything: it only attempts (a
+// Semaphore's, a latch's).
+type Tries[N any] func(ctx context.Context) (bool, time.Duration, error)
+
+// Attempt implements Call.
+func (f Tries[N]) Attempt(ctx context.Context) (bool, time.Duration, error) { return f(ctx) }
+
+// Accept implements Call.
+func (Tries[N]) Accept(N) bool { return false }
+
+// Join implements Call.
+func (Tries[N]) Join() {}
+
+// Leave implements Call.
+func (Tries[N]) Leave() {}
+
+// Stats are a Client's counters of waiting calls.
+type Stats struct {
+	Waits, Wakeups atomic.Uint64 // calls that waited; times they were woken
+	Asleep         atomic.Int64  // calls asleep now, counted once a release may claim them
+}
+
+// Env is what Loop needs of its Client.
+type Env[O, N comparable] struct {
+	Hub     *notify.Hub
+	Closing <-chan struct{} // closed as the Client closes
+	Closed  error           // returned once it has
+	Stats   *Stats
+	// Route is the hub's policy for a grant channel: it hands the news to
+	// the waiter of its owner (List.Grant, List.Wake).
+	Route notify.Policy
+	// GrantTTL is the longest a grant to a waiter holds the lock before
+	// the waiter has confirmed it: a call queued for grants attempts at
+	// least that often, in case a grant went to a waiter ahead that died.
+	GrantTTL time.Duration
+	// Unwanted releases what was passed to a call that had returned.
+	Unwanted func(O)
+}
+
+// Wait is how a call waits.
+type Wait[O, N comparable] struct {
+	Op, Name string        // the call, for errors
+	Channel  string        // its release channel
+	Policy   notify.Policy // the hub's policy for Channel
+	// ListenWhen, if not nil, makes the call listen on Channel only once
+	// it is true (read after each attempt).
+	ListenWhen *bool
+	// Sub, if not nil, is the call's subscription to Channel, made before
+	// its first attempt, which was sent (Sent) once the channel was
+	// confirmed: with Joined, a release after that attempt reaches the
+	// call, which owes no attempt once subscribed. Only for a call that
+	// always listens (no ListenWhen).
+	Sub *notify.Waiter
+
+	List  *List[O, N] // the list the call is in
+	Local string      // its name in List
+	// Waiter is the call's waiter. With Claimable, a release of the
+	// Client may claim it and pass it what it waits for.
+	Waiter *Waiter[O, N]
+	// InRun tells that Waiter joined its Client's run (List.JoinRun), in
+	// List already and without an attempt: it sleeps at once until the run
+	// passes it the lock or ends.
+	InRun bool
+
+	Grants string // the Client's grant channel; "" for a call never granted
+	Joined bool   // the call's attempts queued it from the first
+	Sent   int64  // with Joined: when the first was sent (watchdog clock), if known
+	// WakeNext, with Hold, makes the call, as it returns, wake a fellow
+	// waiter that may sleep on a time the call knew better: the end of
+	// Hold, the lease it took, which may run out unannounced, or its own
+	// retry time. Not for calls that learn of a free moment from their
+	// queue in Redis (a FairMutex's).
+	WakeNext bool
+	Hold     time.Duration
+	// Exit, if not nil, is called as the call returns, before it
+	// unsubscribes.
+	Exit func()
+}
+
+// Loop sleeps between c's attempts until one is done or fails, a grant is
+// accepted, a release of the Client passes the call what it waits for,
+// ctx ends, or the Client closes; retry is how long to sleep first at
+// most. It returns what a release of the Client passed the call, if
+// anything. The call joins the queue in Redis once both its
+// subscriptions are confirmed (or from its first attempt, with Joined),
+// and leaves it before it unsubscribes, so that every Client in a queue
+// listens on its release channel.
+func Loop[O, N comparable](ctx context.Context, env *Env[O, N], wt Wait[O, N], c Call[N], retry time.Duration) (passed O, err error) {
+	var none O
+	env.Stats.Waits.Add(1)
+	exit := func() {
+		if wt.Exit != nil {
+			wt.Exit()
+			wt.Exit = nil
+		}
+	}
+	defer exit() // whatever happens
+	done, joined, left := false, wt.Joined, false
+	leave := func() {
+		if !done && joined && !left {
+			left = true
+			c.Leave()
+		}
+	}
+	defer leave() // whatever happens
+
+	var sub *notify.Waiter           // on the release channel, once listened to
+	var wakes, ready <-chan struct{} // its messages and confirmation
+	listen := func() error {
+		if sub != nil || (wt.ListenWhen != nil && !*wt.ListenWhen) {
+			return nil
+		}
+		if wt.Sub != nil {
+			sub = wt.Sub
+		} else if sub, err = env.Hub.Subscribe(wt.Channel, wt.Policy); err != nil {
+			return env.Closed
+		}
+		wakes, ready = sub.Wake(), sub.Ready()
+		return nil
+	}
+	defer func() {
+		if sub != nil {
+			sub.Close()
+		}
+	}()
+	if err := listen(); err != nil {
+		return none, err
+	}
+	var grants, gready <-chan struct{} // the grant channel's reconnects and confirmation
+	if wt.Grants != "" {
+		gw, err := env.Hub.Subscribe(wt.Grants, env.Route)
+		if err != nil {
+			return none, env.Closed
+		}
+		defer gw.Close()
+		grants, gready = gw.Wake(), gw.Ready()
+		if (wt.Joined || wt.InRun) && wt.Sent != 0 && env.Hub.ConfirmedBefore(wt.Grants, wt.Sent) {
+			// Every grant since the call queued reaches it (a grant that
+			// came before its waiter is added waits for it; see News), and
+			// a re-subscription from now on wakes it: no attempt is owed.
+			gready = nil
+		}
+	}
+	if wt.Sub != nil && wt.Joined && wt.Sent != 0 && env.Hub.ConfirmedBefore(wt.Channel, wt.Sent) {
+		ready = nil // the same for its release channel, subscribed before it queued
+	}
+	defer exit() // before the subscriptions go
+	w, list := wt.Waiter, wt.List
+	if w.Claimable && sub != nil {
+		w.Sub = sub // a release that passes w the lock may close it for w
+	}
+	if !wt.InRun {
+		list.Add(wt.Local, w)
+	}
+	defer func() {
+		// A grant from another Client left untaken is not released here:
+		// the call either holds what was granted already (its own attempt
+		// found it granted) or leaves the queue (Leave), which releases
+		// it.
+		if unwanted := list.Remove(wt.Local, w); unwanted != none {
+			env.Unwanted(unwanted)
+		}
+		leave() // before the subscriptions go
+	}()
+	clock := newRetryClock()
+	if wt.Grants != "" {
+		// A grant to a waiter ahead that has died holds the lock for
+		// GrantTTL, and nobody announces its end: the call finds out by
+		// attempting at least that often.
+		clock.most = env.GrantTTL
+	}
+	if wt.WakeNext {
+		defer func() { wakeNext(list, wt.Local, w, done, wt.Hold, clock.due) }()
+	}
+	check, _ := c.(Confirmer)
+	timer := time.NewTimer(clock.next(retry, ready == nil && gready == nil))
+	defer timer.Stop()
+	for {
+		// Once subscribed, and a later attempt failed, only a grant, a
+		// message, a pass, a wake, the retry time or the end of ctx wake
+		// this call.
+		asleep := ready == nil && gready == nil
+		if asleep {
+			if w.Claimable {
+				list.Sleep(w)
+			}
+			// Counted once a release may claim it: a call that Stats shows
+			// asleep may be passed the lock.
+			env.Stats.Asleep.Add(1)
+		}
+		try := true      // attempt once awake
+		settled := false // a release of this Client settled its claim with nothing: attempt
+		confirmed := false
+		select {
+		case <-ready:
+			ready = nil // subscribed: a release from now on wakes us
+			try, confirmed = gready == nil, true
+		case <-gready:
+			gready = nil
+			try = ready == nil
+		case <-wakes:
+			env.Stats.Wakeups.Add(1)
+		case <-grants: // the grant channel was re-subscribed: a grant may be lost
+			env.Stats.Wakeups.Add(1)
+		case o := <-w.outcome: // nil channel unless claimable
+			if o != none {
+				env.Stats.Asleep.Add(-1)
+				done = true
+				return o, nil
+			}
+			settled = true
+		case <-w.news:
+			g, recheck, now := list.News(w)
+			if g != *new(N) {
+				if done = c.Accept(g); done {
+					if asleep {
+						env.Stats.Asleep.Add(-1)
+					}
+					return none, nil
+				}
+				break // it may have run out: attempt
+			}
+			env.Stats.Wakeups.Add(1)
+			if now {
+				break
+			}
+			try = false
+			if clock.sooner(recheck) {
+				timer.Reset(recheck)
+			}
+		case <-timer.C:
+		case <-ctx.Done():
+			err = fmt.Errorf("relock: %s %q: %w", wt.Op, wt.Name, ctx.Err())
+		case <-env.Closing:
+			err = env.Closed
+		}
+		if asleep {
+			env.Stats.Asleep.Add(-1)
+		}
+		if err != nil {
+			return none, err
+		}
+		if w.Claimable && asleep && !settled && !list.Rise(w) {
+			// A release of this Client may be passing us the lock.
+			o, err := AwaitOutcome(ctx, env, w, wt.Op, wt.Name)
+			if err != nil {
+				return none, err
+			}
+			if o != none {
+				done = true
+				return o, nil
+			}
+			try = true
+		}
+		if !try || (confirmed && check != nil && !check.Confirmed(ctx)) {
+			continue
+		}
+		if wt.InRun || wt.Grants != "" && ready == nil && gready == nil {
+			c.Join() // both subscribed (or the channel not listened to), or out of its Client's run
+			joined = true
+		}
+		var next time.Duration
+		if done, next, err = c.Attempt(ctx); done || err != nil {
+			return none, err
+		}
+		if err := listen(); err != nil {
+			return none, err
+		}
+		timer.Reset(clock.next(next, ready == nil && gready == nil))
+	}
+}
+
+// AwaitOutcome waits, after Rise failed, for the outcome of the claim on
+// w, a call op on name: what it is passed, or nil to attempt.
+func AwaitOutcome[O, N comparable](ctx context.Context, env *Env[O, N], w *Waiter[O, N], op, name string) (O, error) {
+	select {
+	case o := <-w.outcome:
+		return o, nil
+	case <-ctx.Done():
+		var none O
+		return none, fmt.Errorf("relock: %s %q: %w", op, name, ctx.Err())
+	case <-env.Closing:
+		var none O
+		return none, env.Closed
+	}
+}
+
+// Waiters never sleep past a free moment (docs/design.md). A release
+// message wakes one waiter of a Client, which keeps the others asleep on
+// the times their own last attempts were told. Two events make those
+// times stale without any message, and the waiting call that sees them
+// wakes another (wakeNext): it took the lock or permit for a lease, which
+// may run out unannounced (a fixed lease left to expire, a hold lost), or
+// it gave up, and its own retry time may have been the freshest the
+// Client had.
+
+// wakeNext is called as the call waiting in w returns: got tells whether
+// it acquired, hold is the lease it took, due is when it would have tried
+// again (zero: unknown). Another waiting call of the Client for the same
+// name may sleep on a time that this one knew better: it is woken to
+// attempt by then.
+func wakeNext[O, N comparable](list *List[O, N], name string, w *Waiter[O, N], got bool, hold time.Duration, due time.Time) {
+	var d time.Duration
+	switch {
+	case got && hold <= 0:
+		return // nothing it took runs out
+	case got:
+		d = hold
+	case !due.IsZero():
+		d = max(time.Until(due), 0)
+	default:
+		return
+	}
+	list.WakeOther(name, w, d+time.Millisecond)
+}

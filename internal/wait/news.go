@@ -1,0 +1,144 @@
+package wait
+
+import "time"
+
+// News. Another Client's release reaches a waiting call by its owner: it
+// grants the call the lock (Grant), or wakes it to attempt now or by a
+// time (Wake). A call may learn that it was granted before its waiter is
+// added: a grant can reach the Client between the reply to the attempt
+// that queued the call and the call's sleep. Such news is kept by owner
+// for the waiter added after it.
+
+// mailed is news for an owner whose waiter was not added yet.
+type mailed[N comparable] struct {
+	g       N
+	recheck time.Duration // 0: none; negative: now
+	at      time.Time
+}
+
+// mailLife is how long news waits for its call, at least: a call adds its
+// waiter right after the attempt that queued it, or has returned. Older
+// news goes within as long again.
+const mailLife = 2 * time.Second
+
+// Grant records g, granted to the waiter of owner, and wakes it; with no
+// such waiter yet, the news is kept for one added within mailLife.
+func (r *List[O, N]) Grant(owner string, g N) { r.tell(owner, g, 0) }
+
+// Wake wakes the waiter of owner to attempt within d (0: now); with no
+// such waiter yet, the news is kept for one added within mailLife.
+func (r *List[O, N]) Wake(owner string, d time.Duration) {
+	var none N
+	r.tell(owner, none, d)
+}
+
+// tell records a grant, or a time to attempt by (0: now), for the waiter
+// of owner and wakes it, or keeps the news.
+func (r *List[O, N]) tell(owner string, g N, recheck time.Duration) {
+	var none N
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w := r.byOwner[owner]; w != nil {
+		w.note(g, recheck)
+		return
+	}
+	now := time.Now()
+	forgetOld(r.mail, func(m *mailed[N]) time.Time { return m.at }, mailLife, &r.pruned, now)
+	if r.mail == nil {
+		r.mail = make(map[string]*mailed[N])
+	}
+	m := r.mail[owner]
+	if m == nil {
+		m = &mailed[N]{}
+		r.mail[owner] = m
+	}
+	m.at = now
+	switch {
+	case g != none:
+		m.g = g
+	case recheck <= 0:
+		m.recheck = -1 // now
+	case m.recheck == 0 || recheck < m.recheck:
+		m.recheck = recheck
+	}
+}
+
+// forgetOld deletes the entries of m made (at) more than life before now,
+// at most once per life: last is when it last did.
+func forgetOld[V any](m map[string]V, at func(V) time.Time, life time.Duration, last *time.Time, now time.Time) {
+	if now.Sub(*last) <= life {
+		return
+	}
+	*last = now
+	for k, v := range m {
+		if now.Sub(at(v)) > life {
+			delete(m, k)
+		}
+	}
+}
+
+// WakeOther wakes one waiter of name other than w to attempt within d.
+func (r *List[O, N]) WakeOther(name string, w *Waiter[O, N], d time.Duration) {
+	var none N
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, x := range r.byName[name] {
+		if x != w && !x.Quiet {
+			x.note(none, d)
+			return
+		}
+	}
+}
+
+// WakeEach wakes, oldest first, the waiters of name that pick chooses (a
+// semaphore's policy: the calls the permits freed can satisfy): each
+// attempts at once.
+func (r *List[O, N]) WakeEach(name string, pick func(w *Waiter[O, N]) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.byName[name] {
+		if pick(w) {
+			w.wake() // one woken already attempts anyway
+		}
+	}
+}
+
+// note records g or recheck for w (0: attempt now), and wakes it. Called
+// with mu held.
+func (w *Waiter[O, N]) note(g N, recheck time.Duration) {
+	var none N
+	switch {
+	case g != none:
+		w.granted = g
+	case recheck <= 0:
+		w.woken = true
+	case w.recheck == 0 || recheck < w.recheck:
+		w.recheck = recheck
+	}
+	w.ring()
+}
+
+// wake tells w to attempt now, and wakes it. Called with mu held.
+func (w *Waiter[O, N]) wake() {
+	w.woken = true
+	w.ring()
+}
+
+// ring wakes w to read its news.
+func (w *Waiter[O, N]) ring() {
+	select {
+	case w.news <- struct{}{}:
+	default:
+	}
+}
+
+// News returns and clears what w was told: a grant, a time to attempt by,
+// or to attempt now.
+func (r *List[O, N]) News(w *Waiter[O, N]) (g N, recheck time.Duration, now bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g, recheck, now = w.granted, w.recheck, w.woken
+	var none N
+	w.granted, w.recheck, w.woken = none, 0, false
+	return g, recheck, now
+}
