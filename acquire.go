@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/relock-go/relock/internal/batch"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
-// acquire runs s, the script of an acquisition of name, through the
-// batcher, and returns its reply and the watchdog time it was sent at.
+// acquire runs s, the script of an acquisition of name, on the send path
+// (send.go), and returns its reply and the watchdog time it was sent at.
 // granted says whether a reply means the script took what it asked for; a
 // lost reply is undone with undo, as batch.Do does. Every acquisition of
 // every primitive takes this path.
@@ -30,34 +29,14 @@ func (c *Client) acquire(ctx context.Context, name string, s *scripts.Script, ke
 		return 0, 0, err
 	}
 	rs := c.rsync
-	var pause time.Duration // between redirected tries
 	for {
-		t, err := rs.target(ctx, name) // nil without replicas to wait for
-		if redirected(err) {
-			if err = c.batch.AwaitRedirect(ctx, err, &pause); err == nil {
-				continue
-			}
+		a, err := c.send(ctx, &call{name: name, script: s, keys: keys, args: args, undo: undo})
+		if err != nil || a.t == nil || !granted(a.r) {
+			return a.r, a.sent, err
 		}
-		if err != nil {
-			return 0, 0, err
-		}
-		sent := c.wd.Now()
-		r, ack, err := c.batch.DoSync(ctx, s, keys, args, undo, t.batchSync())
-		if err != nil {
-			if redirected(err) {
-				// The slot moved: find its master again.
-				if err = c.batch.AwaitRedirect(ctx, err, &pause); err == nil {
-					continue
-				}
-			}
-			return r, sent, err
-		}
-		if t == nil || !granted(r) {
-			return r, sent, nil
-		}
-		serr := rs.judge(ctx, t, ack)
+		serr := rs.judge(ctx, a.t, a.ack)
 		if serr == nil {
-			return r, sent, nil
+			return a.r, a.sent, nil
 		}
 		c.stats.syncShort.Add(1)
 		c.undo(ctx, undo)
@@ -82,7 +61,7 @@ func (c *Client) acquire(ctx context.Context, name string, s *scripts.Script, ke
 func positive(r int64) bool    { return r > 0 }
 func nonNegative(r int64) bool { return r >= 0 }
 
-// undo releases an acquisition whose hold will not be handed out, within
+// undo releases an acquisition whose hold will not be returned to its caller, within
 // the cleanup timeout even if ctx has ended.
 func (c *Client) undo(ctx context.Context, u batch.Undo) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)

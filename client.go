@@ -343,8 +343,8 @@ type Stats struct {
 	Lost     uint64 // leases lost
 	Waits    uint64 // lock calls that had to wait
 	Wakeups  uint64 // wake-ups of waiting calls by a release message or a reconnect (a call may be woken several times)
-	Asleep   int64  // lock calls asleep until a release, their TTL or ctx (counted once a release of this Client may hand them the lock)
-	Handoffs uint64 // locks, and a Semaphore's permits, granted by a release straight to a waiter of this Client
+	Asleep   int64  // lock calls asleep until a release, their TTL or ctx (counted once a release of this Client may pass them the lock)
+	Handoffs uint64 // locks, and a Semaphore's permits, passed by a release straight to a waiter of this Client (see the glossary in the package doc)
 	Held     int    // holds the watchdog watches now
 	Channels int    // channels subscribed now for waiting calls
 	// Lingering counts the grant channels still subscribed for a moment

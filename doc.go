@@ -30,6 +30,24 @@
 // puts an owner into a context; locks taken with it are reentrant, and the
 // lock is freed when all of the owner's leases are unlocked.
 //
+// # How a lock moves: grant, pass, wake
+//
+// Three verbs say how a lock, or a semaphore's permits, go from one caller
+// to the next; the code, its comments and the docs use no others.
+//
+//   - Grant: Redis gives the lock to a queued waiter, in the script of the
+//     release that frees it, so that the lock is never free between two
+//     holders. A waiter of another Client learns of its grant on its
+//     Client's grant channel and returns without a round trip of its own.
+//   - Pass: a release gives what it frees to a waiting call of its own
+//     Client, in process: the call returns with its Lease (or permits) as
+//     the release's script, or the switch that records the new holder,
+//     runs. [Stats].Handoffs counts the acquisitions that came by a pass
+//     or a grant.
+//   - Wake: a waiter is told to attempt, now or by a time: by a message on
+//     a release channel, or by a fellow call of its Client that knows
+//     better.
+//
 // # Options and Try calls
 //
 // Settings come as options of three scopes, each checked where it is
@@ -56,7 +74,7 @@
 //     counters shared by the names of a server (or of a cluster hash
 //     slot), so locking any number of names leaves no key per name.
 //   - With replica sync (on by default where the master has replicas; see
-//     [WithReplicaSync]) no lock or permit is handed out before the
+//     [WithReplicaSync]) no lock or permit is passed or granted before the
 //     replicas acknowledged it with WAIT; one too few acknowledged is
 //     released and fails with [ErrReplicaSync]. The synchronizers' other
 //     writes (releases, counts) return only once acknowledged too, or

@@ -35,7 +35,7 @@ const MaxValueLen = 64 << 10
 // the last 128 changes, kept a minute after the last one), and announced
 // on the channel "relock_election_channel:{name}", so that observers see
 // each change in order. Waiting campaigners sleep as a FairMutex's waiters
-// do: a resignation hands the lock to the next one, and a leader that dies
+// do: a resignation grants the lock to the next one, and a leader that dies
 // is replaced once its lock expires, within the watchdog timeout.
 //
 // An Election is a cheap handle: make it with Client.Election. It is safe
@@ -500,7 +500,7 @@ func (l *Leadership) proclaim(ctx context.Context, value string, first bool) (bo
 }
 
 // Resign ends the leadership: the record is withdrawn (observers see the
-// term end), then the lock is released and handed to the next campaigner.
+// term end), then the lock is released and granted to the next campaigner.
 // It returns an error wrapping ErrNotHeld when the leadership had already
 // ended. If it fails with a Redis or context error the leadership may
 // still hold: Resign may be called again.

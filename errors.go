@@ -79,7 +79,7 @@ var (
 	// within the timeout, or when the server refuses WAIT (or WAITAOF) and
 	// ReplicaSync.Fallback is off; the server's error is wrapped then. The
 	// acquisition was released first: no Lease, Permit or permits were
-	// handed out. It is also returned by the synchronizers' other writes
+	// passed or granted. It is also returned by the synchronizers' other writes
 	// (a Release, a CountDown, ...) when too few replicas acknowledged
 	// them: those stay applied on the master, the error also matches
 	// ErrUnconfirmed, and they must not be repeated. Refused before

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relock-go/relock/internal/batch"
-	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/slots"
 	"github.com/relock-go/relock/internal/watchdog"
 )
@@ -21,7 +19,7 @@ import (
 // being free, and the waiter's Lock returns on the grant without a round
 // trip of its own:
 //
-//   - to a waiting call of the releasing Client, the release hands the
+//   - to a waiting call of the releasing Client, the release passes the
 //     Lease over in process (a local waiter it has claimed takes the place
 //     of the first one when that is the Client's own too);
 //   - to another Client's waiter, the release publishes the grant on that
@@ -29,7 +27,7 @@ import (
 //     cluster), and the lock holds for at most grantTTL until the waiter
 //     has confirmed it, so that a waiter that died costs the next one at
 //     most that long: every waiting call attempts at least every grantTTL
-//     (the next Client in the queue is told to check again only when the
+//     (the next Client in the queue is woken to attempt only when the
 //     grant is the waiter's own shorter lease).
 //
 // A release does not grant when someone else listens on the lock's
@@ -199,105 +197,29 @@ func (c *Client) confirmGrant(e *watchdog.Entry, cfg lockConfig, g *grant) {
 	c.stats.handoffs.Add(1)
 }
 
-// accept makes the Lease of a grant to call a, or returns nil when the
-// grant may have run out already (see Client.granted).
-func (m *Mutex) accept(a *acquire, g *grant) *Lease {
-	l := &Lease{c: m.c, rel: m, name: m.name, field: a.owner, token: g.token, end: newEnding()}
-	if !m.c.granted(l, m.group, a.cfg, g, a.joined) {
-		return nil
+// passGranted passes next, the hold a release sent at sent had Redis grant
+// to w, a waiter of this Client it claimed, to w's call, with the
+// watchdog's group group: a reply -(2t + 1) (reserved) also reserved the
+// tokens after t for passing the lock on in process, and starts the
+// Client's run of the waiters under name. A call that had gone meanwhile
+// has next released.
+func (c *Client) passGranted(next *Lease, w *waiter, reserved bool, group int, name string, sent int64) {
+	if reserved {
+		next.chain = newChain(next.token+1, chainBlock)
 	}
-	return l
-}
-
-// leaveQueue takes call a out of the lock's queue as it returns without
-// the lock, and releases the lock if it was granted to a meanwhile (the
-// next waiter then gets it), within the cleanup timeout.
-func (m *Mutex) leaveQueue(a *acquire) {
-	if !a.waits {
-		return
+	cfg := heldFor(w)
+	c.watch(next, group, cfg.lease, cfg.fixed, sent)
+	if next.chain != nil {
+		c.local.SetRun(name, next)
 	}
-	owner := any(a.owner)
-	if a.reentrant {
-		owner = argEmpty // never granted; its holds, if any, are not this call's
-	}
-	args := m.unlockArgs(owner, false, nil, a.queueMember())
-	if err := m.c.leave(context.Background(), m.name, func(ctx context.Context) error {
-		return scripts.Unlock.Run(ctx, m.c.batch.Direct(), m.keys, args...).Err()
-	}); err != nil {
-		m.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the Client's next call on it tries again",
-			"name", m.name, "err", err)
+	c.stats.acquired.Add(1)
+	c.stats.handoffs.Add(1)
+	if !c.local.Settle([]*waiter{w}, 0, next, false) {
+		c.releaseUnwanted(next)
 	}
 }
 
-// unlockArgs returns the ARGV of unlock.lua releasing a hold of owner:
-// marked when its keys hold a release marker (a reentrant hold), w the
-// waiter of this Client to grant the lock to (nil for none), leaving the
-// queue member of a call leaving the queue ("" for none), and passed, for
-// a hold passed on in process, its token and whether to reserve more (the
-// Client's clock goes with them, as the hold's start).
-// The arguments past the fifth that are "" or "0" at the end are left out,
-// as a plain release needs none of them and each costs the server.
-func (m *Mutex) unlockArgs(owner any, marked bool, w *waiter, leaving string, passed ...any) []any {
-	listen, remote, preferred, left := argZero, argOne, argEmpty, argEmpty
-	// Only the Mutex calls of a Client listen on a Mutex's release channel.
-	if m.c.local.Len() > 0 && m.c.hub.Listening(m.channel) {
-		listen = argOne
-	}
-	if m.c.rsync.mayWait() {
-		remote = argZero // a grant to another Client would return before replicas acknowledge it
-	}
-	if w != nil {
-		preferred = w.Call.(*acquire).member
-	}
-	if leaving != "" {
-		left = leaving
-	}
-	args := []any{owner, m.c.argPublish, m.c.argFencing, m.argGrants, remote, m.argChannel, listen, preferred, left, argEmpty, argZero, argEmpty, argEmpty}
-	if len(passed) > 0 {
-		copy(args[unlockArgPassed:], passed)
-		args[unlockArgSince] = m.c.nowArg()
-	}
-	if marked {
-		args[unlockArgMarkerTTL] = m.c.argMarkerTTL
-	}
-	n := len(args)
-	for n > unlockArgsFixed && (args[n-1] == argEmpty || args[n-1] == argZero) {
-		n--
-	}
-	return args[:n]
-}
-
-// settle ends the claim on w of the release that claimed it, sent at
-// sent: w is handed the lock if it was granted to w, goes back to sleep if
-// it was granted to another waiter, or attempts.
-func (m *Mutex) settle(w *waiter, r int64, err error, sent int64) {
-	ws := []*waiter{w}
-	switch {
-	case err == nil && r < 0:
-		next := &Lease{c: m.c, rel: m, name: m.name, field: w.Owner, token: uint64(-r) >> 1, end: newEnding()}
-		if r&1 == 1 { // -(2t + 1): tokens reserved for passing it on in process
-			next.chain = newChain(next.token+1, chainBlock)
-		}
-		cfg := heldFor(w)
-		m.c.watch(next, m.group, cfg.lease, cfg.fixed, sent)
-		if next.chain != nil {
-			m.c.local.SetRun(m.name, next)
-		}
-		m.c.stats.acquired.Add(1)
-		m.c.stats.handoffs.Add(1)
-		if !m.c.local.Settle(ws, 0, next, false) {
-			m.c.releaseUnwanted(next)
-		}
-	case err == nil && r == 3:
-		m.c.local.Settle(ws, -1, nil, false)
-	default:
-		// Not passed on (or unknown): the waiter tries itself. A one-shot
-		// owner that finds itself holding the lock takes it as its own.
-		m.c.local.Settle(ws, -1, nil, true)
-	}
-}
-
-// releaseUnwanted releases a lock handed to a call that has gone, within
+// releaseUnwanted releases a lock passed to a call that has gone, within
 // the cleanup timeout.
 func (c *Client) releaseUnwanted(l *Lease) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
@@ -306,69 +228,7 @@ func (c *Client) releaseUnwanted(l *Lease) {
 	// it is not passed on in process: the next holder's would rest on it.
 	l.unwanted = true
 	if err := l.Unlock(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
-		c.cfg.logger.Warn("relock: cannot release a lock handed to a waiter that left; it expires with its lease",
+		c.cfg.logger.Warn("relock: cannot release a lock passed to a waiter that left; it expires with its lease",
 			"name", l.name, "err", err)
-	}
-}
-
-// handOff is a release that may grant the lock to w, a waiter of this
-// Client. Where the master has replicas to wait for (replicasync.go),
-// unlock.lua and a WAIT go in one pipeline on its connection, and w is
-// handed its Lease only if enough replicas acknowledged it; otherwise w's
-// hold is released again and w tries for itself. With replica sync no
-// grant goes to another Client.
-func (m *Mutex) handOff(ctx context.Context, l *Lease, w *waiter, keys []any) (int64, error) {
-	s := m.c.rsync
-	args := m.unlockArgs(l.arg(), l.reentrant, w, "")
-	t, err := s.target(ctx, m.name)
-	if err == nil && t == nil {
-		sent := m.c.wd.Now()
-		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, args, nil)
-		m.settle(w, r, err, sent)
-		return r, err
-	}
-	unlock := func() (int64, error) {
-		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), l.reentrant, nil, ""), nil)
-		m.c.local.Settle([]*waiter{w}, -1, nil, true) // it tries itself
-		return r, err
-	}
-	if err != nil {
-		return unlock()
-	}
-	sent := m.c.wd.Now()
-	cmd, ack := batch.Synced(ctx, scripts.Unlock, keys, args, &t.bs)
-	r, err := cmd.Int64()
-	if err != nil && s.cc != nil && isServerError(err) && isRedirect(err) {
-		s.cc.ReloadState(ctx)
-		return unlock()
-	}
-	if err != nil || r >= 0 {
-		m.settle(w, r, err, sent)
-		return r, err
-	}
-	if serr := s.judge(ctx, t, ack); serr != nil {
-		// Released, but the waiter may not have it: free it again.
-		m.c.stats.syncShort.Add(1)
-		m.c.undo(ctx, &handed{m: m, owner: w.Owner})
-		m.c.local.Settle([]*waiter{w}, -1, nil, true) // it tries itself
-		return 2, nil
-	}
-	m.settle(w, r, nil, sent)
-	return r, nil
-}
-
-// handed is a one-shot waiter's hold given by a handoff, to be undone.
-type handed struct {
-	m     *Mutex
-	owner string
-}
-
-// Undo removes the hold, as abandon.lua does for a one-shot owner.
-func (h *handed) Undo(ctx context.Context) {
-	m := h.m
-	err := scripts.Abandon.Run(ctx, m.c.batch.Direct(), []any{m.name}, h.owner, m.argChannel, m.c.publish, argZero).Err()
-	if err != nil {
-		m.c.cfg.logger.Warn("relock: cannot release a handed lock too few replicas acknowledged; it expires with its lease",
-			"name", m.name, "err", err)
 	}
 }

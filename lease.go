@@ -42,7 +42,7 @@ type Lease struct {
 	// holder there (nil for a hold Redis had before the lease was made).
 	chain     *chain
 	confirmed chan struct{}
-	unwanted  bool // handed to a call that had gone: never passed on
+	unwanted  bool // passed to a call that had gone: never passed on again
 
 	endMu sync.Mutex
 	ended bool     // finish has run

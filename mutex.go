@@ -286,27 +286,6 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 	}
 }
 
-// release implements releaser. When the hold was the last, the lock is
-// granted to the next waiter in its queue, if any (see grant.go); when that
-// is a call of this Client, it is handed its Lease here.
-func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
-	keys := m.keys
-	if l.reentrant {
-		keys = with(m.keys, suffixed(unlockLatchPrefix, m.name, l.request))
-	}
-	switch passed, err := m.c.passOrEnd(ctx, l, m.name, m.passOver); {
-	case err != nil:
-		return 0, err
-	case passed:
-		return 3, nil
-	}
-	var one [1]*waiter
-	if ws := m.c.local.Claim(m.name, one[:], nil); len(ws) == 1 {
-		return m.handOff(ctx, l, ws[0], keys)
-	}
-	return m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), l.reentrant, nil, ""), nil)
-}
-
 // markerTTL is how long request markers make retries idempotent: longer
 // than any retry of a client, and than a watchdog lease.
 func (c *Client) markerTTL() time.Duration { return max(time.Minute, 2*c.cfg.watchdog) }

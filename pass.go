@@ -8,13 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/watchdog"
 )
 
 // Passing on in process. While a Client holds a Mutex and no one else
 // could be owed it (no other Client's waiter is first in its queue, no one
-// else listens on its release channel), a release hands the lock to the
+// else listens on its release channel), a release passes the lock to the
 // Client's next waiting call at once, without waiting for Redis, and sends
 // unlock.lua a switch that makes the waiter the holder there too. The
 // waiter's fencing token comes from a block that an earlier answer of
@@ -62,13 +61,13 @@ const passMargin = 100 * time.Millisecond
 // it passes the lock to them only, first to last.
 type chain struct {
 	mu       sync.Mutex
-	next     uint64 // the next token to hand; next > last when none is left
+	next     uint64 // the next token to pass; next > last when none is left
 	last     uint64
 	queued   uint64        // the first token of a block that comes after last; 0 if none
 	asking   bool          // a switch asking for a block is on its way
 	permit   bool          // the answer to the newest switch answered allows passing on
 	answered uint64        // the token of that switch
-	passed   uint64        // the newest token handed
+	passed   uint64        // the newest token passed
 	size     uint64        // tokens in a Mutex's block
 	pending  int           // switches not answered yet
 	idle     chan struct{} // closed when pending falls to 0; nil while it is 0
@@ -112,7 +111,7 @@ func (ch *chain) ready() bool {
 	return ch.permit && (ch.next <= ch.last || ch.queued != 0)
 }
 
-// take hands the next token for a switch about to be sent, and reports
+// take takes the next token for a switch about to be sent, and reports
 // whether the switch should ask for the next block.
 func (ch *chain) take() (token uint64, ask bool) {
 	ch.mu.Lock()
@@ -145,7 +144,7 @@ func (ch *chain) done() {
 	}
 }
 
-// answer records the answer to the switch of a Mutex's run that handed
+// answer records the answer to the switch of a Mutex's run that passed
 // token, which asked for a block if asked: whether passing on may go on
 // (stop: no, whatever else), and the first token of a block it reserved
 // (0: none). Answers to older switches than the newest answered say
@@ -179,7 +178,7 @@ func (ch *chain) fairNext() string {
 	return ch.heads[0]
 }
 
-// takeHead hands the token for passing a FairMutex to owner, and takes
+// takeHead takes the token for passing a FairMutex to owner, and takes
 // owner off the heads, if owner is still the first of them (an answer may
 // have come since fairNext); ok is false if not. ask reports whether the
 // switch should ask Redis to name the queue's next heads again: when no
@@ -206,7 +205,7 @@ func (ch *chain) takeHead(owner string) (token uint64, ask, ok bool) {
 	return token, ask, true
 }
 
-// noNews ends the wait for the switch that handed token, which asked for
+// noNews ends the wait for the switch that passed token, which asked for
 // a block if asked, when its answer says nothing new (a newer switch of
 // the run came first) or it was never sent (its waiter had gone).
 func (ch *chain) noNews(token uint64, asked bool) {
@@ -225,7 +224,7 @@ func (ch *chain) forget(token uint64) {
 }
 
 // answerFair records the answer to the switch of a FairMutex's run that
-// handed token, which asked Redis to name the queue's next heads if
+// passed token, which asked Redis to name the queue's next heads if
 // asked: stop ends passing on; otherwise heads are the queue's next heads
 // that are the Client's waiters, as the switch left the queue, with
 // tokens reserved for them from first. Answers to older switches than
@@ -278,7 +277,7 @@ func (ch *chain) settled(ctx context.Context) error {
 	}
 }
 
-// ours reports whether token is one the run handed after from.
+// ours reports whether token is one the run passed after from.
 func (ch *chain) ours(token, from uint64) bool {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -288,7 +287,7 @@ func (ch *chain) ours(token, from uint64) bool {
 // passOrEnd begins the release of l, a hold of a Mutex or an RWMutex's
 // write hold whose Client's waiters wait under name: it passes the lock
 // on in process to a waiting call of the Client it claims, with pass
-// (the lock's passOver), if the run allows, and reports true. Otherwise
+// (the lock's passNow), if the run allows, and reports true. Otherwise
 // it ends the run, if l holds it (the calls that joined it attempt), and
 // returns once every switch of the run is answered: a release that does
 // not pass the hold on comes after them.
@@ -311,7 +310,7 @@ func joinable(h *Lease) bool {
 }
 
 // passable reports whether l's hold may be passed on in process, tokens
-// and permission aside: a one-shot hold of a run, not handed to a call
+// and permission aside: a one-shot hold of a run, not passed to a call
 // that had gone, with time left, of a Client without replicas to wait
 // for.
 func (c *Client) passable(l *Lease) bool {
@@ -319,31 +318,18 @@ func (c *Client) passable(l *Lease) bool {
 		!c.wd.Check(l.entry) && l.entry.Deadline()-c.wd.Now() > int64(passMargin)
 }
 
-// passOver passes l's lock to w, a waiter of this Client it has claimed,
-// at once, and sends the switch that makes it so in Redis (see above),
-// without waiting for Redis: a goroutine of the Client judges w's hold by
-// the answer, which comes within the cleanup timeout (twice, if the first
-// try is not answered). It reports false, having done nothing, if w has
-// gone: the release then goes on as if it had not claimed w.
-func (m *Mutex) passOver(l *Lease, w *waiter) bool {
-	return m.c.passSwitch(l, w, w.Owner, m.group, m.name, func(ctx context.Context, token, reserve any) (int64, error) {
-		args := m.unlockArgs(l.arg(), false, w, "", token, reserve)
-		return m.c.batch.Do(ctx, scripts.Unlock, m.keys, args, nil)
-	})
-}
-
-// passSwitch passes the hold of l, a Mutex's or an RWMutex's write hold,
-// to w, as passOver tells: the new hold's field in the lock's hash is
+// passRun passes the hold of l, a Mutex's or an RWMutex's write hold,
+// to w, as passNow tells: the new hold's field in the lock's hash is
 // field, its watchdog group group, and it holds the run of the Client's
-// waiters under name from then; send sends the switch that hands the
+// waiters under name from then; send sends the switch that passes the
 // hold with token, and the switch's reserve argument ("1" to ask Redis to
 // reserve the next block). Its answer is unlock.lua's to a switch
 // (rw_write_unlock.lua's is the same).
-func (c *Client) passSwitch(l *Lease, w *waiter, field string, group int, name string,
+func (c *Client) passRun(l *Lease, w *waiter, field string, group int, name string,
 	send func(ctx context.Context, token, reserve any) (int64, error)) bool {
 	ch := l.chain
 	token, ask := ch.take()
-	next, sent, ok := c.handOver(l, w, field, token, group, &c.local)
+	next, sent, ok := c.passLease(l, w, field, token, group, &c.local)
 	if !ok {
 		ch.noNews(token, ask)
 		return false
@@ -375,11 +361,11 @@ func (c *Client) passSwitch(l *Lease, w *waiter, field string, group int, name s
 	return true
 }
 
-// handOver hands w, a waiter of reg it has claimed, a Lease of l's lock
+// passLease passes w, a waiter of list it has claimed, a Lease of l's lock
 // and run with token and field, before Redis has it (see above), and
 // returns it with when it did so (the switch's sending), or false if w
 // has gone: nothing is left of the new lease then.
-func (c *Client) handOver(l *Lease, w *waiter, field string, token uint64, group int, list *waiters) (*Lease, int64, bool) {
+func (c *Client) passLease(l *Lease, w *waiter, field string, token uint64, group int, list *waiters) (*Lease, int64, bool) {
 	sent := c.wd.Now()
 	next := &Lease{c: c, rel: l.rel, name: l.name, field: field, token: token, end: newEnding(),
 		chain: l.chain, confirmed: make(chan struct{})}
@@ -423,92 +409,3 @@ func judgeSwitch[T any](c *Client, next *Lease, send func(context.Context) (T, e
 // errUnconfirmed ends a hold passed on in process whose switch Redis did
 // not answer.
 var errUnconfirmed = errors.New("no answer from Redis to the switch that passed the lock on")
-
-// fairHeads is how many of the queue's next heads an answer names at
-// most, with a token reserved for each.
-const fairHeads = 8
-
-// fairRefill is how few named heads a run may have left before a switch
-// asks Redis to name them again. A switch that does not ask runs four
-// commands fewer (fair_queue.lua, pass_to).
-const fairRefill = 2
-
-var argFairHeads any = fairHeads
-
-// passOver passes a FairMutex's lock on in process to w, the first of the
-// queue's next heads that the answer to the run's newest switch named,
-// with token, taken for it (see above; fair_pass.lua), as Mutex.passOver
-// does.
-func (m *FairMutex) passOver(l *Lease, w *waiter, token uint64, ask bool) bool {
-	ch := l.chain
-	next, sent, ok := m.c.handOver(l, w, w.Owner, token, m.group, &m.c.fair)
-	if !ok {
-		ch.noNews(token, ask)
-		return false
-	}
-	// w returns with next at once and leaves its subscription to us, as
-	// after any handoff.
-	w.Sub.Close()
-	heads, since := argZero, m.c.nowArg()
-	if ask {
-		heads = argFairHeads
-	}
-	judgeSwitch(m.c, next, func(ctx context.Context) ([]any, error) {
-		return scripts.FairPass.Run(ctx, m.c.batch.Direct(), m.unlockKeys, w.Owner, heldFor(w).lease.Milliseconds(), token, heads, since, m.c.argFencing).Slice()
-	}, func(r []any, err error) {
-		status := int64(-1)
-		if err == nil && len(r) > 0 {
-			status, _ = r[0].(int64)
-		}
-		switch {
-		case err != nil:
-			ch.answerFair(token, ask, true, nil, 0)
-			m.c.wd.Lose(next.entry, errUnconfirmed)
-		case status == 1 && len(r) == 3:
-			heads, first := fairHeadsOf(r[1], r[2])
-			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, heldFor(w).lease))
-			ch.answerFair(token, ask, false, heads, first)
-		case status == 2 && len(r) == 2 && ch.ours(uint64(toInt(r[1])), token):
-			// A newer switch of the run came first: w has passed it on.
-			ch.noNews(token, ask)
-		default:
-			// The run was broken before this switch: w has nothing.
-			m.c.wd.Lose(next.entry, watchdog.ErrGone)
-			ch.answerFair(token, ask, true, nil, 0)
-		}
-	})
-	return true
-}
-
-// fairHeadsOf reads the heads and first reserved token of a fair
-// script's answer.
-func fairHeadsOf(list, first any) ([]string, uint64) {
-	xs, _ := list.([]any)
-	heads := make([]string, 0, len(xs))
-	for _, x := range xs {
-		if h, ok := x.(string); ok {
-			heads = append(heads, h)
-		}
-	}
-	return heads, uint64(toInt(first))
-}
-
-// toInt reads an integer reply, 0 if it is none.
-func toInt(v any) int64 {
-	n, _ := v.(int64)
-	return n
-}
-
-// passOver passes an RWMutex's write lock on in process to w, a one-shot
-// writer of this Client it has claimed, as Mutex.passOver does; the
-// switch is rw_write_unlock.lua's.
-func (rw *RWMutex) passOver(l *Lease, w *waiter) bool {
-	member := w.Call.(*rwAcquire).named
-	if member == "" { // a writer not queued yet: the switch takes nothing out of the queue
-		member = queueMember(heldFor(w).lease, argKindOneShot.(string), w.Owner)
-	}
-	return rw.c.passSwitch(l, w, w.Owner+":write", rw.group, rw.queue, func(ctx context.Context, token, reserve any) (int64, error) {
-		args := append(rw.unlockArgs(l.field, argZero, ""), member, token, reserve)
-		return rw.c.batch.Do(ctx, scripts.RWWriteUnlock, rw.unlockKeys, args, nil)
-	})
-}

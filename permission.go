@@ -69,7 +69,7 @@ func (c *Client) checkScripts(publish string) error {
 			lacks = append(lacks, patterns[i])
 		}
 	}
-	return fmt.Errorf("%w: the Redis user may not %s on %s, the channels on which relock's releases tell waiters "+
+	return fmt.Errorf("%w: the Redis user may not %s on %s, the channels on which relock's releases wake waiters "+
 		"(a release refused there would fail with its writes applied); grant them as relock's README lists (ACL SETUSER)",
 		ErrNoPermission, strings.ToUpper(publish), strings.Join(lacks, " "))
 }

@@ -26,8 +26,8 @@ import (
 // WithLease(d) it expires after d. A permit whose holder died comes back
 // once its lease has run out: every acquisition, Available and UpdateLease
 // call reclaims expired permits, judged by the server's clock (never a
-// client's), and tells the waiters at once. Waiters also sleep no longer
-// than until the earliest expiry they were told of.
+// client's), and wakes the waiters at once. Waiters also sleep no longer
+// than until the earliest expiry they were given.
 //
 // A PermitSemaphore is a cheap handle; make it with
 // Client.PermitSemaphore. It is safe for concurrent use. Its zero value is

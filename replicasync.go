@@ -18,7 +18,7 @@ import (
 // script is followed, in the same pipeline on the same connection, by
 // WAIT numreplicas timeout (or WAITAOF), which answers how many replicas
 // have the write; an acquisition too few of them acknowledged is released
-// again before its Lease is handed out. Renewals, and the synchronizers'
+// again before its Lease is returned. Renewals, and the synchronizers'
 // other writes (releases, counts, permits set, added or drained, lease
 // updates), are followed by a WAIT too; those cannot be undone, so one too
 // few replicas acknowledged is reported, not released. See docs/design.md

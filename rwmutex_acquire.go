@@ -73,31 +73,6 @@ func (a *rwAcquire) Undo(ctx context.Context) {
 	}
 }
 
-// rwUnlockScript returns the release script of one side. Each publishes
-// Redisson's message: a lock freed by its readers can only be wanted by
-// writers, so "0" wakes one waiter; the end of a write lock may let every
-// waiting reader in, so "1" wakes them all.
-func rwUnlockScript(write bool) *scripts.Script {
-	if write {
-		return scripts.RWWriteUnlock
-	}
-	return scripts.RWReadUnlock
-}
-
-// unlockArgs returns the ARGV of the release scripts for the hold field,
-// with mode as the marker mode; leaving is the queue member of a call
-// leaving the queue, or "". Without replica sync a release that frees the
-// lock grants it to the first waiting writer (rw_queue.lua).
-func (rw *RWMutex) unlockArgs(field, mode any, leaving string) []any {
-	c := rw.c
-	allow := argOne
-	if c.rsync.mayWait() {
-		allow = argZero // a grant would return before replicas acknowledge it
-	}
-	return []any{field, rw.argChannel, c.argPublish, mode, c.argMarkerTTL, rw.prefix,
-		c.argNumsub, c.argID, rw.argGrants, argGrantTTL, leaving, allow, c.argFencing}
-}
-
 func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool) (*Lease, error) {
 	lc, err := rw.c.startLock(ctx, rw.check(), rwOp(write, "lock"), rw.name, opts)
 	if err != nil {
@@ -252,12 +227,12 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t 
 		}
 	}
 	q := &rwQueued{rw: rw, a: a}
-	handed, err := rw.c.waitQueued(ctx, wt, q, retryAfter(ttl))
+	passed, err := rw.c.waitQueued(ctx, wt, q, retryAfter(ttl))
 	if err != nil {
 		return nil, err
 	}
-	if handed != nil {
-		return handed, nil
+	if passed != nil {
+		return passed, nil
 	}
 	return q.l, nil
 }
@@ -397,77 +372,13 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 	return l, 0, nil
 }
 
-// release implements releaser for the read side.
-func (r *ReadLocker) release(ctx context.Context, l *Lease) (int64, error) {
-	return r.rw.release(ctx, l, false)
-}
-
-// release implements releaser for the write side.
-func (w *WriteLocker) release(ctx context.Context, l *Lease) (int64, error) {
-	return w.rw.release(ctx, l, true)
-}
-
-func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, error) {
-	if write {
-		switch passed, err := rw.c.passOrEnd(ctx, l, rw.queue, rw.passOver); {
-		case err != nil:
-			return 0, err
-		case passed:
-			return 3, nil
-		}
-	}
-	keys, mode := rw.unlockKeys, argZero
-	if l.reentrant {
-		keys, mode = with(rw.unlockKeys, suffixed(unlockLatchPrefix, rw.name, l.request)), argOne
-	}
-	script, args := rwUnlockScript(write), rw.unlockArgs(l.field, mode, "")
-	if rw.c.rsync.mayWait() {
-		return rw.c.batch.Do(ctx, script, keys, args, nil)
-	}
-	var one [1]*waiter
-	ws := rw.c.local.Claim(rw.queue, one[:], nil)
-	if len(ws) == 0 {
-		return rw.c.batch.Do(ctx, script, keys, args, nil)
-	}
-	// A writer of this Client sleeps in the queue: if it is first when
-	// the lock is freed, the script hands it the lock, and its call
-	// returns on this reply with no grant message (rw_queue.lua).
-	w := ws[0]
-	sent := rw.c.wd.Now()
-	r, err := rw.c.batch.Do(ctx, script, keys, append(args, w.Call.(*rwAcquire).named), nil)
-	switch {
-	case err == nil && r < 0: // -(2t + p)
-		next := &Lease{c: rw.c, rel: &rw.w, name: rw.name, field: w.Owner + ":write", token: uint64(-r) >> 1, end: newEnding()}
-		if r&1 == 1 { // tokens reserved for passing it on in process
-			next.chain = newChain(next.token+1, chainBlock)
-		}
-		cfg := heldFor(w)
-		rw.c.watch(next, rw.group, cfg.lease, cfg.fixed, sent)
-		if next.chain != nil {
-			rw.c.local.SetRun(rw.queue, next)
-		}
-		rw.c.stats.acquired.Add(1)
-		rw.c.stats.handoffs.Add(1)
-		if !rw.c.local.Settle(ws, 0, next, false) {
-			rw.c.releaseUnwanted(next)
-		}
-	case err == nil && (r == 1 || r == 3):
-		// Still held, or granted to another Client's writer: it sleeps on.
-		rw.c.local.Settle(ws, -1, nil, false)
-	default:
-		// Freed (or unknown): it attempts.
-		rw.c.local.Settle(ws, -1, nil, true)
-	}
-	return r, err
-}
-
 // readHold tells a reentrant owner's shared read hold apart from its write
 // hold ("<owner>:write") and from a Mutex hold ("<owner>") in Client.holds.
 const readHold = ":read"
 
 // writerTurn waits until the calling writer, call a, has the turn, ctx
 // ends or the Client is closed. A one-shot writer that may be granted the
-// lock waits where a release of its Client may claim it and hand it the
+// lock waits where a release of its Client may claim it and pass it the
 // lock (rw_queue.lua, ARGV[14]): it then returns that Lease, and no turn.
 func (rw *RWMutex) writerTurn(ctx context.Context, a *rwAcquire) (l *Lease, t *wait.Turn, err error) {
 	k := rw.name

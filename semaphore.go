@@ -78,10 +78,10 @@ func (s *Semaphore) AddPermits(ctx context.Context, n int) error {
 }
 
 // Release returns n permits (n must be positive) and wakes the local
-// waiters they can satisfy; waiters of other processes are told too. When
+// waiters they can satisfy; waiters of other processes are woken too. When
 // no other client listens on the semaphore's channel, the permits that
 // this Client's waiting Acquire calls ask for (oldest first, those that
-// fit) are handed to them directly: they return without asking Redis,
+// fit) are passed to them directly: they return without asking Redis,
 // and only the rest are added there.
 //
 // Release is applied exactly once when it returns nil, even if a reply is
@@ -106,20 +106,20 @@ func (s *Semaphore) release(ctx context.Context, op string, n int) error {
 	if !c.rsync.mayWait() {
 		var buf [16]*waiter
 		if ws := c.local.Claim(s.channel, buf[:], fitting(n)); len(ws) > 0 {
-			return s.handOut(ctx, op, n, ws)
+			return s.releasePassing(ctx, op, n, ws)
 		}
 	}
 	return c.addPermits(ctx, s.req, op, s.name, s.channel, n)
 }
 
-// handOut releases n permits, of which those that ws ask for (waiting
+// releasePassing releases n permits, of which those that ws ask for (waiting
 // calls of this Client, claimed) go straight to them when no one else
 // listens on the semaphore's channel (sem_release.lua): they take them
 // without an attempt of their own, and only the rest are added in Redis.
 // Otherwise, or when the outcome is unknown, the calls attempt. Not with
 // replica sync: a call would take permits before replicas acknowledged
 // the release.
-func (s *Semaphore) handOut(ctx context.Context, op string, n int, ws []*waiter) error {
+func (s *Semaphore) releasePassing(ctx context.Context, op string, n int, ws []*waiter) error {
 	c := s.c
 	k := 0
 	for _, w := range ws {
@@ -141,25 +141,25 @@ func (s *Semaphore) handOut(ctx context.Context, op string, n int, ws []*waiter)
 	}
 	if back > 0 {
 		// Calls that returned meanwhile: their permits go to Redis after all.
-		s.giveBack(back)
+		s.restorePermits(back)
 	}
 	return nil
 }
 
-// giveBack adds n permits handed to waiting calls that did not take them,
+// restorePermits adds n permits passed to waiting calls that did not take them,
 // within the cleanup timeout.
-func (s *Semaphore) giveBack(n int) {
+func (s *Semaphore) restorePermits(n int) {
 	c := s.c
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
 	defer cancel()
 	if err := c.addPermits(ctx, s.req, "release", s.name, s.channel, n); err != nil {
-		c.cfg.logger.Warn("relock: cannot give back permits handed to a call that left; they stay taken",
+		c.cfg.logger.Warn("relock: cannot give back permits passed to a call that left; they stay taken",
 			"name", s.name, "permits", n, "err", err)
 	}
 }
 
 // addPermits adds n (possibly negative) to the free permits of the
-// semaphore name with sem_release.lua, which tells the waiters on channel:
+// semaphore name with sem_release.lua, which wakes the waiters on channel:
 // Semaphore.Release and the AddPermits of both semaphores.
 func (c *Client) addPermits(ctx context.Context, req *requests, op, name, channel string, n int) error {
 	keys, marker := req.keys(name)
@@ -193,7 +193,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 		return err
 	}
 	c := s.c
-	// A release of this Client may pass the call its permits (handOut),
+	// A release of this Client may pass the call its permits (releasePassing),
 	// but with replica sync.
 	w := newWaiter("", n, !c.rsync.mayWait())
 	wt := waitFor{Op: "acquire", Name: s.name, Channel: s.channel, Local: s.channel, Waiter: w,
@@ -209,7 +209,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 		return ok, fallbackRecheck, err
 	}), fallbackRecheck)
 	if err != nil && c.local.TakePassed(w) {
-		s.giveBack(n) // passed as the call gave up
+		s.restorePermits(n) // passed as the call gave up
 	}
 	return err
 }
@@ -252,7 +252,7 @@ func (s *Semaphore) Available(ctx context.Context) (int, error) {
 }
 
 // Drain takes every available permit and returns how many it took. It
-// tells no waiter. Like Release, it is applied exactly once when it
+// wakes no waiter. Like Release, it is applied exactly once when it
 // returns nil; with replica sync, permits drained that too few replicas
 // acknowledged are counted in its result, with an error wrapping
 // ErrReplicaSync.
@@ -378,7 +378,7 @@ func fitting(n int) func(*waiter) (take, more bool) {
 // allowed to hold up smaller ones behind it (other clients compete for
 // the permits anyway). A count of 0 or less picks every call: nothing was
 // freed, but a permit's lease was cut below the earliest expiry the calls
-// were told (permit_updatelease.lua), and each must learn the new one. A
+// were given (permit_updatelease.lua), and each must learn the new one. A
 // payload that is not a number picks the oldest call.
 func fits(payload string) func(*waiter) bool {
 	free, err := strconv.Atoi(payload)

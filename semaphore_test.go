@@ -21,7 +21,7 @@ import (
 // never more than three are in use, more than one is, and every permit is
 // back at the end. With three Clients releases publish; with one (without
 // replica sync, which turns it off), they hand their permits to the
-// Client's own calls (Semaphore.handOut), some of which give up meanwhile.
+// Client's own calls (Semaphore.releasePassing), some of which give up meanwhile.
 func TestSemaphoreHammer(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		t.Run("3-clients", func(t *testing.T) { semaphoreHammer(t, top, 3) })

@@ -3,11 +3,9 @@ package relock
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/relock-go/relock/internal/batch"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -49,57 +47,26 @@ func (c *Client) write(ctx context.Context, w writeCall) (int64, error) {
 	if err := c.checkOpen(); err != nil {
 		return 0, err // nothing was sent
 	}
-	rs := c.rsync
-	var pause time.Duration // between redirected tries
-	for {
-		t, err := rs.target(ctx, w.name)
-		if redirected(err) {
-			if err = c.batch.AwaitRedirect(ctx, err, &pause); err == nil {
-				continue
-			}
-		}
-		if err != nil {
-			return 0, err // nothing was sent
-		}
-		v, ack, err := c.send(ctx, t, &w)
-		if t != nil && redirected(err) {
-			// The slot moved: find its master again.
-			if err := c.batch.AwaitRedirect(ctx, err, &pause); err != nil {
-				return 0, err // nothing was applied
-			}
-			continue
-		}
-		if lostReply(&w, err) {
-			var err2 error
-			if v, ack, err2 = c.resend(ctx, t, &w); err2 != nil {
-				return 0, err
-			}
-			err = nil
-		}
-		if err != nil || t == nil || !w.changed(v) {
-			return v, err
-		}
-		if serr := rs.judge(ctx, t, ack); serr != nil {
-			c.stats.syncShort.Add(1)
-			return v, &unconfirmedError{err: serr}
-		}
-		return v, nil
+	k := &call{name: w.name, script: w.script, keys: w.keys, args: w.args, direct: w.direct}
+	a, err := c.send(ctx, k)
+	if a.sent == 0 {
+		return 0, err // nothing ran
 	}
-}
-
-// send runs w once, followed by t's WAIT on the same connection when t is
-// not nil.
-func (c *Client) send(ctx context.Context, t *syncTarget, w *writeCall) (int64, redis.Cmder, error) {
-	if !w.direct {
-		return c.batch.DoSync(ctx, w.script, w.keys, w.args, nil, t.batchSync())
+	if lostReply(&w, err) {
+		var err2 error
+		if a.r, a.ack, err2 = c.resend(ctx, a.t, &w); err2 != nil {
+			return 0, err
+		}
+		err = nil
 	}
-	if t == nil {
-		v, err := w.script.Run(ctx, c.batch.Direct(), w.keys, w.args...).Int64()
-		return v, nil, err
+	if err != nil || a.t == nil || !w.changed(a.r) {
+		return a.r, err
 	}
-	cmd, ack := batch.Synced(ctx, w.script, w.keys, w.args, &t.bs)
-	v, err := cmd.Int64()
-	return v, ack, err
+	if serr := c.rsync.judge(ctx, a.t, a.ack); serr != nil {
+		c.stats.syncShort.Add(1)
+		return a.r, &unconfirmedError{err: serr}
+	}
+	return a.r, nil
 }
 
 // resend runs w again, with the same request marker, after its reply was

@@ -12,7 +12,7 @@
 //     Client, in process: it claims sleeping calls first (List.Claim), so
 //     that none of them attempts meanwhile, and settles the claim with
 //     the outcome (List.Settle, List.PassEach).
-//   - wake: a waiter is told to attempt, now or by a time (List.Wake,
+//   - wake: a waiter is woken to attempt, now or by a time (List.Wake,
 //     List.WakeOther, List.WakeEach), by a message on a channel or by a
 //     fellow call that knows better.
 //
@@ -73,7 +73,7 @@ func NewWaiter[O, N comparable](owner string, call any, claimable bool) *Waiter[
 	return w
 }
 
-// Outcome returns the channel on which a claimed waiter is told the
+// Outcome returns the channel on which a claimed waiter learns the
 // outcome of the claim; nil for a waiter that cannot be claimed.
 func (w *Waiter[O, N]) Outcome() <-chan O { return w.outcome }
 

@@ -66,7 +66,7 @@ type Env[O, N comparable] struct {
 	Closing <-chan struct{} // closed as the Client closes
 	Closed  error           // returned once it has
 	Stats   *Stats
-	// Route is the hub's policy for a grant channel: it hands the news to
+	// Route is the hub's policy for a grant channel: it takes the news to
 	// the waiter of its owner (List.Grant, List.Wake).
 	Route notify.Policy
 	// GrantTTL is the longest a grant to a waiter holds the lock before

@@ -118,7 +118,7 @@ func (w *Waiter[O, N]) note(g N, recheck time.Duration) {
 	w.ring()
 }
 
-// wake tells w to attempt now, and wakes it. Called with mu held.
+// wake wakes w to attempt now, and wakes it. Called with mu held.
 func (w *Waiter[O, N]) wake() {
 	w.woken = true
 	w.ring()
@@ -132,7 +132,7 @@ func (w *Waiter[O, N]) ring() {
 	}
 }
 
-// News returns and clears what w was told: a grant, a time to attempt by,
+// News returns and clears what w was granted or woken for: a grant, a time to attempt by,
 // or to attempt now.
 func (r *List[O, N]) News(w *Waiter[O, N]) (g N, recheck time.Duration, now bool) {
 	r.mu.Lock()
