@@ -78,6 +78,52 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 	if err != nil {
 		return nil, err
 	}
+	a := rw.newAcquire(lc, write, wait)
+
+	// A reader that comes while its Client listens on the lock's release
+	// channel and its grant channel listens from before its first
+	// attempt, which may then queue it: every release after that attempt
+	// reaches it, so it owes no attempt once subscribed (see wait).
+	var sub *notify.Waiter
+	if !write && a.kind != nil && rw.listening() {
+		if sub, err = rw.c.hub.Subscribe(rw.channel, lockPolicy); err != nil {
+			return nil, ErrClosed
+		}
+		a.args[rwArgKind] = a.kind
+	}
+
+	var turn *turn // the writers' turn, once the call has it
+	if write && a.kind != nil {
+		var now bool
+		if turn, now = rw.takeTurn(a); !now {
+			return rw.wait(ctx, a, -1, turn, nil)
+		}
+	}
+	l, ttl, err := rw.attempt(ctx, a)
+	if err != nil && !isServerError(err) {
+		rw.leaveQueue(a) // it may have joined the queue
+	}
+	if l != nil || err != nil || !wait {
+		sub.Close() // after leaving the queue
+		if turn != nil {
+			rw.c.turns.Leave(rw.name, turn)
+		}
+		if l == nil && err == nil {
+			err = ErrNotAcquired
+		}
+		return l, err
+	}
+	if a.cfg.spin != nil {
+		return rw.c.spinLock(ctx, rwOp(a.write, "lock"), rw.name, a.cfg.spin, ttl, 0, func(ctx context.Context) (*Lease, time.Duration, error) {
+			return rw.attempt(ctx, a)
+		})
+	}
+	return rw.wait(ctx, a, ttl, turn, sub)
+}
+
+// newAcquire returns the fixed arguments of an RWMutex lock call with lc,
+// of the write side if write, that waits if wait.
+func (rw *RWMutex) newAcquire(lc lockCall, write, wait bool) *rwAcquire {
 	a := &rwAcquire{lockCall: lc, rw: rw, write: write}
 	a.field = a.owner
 	if write {
@@ -110,59 +156,33 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 			a.args[rwArgKind] = a.kind
 		}
 	}
+	return a
+}
 
-	// A reader that comes while its Client listens on the lock's release
-	// channel and its grant channel listens from before its first
-	// attempt, which may then queue it: every release after that attempt
-	// reaches it, so it owes no attempt once subscribed (see wait).
-	var sub *notify.Waiter
-	if !write && a.kind != nil && rw.listening() {
-		if sub, err = rw.c.hub.Subscribe(rw.channel, lockPolicy); err != nil {
-			return nil, ErrClosed
-		}
-		a.args[rwArgKind] = a.kind
+// takeTurn takes the writers' turn for call a, a writer that queues, if
+// no other writer of its Client has it or waits for it, and reports
+// whether a attempts now. Only the writer that has its Client's turn may
+// be in the queue: a grant or a word to another would find no call to
+// take it. It returns now false, and no turn, for a one-shot writer that
+// must wait for the turn without an attempt (another writer of the
+// Client cannot be re-entering, so an attempt now would only fail), and
+// now false with the turn for one that joins its Client's run without an
+// attempt, while the Client passes the lock on in process (see wait). A
+// reentrant writer without the turn attempts without queueing, so that a
+// re-entry never waits behind another writer of the Client, and joins
+// once it has the turn.
+func (rw *RWMutex) takeTurn(a *rwAcquire) (t *turn, now bool) {
+	t, ok := rw.c.turns.Try(rw.name)
+	switch {
+	case !ok && !a.reentrant:
+		return nil, false
+	case !ok:
+		a.args[rwArgKind] = argEmpty // it joins once it has the turn
+		return nil, true
+	case !a.reentrant && rw.c.local.MayJoinRun(rw.queue, joinable):
+		return t, false
 	}
-
-	var turn *turn // the writers' turn, once the call has it
-	if write && a.kind != nil {
-		// Only the writer that has its Client's turn may be in the queue:
-		// a grant or a word to another would find no call to take it.
-		var ok bool
-		if turn, ok = rw.c.turns.Try(rw.name); !ok {
-			if !a.reentrant {
-				// Another writer of this Client has the turn or waits for
-				// it: an attempt now would only fail. A one-shot writer
-				// cannot be re-entering, so it waits for its turn and
-				// attempts then.
-				return rw.wait(ctx, a, -1, nil, nil)
-			}
-			a.args[rwArgKind] = argEmpty // it joins once it has the turn
-		} else if !a.reentrant && rw.c.local.MayJoinRun(rw.queue, joinable) {
-			// Its Client passes the lock on in process: it joins the run
-			// without an attempt (see wait).
-			return rw.wait(ctx, a, -1, turn, nil)
-		}
-	}
-	l, ttl, err := rw.attempt(ctx, a)
-	if err != nil && !isServerError(err) {
-		rw.leaveQueue(a) // it may have joined the queue
-	}
-	if l != nil || err != nil || !wait {
-		sub.Close() // after leaving the queue
-		if turn != nil {
-			rw.c.turns.Leave(rw.name, turn)
-		}
-		if l == nil && err == nil {
-			err = ErrNotAcquired
-		}
-		return l, err
-	}
-	if a.cfg.spin != nil {
-		return rw.c.spinLock(ctx, rwOp(a.write, "lock"), rw.name, a.cfg.spin, ttl, 0, func(ctx context.Context) (*Lease, time.Duration, error) {
-			return rw.attempt(ctx, a)
-		})
-	}
-	return rw.wait(ctx, a, ttl, turn, sub)
+	return t, true
 }
 
 // listening reports whether the Client has the lock's release channel and

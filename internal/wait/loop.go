@@ -125,189 +125,240 @@ type Wait[O, N comparable] struct {
 // subscriptions are confirmed (or from its first attempt, with Joined),
 // and leaves it before it unsubscribes, so that every Client in a queue
 // listens on its release channel.
-func Loop[O, N comparable](ctx context.Context, env *Env[O, N], wt Wait[O, N], c Call[N], retry time.Duration) (passed O, err error) {
+func Loop[O, N comparable](ctx context.Context, env *Env[O, N], wt Wait[O, N], c Call[N], retry time.Duration) (O, error) {
 	var none O
 	env.Stats.Waits.Add(1)
-	exit := func() {
-		if wt.Exit != nil {
-			wt.Exit()
-			wt.Exit = nil
-		}
-	}
-	defer exit() // whatever happens
-	done, joined, left := false, wt.Joined, false
-	leave := func() {
-		if !done && joined && !left {
-			left = true
-			c.Leave()
-		}
-	}
-	defer leave() // whatever happens
-
-	var sub *notify.Waiter           // on the release channel, once listened to
-	var wakes, ready <-chan struct{} // its messages and confirmation
-	listen := func() error {
-		if sub != nil || (wt.ListenWhen != nil && !*wt.ListenWhen) {
-			return nil
-		}
-		if wt.Sub != nil {
-			sub = wt.Sub
-		} else if sub, err = env.Hub.Subscribe(wt.Channel, wt.Policy); err != nil {
-			return env.Closed
-		}
-		wakes, ready = sub.Wake(), sub.Ready()
-		return nil
-	}
-	defer func() {
-		if sub != nil {
-			sub.Close()
-		}
-	}()
-	if err := listen(); err != nil {
+	l := &loop[O, N]{env: env, wt: wt, c: c, w: wt.Waiter, joined: wt.Joined, clock: newRetryClock()}
+	defer l.end()
+	if err := l.subscribe(); err != nil {
 		return none, err
 	}
-	var grants, gready <-chan struct{} // the grant channel's reconnects and confirmation
-	if wt.Grants != "" {
-		gw, err := env.Hub.Subscribe(wt.Grants, env.Route)
-		if err != nil {
-			return none, env.Closed
-		}
-		defer gw.Close()
-		grants, gready = gw.Wake(), gw.Ready()
-		if (wt.Joined || wt.InRun) && wt.Sent != 0 && env.Hub.ConfirmedBefore(wt.Grants, wt.Sent) {
-			// Every grant since the call queued reaches it (a grant that
-			// came before its waiter is added waits for it; see News), and
-			// a re-subscription from now on wakes it: no attempt is owed.
-			gready = nil
-		}
-	}
-	if wt.Sub != nil && wt.Joined && wt.Sent != 0 && env.Hub.ConfirmedBefore(wt.Channel, wt.Sent) {
-		ready = nil // the same for its release channel, subscribed before it queued
-	}
-	defer exit() // before the subscriptions go
-	w, list := wt.Waiter, wt.List
-	if w.Claimable && sub != nil {
-		w.Sub = sub // a release that passes w the lock may close it for w
-	}
-	if !wt.InRun {
-		list.Add(wt.Local, w)
-	}
-	defer func() {
-		// A grant from another Client left untaken is not released here:
-		// the call either holds what was granted already (its own attempt
-		// found it granted) or leaves the queue (Leave), which releases
-		// it.
-		if unwanted := list.Remove(wt.Local, w); unwanted != none {
-			env.Unwanted(unwanted)
-		}
-		leave() // before the subscriptions go
-	}()
-	clock := newRetryClock()
-	if wt.Grants != "" {
-		// A grant to a waiter ahead that has died holds the lock for
-		// GrantTTL, and nobody announces its end: the call finds out by
-		// attempting at least that often.
-		clock.most = env.GrantTTL
-	}
-	if wt.WakeNext {
-		defer func() { wakeNext(list, wt.Local, w, done, wt.Hold, clock.due) }()
-	}
+	l.add()
 	check, _ := c.(Confirmer)
-	timer := time.NewTimer(clock.next(retry, ready == nil && gready == nil))
-	defer timer.Stop()
+	l.timer = time.NewTimer(l.clock.next(retry, l.confirmed()))
 	for {
-		// Once subscribed, and a later attempt failed, only a grant, a
-		// message, a pass, a wake, the retry time or the end of ctx wake
-		// this call.
-		asleep := ready == nil && gready == nil
-		if asleep {
-			if w.Claimable {
-				list.Sleep(w)
-			}
-			// Counted once a release may claim it: a call that Stats shows
-			// asleep may be passed the lock.
-			env.Stats.Asleep.Add(1)
-		}
-		try := true      // attempt once awake
-		settled := false // a release of this Client settled its claim with nothing: attempt
-		confirmed := false
-		select {
-		case <-ready:
-			ready = nil // subscribed: a release from now on wakes us
-			try, confirmed = gready == nil, true
-		case <-gready:
-			gready = nil
-			try = ready == nil
-		case <-wakes:
-			env.Stats.Wakeups.Add(1)
-		case <-grants: // the grant channel was re-subscribed: a grant may be lost
-			env.Stats.Wakeups.Add(1)
-		case o := <-w.outcome: // nil channel unless claimable
-			if o != none {
-				env.Stats.Asleep.Add(-1)
-				done = true
-				return o, nil
-			}
-			settled = true
-		case <-w.news:
-			g, recheck, now := list.News(w)
-			if g != *new(N) {
-				if done = c.Accept(g); done {
-					if asleep {
-						env.Stats.Asleep.Add(-1)
-					}
-					return none, nil
-				}
-				break // it may have run out: attempt
-			}
-			env.Stats.Wakeups.Add(1)
-			if now {
-				break
-			}
-			try = false
-			if clock.sooner(recheck) {
-				timer.Reset(recheck)
-			}
-		case <-timer.C:
-		case <-ctx.Done():
-			err = fmt.Errorf("relock: %s %q: %w", wt.Op, wt.Name, ctx.Err())
-		case <-env.Closing:
-			err = env.Closed
-		}
-		if asleep {
-			env.Stats.Asleep.Add(-1)
-		}
-		if err != nil {
-			return none, err
-		}
-		if w.Claimable && asleep && !settled && !list.Rise(w) {
-			// A release of this Client may be passing us the lock.
-			o, err := AwaitOutcome(ctx, env, w, wt.Op, wt.Name)
-			if err != nil {
-				return none, err
-			}
-			if o != none {
-				done = true
-				return o, nil
-			}
-			try = true
+		o, try, confirmed, err := l.sleep(ctx)
+		if err != nil || o != none || l.done {
+			return o, err
 		}
 		if !try || (confirmed && check != nil && !check.Confirmed(ctx)) {
 			continue
 		}
-		if wt.InRun || wt.Grants != "" && ready == nil && gready == nil {
-			c.Join() // both subscribed (or the channel not listened to), or out of its Client's run
-			joined = true
-		}
-		var next time.Duration
-		if done, next, err = c.Attempt(ctx); done || err != nil {
+		if err := l.attempt(ctx); l.done || err != nil {
 			return none, err
 		}
-		if err := listen(); err != nil {
-			return none, err
-		}
-		timer.Reset(clock.next(next, ready == nil && gready == nil))
 	}
+}
+
+// loop is one run of Loop.
+type loop[O, N comparable] struct {
+	env *Env[O, N]
+	wt  Wait[O, N]
+	c   Call[N]
+	w   *Waiter[O, N]
+
+	sub            *notify.Waiter  // on the release channel, once listened to
+	wakes, ready   <-chan struct{} // its messages and confirmation
+	gsub           *notify.Waiter  // on the grant channel
+	grants, gready <-chan struct{} // its reconnects and confirmation
+
+	added  bool // w is in the list
+	clock  retryClock
+	timer  *time.Timer
+	done   bool // the call got what it waits for
+	joined bool // it may be in the queue in Redis
+	left   bool // it left the queue
+}
+
+// subscribe listens on the release channel (unless the call listens only
+// later) and on the grant channel.
+func (l *loop[O, N]) subscribe() error {
+	if err := l.listen(); err != nil {
+		return err
+	}
+	wt := l.wt
+	if wt.Grants != "" {
+		gsub, err := l.env.Hub.Subscribe(wt.Grants, l.env.Route)
+		if err != nil {
+			return l.env.Closed
+		}
+		l.gsub = gsub
+		l.grants, l.gready = gsub.Wake(), gsub.Ready()
+		if (wt.Joined || wt.InRun) && wt.Sent != 0 && l.env.Hub.ConfirmedBefore(wt.Grants, wt.Sent) {
+			// Every grant since the call queued reaches it (a grant that
+			// came before its waiter is added waits for it; see News), and
+			// a re-subscription from now on wakes it: no attempt is owed.
+			l.gready = nil
+		}
+	}
+	if wt.Sub != nil && wt.Joined && wt.Sent != 0 && l.env.Hub.ConfirmedBefore(wt.Channel, wt.Sent) {
+		l.ready = nil // the same for its release channel, subscribed before it queued
+	}
+	return nil
+}
+
+// listen subscribes the release channel, once the call listens there.
+func (l *loop[O, N]) listen() error {
+	if l.sub != nil || (l.wt.ListenWhen != nil && !*l.wt.ListenWhen) {
+		return nil
+	}
+	if l.wt.Sub != nil {
+		l.sub = l.wt.Sub
+	} else {
+		sub, err := l.env.Hub.Subscribe(l.wt.Channel, l.wt.Policy)
+		if err != nil {
+			return l.env.Closed
+		}
+		l.sub = sub
+	}
+	l.wakes, l.ready = l.sub.Wake(), l.sub.Ready()
+	return nil
+}
+
+// confirmed reports whether every subscription of the call is confirmed:
+// a release from then on wakes it.
+func (l *loop[O, N]) confirmed() bool { return l.ready == nil && l.gready == nil }
+
+// add puts the call's waiter in its list, where it joined a run already.
+func (l *loop[O, N]) add() {
+	w := l.w
+	if w.Claimable && l.sub != nil {
+		w.Sub = l.sub // a release that passes w the lock may close it for w
+	}
+	if !l.wt.InRun {
+		l.wt.List.Add(l.wt.Local, w)
+	}
+	l.added = true
+	if l.wt.Grants != "" {
+		// A grant to a waiter ahead that has died holds the lock for
+		// GrantTTL, and nobody announces its end: the call finds out by
+		// attempting at least that often.
+		l.clock.most = l.env.GrantTTL
+	}
+}
+
+// end undoes what the run set up, in order: the waiter leaves its list
+// (waking a fellow call, and releasing what was passed to it too late),
+// the call leaves the queue in Redis, Exit runs, and then the
+// subscriptions go.
+func (l *loop[O, N]) end() {
+	var none O
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	if l.added {
+		if l.wt.WakeNext {
+			wakeNext(l.wt.List, l.wt.Local, l.w, l.done, l.wt.Hold, l.clock.due)
+		}
+		// A grant from another Client left untaken is not released here:
+		// the call either holds what was granted already (its own attempt
+		// found it granted) or leaves the queue (Leave), which releases it.
+		if unwanted := l.wt.List.Remove(l.wt.Local, l.w); unwanted != none {
+			l.env.Unwanted(unwanted)
+		}
+	}
+	if !l.done && l.joined && !l.left {
+		l.left = true
+		l.c.Leave()
+	}
+	if l.wt.Exit != nil {
+		l.wt.Exit()
+	}
+	if l.gsub != nil {
+		l.gsub.Close()
+	}
+	if l.sub != nil {
+		l.sub.Close()
+	}
+}
+
+// sleep sleeps until something wakes the call, and returns what a
+// release of the Client passed it (done), or whether it attempts now,
+// and whether its release channel was just confirmed. A grant it accepts
+// makes it done.
+//
+// Once subscribed, and a later attempt failed, only a grant, a message, a
+// pass, a wake, the retry time or the end of ctx wake the call.
+func (l *loop[O, N]) sleep(ctx context.Context) (o O, try, confirmed bool, err error) {
+	var none O
+	w, list, stats := l.w, l.wt.List, l.env.Stats
+	asleep := l.confirmed()
+	if asleep {
+		if w.Claimable {
+			list.Sleep(w)
+		}
+		// Counted once a release may claim it: a call that Stats shows
+		// asleep may be passed the lock.
+		stats.Asleep.Add(1)
+	}
+	try = true
+	settled := false // a release of this Client settled its claim with nothing: attempt
+	select {
+	case <-l.ready:
+		l.ready = nil // subscribed: a release from now on wakes us
+		try, confirmed = l.gready == nil, true
+	case <-l.gready:
+		l.gready = nil
+		try = l.ready == nil
+	case <-l.wakes:
+		stats.Wakeups.Add(1)
+	case <-l.grants: // the grant channel was re-subscribed: a grant may be lost
+		stats.Wakeups.Add(1)
+	case o = <-w.outcome: // nil channel unless claimable
+		l.done = o != none
+		settled = !l.done
+	case <-w.news:
+		g, recheck, now := list.News(w)
+		if g != *new(N) {
+			l.done = l.c.Accept(g) // if not, it may have run out: attempt
+			break
+		}
+		stats.Wakeups.Add(1)
+		if !now {
+			try = false
+			if l.clock.sooner(recheck) {
+				l.timer.Reset(recheck)
+			}
+		}
+	case <-l.timer.C:
+	case <-ctx.Done():
+		err = fmt.Errorf("relock: %s %q: %w", l.wt.Op, l.wt.Name, ctx.Err())
+	case <-l.env.Closing:
+		err = l.env.Closed
+	}
+	if asleep {
+		stats.Asleep.Add(-1)
+	}
+	if err != nil || l.done {
+		return o, false, false, err
+	}
+	if w.Claimable && asleep && !settled && !list.Rise(w) {
+		// A release of this Client may be passing us the lock.
+		o, err := AwaitOutcome(ctx, l.env, w, l.wt.Op, l.wt.Name)
+		l.done = o != none
+		return o, true, confirmed, err
+	}
+	return none, try, confirmed, nil
+}
+
+// attempt makes one attempt, having the call join the queue first once
+// both its subscriptions are confirmed (or as it leaves its Client's
+// run), and sets the timer for the next.
+func (l *loop[O, N]) attempt(ctx context.Context) error {
+	if l.wt.InRun || l.wt.Grants != "" && l.confirmed() {
+		l.c.Join()
+		l.joined = true
+	}
+	var next time.Duration
+	var err error
+	if l.done, next, err = l.c.Attempt(ctx); l.done || err != nil {
+		return err
+	}
+	if err := l.listen(); err != nil {
+		return err
+	}
+	l.timer.Reset(l.clock.next(next, l.confirmed()))
+	return nil
 }
 
 // AwaitOutcome waits, after Rise failed, for the outcome of the claim on
