@@ -33,7 +33,7 @@ import (
 // Client.PermitSemaphore. It is safe for concurrent use. Its zero value is
 // not usable.
 type PermitSemaphore struct {
-	countName
+	permits
 	timeoutKey string
 	group      int
 	keys       []any  // free permits, held permits, channel (as a guard), queue: shared, never modified
@@ -46,53 +46,17 @@ type PermitSemaphore struct {
 // invalid name is reported by every call on it with ErrInvalidName. The
 // semaphore has no permits until TrySetPermits or AddPermits gives it some.
 func (c *Client) PermitSemaphore(name string) *PermitSemaphore {
-	ps := &PermitSemaphore{countName: countName{c: c, name: name}}
-	if ps.err = checkName(name); ps.err != nil {
+	ps := &PermitSemaphore{permits: newPermits(c, name)}
+	if ps.err != nil {
 		return ps
 	}
-	ps.channel = companion(semaphoreChannelPrefix, name)
 	ps.timeoutKey = permitTimeoutKey(name)
 	ps.group = slot(name)
 	ps.queue = companion(permitQueuePrefix, name)
 	ps.keys = []any{name, ps.timeoutKey, ps.channel, ps.queue}
 	ps.grants = c.grantChannel(name)
 	ps.argGrants = ps.grants
-	ps.req = newRequests(c, semRequestPrefix, name)
 	return ps
-}
-
-// TrySetPermits sets the number of permits to n if the semaphore has none
-// set, and reports whether it did: false with a nil error is an answer,
-// not a refusal (see Semaphore.TrySetPermits). n must be positive. With
-// replica sync, a count set that too few replicas acknowledged is reported
-// as set, with an error wrapping ErrReplicaSync (see AddPermits).
-func (ps *PermitSemaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
-	if err := ps.check(ctx, "set permits", n); err != nil {
-		return false, err
-	}
-	keys, marker := ps.req.keys(ps.name)
-	v, err := ps.req.run(ctx, scripts.SemTrySetPermits, keys, marker, isOne, n, ps.c.argPublish, ps.c.argMarkerTTL, ps.channel)
-	if err != nil {
-		return v == 1, opError(ctx, "set permits", ps.name, err)
-	}
-	return v == 1, nil
-}
-
-// AddPermits resizes the semaphore by n free permits, which may be
-// negative, as Redisson's addPermits does: a positive n wakes waiters; a
-// negative n takes free permits away, and the number free may drop below
-// zero, so that acquisitions wait until enough permits are released or
-// expire. n must not be 0. It is applied exactly once when it returns nil. With replica sync (see
-// WithReplicaSync), it returns once enough replicas acknowledged it; when
-// too few did, it returns an error wrapping ErrReplicaSync that says the
-// permits were added on the master but not confirmed by enough replicas (a
-// failover may lose them). Do not repeat such a call; ReplicaSync.Retry
-// does not apply to it.
-func (ps *PermitSemaphore) AddPermits(ctx context.Context, n int) error {
-	if err := ps.check(ctx, "add permits", max(n, -n)); err != nil {
-		return err
-	}
-	return ps.c.addPermits(ctx, ps.req, "add permits", ps.name, ps.channel, n)
 }
 
 // Acquire blocks until it holds a permit, ctx ends, or the Client is

@@ -3,7 +3,6 @@ package relock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -28,53 +27,14 @@ import (
 // A Semaphore is a cheap handle; make it with Client.Semaphore. It is safe
 // for concurrent use. Its zero value is not usable.
 type Semaphore struct {
-	countName
+	permits
 }
 
 // Semaphore returns the Semaphore of the given name. An invalid name is
 // reported by every call on it with ErrInvalidName. The semaphore has no
 // permits until TrySetPermits, AddPermits or Release gives it some.
 func (c *Client) Semaphore(name string) *Semaphore {
-	s := &Semaphore{countName{c: c, name: name}}
-	if s.err = checkName(name); s.err != nil {
-		return s
-	}
-	s.channel = companion(semaphoreChannelPrefix, name)
-	s.req = newRequests(c, semRequestPrefix, name)
-	return s
-}
-
-// TrySetPermits sets the number of permits to n if the semaphore has none
-// set (its key does not exist), and reports whether it did: false with a
-// nil error is an answer (permits were set already), not a refusal, so it
-// returns a bool where TryAcquire returns ErrNotAcquired; the name is
-// Redisson's trySetPermits. n must be positive. With replica sync, a count set that too few replicas
-// acknowledged is reported as set, with an error wrapping ErrReplicaSync
-// (see Release).
-func (s *Semaphore) TrySetPermits(ctx context.Context, n int) (bool, error) {
-	if err := s.check(ctx, "set permits", n); err != nil {
-		return false, err
-	}
-	keys, marker := s.req.keys(s.name)
-	v, err := s.req.run(ctx, scripts.SemTrySetPermits, keys, marker, isOne, n, s.c.argPublish, s.c.argMarkerTTL, s.channel)
-	if err != nil {
-		return v == 1, opError(ctx, "set permits", s.name, err)
-	}
-	return v == 1, nil
-}
-
-// AddPermits resizes the semaphore by n permits, which may be negative, as
-// Redisson's addPermits does: a positive n adds free permits and wakes the
-// waiters they can satisfy; a negative n takes that many away, and the
-// number available may drop below zero, so that acquisitions wait until
-// holders have released enough. n must not be 0. Release is for returning
-// permits that were acquired. Exactly-once and replica sync are as for
-// Release.
-func (s *Semaphore) AddPermits(ctx context.Context, n int) error {
-	if err := s.check(ctx, "add permits", max(n, -n)); err != nil {
-		return err
-	}
-	return s.c.addPermits(ctx, s.req, "add permits", s.name, s.channel, n)
+	return &Semaphore{newPermits(c, name)}
 }
 
 // Release returns n permits (n must be positive) and wakes the local
@@ -109,7 +69,7 @@ func (s *Semaphore) release(ctx context.Context, op string, n int) error {
 			return s.releasePassing(ctx, op, n, ws)
 		}
 	}
-	return c.addPermits(ctx, s.req, op, s.name, s.channel, n)
+	return s.add(ctx, op, n)
 }
 
 // releasePassing releases n permits, of which those that ws ask for (waiting
@@ -152,21 +112,10 @@ func (s *Semaphore) restorePermits(n int) {
 	c := s.c
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
 	defer cancel()
-	if err := c.addPermits(ctx, s.req, "release", s.name, s.channel, n); err != nil {
+	if err := s.add(ctx, "release", n); err != nil {
 		c.cfg.logger.Warn("relock: cannot give back permits passed to a call that left; they stay taken",
 			"name", s.name, "permits", n, "err", err)
 	}
-}
-
-// addPermits adds n (possibly negative) to the free permits of the
-// semaphore name with sem_release.lua, which wakes the waiters on channel:
-// Semaphore.Release and the AddPermits of both semaphores.
-func (c *Client) addPermits(ctx context.Context, req *requests, op, name, channel string, n int) error {
-	keys, marker := req.keys(name)
-	if _, err := req.run(ctx, scripts.SemRelease, keys, marker, always, n, c.argPublish, c.argMarkerTTL, channel); err != nil {
-		return opError(ctx, op, name, err)
-	}
-	return nil
 }
 
 // Acquire blocks until it has taken n permits (n must be positive), ctx
@@ -266,45 +215,6 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 		return int(v), opError(ctx, "drain", s.name, err)
 	}
 	return int(v), nil
-}
-
-// countName is what the handles of Semaphore, PermitSemaphore and
-// CountDownLatch start with: the Client, the name of the count in Redis,
-// its channel, what is wrong with the name, and the request markers that
-// make the handle's writes apply once.
-type countName struct {
-	c       *Client
-	name    string
-	channel string
-	err     error // an invalid name, returned by every call
-	req     *requests
-}
-
-// Name returns the name, which is also the Redis key of the count: the
-// permits available of a semaphore, a latch's count.
-func (h *countName) Name() string { return h.name }
-
-// check refuses a call op with n on an invalid handle, a closed Client, an
-// n that is not positive, or an ended ctx.
-func (h *countName) check(ctx context.Context, op string, n int) error {
-	if h.err != nil {
-		return h.err
-	}
-	if err := h.c.checkOpen(); err != nil {
-		return err
-	}
-	return checkCall(ctx, op, h.name, n)
-}
-
-// checkCall checks a permit or count argument and ctx.
-func checkCall(ctx context.Context, op, name string, n int) error {
-	if n <= 0 {
-		return fmt.Errorf("%w: %s %q: %d is not a positive number", ErrInvalidOption, op, name, n)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("relock: %s %q: %w", op, name, err)
-	}
-	return nil
 }
 
 // semUndo undoes an acquisition whose reply was lost, or that too few
