@@ -83,20 +83,9 @@ type Client struct {
 // nil rdb, or a nil pointer of any client type, fails with an error
 // matching ErrInvalidOption (and ErrUnsupportedClient).
 func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
-	if isNil(rdb) {
-		// Nil matches both: no client is an invalid argument and no client
-		// relock can lock on.
-		return nil, fmt.Errorf("%w: %w: nil redis client %T", ErrInvalidOption, ErrUnsupportedClient, rdb)
-	}
-	if _, ok := rdb.(*redis.Ring); ok {
-		return nil, fmt.Errorf("%w: *redis.Ring shards keys without failover; use a *redis.Client or *redis.ClusterClient", ErrUnsupportedClient)
-	}
-	cfg := config{watchdog: DefaultWatchdogTimeout, cleanup: 2 * time.Second}
-	if err := applyOptions(&cfg, opts); err != nil {
+	cfg, err := newConfig(rdb, opts)
+	if err != nil {
 		return nil, err
-	}
-	if cfg.logger == nil {
-		cfg.logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{
 		rdb:     rdb,
@@ -112,29 +101,68 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	_, c.cluster = rdb.(*redis.ClusterClient)
 	// Replica sync's settings are checked against rdb's before New writes
 	// anything: an invalid option leaves no trace on the server.
-	var err error
 	if c.rsync, err = newSyncer(c); err != nil {
 		c.cancel()
 		return nil, err
 	}
 	probed := c.probe()
-	c.publish = probed.publish
-	c.numsub = "numsub"
-	if c.publish == "spublish" {
-		c.numsub = "shardnumsub"
-	}
-	c.argPublish, c.argLease, c.argMarkerTTL = c.publish, cfg.watchdog.Milliseconds(), c.markerTTL().Milliseconds()
-	c.argID, c.argNumsub = c.id, c.numsub
-	c.argFencing = argOne
-	if cfg.perNameTokens {
-		c.argFencing = argZero
-	}
+	c.setArgs(probed.publish)
 	if probed.err != nil {
 		c.cancel()
 		return nil, probed.err
 	}
+	c.start()
+	if err := c.registerMetrics(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// newConfig checks rdb and applies opts over the defaults.
+func newConfig(rdb redis.UniversalClient, opts []Option) (config, error) {
+	if isNil(rdb) {
+		// Nil matches both: no client is an invalid argument and no client
+		// relock can lock on.
+		return config{}, fmt.Errorf("%w: %w: nil redis client %T", ErrInvalidOption, ErrUnsupportedClient, rdb)
+	}
+	if _, ok := rdb.(*redis.Ring); ok {
+		return config{}, fmt.Errorf("%w: *redis.Ring shards keys without failover; use a *redis.Client or *redis.ClusterClient", ErrUnsupportedClient)
+	}
+	cfg := config{watchdog: DefaultWatchdogTimeout, cleanup: 2 * time.Second}
+	if err := applyOptions(&cfg, opts); err != nil {
+		return config{}, err
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg, nil
+}
+
+// setArgs sets the script arguments every call of the Client shares,
+// boxed once: publish is the command the server takes for releases
+// (PUBLISH, or SPUBLISH on a Redis 7 cluster).
+func (c *Client) setArgs(publish string) {
+	c.publish = publish
+	c.numsub = "numsub"
+	if c.publish == "spublish" {
+		c.numsub = "shardnumsub"
+	}
+	c.argPublish, c.argLease, c.argMarkerTTL = c.publish, c.cfg.watchdog.Milliseconds(), c.markerTTL().Milliseconds()
+	c.argID, c.argNumsub = c.id, c.numsub
+	c.argFencing = argOne
+	if c.cfg.perNameTokens {
+		c.argFencing = argZero
+	}
+}
+
+// start starts what the Client runs: the pub/sub hub, the waiting core's
+// view of it, the watchdog, the batcher, the server inspection and replica
+// sync's background reads.
+func (c *Client) start() {
+	cfg := c.cfg
 	c.hub = notify.New(notify.Config{
-		Client:  rdb,
+		Client:  c.rdb,
 		Sharded: c.publish == "spublish",
 		Slot:    slot,
 		Linger:  grantLinger,
@@ -149,15 +177,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		Every:    c.announce,
 		Logger:   cfg.logger,
 	})
-	c.batch = batch.New(batch.Config{Client: rdb, Cleanup: cfg.cleanup, Stopped: ErrClosed})
+	c.batch = batch.New(batch.Config{Client: c.rdb, Cleanup: cfg.cleanup, Stopped: ErrClosed})
 	c.wg.Add(1)
 	go c.inspect()
 	c.rsync.start()
-	if err := c.registerMetrics(); err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	return c, nil
 }
 
 // isNil reports whether rdb is nil or a nil pointer in the interface, such

@@ -107,32 +107,7 @@ type renewCall struct {
 // map changed) are sent again through the cluster client, without a WAIT,
 // and are short too.
 func (c *Client) sendRenewals(ctx context.Context, calls []*renewCall) {
-	s := c.rsync
-	var plain []*renewCall
-	var groups []*renewGroup
-	for _, cl := range calls {
-		t, err := s.target(ctx, cl.keys[0].(string))
-		if err != nil {
-			c.cfg.logger.Debug("relock: renewing without replica sync", "err", err)
-		}
-		if t == nil {
-			plain = append(plain, cl)
-			continue
-		}
-		var g *renewGroup
-		for _, x := range groups {
-			if x.t.node == t.node {
-				g = x
-				break
-			}
-		}
-		if g == nil {
-			g = &renewGroup{t: *t}
-			groups = append(groups, g)
-		}
-		g.t.need = max(g.t.need, t.need)
-		g.calls = append(g.calls, cl)
-	}
+	plain, groups := c.byMaster(ctx, calls)
 	var wg sync.WaitGroup
 	for _, g := range groups {
 		wg.Add(1)
@@ -161,22 +136,60 @@ func (c *Client) sendRenewals(ctx context.Context, calls []*renewCall) {
 	}
 	wg.Wait()
 	for _, g := range groups {
-		for _, cl := range g.calls {
-			if err := cl.cmd.Err(); err != nil && s.cc != nil && isServerError(err) && isRedirect(err) {
-				s.cc.ReloadState(ctx)
-				cl.cmd = cl.script.Run(ctx, c.batch.Direct(), cl.keys, cl.args...)
-				cl.short = true
+		c.judgeRenewals(ctx, g)
+	}
+}
+
+// byMaster sorts a round's calls into those with no replicas to wait for
+// (plain) and one group per master that has.
+func (c *Client) byMaster(ctx context.Context, calls []*renewCall) (plain []*renewCall, groups []*renewGroup) {
+	for _, cl := range calls {
+		t, err := c.rsync.target(ctx, cl.keys[0].(string))
+		if err != nil {
+			c.cfg.logger.Debug("relock: renewing without replica sync", "err", err)
+		}
+		if t == nil {
+			plain = append(plain, cl)
+			continue
+		}
+		var g *renewGroup
+		for _, x := range groups {
+			if x.t.node == t.node {
+				g = x
+				break
 			}
 		}
-		if err := s.judge(ctx, &g.t, g.ack); err != nil {
-			c.stats.renewSyncShort.Add(1)
-			for _, cl := range g.calls {
-				cl.short = true
-			}
-			c.cfg.logger.Warn("relock: too few replicas acknowledged a renewal; the locks stay held on the master, their local deadlines stand",
-				"node", g.t.node.addr, "calls", len(g.calls), "err", err)
+		if g == nil {
+			g = &renewGroup{t: *t}
+			groups = append(groups, g)
+		}
+		g.t.need = max(g.t.need, t.need)
+		g.calls = append(g.calls, cl)
+	}
+	return plain, groups
+}
+
+// judgeRenewals judges the WAIT of g, the renewals of one master: calls a
+// cluster redirected are sent again without a WAIT, and all are short
+// when too few replicas acknowledged them.
+func (c *Client) judgeRenewals(ctx context.Context, g *renewGroup) {
+	s := c.rsync
+	for _, cl := range g.calls {
+		if err := cl.cmd.Err(); err != nil && s.cc != nil && isServerError(err) && isRedirect(err) {
+			s.cc.ReloadState(ctx)
+			cl.cmd = cl.script.Run(ctx, c.batch.Direct(), cl.keys, cl.args...)
+			cl.short = true
 		}
 	}
+	if err := s.judge(ctx, &g.t, g.ack); err != nil {
+		c.stats.renewSyncShort.Add(1)
+		for _, cl := range g.calls {
+			cl.short = true
+		}
+		c.cfg.logger.Warn("relock: too few replicas acknowledged a renewal; the locks stay held on the master, their local deadlines stand",
+			"node", g.t.node.addr, "calls", len(g.calls), "err", err)
+	}
+
 }
 
 // renewGroup is a renewal round's calls for one master with replicas to
