@@ -176,6 +176,19 @@ func inspectKeys(ctx context.Context, node *redis.Client, keys []string, found f
 	if len(keys) == 0 {
 		return nil
 	}
+	hashes, strs, err := byType(ctx, node, keys)
+	if err != nil {
+		return err
+	}
+	if err := inspectCounts(ctx, node, strs, found); err != nil {
+		return err
+	}
+	return inspectHashes(ctx, node, hashes, found)
+}
+
+// byType sorts keys into hashes and strings, leaving out relock's own
+// strings, by their TYPE in one pipeline.
+func byType(ctx context.Context, node *redis.Client, keys []string) (hashes, strs []string, err error) {
 	types := make([]*redis.StatusCmd, len(keys))
 	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
@@ -183,9 +196,8 @@ func inspectKeys(ctx context.Context, node *redis.Client, keys []string, found f
 		}
 		return nil
 	}); !isReply(err) {
-		return err
+		return nil, nil, err
 	}
-	var hashes, strs []string
 	for i, k := range keys {
 		switch types[i].Val() {
 		case "hash":
@@ -196,9 +208,12 @@ func inspectKeys(ctx context.Context, node *redis.Client, keys []string, found f
 			}
 		}
 	}
-	if err := inspectCounts(ctx, node, strs, found); err != nil {
-		return err
-	}
+	return hashes, strs, nil
+}
+
+// inspectHashes reports each of hashes that is a lock to found, with its
+// TTL, reading a big one (a read-write lock with many readers) whole.
+func inspectHashes(ctx context.Context, node *redis.Client, hashes []string, found func(*lockInfo)) error {
 	if len(hashes) == 0 {
 		return nil
 	}
