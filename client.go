@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -206,100 +204,6 @@ func (c *Client) tokenKeys(name string) (counter, named string) {
 	return counter, named
 }
 
-// probed is what New learns of the server before it builds the Client.
-type probed struct {
-	publish string // "publish", or clusterPublish's answer on a cluster
-	err     error  // checkScripts'
-}
-
-// probe asks the server what New needs to know, within the cleanup
-// timeout: a server that does not answer by then is left to the calls
-// that need it, and New goes on with the defaults (sharded pub/sub on a
-// cluster, scripts allowed).
-func (c *Client) probe() probed {
-	got := make(chan probed, 1)
-	if !within(c.cfg.cleanup, func() {
-		p := probed{publish: "publish"}
-		if c.cluster {
-			p.publish = c.clusterPublish()
-		}
-		p.err = c.checkScripts(p.publish)
-		got <- p
-	}) {
-		c.cfg.logger.Warn("relock: the server did not answer New's probe within the cleanup timeout; going on with the defaults",
-			"cleanup timeout", c.cfg.cleanup)
-		if c.cluster {
-			return probed{publish: "spublish"}
-		}
-		return probed{publish: "publish"}
-	}
-	return <-got
-}
-
-// within runs f in a goroutine of its own and reports whether it returned
-// within d. go-redis ignores a ctx's deadline unless the client has
-// ContextTimeoutEnabled, and waits for a server that does not answer until
-// its own read timeout; within is how relock keeps its bounds whatever
-// the client's settings. An f that is still running is left to end when
-// go-redis gives up, so it must write nothing its caller reads after a
-// false return, but a buffered channel.
-func within(d time.Duration, f func()) bool {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
-// clusterPublish picks sharded pub/sub when the cluster runs Redis 7 or
-// later, where SPUBLISH exists, and classic pub/sub otherwise.
-func (c *Client) clusterPublish() string {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
-	defer cancel()
-	info, err := c.rdb.Info(ctx, "server").Result()
-	if err != nil {
-		c.cfg.logger.Warn("relock: cannot read the server version; assuming sharded pub/sub", "err", err)
-		return "spublish"
-	}
-	version, _ := infoField(info, "redis_version")
-	if major, err := strconv.Atoi(strings.SplitN(version, ".", 2)[0]); err == nil && major < 7 {
-		return "publish"
-	}
-	return "spublish"
-}
-
-// inspect warns once when the server may evict lock keys.
-func (c *Client) inspect() {
-	defer c.wg.Done()
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
-	defer cancel()
-	vals, err := c.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
-	if err != nil {
-		c.cfg.logger.Debug("relock: cannot read maxmemory-policy", "err", err)
-		return
-	}
-	if p := vals["maxmemory-policy"]; p != "" && p != "noeviction" {
-		c.cfg.logger.Warn("relock: the server may evict lock keys under memory pressure; set maxmemory-policy noeviction", "maxmemory-policy", p)
-	}
-}
-
-func infoField(info, name string) (string, bool) {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(line, name+":"); ok {
-			return strings.TrimSpace(v), true
-		}
-	}
-	return "", false
-}
-
 // Close stops the watchdog and the pub/sub connections, and makes every
 // blocked call return ErrClosed. Held locks and permits are not released:
 // they expire after their lease, and their Leases and Permits report an
@@ -357,58 +261,6 @@ func (c *Client) checkOpen() error {
 		return ErrClosed
 	}
 	return nil
-}
-
-// Stats is a snapshot of a Client's counters.
-type Stats struct {
-	Acquired uint64 // successful acquisitions, re-entries included
-	Released uint64 // leases unlocked
-	Lost     uint64 // leases lost
-	Waits    uint64 // lock calls that had to wait
-	Wakeups  uint64 // wake-ups of waiting calls by a release message or a reconnect (a call may be woken several times)
-	Asleep   int64  // lock calls asleep until a release, their TTL or ctx (counted once a release of this Client may pass them the lock)
-	Handoffs uint64 // locks, and a Semaphore's permits, passed by a release straight to a waiter of this Client (see the glossary in the package doc)
-	Held     int    // holds the watchdog watches now
-	Channels int    // channels subscribed now for waiting calls
-	// Lingering counts the grant channels still subscribed for a moment
-	// (one second) after their last waiting call returned, for the next.
-	Lingering int
-
-	// SyncShort counts acquisitions released (and failed or retried)
-	// because too few replicas acknowledged them, and the synchronizers'
-	// writes applied on the master that too few replicas acknowledged
-	// (see WithReplicaSync).
-	SyncShort uint64
-	// RenewSyncShort counts renewal pipelines whose WAIT too few replicas
-	// answered. Their holds stay held, since the master has them, but
-	// their local deadlines do not move: a hold no replica acknowledges
-	// for a whole lease is lost at its deadline.
-	RenewSyncShort uint64
-}
-
-type stats struct {
-	wait.Stats                         // waits, wake-ups, calls asleep
-	acquired, released, lost, handoffs atomic.Uint64
-	syncShort, renewSyncShort          atomic.Uint64
-}
-
-// Stats returns the Client's counters.
-func (c *Client) Stats() Stats {
-	return Stats{
-		Acquired:  c.stats.acquired.Load(),
-		Released:  c.stats.released.Load(),
-		Lost:      c.stats.lost.Load(),
-		Waits:     c.stats.Waits.Load(),
-		Wakeups:   c.stats.Wakeups.Load(),
-		Asleep:    c.stats.Asleep.Load(),
-		Handoffs:  c.stats.handoffs.Load(),
-		Held:      c.wd.Len(),
-		Channels:  c.hub.Channels(),
-		Lingering: c.hub.Lingering(),
-
-		SyncShort:      c.stats.syncShort.Load(),
-		RenewSyncShort: c.stats.renewSyncShort.Load(),
-	}
 }
 
 // isServerError reports whether err is a reply from the server, after

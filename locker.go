@@ -126,3 +126,21 @@ func (h *lockName) check() error {
 	}
 	return h.c.checkOpen()
 }
+
+// isLocked reports whether the lock hash name exists.
+func (c *Client) isLocked(ctx context.Context, name string) (bool, error) {
+	n, err := c.rdb.Exists(ctx, name).Result()
+	if err != nil {
+		return false, opError(ctx, "is locked", name, err)
+	}
+	return n == 1, nil
+}
+
+// ttl returns the lock hash's PTTL.
+func (c *Client) ttl(ctx context.Context, name string) (time.Duration, error) {
+	ttl, err := c.rdb.PTTL(ctx, name).Result()
+	if err != nil {
+		return 0, opError(ctx, "ttl", name, err)
+	}
+	return ttl, nil
+}

@@ -3,7 +3,9 @@ package relock
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
+	"github.com/relock-go/relock/internal/wait"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -111,5 +113,57 @@ func (c *Client) unregisterMetrics() {
 	}
 	if err := c.metrics.Unregister(); err != nil {
 		c.cfg.logger.Debug("relock: cannot unregister metrics", "err", err)
+	}
+}
+
+// Stats is a snapshot of a Client's counters.
+type Stats struct {
+	Acquired uint64 // successful acquisitions, re-entries included
+	Released uint64 // leases unlocked
+	Lost     uint64 // leases lost
+	Waits    uint64 // lock calls that had to wait
+	Wakeups  uint64 // wake-ups of waiting calls by a release message or a reconnect (a call may be woken several times)
+	Asleep   int64  // lock calls asleep until a release, their TTL or ctx (counted once a release of this Client may pass them the lock)
+	Handoffs uint64 // locks, and a Semaphore's permits, passed by a release straight to a waiter of this Client (see the glossary in the package doc)
+	Held     int    // holds the watchdog watches now
+	Channels int    // channels subscribed now for waiting calls
+	// Lingering counts the grant channels still subscribed for a moment
+	// (one second) after their last waiting call returned, for the next.
+	Lingering int
+
+	// SyncShort counts acquisitions released (and failed or retried)
+	// because too few replicas acknowledged them, and the synchronizers'
+	// writes applied on the master that too few replicas acknowledged
+	// (see WithReplicaSync).
+	SyncShort uint64
+	// RenewSyncShort counts renewal pipelines whose WAIT too few replicas
+	// answered. Their holds stay held, since the master has them, but
+	// their local deadlines do not move: a hold no replica acknowledges
+	// for a whole lease is lost at its deadline.
+	RenewSyncShort uint64
+}
+
+type stats struct {
+	wait.Stats                         // waits, wake-ups, calls asleep
+	acquired, released, lost, handoffs atomic.Uint64
+	syncShort, renewSyncShort          atomic.Uint64
+}
+
+// Stats returns the Client's counters.
+func (c *Client) Stats() Stats {
+	return Stats{
+		Acquired:  c.stats.acquired.Load(),
+		Released:  c.stats.released.Load(),
+		Lost:      c.stats.lost.Load(),
+		Waits:     c.stats.Waits.Load(),
+		Wakeups:   c.stats.Wakeups.Load(),
+		Asleep:    c.stats.Asleep.Load(),
+		Handoffs:  c.stats.handoffs.Load(),
+		Held:      c.wd.Len(),
+		Channels:  c.hub.Channels(),
+		Lingering: c.hub.Lingering(),
+
+		SyncShort:      c.stats.syncShort.Load(),
+		RenewSyncShort: c.stats.renewSyncShort.Load(),
 	}
 }

@@ -88,24 +88,6 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	return n == 1, nil
 }
 
-// isLocked reports whether the lock hash name exists.
-func (c *Client) isLocked(ctx context.Context, name string) (bool, error) {
-	n, err := c.rdb.Exists(ctx, name).Result()
-	if err != nil {
-		return false, opError(ctx, "is locked", name, err)
-	}
-	return n == 1, nil
-}
-
-// ttl returns the lock hash's PTTL.
-func (c *Client) ttl(ctx context.Context, name string) (time.Duration, error) {
-	ttl, err := c.rdb.PTTL(ctx, name).Result()
-	if err != nil {
-		return 0, opError(ctx, "ttl", name, err)
-	}
-	return ttl, nil
-}
-
 // acquire is one lock call's fixed arguments, shared by its attempts.
 type acquire struct {
 	lockCall
@@ -285,7 +267,3 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 			"name", m.name, "lease", a.cfg.lease, "err", err)
 	}
 }
-
-// markerTTL is how long request markers make retries idempotent: longer
-// than any retry of a client, and than a watchdog lease.
-func (c *Client) markerTTL() time.Duration { return max(time.Minute, 2*c.cfg.watchdog) }

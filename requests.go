@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/relock-go/relock/internal/scripts"
 )
@@ -94,3 +95,7 @@ func (r *requests) run(ctx context.Context, s *scripts.Script, keys []any, marke
 	}
 	return v, err
 }
+
+// markerTTL is how long request markers make retries idempotent: longer
+// than any retry of a client, and than a watchdog lease.
+func (c *Client) markerTTL() time.Duration { return max(time.Minute, 2*c.cfg.watchdog) }
