@@ -4,7 +4,6 @@ import (
 	"context"
 	"sort"
 	"strconv"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -38,33 +37,33 @@ var renewScripts = [kinds]*scripts.Script{
 
 // renew is the watchdog's Renewer: one renewal script call per kind and
 // cluster slot (per maxRenewKeys holds), all sent in one pipeline.
-func (c *Client) renew(ctx context.Context, batch []*watchdog.Entry) []watchdog.Result {
-	results := make([]watchdog.Result, len(batch))
-	sort.Slice(batch, func(i, j int) bool {
-		a, b := batch[i], batch[j]
+func (c *Client) renew(ctx context.Context, entries []*watchdog.Entry) []watchdog.Result {
+	results := make([]watchdog.Result, len(entries))
+	sort.Slice(entries, func(i, j int) bool {
+		a, b := entries[i], entries[j]
 		return a.Kind < b.Kind || a.Kind == b.Kind && c.cluster && a.Group < b.Group
 	})
 	sameCall := func(a, b *watchdog.Entry) bool {
 		return a.Kind == b.Kind && (!c.cluster || a.Group == b.Group)
 	}
 	var calls []*renewCall
-	for first := 0; first < len(batch); {
+	for first := 0; first < len(entries); {
 		n := 1
-		for first+n < len(batch) && n < maxRenewKeys && sameCall(batch[first+n], batch[first]) {
+		for first+n < len(entries) && n < maxRenewKeys && sameCall(entries[first+n], entries[first]) {
 			n++
 		}
 		keys := make([]any, n)
 		args := make([]any, 0, 2*n)
-		for i, e := range batch[first : first+n] {
+		for i, e := range entries[first : first+n] {
 			keys[i] = e.Key
 			args = append(args, e.Owner, strconv.FormatInt(e.Lease.Milliseconds(), 10))
 		}
-		calls = append(calls, &renewCall{first: first, n: n, script: renewScripts[batch[first].Kind], keys: keys, args: args})
+		calls = append(calls, &renewCall{Call: batch.Call{Script: renewScripts[entries[first].Kind], Keys: keys, Args: args}, first: first, n: n})
 		first += n
 	}
 	c.sendRenewals(ctx, calls)
 	for _, cl := range calls {
-		cmd := renewScripts[batch[cl.first].Kind].Retry(ctx, c.rdb, cl.cmd)
+		cmd := renewScripts[entries[cl.first].Kind].Retry(ctx, c.rdb, cl.Cmd)
 		held, err := cmd.Int64Slice()
 		if err != nil || len(held) != cl.n {
 			c.cfg.logger.Warn("relock: renewal failed", "locks", cl.n, "err", err)
@@ -86,116 +85,70 @@ func (c *Client) renew(ctx context.Context, batch []*watchdog.Entry) []watchdog.
 
 // renewCall is one renewal script call of a round.
 type renewCall struct {
-	first, n int // the entries of the batch it renews
-	script   *scripts.Script
-	keys     []any
-	args     []any
-	cmd      *redis.Cmd // its outcome, once sent
-	short    bool       // too few replicas acknowledged it (replica sync)
+	batch.Call
+	first, n int         // the entries of the batch it renews
+	t        *syncTarget // how it waits for replicas; nil if it does not
+	short    bool        // too few replicas acknowledged it (replica sync)
 }
 
-// sendRenewals sends a round's calls: in one pipeline for the masters
-// with no replicas to wait for, and in one pipeline per master that has
-// (replicasync.go), on a connection to it, followed by one WAIT. A WAIT too
-// few replicas answer is logged and counted (Stats.RenewSyncShort), and
-// its calls are marked short: their holds are not declared lost, since the
-// master has them and the next round asks again, but their local
-// deadlines do not move either. A replica promoted after such a renewal
-// has the hold with the TTL of the last renewal it acknowledged, so the
-// holder must count from that one to hear of the loss before another
-// client can be granted the lock there. Calls a cluster redirected (its
-// map changed) are sent again through the cluster client, without a WAIT,
-// and are short too.
+// sendRenewals sends a round's calls through the batcher at once
+// (batch.DoRound): in one pipeline for the masters with no replicas to
+// wait for, and in one pipeline per master that has (replicasync.go), on
+// a connection to it, followed by one WAIT. A WAIT too few replicas
+// answer is logged and counted (Stats.RenewSyncShort), and its calls are
+// marked short: their holds are not declared lost, since the master has
+// them and the next round asks again, but their local deadlines do not
+// move either. A replica promoted after such a renewal has the hold with
+// the TTL of the last renewal it acknowledged, so the holder must count
+// from that one to hear of the loss before another client can be granted
+// the lock there. Calls a cluster redirected (its map changed) are sent
+// again without a WAIT, and are short too.
 func (c *Client) sendRenewals(ctx context.Context, calls []*renewCall) {
-	plain, groups := c.byMaster(ctx, calls)
-	var wg sync.WaitGroup
-	for _, g := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pipe := g.t.bs.Node.Pipeline()
-			for _, cl := range g.calls {
-				cl.cmd = cl.script.Queue(ctx, pipe, cl.keys, cl.args...)
-			}
-			g.ack = g.t.node.ack(ctx, g.t.need)
-			_ = pipe.Process(ctx, g.ack)
-			_, _ = pipe.Exec(ctx)
-		}()
-	}
-	if len(plain) > 0 {
-		pipe := c.rdb.Pipeline()
-		for _, cl := range plain {
-			cl.cmd = cl.script.Queue(ctx, pipe, cl.keys, cl.args...)
-		}
-		_, _ = pipe.Exec(ctx)
-		for _, cl := range plain {
-			if batch.Redirected(cl.cmd.Err()) { // its slot is on the move
-				cl.cmd = cl.script.Run(ctx, c.batch.Direct(), cl.keys, cl.args...)
-			}
-		}
-	}
-	wg.Wait()
-	for _, g := range groups {
-		c.judgeRenewals(ctx, g)
-	}
-}
-
-// byMaster sorts a round's calls into those with no replicas to wait for
-// (plain) and one group per master that has.
-func (c *Client) byMaster(ctx context.Context, calls []*renewCall) (plain []*renewCall, groups []*renewGroup) {
-	for _, cl := range calls {
-		t, err := c.rsync.target(ctx, cl.keys[0].(string))
+	round := make([]*batch.Call, len(calls))
+	for i, cl := range calls {
+		t, err := c.rsync.target(ctx, cl.Keys[0].(string))
 		if err != nil {
 			c.cfg.logger.Debug("relock: renewing without replica sync", "err", err)
 		}
-		if t == nil {
-			plain = append(plain, cl)
+		cl.t, cl.Acked = t, t.batchSync()
+		round[i] = &cl.Call
+	}
+	c.batch.DoRound(ctx, round)
+	c.judgeRenewals(ctx, calls)
+}
+
+// judgeRenewals judges the WAIT that followed each master's renewals:
+// when too few replicas acknowledged it, every call it covers is short,
+// and so is a call that went again without a WAIT.
+func (c *Client) judgeRenewals(ctx context.Context, calls []*renewCall) {
+	judged := make(map[redis.Cmder]error)
+	for _, cl := range calls {
+		if cl.t == nil {
 			continue
 		}
-		var g *renewGroup
-		for _, x := range groups {
-			if x.t.node == t.node {
-				g = x
-				break
+		if cl.Resent {
+			cl.short = true
+			continue
+		}
+		err, ok := judged[cl.Ack]
+		if !ok {
+			// The calls a WAIT covers are one master's: judged against the
+			// most replicas any of them needs.
+			t, covered := *cl.t, 0
+			for _, x := range calls {
+				if x.Ack == cl.Ack && x.t != nil {
+					t.need = max(t.need, x.t.need)
+					covered++
+				}
+			}
+			err = c.rsync.judge(ctx, &t, cl.Ack)
+			judged[cl.Ack] = err
+			if err != nil {
+				c.stats.renewSyncShort.Add(1)
+				c.cfg.logger.Warn("relock: too few replicas acknowledged a renewal; the locks stay held on the master, their local deadlines stand",
+					"node", t.node.addr, "calls", covered, "err", err)
 			}
 		}
-		if g == nil {
-			g = &renewGroup{t: *t}
-			groups = append(groups, g)
-		}
-		g.t.need = max(g.t.need, t.need)
-		g.calls = append(g.calls, cl)
+		cl.short = err != nil
 	}
-	return plain, groups
-}
-
-// judgeRenewals judges the WAIT of g, the renewals of one master: calls a
-// cluster redirected are sent again without a WAIT, and all are short
-// when too few replicas acknowledged them.
-func (c *Client) judgeRenewals(ctx context.Context, g *renewGroup) {
-	s := c.rsync
-	for _, cl := range g.calls {
-		if err := cl.cmd.Err(); err != nil && s.cc != nil && isServerError(err) && isRedirect(err) {
-			s.cc.ReloadState(ctx)
-			cl.cmd = cl.script.Run(ctx, c.batch.Direct(), cl.keys, cl.args...)
-			cl.short = true
-		}
-	}
-	if err := s.judge(ctx, &g.t, g.ack); err != nil {
-		c.stats.renewSyncShort.Add(1)
-		for _, cl := range g.calls {
-			cl.short = true
-		}
-		c.cfg.logger.Warn("relock: too few replicas acknowledged a renewal; the locks stay held on the master, their local deadlines stand",
-			"node", g.t.node.addr, "calls", len(g.calls), "err", err)
-	}
-
-}
-
-// renewGroup is a renewal round's calls for one master with replicas to
-// wait for.
-type renewGroup struct {
-	t     syncTarget
-	calls []*renewCall
-	ack   redis.Cmder
 }

@@ -151,16 +151,3 @@ var errNotMaster = errors.New("not the master")
 func redirected(err error) bool {
 	return batch.Redirected(err) || errors.Is(err, errNotMaster)
 }
-
-// isRedirect reports whether err says the key's slot is served elsewhere
-// or not at all right now: the call did not run, and can be sent again
-// once the cluster's map is reloaded.
-func isRedirect(err error) bool {
-	if _, ok := redis.IsMovedError(err); ok {
-		return true
-	}
-	if _, ok := redis.IsAskError(err); ok {
-		return true
-	}
-	return redis.IsTryAgainError(err) || redis.IsClusterDownError(err) || redis.IsReadOnlyError(err)
-}

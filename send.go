@@ -19,7 +19,10 @@ import (
 // short pause, to the slot's master found again, until it runs or ctx
 // ends. The callers only judge the answer: an acquisition (acquire.go), a
 // write that cannot be undone (write.go), a release that passes the lock
-// to a waiter (mutex_release.go).
+// to a waiter (mutex_release.go). The watchdog's renewals, many calls due
+// together, go through the same batcher as one round (batch.DoRound,
+// renew.go), with the same replica-sync targets, and are judged the same
+// way.
 
 // call is one script call on the send path.
 type call struct {

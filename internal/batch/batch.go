@@ -243,6 +243,68 @@ func (b *Batcher) doSync(ctx context.Context, s *scripts.Script, keys []any, arg
 	}
 }
 
+// Call is one script call of a round (DoRound).
+type Call struct {
+	Script *scripts.Script
+	Keys   []any
+	Args   []any
+	Acked  *Sync // the replica acknowledgement it asks for, or nil
+
+	Cmd *redis.Cmd  // its outcome, once DoRound returns
+	Ack redis.Cmder // the WAIT that followed it, with Acked
+	// Resent tells that a cluster redirected the call, which went again
+	// on its own, without a WAIT.
+	Resent bool
+}
+
+// DoRound sends calls at once, as a batch goes: those without Acked in
+// one pipeline, those with it in one pipeline per node, each ending with
+// its WAIT, at the same time. A call that a cluster redirects is sent
+// again on its own (by Direct, so again while the slot moves), without a
+// WAIT. A watchdog's renewals go this way: they are many, due together,
+// and must not wait their turn behind lock calls in the queue.
+func (b *Batcher) DoRound(ctx context.Context, calls []*Call) {
+	reqs := make([]*request, len(calls))
+	for i, c := range calls {
+		reqs[i] = &request{script: c.Script, keys: c.Keys, args: c.Args, acked: c.Acked}
+	}
+	plain, nodes := byNode(reqs)
+	together(nodes, func(g *syncGroup) {
+		cmds, acks := runSynced(ctx, g.node, g.n, g.ack, g.reqs)
+		for i, r := range g.reqs {
+			r.cmd, r.ack = cmds[i], acks[i]
+		}
+	}, func() {
+		pipe := b.cfg.Client.Pipeline()
+		for _, r := range plain {
+			r.cmd = r.script.Queue(ctx, pipe, r.keys, r.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+		for _, r := range plain {
+			r.cmd = r.script.Retry(ctx, b.cfg.Client, r.cmd)
+		}
+	}, len(plain) > 0)
+	cc, _ := b.cfg.Client.(*redis.ClusterClient)
+	reloaded := false
+	for i, c := range calls {
+		c.Cmd, c.Ack = reqs[i].cmd, reqs[i].ack
+		err := c.Cmd.Err()
+		// A call sent to a node that a failover made a replica is
+		// answered READONLY: on a cluster, its slot's master is found
+		// again, as for a redirection.
+		demoted := c.Acked != nil && cc != nil && err != nil && redis.IsReadOnlyError(err)
+		if !Redirected(err) && !demoted { // its slot is not on the move
+			continue
+		}
+		if cc != nil && !reloaded {
+			cc.ReloadState(ctx)
+			reloaded = true
+		}
+		c.Cmd = c.Script.Run(ctx, b.Direct(), c.Keys, c.Args...)
+		c.Resent = true
+	}
+}
+
 // Synced runs s and then acked's WAIT in one pipeline on acked.Node, and,
 // if the server does not know the script, once more by EVAL with a WAIT
 // of its own. It returns the script's command and the WAIT that covers it.
@@ -327,6 +389,7 @@ type request struct {
 	state  atomic.Int32
 	val    int64
 	ack    redis.Cmder // the WAIT that followed a call with acked
+	cmd    *redis.Cmd  // a round's call's outcome (DoRound)
 	err    error
 	done   chan struct{}
 }
@@ -385,12 +448,38 @@ func (b *Batcher) flush() {
 // with acked in one pipeline per node, each ending with its WAIT. The
 // pipelines run at the same time.
 func (b *Batcher) send(batch []*request) {
-	var plain []*request
-	var nodes []*syncGroup
+	live := batch[:0]
 	for _, r := range batch {
-		if !r.state.CompareAndSwap(queued, sent) {
-			continue // abandoned before it was sent
+		if r.state.CompareAndSwap(queued, sent) { // else abandoned before it was sent
+			live = append(live, r)
 		}
+	}
+	plain, nodes := byNode(live)
+	together(nodes, b.sendSynced, func() { b.sendPlain(plain) }, len(plain) > 0)
+}
+
+// together runs synced for every group of nodes, each in a goroutine of
+// its own, and plain, if withPlain, at the same time, and returns once all
+// are done.
+func together(nodes []*syncGroup, synced func(*syncGroup), plain func(), withPlain bool) {
+	var wg sync.WaitGroup
+	for _, g := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			synced(g)
+		}()
+	}
+	if withPlain {
+		plain()
+	}
+	wg.Wait()
+}
+
+// byNode sorts reqs into those without acked and one group per node of
+// those with it.
+func byNode(reqs []*request) (plain []*request, nodes []*syncGroup) {
+	for _, r := range reqs {
 		if r.acked == nil {
 			plain = append(plain, r)
 			continue
@@ -409,18 +498,7 @@ func (b *Batcher) send(batch []*request) {
 		g.reqs = append(g.reqs, r)
 		g.n = max(g.n, r.acked.Replicas)
 	}
-	var wg sync.WaitGroup
-	for _, g := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b.sendSynced(g)
-		}()
-	}
-	if len(plain) > 0 {
-		b.sendPlain(plain)
-	}
-	wg.Wait()
+	return plain, nodes
 }
 
 // syncGroup is the calls with acked of one batch for one node.
