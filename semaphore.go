@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -39,8 +40,8 @@ func (c *Client) Semaphore(name string) *Semaphore {
 	if s.err = checkName(name); s.err != nil {
 		return s
 	}
-	s.channel = companion(semaphoreChannelPrefix, name)
-	s.req = newRequests(c, semRequestPrefix, name)
+	s.channel = layout.Companion(layout.SemaphoreChannel, name)
+	s.req = newRequests(c, layout.SemaphoreRequest, name)
 	return s
 }
 

@@ -8,5 +8,5 @@ var (
 	RWReadUnlock  = loadWith("rw_read_unlock", "clock", "fence", "queue", "rw_readers", "rw_queue")
 	RWWriteUnlock = loadWith("rw_write_unlock", "clock", "fence", "queue", "rw_readers", "rw_queue")
 	RWRenew       = load("rw_renew")
-	RWForceUnlock = loadWith("rw_forceunlock", "clock", "queue")
+	RWForceUnlock = loadWith("rw_forceunlock", "clock", "fence", "queue", "rw_readers")
 )

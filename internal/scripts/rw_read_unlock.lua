@@ -16,7 +16,7 @@
 --               whose reply was lost; release only if it exists (it is
 --               deleted)
 -- ARGV[5]  release marker lifetime in milliseconds
--- ARGV[6]  prefix of the reader hold keys (see rw_read_lock.lua)
+-- ARGV[6]  the rule of the lock's reader hold keys (see rw_read_lock.lua)
 -- ARGV[7..14]  the grant's (see rw_queue.lua)
 --
 -- Returns  0: the owner holds no read hold here
@@ -90,7 +90,7 @@ if ARGV[4] == '2' then
     redis.call('del', marker)
 end
 leave()
-redis.call('del', ARGV[6] .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. count)
+redis.call('del', string.format(ARGV[6], ARGV[1], count))
 local result = 1
 if longest == 0 then
     result = free(queue, grantee, token, subs, '0')

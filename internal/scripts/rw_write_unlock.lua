@@ -16,7 +16,7 @@
 --               whose reply was lost; release only if it exists (it is
 --               deleted)
 -- ARGV[5]  release marker lifetime in milliseconds
--- ARGV[6]  prefix of the reader hold keys (see rw_read_lock.lua)
+-- ARGV[6]  the rule of the lock's reader hold keys (see rw_read_lock.lua)
 -- ARGV[7..14]  the grant's (see rw_queue.lua)
 -- ARGV[15] a fencing token: the releasing client has passed its write hold
 --          to its writer ARGV[14] in process already, with that token (see
