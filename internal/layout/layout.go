@@ -52,7 +52,8 @@ const (
 // rather than Redisson's (and the fields relock adds to a lock hash).
 const Own = "relock_"
 
-// Names with no primitive's name in them.
+// Names not made from a primitive's name: a Client's own, and a server's
+// or a hash slot's.
 const (
 	// A relock Client's channel for the grants made to its waiting calls:
 	// see Grants.
