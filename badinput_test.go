@@ -276,7 +276,7 @@ func TestBadOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		if !strings.HasPrefix(k, layout.ClientInfo+":") {
+		if _, info := layout.NameOf(layout.ClientInfo, k); !info {
 			t.Errorf("key left behind: %q", k)
 		}
 	}

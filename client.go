@@ -16,7 +16,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/notify"
+	"github.com/relock-go/relock/internal/slots"
 	"github.com/relock-go/relock/internal/wait"
 	"github.com/relock-go/relock/internal/watchdog"
 )
@@ -162,7 +164,7 @@ func (c *Client) start() {
 	c.hub = notify.New(notify.Config{
 		Client:  c.rdb,
 		Sharded: c.publish == "spublish",
-		Slot:    slot,
+		Slot:    slots.Of,
 		Linger:  grantLinger,
 		Now:     func() int64 { return c.wd.Now() },
 		Logger:  cfg.logger,
@@ -197,9 +199,9 @@ func isNil(rdb redis.UniversalClient) bool {
 // key, and so do not have it among their KEYS (see fence.lua and
 // withNamed).
 func (c *Client) tokenKeys(name string) (counter, named string) {
-	counter = fencingKey(name, c.cluster)
+	counter = layout.Fencing(name, c.cluster)
 	if c.cfg.perNameTokens {
-		named = companion(tokenPrefix, name)
+		named = layout.Companion(layout.Token, name)
 	}
 	return counter, named
 }

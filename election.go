@@ -63,12 +63,12 @@ func (c *Client) Election(name string) *Election {
 	// timeout, which bounds what it costs those behind it. The lock's name
 	// is longer than the election's, whose check stands for it: an
 	// election's name may be MaxNameLen bytes, as a lock's.
-	e.mu = c.newFairMutex(companion(layout.Election, name), nil, []FairOption{WithWaiterTimeout(c.cfg.watchdog)})
+	e.mu = c.newFairMutex(layout.Companion(layout.Election, name), nil, []FairOption{WithWaiterTimeout(c.cfg.watchdog)})
 	if e.err = e.mu.err; e.err != nil {
 		return e
 	}
-	log := companion(layout.ElectionLog, name)
-	e.channel = companion(layout.ElectionChannel, name)
+	log := layout.Companion(layout.ElectionLog, name)
+	e.channel = layout.Companion(layout.ElectionChannel, name)
 	e.keys = []any{e.mu.name, log}
 	return e
 }

@@ -12,11 +12,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
 // electionKey is the key of an election's lock.
-func electionKey(name string) string { return "relock_election:{" + name + "}" }
+func electionKey(name string) string { return layout.Companion(layout.Election, name) }
 
 // TestElectionCampaignResign: one leader at a time; Leader reports its
 // value, term, host and process; Proclaim changes the value in the same
@@ -95,7 +96,7 @@ func TestElectionCampaignResign(t *testing.T) {
 			t.Fatalf("Leader after the last Resign: %v; want ErrNoLeader", err)
 		}
 		for _, k := range testkit.KeysOf(t, top.RDB(t), name) {
-			if !strings.HasPrefix(k, "relock_election_log:") {
+			if _, log := layout.NameOf(layout.ElectionLog, k); !log {
 				t.Errorf("key %q left after the last Resign", k)
 			}
 		}
@@ -223,7 +224,7 @@ func TestElectionValueBytes(t *testing.T) {
 			var rec struct {
 				Value *string `json:"value"`
 			}
-			raw := rdb.HGet(ctx, electionKey(name), "relock_leader").Val()
+			raw := rdb.HGet(ctx, electionKey(name), layout.LeaderField).Val()
 			if err := json.Unmarshal([]byte(raw), &rec); err != nil || rec.Value == nil {
 				t.Fatalf("record %q: no \"value\" string (%v)", raw, err)
 			}
@@ -347,7 +348,7 @@ func TestElectionCampaignCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range testkit.KeysOf(t, rdb, name) {
-		if !strings.HasPrefix(k, "relock_election_log:") {
+		if _, log := layout.NameOf(layout.ElectionLog, k); !log {
 			t.Errorf("key %q left", k)
 		}
 	}
@@ -376,7 +377,7 @@ func TestElectionDeadCampaigner(t *testing.T) {
 		queued := func(n int64) {
 			t.Helper()
 			testkit.Eventually(t, 5*time.Second, fmt.Sprintf("%d campaigners queued", n), func() bool {
-				return rdb.LLen(ctx, "redisson_lock_queue:"+electionKey(name)).Val() == n
+				return rdb.LLen(ctx, layout.Companion(layout.FairQueue, electionKey(name))).Val() == n
 			})
 		}
 		la, err := a.Election(name).Campaign(ctx, "a")

@@ -3,10 +3,11 @@ package relock
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/slots"
 )
 
 // FairMutex is a Mutex that grants the lock in the order its waiters first
@@ -102,13 +103,13 @@ func (c *Client) newFairMutex(name string, nameErr error, opts []FairOption) *Fa
 	}
 	m.waiterTimeout = cfg.waiterTimeout
 	m.argWaiter = cfg.waiterTimeout.Milliseconds()
-	m.setChannel(companion(lockChannelPrefix, name))
+	m.setChannel(layout.Companion(layout.LockChannel, name))
 	m.grants = c.grantChannel(name)
-	m.argGrantPrefix = strings.TrimSuffix(m.grants, c.id)
+	m.argGrantPrefix = layout.GrantPrefix(name, c.cluster)
 	m.counter, m.named = c.tokenKeys(name)
-	m.group = slot(name)
-	m.queue = companion(fairQueuePrefix, name)
-	m.queueKeys = []any{name, m.queue, companion(fairTimeoutPrefix, name), companion(fairAlivePrefix, name)}
+	m.group = slots.Of(name)
+	m.queue = layout.Companion(layout.FairQueue, name)
+	m.queueKeys = []any{name, m.queue, layout.Companion(layout.FairTimeout, name), layout.Companion(layout.FairAlive, name)}
 	m.guarded = append(m.queueKeys[:4:4], m.channel)
 	m.lockKeys = withNamed(m.named, append(m.queueKeys[:4:4], m.counter)...)
 	m.unlockKeys = withNamed(m.named, append(m.queueKeys[:4:4], m.counter, m.channel)...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/watchdog"
 )
@@ -14,7 +15,7 @@ import (
 func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	keys, flag := m.unlockKeys, argZero
 	if l.reentrant {
-		keys, flag = with(m.unlockKeys, suffixed(unlockLatchPrefix, m.name, l.request)), argOne
+		keys, flag = with(m.unlockKeys, layout.Marker(layout.UnlockLatch, m.name, l.request)), argOne
 	}
 	// A lock passed in the release script would skip the waiter's
 	// WAIT: with replica sync, the queue's head acquires for itself.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/history"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -658,7 +659,7 @@ func TestFairMutexGrants(t *testing.T) {
 		queued := func(name string, n int64) {
 			t.Helper()
 			testkit.Eventually(t, 5*time.Second, "the waiters to queue", func() bool {
-				return rdb.LLen(ctx, "redisson_lock_queue:{"+name+"}").Val() == n
+				return rdb.LLen(ctx, layout.Companion(layout.FairQueue, name)).Val() == n
 			})
 		}
 
@@ -758,8 +759,8 @@ func TestFairMutexGrants(t *testing.T) {
 			m := a.FairMutex(name, relock.WithWaiterTimeout(600*time.Millisecond))
 			got := testkit.LockAsync(t, ctx, m.Lock)
 			queued(name, 1)
-			owner := rdb.LIndex(ctx, "redisson_lock_queue:{"+name+"}", 0).Val()
-			alive := "relock_fair_alive:{" + name + "}"
+			owner := rdb.LIndex(ctx, layout.Companion(layout.FairQueue, name), 0).Val()
+			alive := layout.Companion(layout.FairAlive, name)
 			first := rdb.HGet(ctx, alive, owner).Val()
 			// Wait for heartbeats to refresh the entry.
 			testkit.Eventually(t, 5*time.Second, "the entry to be refreshed", func() bool {
@@ -802,10 +803,10 @@ func TestFairMutexGrants(t *testing.T) {
 			dead := "0dead:1"
 			now := rdb.Time(ctx).Val().UnixMilli()
 			if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				p.RPush(ctx, "redisson_lock_queue:{"+name+"}", dead)
-				p.ZAdd(ctx, "redisson_lock_timeout:{"+name+"}", redis.Z{Score: float64(now + 400000), Member: dead})
-				p.HSet(ctx, "relock_fair_alive:{"+name+"}", dead, formatAlive(now+60000, 30000, now))
-				p.PExpire(ctx, "relock_fair_alive:{"+name+"}", time.Minute)
+				p.RPush(ctx, layout.Companion(layout.FairQueue, name), dead)
+				p.ZAdd(ctx, layout.Companion(layout.FairTimeout, name), redis.Z{Score: float64(now + 400000), Member: dead})
+				p.HSet(ctx, layout.Companion(layout.FairAlive, name), dead, formatAlive(now+60000, 30000, now))
+				p.PExpire(ctx, layout.Companion(layout.FairAlive, name), time.Minute)
 				return nil
 			}); err != nil {
 				t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
 )
@@ -102,7 +103,7 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration)
 	// Only Redisson's releases publish on the call's own channel.
 	// A one-shot call's waiter a release of this Client may claim.
 	w := newWaiter(a.owner, a, !a.reentrant)
-	wt := waitFor{Op: "lock", Name: m.name, Channel: m.channel + ":" + a.owner, Policy: notify.WakeOne,
+	wt := waitFor{Op: "lock", Name: m.name, Channel: layout.WaiterChannel(m.channel, a.owner), Policy: notify.WakeOne,
 		ListenWhen: &a.other, List: &m.c.fair, Local: m.name, Waiter: w, Grants: m.grants,
 		Joined: true, Sent: a.joined}
 	l, err := m.c.waitQueued(ctx, wt, q, m.nextTry(ttl))

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
 // namedTokenKey is a lock's own token key, as Redisson's RFencedLock and
 // relock Clients with WithPerNameTokens keep it.
-func namedTokenKey(name string) string { return "redisson_lock_token:{" + name + "}" }
+func namedTokenKey(name string) string { return layout.Companion(layout.Token, name) }
 
 // TestFencingOwnKey: a Client with WithPerNameTokens continues above a
 // name's own token key that an earlier release or Redisson's RFencedLock

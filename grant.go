@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relock-go/relock/internal/slots"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/watchdog"
 )
 
@@ -50,7 +50,7 @@ var argGrantTTL any = grantTTL.Milliseconds()
 // again soon, as under contention, neither subscribes again nor makes the
 // attempt that follows a new subscription.
 func grantLinger(channel string) time.Duration {
-	if strings.HasPrefix(channel, grantChannelPrefix+":") {
+	if layout.IsGrants(channel) {
 		return time.Second
 	}
 	return 0
@@ -82,10 +82,7 @@ func (c *Client) waiterKind(reentrant bool) any {
 // grantChannel returns the channel on which grants to the Client's waiters
 // for locks of name's slot arrive.
 func (c *Client) grantChannel(name string) string {
-	if c.cluster {
-		return grantChannelPrefix + ":{" + slots.Tag(slot(name)) + "}:" + c.id
-	}
-	return grantChannelPrefix + ":" + c.id
+	return layout.Grants(c.id, name, c.cluster)
 }
 
 // grant is a grant made to a waiter by another Client's release.

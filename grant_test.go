@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -118,7 +119,7 @@ func TestGrants(t *testing.T) {
 		t.Run("foreign-listener", func(t *testing.T) {
 			h, a := newClient(t), newClient(t)
 			name := testkit.LockName(t)
-			testkit.Listen(t, ctx, rdb, "redisson_lock__channel:{"+name+"}")
+			testkit.Listen(t, ctx, rdb, layout.Companion(layout.LockChannel, name))
 			holder, err := h.Mutex(name).Lock(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -266,4 +267,4 @@ func TestGrants(t *testing.T) {
 }
 
 // queueKey is the queue of waiters of the Mutex name.
-func queueKey(name string) string { return "relock_lock_queue:{" + name + "}" }
+func queueKey(name string) string { return layout.Companion(layout.LockQueue, name) }

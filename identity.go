@@ -14,7 +14,7 @@ import (
 )
 
 // Every Client makes itself known in Redis, so that an operator can tell
-// who holds what: a hash layout.ClientInfo + ":" + uuid with its host name,
+// who holds what: a hash layout.ClientKey(uuid) with its host name,
 // process id, program, relock version, start time and the name given by
 // WithClientName. New writes it in its one round trip, and the watchdog
 // keeps it alive every round, off the path of every lock call; Close
@@ -88,7 +88,7 @@ func (c *Client) infoField(name string) string {
 }
 
 // infoKey is the key of the Client's hash.
-func (c *Client) infoKey() string { return layout.ClientInfo + ":" + c.id }
+func (c *Client) infoKey() string { return layout.ClientKey(c.id) }
 
 // infoTTL is how long the hash outlives the last round that wrote it.
 func (c *Client) infoTTL() time.Duration { return 2 * c.cfg.watchdog }

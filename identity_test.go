@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -40,11 +41,11 @@ func TestClientIdentity(t *testing.T) {
 		}
 		var uuid string
 		for _, f := range owner {
-			if id, _, ok := strings.Cut(f, ":"); ok && f != "relock_token" && f != "relock_since" {
+			if id, _, ok := strings.Cut(f, ":"); ok && f != layout.TokenField && f != layout.SinceField {
 				uuid = id
 			}
 		}
-		key := "relock_client:" + uuid
+		key := layout.ClientKey(uuid)
 		info, err := rdb.HGetAll(ctx, key).Result() // written by New
 		if err != nil || len(info) == 0 {
 			t.Fatalf("identity hash %s: %v, %v", key, info, err)

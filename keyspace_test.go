@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/slots"
 	"github.com/relock-go/relock/internal/testkit"
@@ -126,7 +127,7 @@ func TestKeyspaceBounded(t *testing.T) {
 			persistent := keysWithoutTTL(t, ctx, rdb)
 			t.Logf("%d names in %d slots, %d lock kinds: %d keys without TTL", keyspaceNames, len(slotsUsed), len(keyspaceKinds()), len(persistent))
 			for _, k := range persistent {
-				if !strings.HasPrefix(k, "relock_fencing") {
+				if !strings.HasPrefix(k, layout.FencingCounter) {
 					t.Errorf("key %q left without TTL", k)
 				}
 			}
@@ -278,7 +279,7 @@ func TestScriptKeys(t *testing.T) {
 				for _, call := range calls {
 					channels := 0
 					for _, key := range call.keys {
-						if strings.Contains(key, "_channel") || strings.HasPrefix(key, "redisson_rwlock:") || strings.HasPrefix(key, "relock_grant") {
+						if isChannel(key) {
 							channels++
 						}
 					}
@@ -497,4 +498,15 @@ func (h *tryAgains) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		}
 		return err
 	}
+}
+
+// isChannel reports whether key, among a lock script's KEYS, is the name
+// of a channel: a guard (see rw_queue.lua).
+func isChannel(key string) bool {
+	for _, prefix := range []string{layout.LockChannel, layout.RWChannel, layout.ElectionChannel, layout.GrantChannel} {
+		if _, ok := layout.NameOf(prefix, key); ok {
+			return true
+		}
+	}
+	return strings.HasPrefix(key, layout.LatchChannelPrefix)
 }

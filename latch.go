@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -46,8 +47,8 @@ func (c *Client) CountDownLatch(name string) *CountDownLatch {
 	if l.err = checkName(name); l.err != nil {
 		return l
 	}
-	l.channel = latchChannel(name, c.cluster)
-	l.req = newRequests(c, latchRequestPrefix, name)
+	l.channel = layout.LatchChannel(name, c.cluster)
+	l.req = newRequests(c, layout.LatchRequest, name)
 	return l
 }
 

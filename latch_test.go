@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -132,7 +133,7 @@ func TestLatchCancelledAwaiterLeavesNothing(t *testing.T) {
 			t.Fatalf("awaiter left %+v", s)
 		}
 		testkit.Eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
-			return channelSubscribers(t, top, "redisson_countdownlatch__channel__{"+name+"}") == 0
+			return channelSubscribers(t, top, layout.LatchChannel(name, false)) == 0
 		})
 		noNewKeys(t, before, testkit.KeysOf(t, rdb, name))
 		if n, _ := l.Count(ctx); n != 1 {
@@ -205,7 +206,7 @@ func TestLatchRedissonInterop(t *testing.T) {
 func latchRedissonInterop(t *testing.T, top testkit.Topology, name string) {
 	rdb := top.RDB(t)
 	c := top.NewClient(t)
-	keys := []string{name, "redisson_countdownlatch__channel__{" + name + "}"}
+	keys := []string{name, layout.LatchChannel(name, false)}
 	publish := javaPublish(top)
 	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	if top.Name == "cluster" && strings.HasPrefix(name, "{") {

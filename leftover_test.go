@@ -28,7 +28,7 @@ func TestFailedLeaveSentByNextCall(t *testing.T) {
 		if kind == "fair" {
 			return int64(len(testkit.Queued(t, rdb, name)))
 		}
-		n, err := rdb.ZCard(ctx, layout.LockQueue+":{"+name+"}").Result()
+		n, err := rdb.ZCard(ctx, layout.Companion(layout.LockQueue, name)).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

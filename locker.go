@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/relock-go/relock/internal/layout"
 )
 
 // Locker is what every lock of relock offers: the Mutex, and the locks
@@ -73,7 +75,7 @@ func (c *Client) startLock(ctx context.Context, check error, op, name string, op
 // requestMarker returns a new request marker key for a call of a reentrant
 // owner on name, which makes a retried request apply once.
 func requestMarker(name, owner string) string {
-	return suffixed(requestPrefix, name, owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
+	return layout.Marker(layout.LockRequest, name, owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
 }
 
 // lockName is what the handles of Mutex, FairMutex and RWMutex start with:

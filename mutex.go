@@ -4,7 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/slots"
 )
 
 // Mutex is a reentrant, exclusive, distributed lock on one name, stored in
@@ -43,10 +45,10 @@ func (c *Client) Mutex(name string) *Mutex {
 	if m.err = checkName(name); m.err != nil {
 		return m
 	}
-	m.setChannel(companion(lockChannelPrefix, name))
+	m.setChannel(layout.Companion(layout.LockChannel, name))
 	m.counter, m.named = c.tokenKeys(name)
-	m.group = slot(name)
-	m.queue = companion(lockQueuePrefix, name)
+	m.group = slots.Of(name)
+	m.queue = layout.Companion(layout.LockQueue, name)
 	m.grants = c.grantChannel(name)
 	m.argGrants = m.grants
 	m.keys = withNamed(m.named, name, m.counter, m.queue)

@@ -3,6 +3,7 @@ package relock
 import (
 	"context"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -145,7 +146,7 @@ func (h *unackedPass) Undo(ctx context.Context) {
 func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 	keys := m.keys
 	if l.reentrant {
-		keys = with(m.keys, suffixed(unlockLatchPrefix, m.name, l.request))
+		keys = with(m.keys, layout.Marker(layout.UnlockLatch, m.name, l.request))
 	}
 	switch passed, err := m.c.passOrEnd(ctx, l, m.name, m.passNow); {
 	case err != nil:

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -96,7 +97,7 @@ func checkPassed(t *testing.T, ctx context.Context, rdb redis.UniversalClient, n
 	if err := n.Check(ctx); err != nil {
 		t.Fatalf("check of the passed hold: %v", err)
 	}
-	if tok := rdb.HGet(ctx, name, "relock_token").Val(); tok != strconv.FormatUint(n.Token(), 10) {
+	if tok := rdb.HGet(ctx, name, layout.TokenField).Val(); tok != strconv.FormatUint(n.Token(), 10) {
 		t.Fatalf("Redis records token %s, the holder has %d", tok, n.Token())
 	}
 }

@@ -87,14 +87,14 @@ func (c *Client) publishChannels() (channels []any, patterns []string) {
 		channels = append(channels, channel)
 		patterns = append(patterns, "&"+pattern)
 	}
-	lock := companion(lockChannelPrefix, permissionCheck)
-	add(lock, lockChannelPrefix+":*")
-	add(lock+":"+c.id+":1", lockChannelPrefix+":*") // a FairMutex waiter's own
-	add(companion(rwChannelPrefix, permissionCheck), rwChannelPrefix+":*")
-	add(companion(semaphoreChannelPrefix, permissionCheck), semaphoreChannelPrefix+":*")
-	add(latchChannel(permissionCheck, c.cluster), layout.LatchChannelPrefix+"*")
-	add(companion(layout.ElectionChannel, permissionCheck), layout.ElectionChannel+":*")
-	add(c.grantChannel(permissionCheck), grantChannelPrefix+":*")
+	lock := layout.Companion(layout.LockChannel, permissionCheck)
+	add(lock, layout.Pattern(layout.LockChannel))
+	add(layout.WaiterChannel(lock, c.id+":1"), layout.Pattern(layout.LockChannel)) // a FairMutex waiter's own
+	add(layout.Companion(layout.RWChannel, permissionCheck), layout.Pattern(layout.RWChannel))
+	add(layout.Companion(layout.SemaphoreChannel, permissionCheck), layout.Pattern(layout.SemaphoreChannel))
+	add(layout.LatchChannel(permissionCheck, c.cluster), layout.LatchChannels)
+	add(layout.Companion(layout.ElectionChannel, permissionCheck), layout.Pattern(layout.ElectionChannel))
+	add(c.grantChannel(permissionCheck), layout.Pattern(layout.GrantChannel))
 	return channels, patterns
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/testkit"
 )
@@ -143,7 +144,7 @@ func identities(t *testing.T, cluster bool, name string) []string {
 	ctx := testkit.CtxTimeout(t, 5*time.Second)
 	var found []string
 	scan := func(ctx context.Context, c *redis.Client) error {
-		keys, err := c.Keys(ctx, "relock_client:*").Result()
+		keys, err := c.Keys(ctx, layout.Pattern(layout.ClientInfo)).Result()
 		if err != nil {
 			return err
 		}

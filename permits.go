@@ -3,6 +3,7 @@ package relock
 import (
 	"context"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -18,8 +19,8 @@ type permits struct {
 func newPermits(c *Client, name string) permits {
 	p := permits{countName{c: c, name: name}}
 	if p.err = checkName(name); p.err == nil {
-		p.channel = companion(semaphoreChannelPrefix, name)
-		p.req = newRequests(c, semRequestPrefix, name)
+		p.channel = layout.Companion(layout.SemaphoreChannel, name)
+		p.req = newRequests(c, layout.SemaphoreRequest, name)
 	}
 	return p
 }

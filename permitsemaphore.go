@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/slots"
 )
 
 // PermitSemaphore is a distributed semaphore whose permits have ids and
@@ -50,9 +52,9 @@ func (c *Client) PermitSemaphore(name string) *PermitSemaphore {
 	if ps.err != nil {
 		return ps
 	}
-	ps.timeoutKey = permitTimeoutKey(name)
-	ps.group = slot(name)
-	ps.queue = companion(permitQueuePrefix, name)
+	ps.timeoutKey = layout.PermitTimeouts(name)
+	ps.group = slots.Of(name)
+	ps.queue = layout.Companion(layout.PermitQueue, name)
 	ps.keys = []any{name, ps.timeoutKey, ps.channel, ps.queue}
 	ps.grants = c.grantChannel(name)
 	ps.argGrants = ps.grants

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -71,7 +72,7 @@ func TestPermitSemaphoreHammer(t *testing.T) {
 		if n, err := clients[1].PermitSemaphore(name).Available(ctx); n != permits || err != nil {
 			t.Fatalf("%d permits free at the end (%v), want %d", n, err, permits)
 		}
-		if n := top.RDB(t).ZCard(ctx, "{"+name+"}:timeout").Val(); n != 0 {
+		if n := top.RDB(t).ZCard(ctx, layout.PermitTimeouts(name)).Val(); n != 0 {
 			t.Fatalf("%d permits still held", n)
 		}
 		for _, c := range clients {
@@ -219,7 +220,7 @@ func TestPermitWaiterToldOfReclaim(t *testing.T) {
 		waiter, other := top.NewClient(t), top.NewClient(t)
 		name := testkit.LockName(t)
 		ctx := testkit.CtxTimeout(t, 10*time.Second)
-		zset := "{" + name + "}:timeout"
+		zset := layout.PermitTimeouts(name)
 		if err := rdb.ZAdd(ctx, zset, redis.Z{Score: 922337203685477, Member: "javajavajavajava"}).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -273,10 +274,10 @@ func TestPermitSemaphoreCancelledWaiterLeavesNothing(t *testing.T) {
 			t.Fatalf("waiter left %+v", s)
 		}
 		testkit.Eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
-			return channelSubscribers(t, top, "redisson_sc:{"+ps.Name()+"}") == 0
+			return channelSubscribers(t, top, layout.Companion(layout.SemaphoreChannel, ps.Name())) == 0
 		})
 		noNewKeys(t, before, testkit.KeysOf(t, rdb, ps.Name()))
-		if n := rdb.ZCard(ctx, "{"+ps.Name()+"}:timeout").Val(); n != 1 {
+		if n := rdb.ZCard(ctx, layout.PermitTimeouts(ps.Name())).Val(); n != 1 {
 			t.Fatalf("%d permits held, want 1", n)
 		}
 		if err := p.Release(ctx); err != nil {
@@ -549,7 +550,7 @@ func TestPermitGrants(t *testing.T) {
 		}
 		nothingLeft := func(name string) {
 			t.Helper()
-			testkit.Gone(t, rdb, permitQueueKey(name), "{"+name+"}:timeout")
+			testkit.Gone(t, rdb, permitQueueKey(name), layout.PermitTimeouts(name))
 			if v := rdb.Get(ctx, name).Val(); v != "1" {
 				t.Errorf("%s permits free at the end, want 1", v)
 			}
@@ -569,7 +570,7 @@ func TestPermitGrants(t *testing.T) {
 			}
 			// The grant is confirmed to the call's full lease.
 			testkit.Eventually(t, 5*time.Second, "the grant to be confirmed", func() bool {
-				exp := rdb.ZScore(ctx, "{"+name+"}:timeout", mustDecode(t, pa.ID())).Val()
+				exp := rdb.ZScore(ctx, layout.PermitTimeouts(name), mustDecode(t, pa.ID())).Val()
 				return time.Until(time.UnixMilli(int64(exp))) > 3*time.Second
 			})
 			release(pa)
@@ -583,7 +584,7 @@ func TestPermitGrants(t *testing.T) {
 
 		t.Run("foreign-listener", func(t *testing.T) {
 			name, holder := setUp(t)
-			testkit.Listen(t, ctx, rdb, "redisson_sc:{"+name+"}")
+			testkit.Listen(t, ctx, rdb, layout.Companion(layout.SemaphoreChannel, name))
 			a := newClient(t)
 			gotA := acquireFor(ctx, a, name)
 			queued(name, 1)
@@ -638,7 +639,7 @@ func TestPermitGrants(t *testing.T) {
 	})
 }
 
-func permitQueueKey(name string) string { return "relock_permit_queue:{" + name + "}" }
+func permitQueueKey(name string) string { return layout.Companion(layout.PermitQueue, name) }
 
 func mustDecode(t *testing.T, id string) string {
 	t.Helper()
@@ -667,7 +668,7 @@ func TestPermitIDNamesItsClient(t *testing.T) {
 				t.Fatalf("permit id %q: want 48 hex digits", id)
 			}
 			uuid := id[0:8] + "-" + id[8:12] + "-" + id[12:16] + "-" + id[16:20] + "-" + id[20:32]
-			return rdb.HGet(ctx, "relock_client:"+uuid, "name").Val()
+			return rdb.HGet(ctx, layout.ClientKey(uuid), "name").Val()
 		}
 		taken, err := ps.Acquire(ctx)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/watchdog"
 )
@@ -19,7 +20,8 @@ const maxRenewKeys = 256
 // Renewal kinds: watchdog.Entry.Kind indexes renewScripts. Every renewal
 // script takes one key per hold (KEYS[i]) and two arguments (ARGV[2i-1]
 // the owner, ARGV[2i] the lease in ms, 0 to check only), and returns a
-// table of 1 (held) or 0 (gone).
+// table of 1 (held) or 0 (gone). A reader's renewal takes, after those,
+// the rule of each hold's reader hold keys (layout.ReaderHolds).
 const (
 	kindMutex uint8 = iota // a lock hash: field <owner>
 	kindRead               // a read-write lock's reader: field <owner> and its hold keys
@@ -57,6 +59,11 @@ func (c *Client) renew(ctx context.Context, entries []*watchdog.Entry) []watchdo
 		for i, e := range entries[first : first+n] {
 			keys[i] = e.Key
 			args = append(args, e.Owner, strconv.FormatInt(e.Lease.Milliseconds(), 10))
+		}
+		if entries[first].Kind == kindRead {
+			for _, e := range entries[first : first+n] {
+				args = append(args, layout.ReaderHolds(e.Key))
+			}
 		}
 		calls = append(calls, &renewCall{Call: batch.Call{Script: renewScripts[entries[first].Kind], Keys: keys, Args: args}, first: first, n: n})
 		first += n

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/testkit"
@@ -232,7 +233,7 @@ func rsGet(t *testing.T, rdb *redis.Client, key string) string {
 // their expiry in unix ms.
 func rsHeldPermits(t *testing.T, rdb *redis.Client, ps *relock.PermitSemaphore) map[string]float64 {
 	t.Helper()
-	zs, err := rdb.ZRangeWithScores(context.Background(), "{"+ps.Name()+"}:timeout", 0, -1).Result()
+	zs, err := rdb.ZRangeWithScores(context.Background(), layout.PermitTimeouts(ps.Name()), 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

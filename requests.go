@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -48,7 +49,7 @@ type requests struct {
 }
 
 func newRequests(c *Client, prefix, name string) *requests {
-	return &requests{c: c, name: name, prefix: companion(prefix, name) + ":" + c.id + ":"}
+	return &requests{c: c, name: name, prefix: layout.Marker(prefix, name, c.id+":")}
 }
 
 // keys returns the KEYS of a call: fixed, then a fresh marker, then

@@ -3,7 +3,9 @@ package relock
 import (
 	"context"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/slots"
 )
 
 // RWMutex is a distributed reader/writer lock on one name: many readers or
@@ -35,7 +37,7 @@ import (
 // value. Its zero value is not usable.
 type RWMutex struct {
 	lockName
-	prefix any // tagged(name), boxed: the start of reader hold keys
+	holds any // layout.ReaderHolds(name), boxed: the rule of its reader hold keys
 
 	queue     string // the queue of waiters (rw_queue.lua)
 	grants    string // the Client's grant channel for the lock's slot
@@ -60,11 +62,11 @@ func (c *Client) RWMutex(name string) *RWMutex {
 	if rw.err = checkName(name); rw.err != nil {
 		return rw
 	}
-	rw.setChannel(companion(rwChannelPrefix, name))
+	rw.setChannel(layout.Companion(layout.RWChannel, name))
 	rw.counter, rw.named = c.tokenKeys(name)
-	rw.prefix = tagged(name)
-	rw.group = slot(name)
-	rw.queue = companion(rwQueuePrefix, name)
+	rw.holds = layout.ReaderHolds(name)
+	rw.group = slots.Of(name)
+	rw.queue = layout.Companion(layout.RWQueue, name)
 	rw.grants = c.grantChannel(name)
 	rw.argGrants = rw.grants
 	rw.lockKeys = withNamed(rw.named, name, rw.counter, rw.queue)
@@ -128,7 +130,7 @@ func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, err := scripts.RWForceUnlock.Run(ctx, rw.c.batch.Direct(), []any{rw.name, rw.queue, rw.channel},
-		rw.argChannel, rw.c.publish, rw.prefix, rw.grants, rw.c.id).Int64()
+		rw.argChannel, rw.c.publish, rw.holds, rw.grants, rw.c.id).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", rw.name, err)
 	}

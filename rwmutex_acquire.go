@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/wait"
@@ -137,9 +138,9 @@ func (rw *RWMutex) newAcquire(lc lockCall, write, wait bool) *rwAcquire {
 		a.keys = with(rw.lockKeys, requestMarker(rw.name, a.owner))
 	case !write:
 		// The hold key a one-shot reader's lock writes, its first.
-		a.keys = with(rw.lockKeys, readerHold(rw.name, a.owner, 1))
+		a.keys = with(rw.lockKeys, layout.ReaderHold(rw.name, a.owner, 1))
 	}
-	a.args = []any{a.lease, a.owner, flag, rw.c.argMarkerTTL, rw.prefix, argEmpty, argGrantTTL, argZero}
+	a.args = []any{a.lease, a.owner, flag, rw.c.argMarkerTTL, rw.holds, argEmpty, argGrantTTL, argZero}
 	if write {
 		a.args[4] = rw.c.argFencing
 	}

@@ -3,6 +3,7 @@ package relock
 import (
 	"context"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -27,7 +28,7 @@ func (rw *RWMutex) unlockArgs(field, mode any, leaving string) []any {
 	if c.rsync.mayWait() {
 		allow = argZero // a grant would return before replicas acknowledge it
 	}
-	return []any{field, rw.argChannel, c.argPublish, mode, c.argMarkerTTL, rw.prefix,
+	return []any{field, rw.argChannel, c.argPublish, mode, c.argMarkerTTL, rw.holds,
 		c.argNumsub, c.argID, rw.argGrants, argGrantTTL, leaving, allow, c.argFencing}
 }
 
@@ -52,7 +53,7 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 	}
 	keys, mode := rw.unlockKeys, argZero
 	if l.reentrant {
-		keys, mode = with(rw.unlockKeys, suffixed(unlockLatchPrefix, rw.name, l.request)), argOne
+		keys, mode = with(rw.unlockKeys, layout.Marker(layout.UnlockLatch, rw.name, l.request)), argOne
 	}
 	script, args := rwUnlockScript(write), rw.unlockArgs(l.field, mode, "")
 	if rw.c.rsync.mayWait() {

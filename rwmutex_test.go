@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/testkit"
 )
@@ -286,7 +287,9 @@ func TestRWMutexWatchdog(t *testing.T) {
 // isMarker reports whether key is a request or release marker, which
 // outlives the holds of reentrant owners on purpose.
 func rwIsMarker(key string) bool {
-	return strings.HasPrefix(key, "relock_lock_request:") || strings.HasPrefix(key, "redisson_unlock_latch:")
+	_, request := layout.NameOf(layout.LockRequest, key)
+	_, release := layout.NameOf(layout.UnlockLatch, key)
+	return request || release
 }
 
 // TestRWMutexViews: the read and write views are Lockers that lock the
@@ -841,7 +844,7 @@ func TestRWMutexCorruptFencingCounter(t *testing.T) {
 	rdb := testkit.CloseLater(t, srv.Client())
 	c := testkit.NewClient(t, rdb)
 	ctx := testkit.CtxTimeout(t, 20*time.Second)
-	const counter = "relock_fencing"
+	const counter = layout.FencingCounter
 	for _, tc := range []struct {
 		what    string
 		corrupt func() error
@@ -1217,7 +1220,7 @@ func TestRWGrants(t *testing.T) {
 	})
 }
 
-func rwQueueKey(name string) string { return "relock_rwlock_queue:{" + name + "}" }
+func rwQueueKey(name string) string { return layout.Companion(layout.RWQueue, name) }
 
 // TestRWWriterWaitsTurnWithoutAttempt: a one-shot writer that comes while
 // another writer of its Client has the turn sleeps for its turn without an

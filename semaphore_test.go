@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -278,7 +279,7 @@ func TestSemaphoreCancelledWaiterLeavesNothing(t *testing.T) {
 			t.Fatalf("waiter left %+v", s)
 		}
 		testkit.Eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
-			return channelSubscribers(t, top, "redisson_sc:{"+name+"}") == 0
+			return channelSubscribers(t, top, layout.Companion(layout.SemaphoreChannel, name)) == 0
 		})
 		noNewKeys(t, before, testkit.KeysOf(t, rdb, name))
 		if n, _ := s.Available(ctx); n != 0 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/testkit"
 )
@@ -35,7 +36,7 @@ func TestSentinel(t *testing.T) {
 	// around the whole name, where Redisson runs: a Redisson awaiter hears
 	// relock's messages.
 	latch := "{" + name + "}:done"
-	ps := testkit.CloseLater(t, s.FailoverClient()).Subscribe(ctx, "redisson_countdownlatch__channel__{"+latch+"}")
+	ps := testkit.CloseLater(t, s.FailoverClient()).Subscribe(ctx, layout.LatchChannel(latch, false))
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
-	"github.com/relock-go/relock/internal/slots"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -106,11 +106,7 @@ func noNewKeys(t testing.TB, before, after []string) {
 // grantChannelOf returns the grant channel on which the Client of waiter
 // owner ("<uuid>:<n>") is told of locks of name.
 func grantChannelOf(top testkit.Topology, name, owner string) string {
-	id := owner[:strings.LastIndex(owner, ":")]
-	if top.Name == "cluster" {
-		return "relock_grant:{" + slots.Tag(slots.Of(name)) + "}:" + id
-	}
-	return "relock_grant:" + id
+	return layout.Grants(owner[:strings.LastIndex(owner, ":")], name, top.Name == "cluster")
 }
 
 func javaPublish(top testkit.Topology) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/testkit"
 )
@@ -271,7 +272,7 @@ func sentinelRound(t *testing.T, s *redistest.Sentinel, kinds []lockKind, modes 
 func heldOn(ctx context.Context, rdb *redis.Client, k lockKind, name string) (bool, error) {
 	key := name
 	if k.permits > 0 {
-		key = "{" + name + "}:timeout" // its held permits
+		key = layout.PermitTimeouts(name) // its held permits
 	}
 	n, err := rdb.Exists(ctx, key).Result()
 	return n > 0, err

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -82,7 +83,7 @@ func TestPermitHolderKilled(t *testing.T) {
 		t.FailNow()
 	}
 	raw, _ := hex.DecodeString(dead)
-	if _, err := testkit.Standalone.Client().ZScore(ctx, "{"+ps.Name()+"}:timeout", string(raw)).Result(); !errors.Is(err, redis.Nil) {
+	if _, err := testkit.Standalone.Client().ZScore(ctx, layout.PermitTimeouts(ps.Name()), string(raw)).Result(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("the dead holder's permit is still held: %v", err)
 	}
 	if err := p.Release(ctx); err != nil {

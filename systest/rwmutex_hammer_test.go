@@ -13,6 +13,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/history"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -206,7 +207,7 @@ func TestRWMutexWritersTakeTurns(t *testing.T) {
 			t.Fatalf("%d subscribers of the release channel behind a relock writer, want 0", n)
 		}
 		rdb := top.RDB(t)
-		if q := rdb.ZRange(ctx, "relock_rwlock_queue:{"+name+"}", 0, -1).Val(); len(q) != 1 {
+		if q := rdb.ZRange(ctx, layout.Companion(layout.RWQueue, name), 0, -1).Val(); len(q) != 1 {
 			t.Fatalf("queue %v, want the one writer that has its Client's turn", q)
 		}
 		testkit.RWUnlockAll(t, ctx, held)

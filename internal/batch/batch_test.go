@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/scripts"
 )
@@ -67,7 +68,7 @@ func setup(t *testing.T, p *pipelines, flushers ...int) (*Batcher, *redis.Client
 }
 
 func lockArgs(key, owner string) ([]any, []any) {
-	return []any{key, "relock_fencing", "relock_lock_queue:{" + key + "}"}, []any{60000, owner, "1", "", time.Now().UnixMilli()}
+	return []any{key, layout.FencingCounter, layout.Companion(layout.LockQueue, key)}, []any{60000, owner, "1", "", time.Now().UnixMilli()}
 }
 
 type undoCount struct {

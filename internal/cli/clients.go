@@ -10,7 +10,7 @@ import (
 )
 
 // clientInfo is what a relock Client says of itself in Redis: the hash
-// layout.ClientInfo + ":" + uuid, kept alive while the Client runs.
+// layout.ClientKey(uuid), kept alive while the Client runs.
 type clientInfo struct {
 	Host    string `json:"host"`
 	PID     string `json:"pid"`
@@ -53,7 +53,7 @@ func identify(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo)
 			}
 			id := uuidOf(h.owner)
 			if cmds[id] == nil {
-				cmds[id] = pipe.HGetAll(ctx, layout.ClientInfo+":"+id)
+				cmds[id] = pipe.HGetAll(ctx, layout.ClientKey(id))
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 )
 
 func TestElectRunsWhileLeader(t *testing.T) {
@@ -21,7 +22,7 @@ func TestElectRunsWhileLeader(t *testing.T) {
 	if r.code != exitOK || strings.TrimSpace(r.stdout) != "jobs 1 10.0.0.1:80" {
 		t.Fatalf("exit %d, stdout %q; want 0 and %q", r.code, r.stdout, "jobs 1 10.0.0.1:80")
 	}
-	if mr.Exists("relock_election:{jobs}") {
+	if mr.Exists(layout.Companion(layout.Election, "jobs")) {
 		t.Errorf("still leader after the command ended")
 	}
 }
@@ -130,7 +131,7 @@ func TestElectStopsCommandOnLoss(t *testing.T) {
 	pid := p.childPID(t)
 	rdb := srv.Client()
 	defer rdb.Close()
-	if err := rdb.Del(context.Background(), "relock_election:{jobs}").Err(); err != nil {
+	if err := rdb.Del(context.Background(), layout.Companion(layout.Election, "jobs")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if code := p.exitCode(t); code != exitLost {
@@ -178,7 +179,7 @@ func TestElectionListed(t *testing.T) {
 	}
 	rdb := srv.Client()
 	defer rdb.Close()
-	if n, err := rdb.Exists(ctx, "relock_election:{jobs}").Result(); err != nil || n != 0 {
+	if n, err := rdb.Exists(ctx, layout.Companion(layout.Election, "jobs")).Result(); err != nil || n != 0 {
 		t.Fatalf("the election's lock is still there after unlock --force: %d, %v", n, err)
 	}
 }

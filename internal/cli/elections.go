@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,26 +16,14 @@ import (
 const kindElection = "election"
 
 // isElection reports whether the lock key name is an election's.
-func isElection(name string) bool { return strings.HasPrefix(name, layout.Election+":") }
+func isElection(name string) bool { return isCompanion(layout.Election, name) }
 
 // electionKey returns the lock key of the election name.
-func electionKey(name string) string { return companion(layout.Election, name) }
+func electionKey(name string) string { return layout.Companion(layout.Election, name) }
 
 // electionName returns the name of the election whose lock key is key
-// (electionKey's inverse: "relock_election:{jobs}" is the election
-// "jobs"), and whether key is an election's.
-func electionName(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, layout.Election+":")
-	if !ok {
-		return key, false
-	}
-	if inner, ok := strings.CutPrefix(rest, "{"); ok {
-		if name, ok := strings.CutSuffix(inner, "}"); ok && !strings.Contains(name, "{") {
-			return name, true
-		}
-	}
-	return rest, true
-}
+// (electionKey's inverse), and whether key is an election's.
+func electionName(key string) (string, bool) { return layout.NameOf(layout.Election, key) }
 
 // label returns the name operators gave the object whose key is key, as
 // ls, show and the web view list it: an election's own name for its lock
@@ -100,7 +87,7 @@ func resolveElection(ctx context.Context, rdb redis.UniversalClient, name string
 		return name, err
 	}
 	key := electionKey(name)
-	if n, err = rdb.Exists(ctx, key, companion(layout.FairQueue, key)).Result(); err != nil || n == 0 {
+	if n, err = rdb.Exists(ctx, key, layout.Companion(layout.FairQueue, key)).Result(); err != nil || n == 0 {
 		return name, err
 	}
 	return key, nil

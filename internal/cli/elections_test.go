@@ -26,7 +26,7 @@ func TestElectionByName(t *testing.T) {
 		t.Fatal(err)
 	}
 	lock(t, c, "orders:7")
-	const internal = "relock_election"
+	const internal = layout.Election
 
 	// ls: its row, found by --match and --kind, is named scheduler.
 	for _, args := range [][]string{{}, {"--match", "sched*"}, {"--kind", "election"}} {
@@ -49,7 +49,7 @@ func TestElectionByName(t *testing.T) {
 
 	// show, by name or by lock key, names it scheduler (the key of its
 	// queue is named only where the waiters counted are said).
-	for _, name := range []string{"scheduler", "relock_election:{scheduler}"} {
+	for _, name := range []string{"scheduler", layout.Companion(layout.Election, "scheduler")} {
 		r := relockCmd(t, "show", "--redis", url, name)
 		named := regexp.MustCompile(`(?m)^waiters .*$`).ReplaceAllString(r.stdout, "")
 		if r.code != exitOK || !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), "name scheduler state held (election)") || strings.Contains(named, internal) {

@@ -77,7 +77,7 @@ func TestEveryHolderIdentified(t *testing.T) {
 		got <- err
 	}()
 	until(t, "the permit call queued", func(ctx context.Context, rdb *redis.Client) bool {
-		return rdb.ZCard(ctx, companion(layout.PermitQueue, "pool:full")).Val() == 1
+		return rdb.ZCard(ctx, layout.Companion(layout.PermitQueue, "pool:full")).Val() == 1
 	}, srv)
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestEveryHolderIdentified(t *testing.T) {
 	startCall(t, func(ctx context.Context) error {
 		return namedClient(t, srv, "semwaiter").Semaphore("sem").Acquire(ctx, 1)
 	})
-	until(t, "semaphore waiter", subscribed(companion(layout.SemaphoreChannel, "sem")), srv)
+	until(t, "semaphore waiter", subscribed(layout.Companion(layout.SemaphoreChannel, "sem")), srv)
 
 	want := map[string][]string{
 		"m":            {"mutex"},

@@ -60,7 +60,7 @@ func TestLsAndShow(t *testing.T) {
 	if !holderLine.MatchString(r.stdout) {
 		t.Errorf("show lacks the holder's line: %s, %s (holds 1)", me, owner)
 	}
-	for _, want := range []string{"state    held", "token    1", "redisson_lock__channel:{orders:42}"} {
+	for _, want := range []string{"state    held", "token    1", layout.Companion(layout.LockChannel, "orders:42")} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("show lacks %q", want)
 		}
@@ -117,22 +117,8 @@ func TestParseLock(t *testing.T) {
 // to deadlines, and is not a lock.
 func TestParseLockFairLiveness(t *testing.T) {
 	fields := map[string]string{"3d80591e-b910-4177-9960-909de4858747:1": "1795000000000"}
-	if _, ok := parseLock("relock_fair_alive:{orders:42}", fields); ok {
+	if _, ok := parseLock(layout.Companion(layout.FairAlive, "orders:42"), fields); ok {
 		t.Fatal("the liveness hash was read as a lock")
-	}
-}
-
-func TestCompanion(t *testing.T) {
-	tests := []struct{ name, want string }{
-		{"orders:42", "redisson_lock_token:{orders:42}"},
-		{"{orders}:42", "redisson_lock_token:{orders}:42"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := companion(layout.Token, tt.name); got != tt.want {
-				t.Errorf("companion(%q) = %q, want %q", tt.name, got, tt.want)
-			}
-		})
 	}
 }
 
@@ -214,7 +200,7 @@ func TestShowLockWaiters(t *testing.T) {
 	rdb := srv.Client()
 	defer rdb.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for n, _ := rdb.ZCard(ctx, "relock_lock_queue:{job}").Result(); n != 1; n, _ = rdb.ZCard(ctx, "relock_lock_queue:{job}").Result() {
+	for n, _ := rdb.ZCard(ctx, layout.Companion(layout.LockQueue, "job")).Result(); n != 1; n, _ = rdb.ZCard(ctx, layout.Companion(layout.LockQueue, "job")).Result() {
 		if time.Now().After(deadline) {
 			t.Fatal("the waiting call did not queue within 10s")
 		}

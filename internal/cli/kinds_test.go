@@ -78,7 +78,7 @@ func until(t *testing.T, what string, cond func(ctx context.Context, rdb *redis.
 
 func queued(name string, n int64) func(ctx context.Context, rdb *redis.Client) bool {
 	return func(ctx context.Context, rdb *redis.Client) bool {
-		return rdb.LLen(ctx, companion(layout.FairQueue, name)).Val() == n
+		return rdb.LLen(ctx, layout.Companion(layout.FairQueue, name)).Val() == n
 	}
 }
 
@@ -122,8 +122,8 @@ func TestKindsShownAndCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWaiter(t, func(ctx context.Context) (*relock.Lease, error) { return c2.RWMutex("rw").Lock(ctx) })
-	until(t, "writer waiting", both(subscribed(companion(layout.RWChannel, "rw")), func(ctx context.Context, rdb *redis.Client) bool {
-		return rdb.ZCard(ctx, companion(layout.RWQueue, "rw")).Val() == 1
+	until(t, "writer waiting", both(subscribed(layout.Companion(layout.RWChannel, "rw")), func(ctx context.Context, rdb *redis.Client) bool {
+		return rdb.ZCard(ctx, layout.Companion(layout.RWQueue, "rw")).Val() == 1
 	}), srv)
 
 	if _, err := holder.Mutex("plain").Lock(ctx); err != nil {
@@ -131,7 +131,7 @@ func TestKindsShownAndCounted(t *testing.T) {
 	}
 	startWaiter(t, func(ctx context.Context) (*relock.Lease, error) { return c3.Mutex("plain").Lock(ctx) })
 	until(t, "lock waiter queued", func(ctx context.Context, rdb *redis.Client) bool {
-		return rdb.ZCard(ctx, companion(layout.LockQueue, "plain")).Val() == 1
+		return rdb.ZCard(ctx, layout.Companion(layout.LockQueue, "plain")).Val() == 1
 	}, srv)
 
 	r := relockCmd(t, "ls", "--redis", url)
@@ -205,13 +205,13 @@ func TestUnlockForceByKind(t *testing.T) {
 			func(c *relock.Client) func(ctx context.Context) (*relock.Lease, error) {
 				return func(ctx context.Context) (*relock.Lease, error) { return c.RWMutex("rw").Lock(ctx) }
 			},
-			subscribed(companion(layout.RWChannel, "rw"))},
+			subscribed(layout.Companion(layout.RWChannel, "rw"))},
 		{"fair", "fair lock",
 			func() error { _, err := holder.FairMutex("fair").Lock(ctx); return err },
 			func(c *relock.Client) func(ctx context.Context) (*relock.Lease, error) {
 				return func(ctx context.Context) (*relock.Lease, error) { return c.FairMutex("fair").Lock(ctx) }
 			},
-			both(queued("fair", 1), subscribedLike(layout.GrantChannel+":*"))},
+			both(queued("fair", 1), subscribedLike(layout.Pattern(layout.GrantChannel)))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.hold(); err != nil {
@@ -234,7 +234,7 @@ func TestUnlockForceByKind(t *testing.T) {
 			}
 			rdb := srv.Client()
 			defer rdb.Close()
-			if keys := rdb.Keys(ctx, "*rwlock_timeout*").Val(); len(keys) > 0 {
+			if keys := rdb.Keys(ctx, "*"+layout.ReaderHoldInfix+"*").Val(); len(keys) > 0 {
 				t.Errorf("reader hold keys left: %v", keys)
 			}
 		})
@@ -267,7 +267,7 @@ func TestShowEveryPrimitive(t *testing.T) {
 	}
 	startCall(t, func(ctx context.Context) error { _, err := c2.PermitSemaphore("full").Acquire(ctx); return err })
 	until(t, "permit waiter queued", func(ctx context.Context, rdb *redis.Client) bool {
-		return rdb.ZCard(ctx, companion(layout.PermitQueue, "full")).Val() == 1
+		return rdb.ZCard(ctx, layout.Companion(layout.PermitQueue, "full")).Val() == 1
 	}, srv)
 	sem := c.Semaphore("sem")
 	if ok, err := sem.TrySetPermits(ctx, 1); !ok || err != nil {
@@ -277,7 +277,7 @@ func TestShowEveryPrimitive(t *testing.T) {
 		t.Fatal(err)
 	}
 	startCall(t, func(ctx context.Context) error { return c2.Semaphore("sem").Acquire(ctx, 1) })
-	until(t, "semaphore waiter", subscribed(companion(layout.SemaphoreChannel, "sem")), srv)
+	until(t, "semaphore waiter", subscribed(layout.Companion(layout.SemaphoreChannel, "sem")), srv)
 	latch := c.CountDownLatch("latch")
 	if ok, err := latch.TrySetCount(ctx, 2); !ok || err != nil {
 		t.Fatalf("TrySetCount: %v %v", ok, err)

@@ -34,7 +34,7 @@ func lockKind(ctx context.Context, rdb redis.UniversalClient, name string) (stri
 	var queued *redis.IntCmd
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		mode = p.HGet(ctx, name, "mode")
-		queued = p.Exists(ctx, companion(layout.FairQueue, name), companion(layout.FairTimeout, name))
+		queued = p.Exists(ctx, layout.Companion(layout.FairQueue, name), layout.Companion(layout.FairTimeout, name))
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) && !strings.HasPrefix(err.Error(), "WRONGTYPE") {
@@ -65,7 +65,7 @@ func markFair(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo)
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, li := range locks {
 			if li.kind == kindLock {
-				queued[li] = p.Exists(ctx, companion(layout.FairQueue, li.name), companion(layout.FairTimeout, li.name))
+				queued[li] = p.Exists(ctx, layout.Companion(layout.FairQueue, li.name), layout.Companion(layout.FairTimeout, li.name))
 			}
 		}
 		return nil
@@ -87,23 +87,23 @@ func markFair(ctx context.Context, rdb redis.UniversalClient, locks []*lockInfo)
 // relock Client or Redisson instance); for a lock, the relock calls in its
 // queue and the connections subscribed to its release channel (Redisson
 // instances, and relock Clients whose calls wait for a holder that is not
-// relock), less those subscribed to its watchChannel too: relock run
+// relock), less those subscribed to its layout.Watch too: relock run
 // listens there while it holds the lock (watchRelease), and a holder is no
 // waiter.
 func waiters(ctx context.Context, rdb redis.UniversalClient, name, kind string) (n int64, what string, err error) {
 	switch {
 	case kind == kindFair || kind == kindElection:
-		key := companion(layout.FairQueue, name)
+		key := layout.Companion(layout.FairQueue, name)
 		n, err = rdb.LLen(ctx, key).Result()
 		return n, "owners queued in " + key, err
 	case isRW(kind):
-		ch := companion(layout.RWChannel, name)
+		ch := layout.Companion(layout.RWChannel, name)
 		n, err = subscribers(ctx, rdb, ch)
 		return n, "subscribers of " + ch, err
 	default:
 		// relock's calls wait in the lock's queue; others (Redisson)
 		// listen on the release channel.
-		key, ch, watch := companion(layout.LockQueue, name), companion(layout.LockChannel, name), companion(watchChannel, name)
+		key, ch, watch := layout.Companion(layout.LockQueue, name), layout.Companion(layout.LockChannel, name), layout.Companion(layout.Watch, name)
 		if n, err = rdb.ZCard(ctx, key).Result(); err != nil {
 			return 0, "", err
 		}
@@ -111,13 +111,6 @@ func waiters(ctx context.Context, rdb redis.UniversalClient, name, kind string) 
 		return n + max(subs[ch]-subs[watch], 0), "calls queued in " + key + " and subscribers of " + ch + " but not of " + watch + " (the holder's watch)", err
 	}
 }
-
-// permitTimeoutKey returns the zset of a permit semaphore's held permits.
-func permitTimeoutKey(name string) string { return layout.PermitTimeouts(name) }
-
-// companion returns the companion key or channel of a lock (see
-// layout.Companion).
-func companion(prefix, name string) string { return layout.Companion(prefix, name) }
 
 // lockInfo is what a lock hash says.
 type lockInfo struct {
@@ -165,7 +158,7 @@ func (li *lockInfo) holds() int64 {
 // the writer. It reports false for any other hash, and for a fair lock's
 // liveness hash, whose fields look like a lock's.
 func parseLock(name string, fields map[string]string) (*lockInfo, bool) {
-	if len(fields) == 0 || strings.HasPrefix(name, layout.FairAlive+":") {
+	if len(fields) == 0 || isCompanion(layout.FairAlive, name) {
 		return nil, false
 	}
 	li := &lockInfo{name: name, kind: kindLock}

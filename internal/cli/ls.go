@@ -122,7 +122,7 @@ func scanLocks(ctx context.Context, rdb redis.UniversalClient, pattern string) (
 		if err := scanNode(ctx, node, pattern, keep); err != nil || pattern == "*" {
 			return err
 		}
-		return scanNode(ctx, node, layout.Election+":*", keep)
+		return scanNode(ctx, node, layout.Pattern(layout.Election), keep)
 	}
 	var err error
 	switch c := rdb.(type) {
@@ -275,12 +275,14 @@ func ofKind(locks []*lockInfo, kind string) []*lockInfo {
 // (fencing counters and token keys, request and release markers), never a
 // synchronizer.
 func ownKey(k string) bool {
-	for _, p := range []string{"relock_", layout.Token + ":", layout.UnlockLatch + ":"} {
-		if strings.HasPrefix(k, p) {
-			return true
-		}
-	}
-	return false
+	return strings.HasPrefix(k, layout.Own) || isCompanion(layout.Token, k) || isCompanion(layout.UnlockLatch, k)
+}
+
+// isCompanion reports whether key is a companion key of prefix (see
+// layout.Companion).
+func isCompanion(prefix, key string) bool {
+	_, ok := layout.NameOf(prefix, key)
+	return ok
 }
 
 // inspectCounts finds the synchronizers among string keys of one server:

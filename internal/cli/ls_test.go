@@ -23,28 +23,28 @@ func TestLsOutput(t *testing.T) {
 	identifyA(mr)
 	mr.HSet("orders", uuidA+":1", "2", layout.TokenField, "7")
 	mr.SetTTL("orders", 25*time.Second)
-	mr.ZAdd(companion(layout.LockQueue, "orders"), float64(ms-1500), "30000|L|"+uuidB+":3")
+	mr.ZAdd(layout.Companion(layout.LockQueue, "orders"), float64(ms-1500), "30000|L|"+uuidB+":3")
 	mr.HSet("files", "mode", "read", uuidA+":1", "1", uuidB+":2", "3")
-	sub(companion(layout.RWChannel, "files"))
+	sub(layout.Companion(layout.RWChannel, "files"))
 	mr.HSet("fair", uuidB+":1", "1")
 	mr.SetTTL("fair", 5*time.Second)
-	mr.Push(companion(layout.FairQueue, "fair"), uuidA+":2")
+	mr.Push(layout.Companion(layout.FairQueue, "fair"), uuidA+":2")
 	rec := `{"holder":"` + uuidA + `:1","value":"node-a","term":3,"since":` + strconv.FormatInt(ms-5000, 10) + `}`
 	mr.HSet(electionKey("jobs"), uuidA+":1", "1", layout.LeaderField, rec, layout.LeaderHolderField, uuidA+":1")
 	mr.SetTTL(electionKey("jobs"), 30*time.Second)
 	mr.Set("pool", "1")
 	mr.ZAdd(layout.PermitTimeouts("pool"), float64(ms+4000), permitOfA(7))
 	mr.ZAdd(layout.PermitTimeouts("pool"), float64(layout.PermitNoLease), "0123456789abcdef")
-	sub(companion(layout.SemaphoreChannel, "pool"))
+	sub(layout.Companion(layout.SemaphoreChannel, "pool"))
 	mr.Set("sem", "0")
-	sub(companion(layout.SemaphoreChannel, "sem"))
-	sub(companion(layout.SemaphoreChannel, "sem"))
+	sub(layout.Companion(layout.SemaphoreChannel, "sem"))
+	sub(layout.Companion(layout.SemaphoreChannel, "sem"))
 	mr.Set("gate", "2")
 	sub(layout.LatchChannel("gate", false))
-	mr.Set("idle", "5")                            // a counter nobody waits on: left to show
-	mr.HSet("user", "name", "x")                   // not a lock
-	mr.Set(companion(layout.Token, "orders"), "7") // a fencing counter
-	mr.HSet(companion(layout.FairAlive, "fair"), uuidA+":2", strconv.FormatInt(ms+3000, 10)+":30000")
+	mr.Set("idle", "5")                                   // a counter nobody waits on: left to show
+	mr.HSet("user", "name", "x")                          // not a lock
+	mr.Set(layout.Companion(layout.Token, "orders"), "7") // a fencing counter
+	mr.HSet(layout.Companion(layout.FairAlive, "fair"), uuidA+":2", strconv.FormatInt(ms+3000, 10)+":30000")
 	// A read-write lock with more readers than one HSCAN returns.
 	big := []string{"mode", "read"}
 	for i := range 2 * hscanCount {

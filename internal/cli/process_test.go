@@ -219,13 +219,13 @@ func waitForQueued(t *testing.T, srv *redistest.Server, name string) {
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), processDeadline)
 	defer cancel()
-	queue := companion(layout.LockQueue, name)
+	queue := layout.Companion(layout.LockQueue, name)
 	for {
 		n, err := rdb.ZCard(ctx, queue).Result()
 		if err != nil {
 			t.Fatalf("nobody queued in %s: %v", queue, err)
 		}
-		if n > 0 && len(rdb.PubSubChannels(ctx, layout.GrantChannel+":*").Val()) > 0 {
+		if n > 0 && len(rdb.PubSubChannels(ctx, layout.Pattern(layout.GrantChannel)).Val()) > 0 {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 )
 
 var runCommand = &command{
@@ -220,7 +221,7 @@ func permitTotal(ctx context.Context, rdb redis.UniversalClient, name string) (i
 	var held *redis.IntCmd
 	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		free = p.Get(ctx, name)
-		held = p.ZCard(ctx, permitTimeoutKey(name))
+		held = p.ZCard(ctx, layout.PermitTimeouts(name))
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {

@@ -305,7 +305,7 @@ type lockState struct {
 
 // inspectLock reads everything show reports about name.
 func inspectLock(ctx context.Context, rdb redis.UniversalClient, name string) (*lockState, error) {
-	s := &lockState{tokenKey: companion(layout.Token, name)}
+	s := &lockState{tokenKey: layout.Companion(layout.Token, name)}
 	var err error
 	if s.kind, err = rdb.Type(ctx, name).Result(); err != nil {
 		return nil, err

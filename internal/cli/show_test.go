@@ -30,7 +30,7 @@ var fixedNow = time.UnixMilli(1_700_000_000_000)
 // identifyA writes the identity hash of uuidA's Client, so that its holds
 // name it: "db1 pid 42 worker (billing)".
 func identifyA(mr *miniredis.Miniredis) {
-	mr.HSet(layout.ClientInfo+":"+uuidA, "host", "db1", "pid", "42", "program", "worker",
+	mr.HSet(layout.ClientKey(uuidA), "host", "db1", "pid", "42", "program", "worker",
 		"version", "v1.2.0", "started", "2027-01-15T08:00:00Z", "name", "billing")
 }
 
@@ -75,9 +75,9 @@ func TestShowOutput(t *testing.T) {
 				identifyA(mr)
 				mr.HSet("orders", uuidA+":1", "2", layout.TokenField, "7", layout.SinceField, strconv.FormatInt(ms-90_000, 10))
 				mr.SetTTL("orders", 25*time.Second)
-				mr.ZAdd(companion(layout.LockQueue, "orders"), float64(ms-1500), "30000|L|"+uuidB+":3")
-				mr.ZAdd(companion(layout.LockQueue, "orders"), float64(ms-200), "30000|L|"+uuidA+":4")
-				sub(companion(layout.LockChannel, "orders"))
+				mr.ZAdd(layout.Companion(layout.LockQueue, "orders"), float64(ms-1500), "30000|L|"+uuidB+":3")
+				mr.ZAdd(layout.Companion(layout.LockQueue, "orders"), float64(ms-200), "30000|L|"+uuidA+":4")
+				sub(layout.Companion(layout.LockChannel, "orders"))
 			},
 			code: exitOK,
 			text: `name      orders
@@ -98,9 +98,9 @@ waiters   3                            (calls queued in relock_lock_queue:{order
 			show: "files",
 			setup: func(mr *miniredis.Miniredis, sub func(string)) {
 				mr.HSet("files", "mode", "read", uuidA+":1", "1", uuidB+":2", "3")
-				mr.ZAdd(companion(layout.RWQueue, "files"), float64(ms-40), "30000|W|"+uuidB+":5")
-				mr.ZAdd(companion(layout.RWQueue, "files"), float64(ms-30), "30000|R|"+uuidA+":6")
-				sub(companion(layout.RWChannel, "files"))
+				mr.ZAdd(layout.Companion(layout.RWQueue, "files"), float64(ms-40), "30000|W|"+uuidB+":5")
+				mr.ZAdd(layout.Companion(layout.RWQueue, "files"), float64(ms-30), "30000|R|"+uuidA+":6")
+				sub(layout.Companion(layout.RWChannel, "files"))
 			},
 			code: exitOK,
 			text: `name      files
@@ -137,10 +137,10 @@ waiters  0               (subscribers of redisson_rwlock:{files})
 				identifyA(mr)
 				mr.HSet("fair", uuidB+":1", "1")
 				mr.SetTTL("fair", 5*time.Second)
-				mr.Push(companion(layout.FairQueue, "fair"), uuidA+":2", uuidB+":3")
-				mr.ZAdd(companion(layout.FairTimeout, "fair"), float64(ms+60_000), uuidA+":2")
-				mr.ZAdd(companion(layout.FairTimeout, "fair"), float64(ms+65_000), uuidB+":3")
-				mr.HSet(companion(layout.FairAlive, "fair"), uuidA+":2", strconv.FormatInt(ms+3000, 10)+":30000")
+				mr.Push(layout.Companion(layout.FairQueue, "fair"), uuidA+":2", uuidB+":3")
+				mr.ZAdd(layout.Companion(layout.FairTimeout, "fair"), float64(ms+60_000), uuidA+":2")
+				mr.ZAdd(layout.Companion(layout.FairTimeout, "fair"), float64(ms+65_000), uuidB+":3")
+				mr.HSet(layout.Companion(layout.FairAlive, "fair"), uuidA+":2", strconv.FormatInt(ms+3000, 10)+":30000")
 			},
 			code: exitOK,
 			text: `name      fair
@@ -177,8 +177,8 @@ waiters  0               (owners queued in redisson_lock_queue:relock_election:{
 				rec := `{"holder":"` + uuidA + `:1","value":"node-a","term":3,"host":"db1","pid":42,"program":"worker","since":` + strconv.FormatInt(ms-5000, 10) + `}`
 				mr.HSet(electionKey("jobs"), uuidA+":1", "1", layout.LeaderField, rec, layout.LeaderHolderField, uuidA+":1", layout.TokenField, "3")
 				mr.SetTTL(electionKey("jobs"), 30*time.Second)
-				mr.Push(companion(layout.FairQueue, electionKey("jobs")), uuidB+":1")
-				mr.ZAdd(companion(layout.FairTimeout, electionKey("jobs")), float64(ms+10_000), uuidB+":1")
+				mr.Push(layout.Companion(layout.FairQueue, electionKey("jobs")), uuidB+":1")
+				mr.ZAdd(layout.Companion(layout.FairTimeout, electionKey("jobs")), float64(ms+10_000), uuidB+":1")
 			},
 			code: exitOK,
 			text: `name      jobs
@@ -200,8 +200,8 @@ waiters   1               (owners queued in redisson_lock_queue:relock_election:
 				mr.Set("pool", "1")
 				mr.ZAdd(layout.PermitTimeouts("pool"), float64(ms+4000), permitOfA(7))
 				mr.ZAdd(layout.PermitTimeouts("pool"), float64(layout.PermitNoLease), "0123456789abcdef")
-				mr.ZAdd(companion(layout.PermitQueue, "pool"), float64(ms-700), "30000|P|"+uuidB+":9")
-				sub(companion(layout.SemaphoreChannel, "pool"))
+				mr.ZAdd(layout.Companion(layout.PermitQueue, "pool"), float64(ms-700), "30000|P|"+uuidB+":9")
+				sub(layout.Companion(layout.SemaphoreChannel, "pool"))
 			},
 			code: exitOK,
 			text: `name       pool
@@ -220,7 +220,7 @@ waiters    1                                                 (subscribers of red
 			show: "sem",
 			setup: func(mr *miniredis.Miniredis, sub func(string)) {
 				mr.Set("sem", "0")
-				sub(companion(layout.SemaphoreChannel, "sem"))
+				sub(layout.Companion(layout.SemaphoreChannel, "sem"))
 			},
 			code: exitOK,
 			text: `name       sem
@@ -264,7 +264,7 @@ waiters  0  (subscribers of redisson_sc:{n} and of redisson_countdownlatch__chan
 			name: "free, tokens handed out before",
 			show: "orders",
 			setup: func(mr *miniredis.Miniredis, sub func(string)) {
-				mr.Set(companion(layout.Token, "orders"), "12")
+				mr.Set(layout.Companion(layout.Token, "orders"), "12")
 			},
 			code: exitOK,
 			text: `name     orders
@@ -278,8 +278,8 @@ waiters  0   (calls queued in relock_lock_queue:{orders} and subscribers of redi
 			name: "free fair lock, owners queued",
 			show: "fair",
 			setup: func(mr *miniredis.Miniredis, sub func(string)) {
-				mr.Push(companion(layout.FairQueue, "fair"), uuidA+":2")
-				mr.ZAdd(companion(layout.FairTimeout, "fair"), float64(ms+2500), uuidA+":2")
+				mr.Push(layout.Companion(layout.FairQueue, "fair"), uuidA+":2")
+				mr.ZAdd(layout.Companion(layout.FairTimeout, "fair"), float64(ms+2500), uuidA+":2")
 			},
 			code: exitOK,
 			text: `name      fair

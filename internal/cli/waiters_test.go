@@ -25,7 +25,7 @@ func TestRunHolderIsNoWaiter(t *testing.T) {
 	const name = "jobs:nightly"
 	p := startRelock(t, append([]string{"run", "--redis", url, name, "--"}, holdingCommand...)...)
 	p.childPID(t) // the command runs: relock holds the lock and watches its channel
-	until(t, "relock run watching the release channel", subscribed(companion(layout.LockChannel, name)), srv)
+	until(t, "relock run watching the release channel", subscribed(layout.Companion(layout.LockChannel, name)), srv)
 
 	waitersAre := func(want int64) {
 		t.Helper()
@@ -49,7 +49,7 @@ func TestRunHolderIsNoWaiter(t *testing.T) {
 	ctx := context.Background()
 	rdb := srv.Client()
 	defer rdb.Close()
-	sub := rdb.Subscribe(ctx, companion(layout.LockChannel, name)) // a Redisson waiter's subscription
+	sub := rdb.Subscribe(ctx, layout.Companion(layout.LockChannel, name)) // a Redisson waiter's subscription
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestRunHolderIsNoWaiter(t *testing.T) {
 	c := realClient(t, srv)
 	startWaiter(t, func(ctx context.Context) (*relock.Lease, error) { return c.Mutex(name).Lock(ctx) })
 	until(t, "relock call queued", func(ctx context.Context, rdb *redis.Client) bool {
-		return rdb.ZCard(ctx, companion(layout.LockQueue, name)).Val() == 1
+		return rdb.ZCard(ctx, layout.Companion(layout.LockQueue, name)).Val() == 1
 	}, srv)
 	waitersAre(2)
 }
@@ -85,13 +85,13 @@ func TestHolderWatchNotCountedOnCluster(t *testing.T) {
 	defer l.Unlock(ctx)
 	stop := watchRelease(ctx, cc, l)
 	defer stop()
-	if n, err := subscribers(ctx, cc, companion(layout.LockChannel, name)); err != nil || n != 1 {
+	if n, err := subscribers(ctx, cc, layout.Companion(layout.LockChannel, name)); err != nil || n != 1 {
 		t.Fatalf("the watch is not subscribed to the release channel: %d, %v", n, err)
 	}
 	if n, what, err := waiters(ctx, cc, name, kindLock); err != nil || n != 0 {
 		t.Errorf("waiters %d (%s), %v; want 0", n, what, err)
 	}
-	sub := cc.SSubscribe(ctx, companion(layout.LockChannel, name))
+	sub := cc.SSubscribe(ctx, layout.Companion(layout.LockChannel, name))
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)

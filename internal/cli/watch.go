@@ -20,12 +20,13 @@ import (
 // called more than once.
 //
 // The same connection subscribes, in the same command, to the lock's
-// watchChannel, which nobody publishes on: it tells the counts of waiters
+// watch channel (layout.Watch, of the lock's cluster slot), which nobody
+// publishes on: it tells the counts of waiters
 // (see waiters) that this subscriber of the release channel is the
 // holder, not a waiter.
 func watchRelease(ctx context.Context, rdb redis.UniversalClient, l *relock.Lease) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	ps := subscribe(ctx, rdb, companion(layout.LockChannel, l.Name()), companion(watchChannel, l.Name()))
+	ps := subscribe(ctx, rdb, layout.Companion(layout.LockChannel, l.Name()), layout.Companion(layout.Watch, l.Name()))
 	check := func() {
 		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		_ = l.Check(cctx) // an unanswered check leaves it to the watchdog
@@ -64,13 +65,6 @@ func watchRelease(ctx context.Context, rdb redis.UniversalClient, l *relock.Leas
 		})
 	}
 }
-
-// watchChannel is the prefix of the channel a holder's watch (see
-// watchRelease) subscribes to beside the lock's release channel:
-// watchChannel + ":{name}", of the lock's cluster slot. Nothing is
-// published on it, and it is the command line's own: neither the library
-// nor Redisson knows it.
-const watchChannel = "relock_watch"
 
 // subscribe subscribes to channels (of one cluster slot), by SSUBSCRIBE on
 // a cluster (where relock publishes by SPUBLISH from Redis 7 on) and

@@ -1,7 +1,7 @@
 -- announce.lua: write a relock Client's identity hash with its TTL, in one
 -- step, so that it never stands without one.
 --
--- KEYS[1]   the identity hash relock_client:<uuid>
+-- KEYS[1]   the identity hash of the client (layout.ClientKey)
 -- ARGV[1]   its TTL in milliseconds
 -- ARGV[2..] field, value, field, value...
 --

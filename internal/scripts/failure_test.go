@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/relock-go/relock/internal/layout"
 )
 
 // state is every key of the test server: its type, its DUMP and its PTTL
@@ -144,16 +145,16 @@ func TestFailuresWriteNothing(t *testing.T) {
 	// rwRelease is the ARGV of the read-write release scripts: the hold's
 	// field, the marker mode, and the rest (ARGV[14..16]) if any.
 	rwRelease := func(name, field, mode string, rest ...any) []any {
-		return append([]any{field, newRW(name).channel, "publish", mode, 60000, newRW(name).prefix,
-			"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", counterOnly}, rest...)
+		return append([]any{field, newRW(name).channel, "publish", mode, 60000, newRW(name).holds,
+			"numsub", "c0ffee", clientGrants("c0ffee"), 2000, "", "1", counterOnly}, rest...)
 	}
 	sem := func(name string) (string, string, string) {
-		return name, "redisson_sc:{" + name + "}", "relock_semaphore_request:{" + name + "}:"
+		return name, layout.Companion(layout.SemaphoreChannel, name), layout.Marker(layout.SemaphoreRequest, name, "")
 	}
 	permit := func(name string) []string {
-		return []string{name, "{" + name + "}:timeout", "redisson_sc:{" + name + "}", "relock_permit_queue:{" + name + "}"}
+		return []string{name, layout.PermitTimeouts(name), layout.Companion(layout.SemaphoreChannel, name), layout.Companion(layout.PermitQueue, name)}
 	}
-	permitCh := func(name string) string { return "redisson_sc:{" + name + "}" }
+	permitCh := func(name string) string { return layout.Companion(layout.SemaphoreChannel, name) }
 	cases := []failure{
 		{
 			name: "lock: a waiter takes the free lock, fencing counter corrupt",
@@ -167,7 +168,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		{
 			name: "lock: a one-shot holder's retry, queue of another type", succeeds: true,
 			given: []given{
-				hash("f:retry", 10000, "u:1", "1", "relock_token", "5"),
+				hash("f:retry", 10000, "u:1", "1", layout.TokenField, "5"),
 				str(lk("f:retry")[2], "x"),
 			},
 			script: Lock, keys: lk("f:retry"),
@@ -176,16 +177,16 @@ func TestFailuresWriteNothing(t *testing.T) {
 		{
 			name: "lock: a reentrant holder re-enters, queue of another type", succeeds: true,
 			given: []given{
-				hash("f:reenter", 10000, "u:1", "1", "relock_token", "5"),
+				hash("f:reenter", 10000, "u:1", "1", layout.TokenField, "5"),
 				str(lk("f:reenter")[2], "x"),
 			},
-			script: Lock, keys: lockKeys("f:reenter", "relock_lock_request:{f:reenter}:m"),
+			script: Lock, keys: lockKeys("f:reenter", layout.Marker(layout.LockRequest, "f:reenter", "m")),
 			args: []any{lease, "u:1", counterOnly, "r", 1, "1", 60000},
 		},
 		{
 			name: "unlock: the last hold grants a waiter of another client, fencing counter corrupt",
 			given: []given{
-				hash("f:grant", 10000, "u:1", "1", "relock_token", "5", "relock_queued", "1"),
+				hash("f:grant", 10000, "u:1", "1", layout.TokenField, "5", layout.QueuedField, "1"),
 				zset(lk("f:grant")[2], lease+"|o|v:1", "1"),
 				str(lk("f:grant")[1], corrupt),
 			},
@@ -195,16 +196,16 @@ func TestFailuresWriteNothing(t *testing.T) {
 		{
 			name: "unlock: passing on in process reserves tokens, fencing counter corrupt",
 			given: []given{
-				hash("f:pass", 10000, "u:1", "1", "relock_token", "5"),
+				hash("f:pass", 10000, "u:1", "1", layout.TokenField, "5"),
 				str(lk("f:pass")[1], corrupt),
 			},
 			script: Unlock, keys: lk("f:pass"),
-			args: []any{"u:1", "publish", counterOnly, "relock_grant:u", "1", lockChannel("f:pass"), "0", lease + "|o|u:2", "", "6", "1"},
+			args: []any{"u:1", "publish", counterOnly, clientGrants("u"), "1", lockChannel("f:pass"), "0", lease + "|o|u:2", "", "6", "1"},
 		},
 		{
 			name:   "abandon: a reentrant acquisition's marker, lock of another type",
-			given:  []given{str("f:abandon", "x"), str("relock_lock_request:{f:abandon}:m", "1")},
-			script: Abandon, keys: []string{"f:abandon", "relock_lock_request:{f:abandon}:m"},
+			given:  []given{str("f:abandon", "x"), str(layout.Marker(layout.LockRequest, "f:abandon", "m"), "1")},
+			script: Abandon, keys: []string{"f:abandon", layout.Marker(layout.LockRequest, "f:abandon", "m")},
 			args: []any{"u:1", lockChannel("f:abandon"), "publish", "1"},
 		},
 		{
@@ -214,7 +215,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(lk("f:force")[2], "x"),
 			},
 			script: ForceUnlock, keys: []string{"f:force", lk("f:force")[2]},
-			args: []any{lockChannel("f:force"), "publish", "relock_grant:u", "u"},
+			args: []any{lockChannel("f:force"), "publish", clientGrants("u"), "u"},
 		},
 		{
 			name: "rw read lock: a free lock, fencing counter corrupt",
@@ -222,7 +223,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(newRW("f:rfree").counter, corrupt),
 			},
 			script: RWReadLock, keys: rwRead("f:rfree", "r:1"),
-			args: []any{lease, "r:1", "0", 60000, newRW("f:rfree").prefix, "R", 2000, "0"},
+			args: []any{lease, "r:1", "0", 60000, newRW("f:rfree").holds, "R", 2000, "0"},
 		},
 		{
 			name: "rw read lock: a lock other readers hold, fencing counter of another type",
@@ -231,7 +232,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash(newRW("f:rshared").counter, 0, "a", "1"),
 			},
 			script: RWReadLock, keys: rwRead("f:rshared", "r:2"),
-			args: []any{lease, "r:2", "0", 60000, newRW("f:rshared").prefix, "R", 2000, "0"},
+			args: []any{lease, "r:2", "0", 60000, newRW("f:rshared").holds, "R", 2000, "0"},
 		},
 		{
 			name: "rw read lock: a queued reader takes the lock, queue of another type", succeeds: true,
@@ -239,7 +240,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(newRW("f:rqueue").queue, "x"),
 			},
 			script: RWReadLock, keys: rwRead("f:rqueue", "r:1"),
-			args: []any{lease, "r:1", "0", 60000, newRW("f:rqueue").prefix, "R", 2000, "1"},
+			args: []any{lease, "r:1", "0", 60000, newRW("f:rqueue").holds, "R", 2000, "1"},
 		},
 		{
 			name: "rw write lock: a queued writer takes the lock, queue of another type", succeeds: true,
@@ -274,15 +275,15 @@ func TestFailuresWriteNothing(t *testing.T) {
 			name: "rw read unlock: undo of a lock now of another type",
 			given: []given{
 				str("f:rundo", "x"),
-				str("relock_lock_request:{f:rundo}:m", "1"),
+				str(layout.Marker(layout.LockRequest, "f:rundo", "m"), "1"),
 			},
-			script: RWReadUnlock, keys: rwUnlock("f:rundo", "relock_lock_request:{f:rundo}:m"),
+			script: RWReadUnlock, keys: rwUnlock("f:rundo", layout.Marker(layout.LockRequest, "f:rundo", "m")),
 			args: rwRelease("f:rundo", "r:1", "2"),
 		},
 		{
 			name: "rw write unlock: the writer grants the next writer, fencing counter corrupt",
 			given: []given{
-				hash("f:wgrant", 10000, "mode", "write", "w0:1:write", "1", "relock_token", "3"),
+				hash("f:wgrant", 10000, "mode", "write", "w0:1:write", "1", layout.TokenField, "3"),
 				zset(newRW("f:wgrant").queue, lease+"|o|w:1", "1"),
 				str(newRW("f:wgrant").counter, corrupt),
 			},
@@ -292,7 +293,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		{
 			name: "rw write unlock: passing on in process reserves tokens, fencing counter corrupt",
 			given: []given{
-				hash("f:wpass", 10000, "mode", "write", "c0ffee:1:write", "1", "relock_token", "3"),
+				hash("f:wpass", 10000, "mode", "write", "c0ffee:1:write", "1", layout.TokenField, "3"),
 				str(newRW("f:wpass").counter, corrupt),
 			},
 			script: RWWriteUnlock, keys: rwUnlock("f:wpass", ""),
@@ -301,7 +302,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		{
 			name: "rw write unlock: the writer keeps reading, queue of another type",
 			given: []given{
-				hash("f:wdown", 10000, "mode", "write", "w:1:write", "1", "w:1", "1", "relock_token", "3"),
+				hash("f:wdown", 10000, "mode", "write", "w:1:write", "1", "w:1", "1", layout.TokenField, "3"),
 				{newRW("f:wdown").hold("w:1", 1), "string", []string{"1"}, 10000},
 				str(newRW("f:wdown").queue, "x"),
 			},
@@ -312,9 +313,9 @@ func TestFailuresWriteNothing(t *testing.T) {
 			name: "rw write unlock: undo of a lock now of another type",
 			given: []given{
 				str("f:wundo", "x"),
-				str("relock_lock_request:{f:wundo}:m", "1"),
+				str(layout.Marker(layout.LockRequest, "f:wundo", "m"), "1"),
 			},
-			script: RWWriteUnlock, keys: rwUnlock("f:wundo", "relock_lock_request:{f:wundo}:m"),
+			script: RWWriteUnlock, keys: rwUnlock("f:wundo", layout.Marker(layout.LockRequest, "f:wundo", "m")),
 			args: rwRelease("f:wundo", "w:1:write", "2"),
 		},
 		{
@@ -325,25 +326,25 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(newRW("f:rwforce").queue, "x"),
 			},
 			script: RWForceUnlock, keys: []string{"f:rwforce", newRW("f:rwforce").queue, newRW("f:rwforce").channel},
-			args: []any{newRW("f:rwforce").channel, "publish", newRW("f:rwforce").prefix, "relock_grant:c0ffee", "c0ffee"},
+			args: []any{newRW("f:rwforce").channel, "publish", newRW("f:rwforce").holds, clientGrants("c0ffee"), "c0ffee"},
 		},
 		{
 			name: "election proclaim: log of another type",
 			given: []given{
-				hash("relock_election:{f:elect}", 10000, "u:1", "1"),
-				str("relock_election_log:{f:elect}", "x"),
+				hash(layout.Companion(layout.Election, "f:elect"), 10000, "u:1", "1"),
+				str(layout.Companion(layout.ElectionLog, "f:elect"), "x"),
 			},
-			script: ElectionProclaim, keys: []string{"relock_election:{f:elect}", "relock_election_log:{f:elect}"},
-			args: []any{"u:1", `{"term":1}`, "1", "publish", 60000, "1", "relock_election_channel:{f:elect}"},
+			script: ElectionProclaim, keys: []string{layout.Companion(layout.Election, "f:elect"), layout.Companion(layout.ElectionLog, "f:elect")},
+			args: []any{"u:1", `{"term":1}`, "1", "publish", 60000, "1", layout.Companion(layout.ElectionChannel, "f:elect")},
 		},
 		{
 			name: "election resign: log of another type",
 			given: []given{
-				hash("relock_election:{f:resign}", 10000, "u:1", "1", "relock_leader", `{"since":1,"term":1}`, "relock_leader_holder", "u:1"),
-				str("relock_election_log:{f:resign}", "x"),
+				hash(layout.Companion(layout.Election, "f:resign"), 10000, "u:1", "1", layout.LeaderField, `{"since":1,"term":1}`, layout.LeaderHolderField, "u:1"),
+				str(layout.Companion(layout.ElectionLog, "f:resign"), "x"),
 			},
-			script: ElectionResign, keys: []string{"relock_election:{f:resign}", "relock_election_log:{f:resign}"},
-			args: []any{"u:1", "1", "publish", 60000, "relock_election_channel:{f:resign}"},
+			script: ElectionResign, keys: []string{layout.Companion(layout.Election, "f:resign"), layout.Companion(layout.ElectionLog, "f:resign")},
+			args: []any{"u:1", "1", "publish", 60000, layout.Companion(layout.ElectionChannel, "f:resign")},
 		},
 	}
 	// The FairMutex's: fk gives a fair lock's keys and its liveness
@@ -358,7 +359,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		return append([]any{lease, owner, "0", 60000, 5000, fk(name).channel, "publish", counterOnly}, extra...)
 	}
 	fairUnlock := func(name, owner, grants, k string, candidates ...any) []any {
-		return append([]any{owner, fk(name).channel, "publish", "0", 60000, counterOnly, grants, k, "relock_grant:"}, candidates...)
+		return append([]any{owner, fk(name).channel, "publish", "0", 60000, counterOnly, grants, k, grantPrefix}, candidates...)
 	}
 	cases = append(cases,
 		failure{
@@ -396,16 +397,16 @@ func TestFailuresWriteNothing(t *testing.T) {
 		failure{
 			name: "fair lock: a reentrant holder re-enters, queue of another type",
 			given: []given{
-				hash("f:freenter", 10000, "u:1", "1", "relock_token", "5"),
+				hash("f:freenter", 10000, "u:1", "1", layout.TokenField, "5"),
 				str(fk("f:freenter").queue, "x"),
 			},
-			script: FairLock, keys: fk("f:freenter").keys(fk("f:freenter").counter, "relock_lock_request:{f:freenter}:m"),
+			script: FairLock, keys: fk("f:freenter").keys(fk("f:freenter").counter, layout.Marker(layout.LockRequest, "f:freenter", "m")),
 			args: []any{lease, "u:1", "1", 60000, 5000, fk("f:freenter").channel, "publish", counterOnly},
 		},
 		failure{
 			name: "fair lock: a waiter joins an empty queue, budgets of another type",
 			given: []given{
-				hash("f:fjoinz", 10000, "v:1", "1", "relock_token", "5"),
+				hash("f:fjoinz", 10000, "v:1", "1", layout.TokenField, "5"),
 				str(fk("f:fjoinz").timeouts, "x"),
 			},
 			script: FairLock, keys: fk("f:fjoinz").keys(fk("f:fjoinz").counter),
@@ -414,7 +415,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		failure{
 			name: "fair lock: a waiter joins an empty queue, liveness of another type",
 			given: []given{
-				hash("f:fjoina", 10000, "v:1", "1", "relock_token", "5"),
+				hash("f:fjoina", 10000, "v:1", "1", layout.TokenField, "5"),
 				str(fk("f:fjoina").alive, "x"),
 			},
 			script: FairLock, keys: fk("f:fjoina").keys(fk("f:fjoina").counter),
@@ -423,7 +424,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		failure{
 			name: "fair unlock: the last hold passes to a candidate and reserves tokens, fencing counter corrupt",
 			given: []given{
-				hash("f:funlock", 10000, "u:1", "1", "relock_token", "5"),
+				hash("f:funlock", 10000, "u:1", "1", layout.TokenField, "5"),
 				{fk("f:funlock").queue, "list", []string{"d:1", "u:2", "u:3"}, 0},
 				zset(fk("f:funlock").timeouts, "d:1", "now+300000", "u:2", "now+600000", "u:3", "now+900000"),
 				hash(fk("f:funlock").alive, 60000, "d:1", gone, "u:2", live, "u:3", live),
@@ -435,7 +436,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		failure{
 			name: "fair unlock: the last hold grants another client's waiter, fencing counter corrupt",
 			given: []given{
-				hash("f:fgrant", 10000, "u:1", "1", "relock_token", "5"),
+				hash("f:fgrant", 10000, "u:1", "1", layout.TokenField, "5"),
 				{fk("f:fgrant").queue, "list", []string{"v:1"}, 0},
 				zset(fk("f:fgrant").timeouts, "v:1", "now+300000"),
 				hash(fk("f:fgrant").alive, 60000, "v:1", lent),
@@ -447,7 +448,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		failure{
 			name: "fair unlock: the last hold grants the waiter behind a dead head, budgets of another type",
 			given: []given{
-				hash("f:fgrantz", 10000, "u:1", "1", "relock_token", "5"),
+				hash("f:fgrantz", 10000, "u:1", "1", layout.TokenField, "5"),
 				{fk("f:fgrantz").queue, "list", []string{"d:1", "v:1"}, 0},
 				str(fk("f:fgrantz").timeouts, "x"),
 				hash(fk("f:fgrantz").alive, 60000, "d:1", gone, "v:1", lent),
@@ -458,7 +459,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		failure{
 			name: "fair unlock: a dead head purged, budgets of another type", succeeds: true,
 			given: []given{
-				hash("f:fpurgez", 10000, "u:1", "1", "relock_token", "5"),
+				hash("f:fpurgez", 10000, "u:1", "1", layout.TokenField, "5"),
 				{fk("f:fpurgez").queue, "list", []string{"d:1", "v:1"}, 0},
 				str(fk("f:fpurgez").timeouts, "x"),
 				hash(fk("f:fpurgez").alive, 60000, "d:1", gone, "v:1", live),
@@ -469,16 +470,16 @@ func TestFailuresWriteNothing(t *testing.T) {
 		failure{
 			name: "fair unlock: a reentrant owner's last hold, queue of another type",
 			given: []given{
-				hash("f:fqueue", 10000, "u:1", "1", "relock_token", "5"),
+				hash("f:fqueue", 10000, "u:1", "1", layout.TokenField, "5"),
 				str(fk("f:fqueue").queue, "x"),
 			},
-			script: FairUnlock, keys: fk("f:fqueue").keys(fk("f:fqueue").counter, fk("f:fqueue").channel, "relock_unlock_latch:{f:fqueue}:m"),
-			args: []any{"u:1", fk("f:fqueue").channel, "publish", "1", 60000, counterOnly, "0", "0", "relock_grant:"},
+			script: FairUnlock, keys: fk("f:fqueue").keys(fk("f:fqueue").counter, fk("f:fqueue").channel, layout.Marker(layout.UnlockLatch, "f:fqueue", "m")),
+			args: []any{"u:1", fk("f:fqueue").channel, "publish", "1", 60000, counterOnly, "0", "0", grantPrefix},
 		},
 		failure{
 			name: "fair pass: the switch reserves tokens, fencing counter corrupt",
 			given: []given{
-				hash("f:fpass", 10000, "u:1", "1", "relock_token", "5"),
+				hash("f:fpass", 10000, "u:1", "1", layout.TokenField, "5"),
 				{fk("f:fpass").queue, "list", []string{"u:2", "u:3"}, 0},
 				zset(fk("f:fpass").timeouts, "u:2", "now+300000", "u:3", "now+600000"),
 				hash(fk("f:fpass").alive, 60000, "u:2", live, "u:3", live),
@@ -501,7 +502,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		failure{
 			name: "fair pass: budgets of another type",
 			given: []given{
-				hash("f:fpassz", 10000, "u:1", "1", "relock_token", "5"),
+				hash("f:fpassz", 10000, "u:1", "1", layout.TokenField, "5"),
 				{fk("f:fpassz").queue, "list", []string{"u:2"}, 0},
 				str(fk("f:fpassz").timeouts, "x"),
 				hash(fk("f:fpassz").alive, 60000, "u:2", live),
@@ -512,7 +513,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		failure{
 			name: "fair pass: queue of another type",
 			given: []given{
-				hash("f:fpassq", 10000, "u:1", "1", "relock_token", "5"),
+				hash("f:fpassq", 10000, "u:1", "1", layout.TokenField, "5"),
 				str(fk("f:fpassq").queue, "x"),
 			},
 			script: FairPass, keys: fk("f:fpassq").keys(fk("f:fpassq").counter, fk("f:fpassq").channel),
@@ -525,7 +526,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(fk("f:fforce").queue, "x"),
 			},
 			script: FairForceUnlock, keys: fk("f:fforce").keys(fk("f:fforce").channel),
-			args: []any{fk("f:fforce").channel, "publish", "relock_grant:"},
+			args: []any{fk("f:fforce").channel, "publish", grantPrefix},
 		},
 		failure{
 			name: "fair forceunlock: liveness of another type",
@@ -535,7 +536,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(fk("f:fforcea").alive, "x"),
 			},
 			script: FairForceUnlock, keys: fk("f:fforcea").keys(fk("f:fforcea").channel),
-			args: []any{fk("f:fforcea").channel, "publish", "relock_grant:"},
+			args: []any{fk("f:fforcea").channel, "publish", grantPrefix},
 		},
 		failure{
 			name: "fair leave: undo behind a dead head, lock of another type",
@@ -546,7 +547,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash(fk("f:fleave").alive, 60000, "d:1", gone, "u:1", live),
 			},
 			script: FairLeave, keys: fk("f:fleave").keys(fk("f:fleave").channel),
-			args: []any{"u:1", fk("f:fleave").channel, "publish", "1", "relock_grant:"},
+			args: []any{"u:1", fk("f:fleave").channel, "publish", "1", grantPrefix},
 		},
 		failure{
 			name: "fair leave: undo behind a dead head, hold count of no integer",
@@ -557,7 +558,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash(fk("f:fleavec").alive, 60000, "d:1", gone),
 			},
 			script: FairLeave, keys: fk("f:fleavec").keys(fk("f:fleavec").channel),
-			args: []any{"u:1", fk("f:fleavec").channel, "publish", "1", "relock_grant:"},
+			args: []any{"u:1", fk("f:fleavec").channel, "publish", "1", grantPrefix},
 		},
 		failure{
 			name: "fair leave: the head leaves, budgets of another type", succeeds: true,
@@ -567,7 +568,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash(fk("f:fleavez").alive, 60000, "u:1", live, "v:1", live),
 			},
 			script: FairLeave, keys: fk("f:fleavez").keys(fk("f:fleavez").channel),
-			args: []any{"u:1", fk("f:fleavez").channel, "publish", "0", "relock_grant:"},
+			args: []any{"u:1", fk("f:fleavez").channel, "publish", "0", grantPrefix},
 		},
 	)
 	for _, c := range []struct{ name, value string }{{"a hash", ""}, {"no number", corrupt}} {
@@ -605,9 +606,9 @@ func TestFailuresWriteNothing(t *testing.T) {
 			},
 			failure{
 				name:   "latch countdown: count of " + c.name,
-				given:  []given{value("f:latch"), str("relock_latch_request:{f:latch}:old", "1")},
-				script: LatchCountDown, keys: []string{"f:latch", "relock_latch_request:{f:latch}:c", "relock_latch_request:{f:latch}:old"},
-				args: []any{"publish", 60000, "redisson_countdownlatch__channel__{f:latch}"},
+				given:  []given{value("f:latch"), str(layout.Marker(layout.LatchRequest, "f:latch", "old"), "1")},
+				script: LatchCountDown, keys: []string{"f:latch", layout.Marker(layout.LatchRequest, "f:latch", "c"), layout.Marker(layout.LatchRequest, "f:latch", "old")},
+				args: []any{"publish", 60000, layout.LatchChannel("f:latch", false)},
 			},
 			failure{
 				name:   "permit acquire: an expired permit, count of " + c.name,
@@ -625,7 +626,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				name:   "permit release: count of " + c.name,
 				given:  []given{value("f:permit"), zset(permit("f:permit")[1], testPermitID, "now+10000")},
 				script: PermitRelease, keys: permit("f:permit"),
-				args: []any{testPermitID, "publish", "numsub", "c0ffee", "relock_grant:c0ffee", 2000, "1", ""},
+				args: []any{testPermitID, "publish", "numsub", "c0ffee", clientGrants("c0ffee"), 2000, "1", ""},
 			},
 			failure{
 				name:   "permit available: an expired permit, count of " + c.name,
@@ -660,7 +661,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(permit("f:prelq")[3], "x"),
 			},
 			script: PermitRelease, keys: permit("f:prelq"),
-			args: []any{testPermitID, "publish", "numsub", "c0ffee", "relock_grant:c0ffee", 2000, "1", ""},
+			args: []any{testPermitID, "publish", "numsub", "c0ffee", clientGrants("c0ffee"), 2000, "1", ""},
 		},
 	)
 
@@ -702,7 +703,7 @@ func TestRenewSkipsKeysOfAnotherType(t *testing.T) {
 		hash("f:rwrenew", 1000, "mode", "read", "r:1", "1"),
 		{k.hold("r:1", 1), "string", []string{"1"}, 1000},
 		str("f:rwrenew:b", "x"),
-		zset("{f:prenew}:timeout", testPermitID, "now+1000"),
+		zset(layout.PermitTimeouts("f:prenew"), testPermitID, "now+1000"),
 		str("{f:prenew}:b", "x"),
 	} {
 		g.write(t)
@@ -714,8 +715,8 @@ func TestRenewSkipsKeysOfAnotherType(t *testing.T) {
 		long   string
 	}{
 		{Renew, []string{"f:renew:a", "f:renew:b"}, []any{"u:1", 30000, "u:1", 30000}, "f:renew:a"},
-		{RWRenew, []string{"f:rwrenew", "f:rwrenew:b"}, []any{"r:1", 30000, "r:1", 30000}, k.hold("r:1", 1)},
-		{PermitRenew, []string{"{f:prenew}:timeout", "{f:prenew}:b"}, []any{testPermitID, 30000, testPermitID, 30000}, ""},
+		{RWRenew, []string{"f:rwrenew", "f:rwrenew:b"}, []any{"r:1", 30000, "r:1", 30000, k.holds, newRW("f:rwrenew:b").holds}, k.hold("r:1", 1)},
+		{PermitRenew, []string{layout.PermitTimeouts("f:prenew"), "{f:prenew}:b"}, []any{testPermitID, 30000, testPermitID, 30000}, ""},
 	} {
 		v, err := c.script.Run(ctx, rdb, Keys(c.keys...), c.args...).Int64Slice()
 		if err != nil || fmt.Sprint(v) != "[1 0]" {
@@ -725,7 +726,7 @@ func TestRenewSkipsKeysOfAnotherType(t *testing.T) {
 			t.Fatalf("%s: %s not renewed", c.script.Name(), c.long)
 		}
 	}
-	if s := rdb.ZScore(ctx, "{f:prenew}:timeout", testPermitID).Val(); time.Until(time.UnixMilli(int64(s))) < 20*time.Second {
+	if s := rdb.ZScore(ctx, layout.PermitTimeouts("f:prenew"), testPermitID).Val(); time.Until(time.UnixMilli(int64(s))) < 20*time.Second {
 		t.Fatal("permit_renew: the permit was not renewed")
 	}
 	if v := rdb.Get(ctx, "f:renew:b").Val(); v != "x" {
@@ -752,21 +753,22 @@ func TestStartChecksPublish(t *testing.T) {
 	lacksCheck.shaArg, lacksCheck.srcArg = lacksCheck.sha, lacksCheck.src
 	const user = "relock-start-check"
 	t.Cleanup(func() { rdb.Do(context.Background(), "ACL", "DELUSER", user) })
+	lock, rw := layout.Companion(layout.LockChannel, "x"), layout.Companion(layout.RWChannel, "x")
 	for _, s := range []*Script{Start, lacksCheck} {
 		for _, c := range []struct {
 			rules  []any
 			denied string
 		}{
-			{[]any{"~*", "+@all", "&redisson_lock__channel:*"}, "[redisson_rwlock:{x}]"},
-			{[]any{"~*", "+@all", "&*", "-publish"}, "[redisson_lock__channel:{x} redisson_rwlock:{x}]"},
+			{[]any{"~*", "+@all", "&" + layout.Pattern(layout.LockChannel)}, fmt.Sprint([]string{rw})},
+			{[]any{"~*", "+@all", "&*", "-publish"}, fmt.Sprint([]string{lock, rw})},
 			{[]any{"~*", "+@all", "&*"}, "[]"},
 		} {
 			if err := rdb.Do(ctx, append([]any{"ACL", "SETUSER", user, "reset", "on", ">pw"}, c.rules...)...).Err(); err != nil {
 				t.Fatal(err)
 			}
 			as := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, Username: user, Password: "pw"})
-			const key = "relock_client:start-check"
-			v, err := s.Run(ctx, as, Keys(key), "publish", 2, "redisson_lock__channel:{x}", "redisson_rwlock:{x}", 60000, "host", "h").StringSlice()
+			key := layout.ClientKey("start-check")
+			v, err := s.Run(ctx, as, Keys(key), "publish", 2, lock, rw, 60000, "host", "h").StringSlice()
 			_ = as.Close()
 			if err != nil || fmt.Sprint(v) != c.denied {
 				t.Fatalf("%v, acl_check_cmd %v: start = %v, %v; want %s", c.rules, s == Start, v, err, c.denied)
@@ -787,8 +789,8 @@ func TestOutOfMemoryPassesThrough(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
 	for _, g := range []given{
-		zset("{f:oom}:timeout", testPermitID, "now+10000"),
-		str("relock_semaphore_request:{f:oom}:u", "1"),
+		zset(layout.PermitTimeouts("f:oom"), testPermitID, "now+10000"),
+		str(layout.Marker(layout.SemaphoreRequest, "f:oom", "u"), "1"),
 	} {
 		g.write(t)
 	}
@@ -804,9 +806,9 @@ func TestOutOfMemoryPassesThrough(t *testing.T) {
 		{Lock, lockKeys("f:oom", ""), []any{30000, "u:1", counterOnly, "", 1}},
 		{RWWriteLock, newRW("f:oom").keys(""),
 			[]any{30000, "w:1", "0", 60000, counterOnly, "", 2000, "0"}},
-		{PermitRelease, []string{"f:oom", "{f:oom}:timeout", "redisson_sc:{f:oom}"},
-			[]any{testPermitID, "publish", "numsub", "c0ffee", "relock_grant:c0ffee", 2000, "0", ""}},
-		{SemUndo, []string{"f:oom", "relock_semaphore_request:{f:oom}:u"}, []any{1, "publish", 60000, "redisson_sc:{f:oom}"}},
+		{PermitRelease, []string{"f:oom", layout.PermitTimeouts("f:oom"), layout.Companion(layout.SemaphoreChannel, "f:oom")},
+			[]any{testPermitID, "publish", "numsub", "c0ffee", clientGrants("c0ffee"), 2000, "0", ""}},
+		{SemUndo, []string{"f:oom", layout.Marker(layout.SemaphoreRequest, "f:oom", "u")}, []any{1, "publish", 60000, layout.Companion(layout.SemaphoreChannel, "f:oom")}},
 	} {
 		err := c.script.Run(ctx, rdb, Keys(c.keys...), c.args...).Err()
 		if err == nil || !strings.HasPrefix(err.Error(), "OOM") {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/relock-go/relock/internal/layout"
 )
 
 // fairLock is one fair lock's keys, for calling the fair scripts.
@@ -19,12 +20,12 @@ type fairLock struct {
 func newFairLock(name string) fairLock {
 	return fairLock{
 		name:     name,
-		queue:    "redisson_lock_queue:{" + name + "}",
-		timeouts: "redisson_lock_timeout:{" + name + "}",
-		channel:  "redisson_lock__channel:{" + name + "}",
-		counter:  "relock_fencing:{" + name + "}",
-		token:    "redisson_lock_token:{" + name + "}",
-		alive:    "relock_fair_alive:{" + name + "}",
+		queue:    layout.Companion(layout.FairQueue, name),
+		timeouts: layout.Companion(layout.FairTimeout, name),
+		channel:  layout.Companion(layout.LockChannel, name),
+		counter:  layout.Companion(layout.FencingCounter, name),
+		token:    layout.Companion(layout.Token, name),
+		alive:    layout.Companion(layout.FairAlive, name),
 	}
 }
 
@@ -97,25 +98,29 @@ func (f fairLock) gone(t *testing.T) {
 // the order they were published, so a message it publishes itself after
 // an operation marks the end of what that operation published.
 type listener struct {
-	f  fairLock
-	ps *redis.PubSub
+	f      fairLock
+	ps     *redis.PubSub
+	owners map[string]string // the owner of each waiter's channel
 }
 
 func (f fairLock) listen(t *testing.T, owners ...string) *listener {
 	t.Helper()
 	ctx := context.Background()
-	chans := []string{f.channel + ":end"}
-	for _, o := range owners {
-		chans = append(chans, f.channel+":"+o)
+	l := &listener{f: f, owners: make(map[string]string)}
+	var chans []string
+	for _, o := range append([]string{"end"}, owners...) {
+		ch := layout.WaiterChannel(f.channel, o)
+		l.owners[ch] = o
+		chans = append(chans, ch)
 	}
-	ps := rdb.Subscribe(ctx, chans...)
-	t.Cleanup(func() { _ = ps.Close() })
+	l.ps = rdb.Subscribe(ctx, chans...)
+	t.Cleanup(func() { _ = l.ps.Close() })
 	for range chans {
-		if _, err := ps.Receive(ctx); err != nil {
+		if _, err := l.ps.Receive(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return &listener{f, ps}
+	return l
 }
 
 // heard returns the owners told since the last call, in order.
@@ -123,7 +128,7 @@ func (l *listener) heard(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := rdb.Publish(ctx, l.f.channel+":end", "end").Err(); err != nil {
+	if err := rdb.Publish(ctx, layout.WaiterChannel(l.f.channel, "end"), "end").Err(); err != nil {
 		t.Fatal(err)
 	}
 	var told []string
@@ -135,7 +140,7 @@ func (l *listener) heard(t *testing.T) string {
 		if msg.Payload == "end" {
 			return strings.Join(told, " ")
 		}
-		told = append(told, strings.TrimPrefix(msg.Channel, l.f.channel+":"))
+		told = append(told, l.owners[msg.Channel])
 	}
 }
 
@@ -149,7 +154,7 @@ func (l *listener) message(t *testing.T, owner string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if to := strings.TrimPrefix(msg.Channel, l.f.channel+":"); to != owner {
+	if to := l.owners[msg.Channel]; to != owner {
 		t.Fatalf("a message to %q, want to %q", to, owner)
 	}
 	return msg.Payload
@@ -424,11 +429,11 @@ func TestFairLeave(t *testing.T) {
 
 	// A reentrant owner's hold is undone only if the marker shows the lost
 	// call was applied.
-	marker := "relock_lock_request:{" + f.name + "}:r:1"
+	marker := layout.Marker(layout.LockRequest, f.name, "r:1")
 	if v := run(t, FairLock, f.keys(f.counter, marker), 10000, "r", "1", 60000, 5000, f.channel, "publish", counterOnly); v.(int64) <= 0 {
 		t.Fatal("reentrant lock failed")
 	}
-	if v := run(t, FairLeave, f.keys(f.channel, "relock_lock_request:{"+f.name+"}:r:2"), "r", f.channel, "publish", "2"); v != int64(0) {
+	if v := run(t, FairLeave, f.keys(f.channel, layout.Marker(layout.LockRequest, f.name, "r:2")), "r", f.channel, "publish", "2"); v != int64(0) {
 		t.Fatalf("undo of an unapplied call = %v", v)
 	}
 	if v := run(t, FairLeave, f.keys(f.channel, marker), "r", f.channel, "publish", "2"); v != int64(1) {
@@ -599,10 +604,10 @@ func TestFairReentrant(t *testing.T) {
 	ctx := context.Background()
 	f := newFairLock("s:fair:reentrant")
 	lock := func(req string) int64 {
-		return run(t, FairLock, f.keys(f.counter, "relock_lock_request:{"+f.name+"}:"+req), 10000, "r", "1", 60000, 5000, f.channel, "publish", counterOnly).(int64)
+		return run(t, FairLock, f.keys(f.counter, layout.Marker(layout.LockRequest, f.name, req)), 10000, "r", "1", 60000, 5000, f.channel, "publish", counterOnly).(int64)
 	}
 	unlock := func(req string) any {
-		return run(t, FairUnlock, f.keys(f.counter, f.channel, "redisson_unlock_latch:{"+f.name+"}:"+req), "r", f.channel, "publish", "1", 60000, counterOnly, "0")
+		return run(t, FairUnlock, f.keys(f.counter, f.channel, layout.Marker(layout.UnlockLatch, f.name, req)), "r", f.channel, "publish", "1", 60000, counterOnly, "0")
 	}
 	a := lock("1")
 	f.lock(t, "b", 5000)
@@ -768,7 +773,7 @@ func TestFairPass(t *testing.T) {
 	if v := pass("u:4", t2+2); v != fmt.Sprintf("[1 [u:3 u:5] %d]", t2+4) {
 		t.Fatalf("pass to u:4 = %v", v)
 	}
-	if got := rdb.HGet(ctx, f.name, "relock_since").Val(); got != since {
+	if got := rdb.HGet(ctx, f.name, layout.SinceField).Val(); got != since {
 		t.Fatalf("relock_since %q after a pass at the client's clock %s", got, since)
 	}
 	since = ""
@@ -778,7 +783,7 @@ func TestFairPass(t *testing.T) {
 	if q := f.queued(t); !strings.HasPrefix(q, "u:5 v:1") {
 		t.Fatalf("queue %q after the passes", q)
 	}
-	if got := rdb.HGetAll(ctx, f.name).Val(); got["u:4"] != "1" || got["relock_token"] != strconv.FormatInt(t2+2, 10) || len(got) != 3 {
+	if got := rdb.HGetAll(ctx, f.name).Val(); got["u:4"] != "1" || got[layout.TokenField] != strconv.FormatInt(t2+2, 10) || len(got) != 3 {
 		t.Fatalf("hash after the passes: %v", got)
 	}
 	if ttl := rdb.PTTL(ctx, f.name).Val(); ttl < 6*time.Second {
@@ -862,7 +867,7 @@ func TestFairTellsOnGrantChannels(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:grantchan")
-	const prefix = "relock_grant:"
+	prefix := grantPrefix
 	own := f.listen(t, "u:1", "u:2", "v:1", "java:9")
 	grants := rdb.Subscribe(ctx, prefix+"u", prefix+"v")
 	t.Cleanup(func() { _ = grants.Close() })
@@ -945,7 +950,7 @@ func TestFairTellsOnGrantChannels(t *testing.T) {
 		t.Fatal("u:3: a Redisson holder not reported")
 	}
 	rdb.Del(ctx, f.name)
-	rdb.HSet(ctx, f.name, "u:9", 1, "relock_token", 5)
+	rdb.HSet(ctx, f.name, "u:9", 1, layout.TokenField, 5)
 	rdb.PExpire(ctx, f.name, 10*time.Second)
 	rdb.RPush(ctx, f.queue, "java:8")
 	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "java:8"})

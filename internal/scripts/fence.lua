@@ -4,10 +4,10 @@
 -- lock's hash slot:
 --
 -- counter  the fencing counter the lock shares with every lock of its
---          slot: "relock_fencing", or "relock_fencing:{<tag>}" per slot on
---          a cluster. No TTL; never more than one per slot.
--- named    the lock's own token key "redisson_lock_token:{name}", the
---          layout of Redisson's RFencedLock, kept without TTL: among the
+--          slot: one per server, or one per slot on a cluster
+--          (layout.Fencing). No TTL; never more than one per slot.
+-- named    the lock's own token key (layout.Token), the layout of
+--          Redisson's RFencedLock, kept without TTL: among the
 --          script's KEYS, and passed here, only from a Client with
 --          WithPerNameTokens (fencing mode "0"); nil otherwise, and the
 --          call neither reads nor writes it.

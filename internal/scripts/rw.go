@@ -5,8 +5,8 @@ package scripts
 var (
 	RWReadLock    = loadWith("rw_read_lock", "clock", "fence", "queue", "rw_wait")
 	RWWriteLock   = loadWith("rw_write_lock", "clock", "fence", "queue", "rw_wait")
-	RWReadUnlock  = loadWith("rw_read_unlock", "clock", "fence", "queue", "rw_readers", "rw_queue")
-	RWWriteUnlock = loadWith("rw_write_unlock", "clock", "fence", "queue", "rw_readers", "rw_queue")
+	RWReadUnlock  = loadWith("rw_read_unlock", "clock", "fence", "queue", "rw_readers", "rw_queue", "rw_release")
+	RWWriteUnlock = loadWith("rw_write_unlock", "clock", "fence", "queue", "rw_readers", "rw_queue", "rw_release")
 	RWRenew       = load("rw_renew")
-	RWForceUnlock = loadWith("rw_forceunlock", "clock", "queue")
+	RWForceUnlock = loadWith("rw_forceunlock", "clock", "fence", "queue", "rw_readers")
 )

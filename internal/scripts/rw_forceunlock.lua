@@ -8,7 +8,7 @@
 -- ARGV[1]  the lock's release channel, told "1" (Redisson's message for
 --          the end of a write lock: every waiter checks again)
 -- ARGV[2]  "publish" or "spublish"
--- ARGV[3]  prefix of the reader hold keys (see rw_read_lock.lua)
+-- ARGV[3]  the rule of the lock's reader hold keys (see rw_read_lock.lua)
 -- ARGV[4]  grant channel of the calling client (see unlock.lua)
 -- ARGV[5]  the calling client's "<uuid>"
 --
@@ -28,9 +28,9 @@ local queue = waiting(KEYS[2])
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
     local n = tonumber(fields[i + 1])
-    if n ~= nil and fields[i] ~= 'mode' and fields[i] ~= 'relock_token' and string.sub(fields[i], -6) ~= ':write' then
+    if is_reader(fields[i], n) then
         for j = 1, n do
-            redis.call('del', ARGV[3] .. ':' .. fields[i] .. ':rwlock_timeout:' .. j)
+            redis.call('del', string.format(ARGV[3], fields[i], j))
         end
     end
 end

@@ -10,8 +10,8 @@
 --          KEYS)
 -- KEYS[#KEYS]  last: for a reentrant owner, its request marker, so that
 --          a retried request is applied once; for a one-shot owner, the
---          reader hold key the call writes, its first ("<ARGV[5]>:<owner>:
---          rwlock_timeout:1"). Either is missing until the call is
+--          reader hold key the call writes, its first (see ARGV[5]).
+--          Either is missing until the call is
 --          applied, so that the node of a slot being migrated answers the
 --          call TRYAGAIN: it refuses, in the middle of a script and after
 --          its first writes, a command on a key it does not have (see
@@ -20,9 +20,9 @@
 -- ARGV[2]  owner id "<uuid>:<n>"
 -- ARGV[3]  "1" when the owner is reentrant, "0" for a one-shot owner
 -- ARGV[4]  request marker lifetime in milliseconds
--- ARGV[5]  prefix of the reader hold keys: "{name}", or the name itself
---          when it has a hash tag; hold i of owner o is the key
---          <prefix>:<o>:rwlock_timeout:<i>, with the hold's own TTL
+-- ARGV[5]  the rule of the lock's reader hold keys: hold i of owner o
+--          is the key string.format(ARGV[5], o, i), with the hold's own
+--          TTL (see rw_readers.lua)
 -- ARGV[6]  the caller's kind of waiter, "R", or "" for a call that does
 --          not queue (see rw_write_lock.lua)
 -- ARGV[7]  milliseconds the queue outlives the holder's TTL, at least
@@ -48,7 +48,6 @@ if #KEYS == 5 then
 end
 local f = redis.call('hmget', KEYS[1], 'mode', token_field, ARGV[2], ARGV[2] .. ':write')
 local mode = f[1]
-local holds = ARGV[5] .. ':' .. ARGV[2] .. ':rwlock_timeout:'
 
 -- token returns the reply of an acquisition: the token of the write hold
 -- the lock has (only the caller's own can be there), else the newest
@@ -86,7 +85,7 @@ if mode == false then
     end
     local t = token()
     redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], '1')
-    redis.call('set', holds .. '1', '1', 'px', ARGV[1])
+    redis.call('set', string.format(ARGV[5], ARGV[2], 1), '1', 'px', ARGV[1])
     redis.call('pexpire', KEYS[1], ARGV[1])
     if marker then
         redis.call('set', marker, '1', 'px', ARGV[4])
@@ -104,7 +103,7 @@ if f[3] and (not marker or redis.call('exists', marker) == 1) then
     return taken(t)
 end
 local n = redis.call('hincrby', KEYS[1], ARGV[2], '1')
-redis.call('set', holds .. n, '1', 'px', ARGV[1])
+redis.call('set', string.format(ARGV[5], ARGV[2], n), '1', 'px', ARGV[1])
 -- The hash lives at least as long as its longest hold.
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])

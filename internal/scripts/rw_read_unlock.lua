@@ -3,20 +3,13 @@
 --
 -- KEYS[1]  lock hash (see rw_read_lock.lua)
 -- KEYS[2..5]  as in rw_queue.lua (KEYS[5] with fencing mode "0" only)
--- KEYS[#KEYS]  marker, last, given with ARGV[4] "1" or "2" only, used as
---          ARGV[4] says
+-- KEYS[#KEYS]  marker, last, as in rw_release.lua
 -- ARGV[1]  owner id
 -- ARGV[2]  the lock's release channel, told Redisson's read release
 --          message "0" when the lock becomes free
 -- ARGV[3]  "publish" or "spublish"
--- ARGV[4]  "0": no marker (one-shot owners, whose count is one)
---          "1": the marker is this release's: a retried release
---               returns the first answer instead of releasing again
---          "2": undo: the marker is the request marker of an acquisition
---               whose reply was lost; release only if it exists (it is
---               deleted)
--- ARGV[5]  release marker lifetime in milliseconds
--- ARGV[6]  prefix of the reader hold keys (see rw_read_lock.lua)
+-- ARGV[4..5]  the marker's, as in rw_release.lua
+-- ARGV[6]  the rule of the lock's reader hold keys (see rw_read_lock.lua)
 -- ARGV[7..14]  the grant's (see rw_queue.lua)
 --
 -- Returns  0: the owner holds no read hold here
@@ -39,27 +32,12 @@
 -- is published, so that a waiting writer told the longer TTL learns the
 -- new one instead of sleeping past the lock's silent expiry.
 
--- Everything that may fail is read first (see rw_queue.lua): a lock of
--- another type fails the call before it writes. An undo keeps the
--- request marker it finds until the writes.
-local marker = ARGV[4] ~= '0' and KEYS[#KEYS]
-if ARGV[11] ~= '' and redis.call('type', KEYS[1]).ok ~= 'hash' then
-    leave()
-    return 0 -- nothing to release, whatever the key holds
-end
-if ARGV[4] == '1' then
-    local done = redis.call('get', marker)
-    if done then
-        leave()
-        return tonumber(done)
-    end
-end
--- One HGETALL reads the mode, the owner's count and, in read mode, the
--- other readers, whose holds are read with it (readers_left).
-local fields = redis.call('hgetall', KEYS[1])
-if ARGV[4] == '2' and redis.call('exists', marker) == 0 then
-    leave()
-    return 0
+-- Everything that may fail is read first (see rw_release.lua). The one
+-- HGETALL of the hash gives the mode, the owner's count and, in read mode,
+-- the other readers, whose holds are read with it (readers_left).
+local fields, reply = release_read()
+if not fields then
+    return reply
 end
 local mode, count
 for i = 1, #fields, 2 do
@@ -70,10 +48,7 @@ for i = 1, #fields, 2 do
     end
 end
 if mode == nil or count == nil then
-    if ARGV[4] == '2' then
-        redis.call('del', marker)
-    end
-    leave()
+    releasing()
     return 0
 end
 -- In write mode the owner is the writer too, who still holds the lock.
@@ -86,11 +61,8 @@ if mode == 'read' then
 end
 
 -- The writes.
-if ARGV[4] == '2' then
-    redis.call('del', marker)
-end
-leave()
-redis.call('del', ARGV[6] .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. count)
+releasing()
+redis.call('del', string.format(ARGV[6], ARGV[1], count))
 local result = 1
 if longest == 0 then
     result = free(queue, grantee, token, subs, '0')
@@ -111,7 +83,4 @@ else
         end
     end
 end
-if ARGV[4] == '1' then
-    redis.call('set', marker, result, 'px', ARGV[5])
-end
-return result
+return released(result)

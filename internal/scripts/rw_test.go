@@ -8,19 +8,20 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/relock-go/relock/internal/layout"
 )
 
 // rwKeys are the keys and arguments of one read-write lock name in tests.
 type rwKeys struct {
-	name, counter, token, channel, prefix, queue string
+	name, counter, token, channel, holds, queue string
 }
 
 func newRW(name string) rwKeys {
-	return rwKeys{name, "relock_fencing:{" + name + "}", "redisson_lock_token:{" + name + "}", "redisson_rwlock:{" + name + "}", "{" + name + "}", "relock_rwlock_queue:{" + name + "}"}
+	return rwKeys{name, layout.Companion(layout.FencingCounter, name), layout.Companion(layout.Token, name), layout.Companion(layout.RWChannel, name), layout.ReaderHolds(name), layout.Companion(layout.RWQueue, name)}
 }
 
 func (k rwKeys) hold(owner string, i int) string {
-	return fmt.Sprintf("%s:%s:rwlock_timeout:%d", k.prefix, owner, i)
+	return layout.ReaderHold(k.name, owner, i)
 }
 
 // keys returns the KEYS of the lock scripts, as a Client without
@@ -48,16 +49,16 @@ func (k rwKeys) rlock(t *testing.T, owner string, lease int, marker string) int6
 	t.Helper()
 	flag, m := "0", k.hold(owner, 1)
 	if marker != "" {
-		flag, m = "1", "relock_lock_request:{"+k.name+"}:"+marker
+		flag, m = "1", layout.Marker(layout.LockRequest, k.name, marker)
 	}
-	return run(t, RWReadLock, k.keys(m), lease, owner, flag, 60000, k.prefix, "", 2000, "0").(int64)
+	return run(t, RWReadLock, k.keys(m), lease, owner, flag, 60000, k.holds, "", 2000, "0").(int64)
 }
 
 func (k rwKeys) lock(t *testing.T, owner string, lease int, marker string) int64 {
 	t.Helper()
 	flag, m := "0", ""
 	if marker != "" {
-		flag, m = "1", "relock_lock_request:{"+k.name+"}:"+marker
+		flag, m = "1", layout.Marker(layout.LockRequest, k.name, marker)
 	}
 	return run(t, RWWriteLock, k.keys(m), lease, owner, flag, 60000, counterOnly, "", 2000, "0").(int64)
 }
@@ -72,12 +73,12 @@ func (k rwKeys) unlock(t *testing.T, write bool, field, mode, marker string) int
 	}
 	switch mode {
 	case "1":
-		m = "redisson_unlock_latch:{" + k.name + "}:" + marker
+		m = layout.Marker(layout.UnlockLatch, k.name, marker)
 	case "2":
-		m = "relock_lock_request:{" + k.name + "}:" + marker
+		m = layout.Marker(layout.LockRequest, k.name, marker)
 	}
-	return run(t, s, k.releaseKeys(m), field, k.channel, "publish", mode, 60000, k.prefix,
-		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", counterOnly).(int64)
+	return run(t, s, k.releaseKeys(m), field, k.channel, "publish", mode, 60000, k.holds,
+		"numsub", "c0ffee", clientGrants("c0ffee"), 2000, "", "1", counterOnly).(int64)
 }
 
 // handOver runs the write unlock script of client c0ffee releasing the
@@ -85,8 +86,8 @@ func (k rwKeys) unlock(t *testing.T, write bool, field, mode, marker string) int
 // hand the lock to.
 func (k rwKeys) handOver(t *testing.T, field, preferred string) int64 {
 	t.Helper()
-	return run(t, RWWriteUnlock, k.releaseKeys(""), field, k.channel, "publish", "0", 60000, k.prefix,
-		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", counterOnly, preferred).(int64)
+	return run(t, RWWriteUnlock, k.releaseKeys(""), field, k.channel, "publish", "0", 60000, k.holds,
+		"numsub", "c0ffee", clientGrants("c0ffee"), 2000, "", "1", counterOnly, preferred).(int64)
 }
 
 // passOn runs the write unlock script as a switch (ARGV[15]) of client
@@ -94,8 +95,8 @@ func (k rwKeys) handOver(t *testing.T, field, preferred string) int64 {
 // member with token, reserving the next block if reserve is "1".
 func (k rwKeys) passOn(t *testing.T, field, member string, token int64, reserve string) int64 {
 	t.Helper()
-	return run(t, RWWriteUnlock, k.releaseKeys(""), field, k.channel, "publish", "0", 60000, k.prefix,
-		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", counterOnly, member, token, reserve).(int64)
+	return run(t, RWWriteUnlock, k.releaseKeys(""), field, k.channel, "publish", "0", 60000, k.holds,
+		"numsub", "c0ffee", clientGrants("c0ffee"), 2000, "", "1", counterOnly, member, token, reserve).(int64)
 }
 
 // handed reads a release's reply -(2t + p) that handed the lock to the
@@ -208,6 +209,49 @@ func TestRWReaders(t *testing.T) {
 	}
 }
 
+// TestRWHoldKeysOfAnyName: every script that names reader hold keys
+// names them by the rule it is given (layout.ReaderHolds), for a name
+// with a hash tag of its own and percent signs too.
+func TestRWHoldKeysOfAnyName(t *testing.T) {
+	fresh(t)
+	ctx := context.Background()
+	for _, name := range []string{"s:rw:any%d%s%%", "s:{rw%}:any"} {
+		k := newRW(name)
+		k.rlock(t, "u:1", 10000, "")
+		k.rlock(t, "u:2", 10000, "a")
+		k.rlock(t, "u:2", 10000, "b")
+		if n := rdb.Exists(ctx, k.hold("u:1", 1), k.hold("u:2", 1), k.hold("u:2", 2)).Val(); n != 3 {
+			t.Fatalf("%q: %d of 3 hold keys", name, n)
+		}
+		rdb.Del(ctx, k.hold("u:1", 1)) // u:1 died
+		if v := k.unlock(t, false, "u:2", "1", "r"); v != 1 {
+			t.Fatalf("%q: unlock = %d", name, v)
+		}
+		if got := rdb.HGetAll(ctx, k.name).Val(); fmt.Sprint(got) != "map[mode:read u:2:1]" || rdb.Exists(ctx, k.hold("u:2", 2)).Val() != 0 {
+			t.Fatalf("%q: hash %v after a release beside a dead reader", name, got)
+		}
+		// The writes of a read release and a force unlock.
+		if v := run(t, RWForceUnlock, []string{k.name, k.queue, k.channel}, k.channel, "publish", k.holds, clientGrants("c0ffee"), "c0ffee"); v != int64(1) {
+			t.Fatalf("%q: force unlock = %v", name, v)
+		}
+		if n := rdb.Exists(ctx, k.name, k.hold("u:2", 1)).Val(); n != 0 {
+			t.Fatalf("%q: %d keys left by force unlock", name, n)
+		}
+		// A writer's read hold keeps the lock in read mode after its write
+		// release, for as long as its hold key lives.
+		if v := k.lock(t, "u:3", 10000, ""); v < 0 {
+			t.Fatalf("%q: write lock = %d", name, v)
+		}
+		k.rlock(t, "u:3", 5000, "c")
+		if v := k.unlock(t, true, "u:3:write", "0", ""); v != 1 {
+			t.Fatalf("%q: write unlock = %d, want 1: still reading", name, v)
+		}
+		if d := pttl(t, k.name); d <= 4*time.Second || d > 5*time.Second {
+			t.Fatalf("%q: hash TTL %v, want its read hold's 5s", name, d)
+		}
+	}
+}
+
 // TestRWDeadReader: a reader whose hold keys expired is dropped at the
 // next read release, and when no live reader is left the lock is freed.
 func TestRWDeadReader(t *testing.T) {
@@ -303,7 +347,7 @@ func TestRWWriter(t *testing.T) {
 	if after := rdb.HGetAll(ctx, k.name).Val(); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("upgrade changed %v to %v", before, after)
 	}
-	if rdb.Exists(ctx, "relock_lock_request:{"+k.name+"}:e").Val() != 0 {
+	if rdb.Exists(ctx, layout.Marker(layout.LockRequest, k.name, "e")).Val() != 0 {
 		t.Fatal("refused upgrade wrote its request marker")
 	}
 	k.unlock(t, false, "u:1", "0", "")
@@ -361,15 +405,18 @@ func TestRWRenew(t *testing.T) {
 	k.rlock(t, "u:2", 1000, "y")
 	k.rlock(t, "u:3", 1000, "")
 	rdb.Del(ctx, k.hold("u:3", 1))
-	tagged := newRW("s:{rw}:renew")
+	// A name with a hash tag of its own, and a percent sign, which the
+	// rule of its hold keys doubles.
+	tagged := newRW("s:{rw}:renew%d")
 	rdb.HSet(ctx, tagged.name, "mode", "read", "u:5", 1)
-	rdb.Set(ctx, "s:{rw}:renew:u:5:rwlock_timeout:1", 1, time.Second)
+	rdb.Set(ctx, tagged.hold("u:5", 1), 1, time.Second)
 	v := run(t, RWRenew, []string{k.name, k.name, k.name, k.name, tagged.name},
-		"u:2", "60000", "u:1", "0", "u:3", "60000", "u:4", "60000", "u:5", "60000").([]any)
+		"u:2", "60000", "u:1", "0", "u:3", "60000", "u:4", "60000", "u:5", "60000",
+		k.holds, k.holds, k.holds, k.holds, tagged.holds).([]any)
 	if fmt.Sprint(v) != "[1 1 0 0 1]" {
 		t.Fatalf("renew = %v, want [1 1 0 0 1]", v)
 	}
-	for _, key := range []string{k.hold("u:2", 1), k.hold("u:2", 2), k.name, "s:{rw}:renew:u:5:rwlock_timeout:1"} {
+	for _, key := range []string{k.hold("u:2", 1), k.hold("u:2", 2), k.name, tagged.hold("u:5", 1)} {
 		if d := pttl(t, key); d < 59*time.Second {
 			t.Fatalf("%s TTL %v, want renewed", key, d)
 		}
@@ -380,7 +427,7 @@ func TestRWRenew(t *testing.T) {
 	// A key of another type holds no hold: gone, without failing the call
 	// (see TestRenewSkipsKeysOfAnotherType).
 	rdb.Set(ctx, "s:rw:str", "x", 0)
-	if v, err := RWRenew.Run(ctx, rdb, Keys("s:rw:str"), "u:1", "0").Int64Slice(); err != nil || fmt.Sprint(v) != "[0]" {
+	if v, err := RWRenew.Run(ctx, rdb, Keys("s:rw:str"), "u:1", "0", newRW("s:rw:str").holds).Int64Slice(); err != nil || fmt.Sprint(v) != "[0]" {
 		t.Fatalf("renew of a string = %v, %v; want [0]", v, err)
 	}
 }
@@ -397,7 +444,7 @@ func TestRWForceUnlock(t *testing.T) {
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v := run(t, RWForceUnlock, []string{k.name, k.queue, k.channel}, k.channel, "publish", k.prefix, "relock_grant:c0ffee", "c0ffee"); v != int64(1) {
+	if v := run(t, RWForceUnlock, []string{k.name, k.queue, k.channel}, k.channel, "publish", k.holds, clientGrants("c0ffee"), "c0ffee"); v != int64(1) {
 		t.Fatalf("force unlock = %v", v)
 	}
 	if n := rdb.Exists(ctx, k.name, k.hold("u:1", 1), k.hold("u:1", 2), k.hold("u:2", 1)).Val(); n != 0 {
@@ -406,11 +453,11 @@ func TestRWForceUnlock(t *testing.T) {
 	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
 		t.Fatalf("message %v, %v", msg, err)
 	}
-	if v := run(t, RWForceUnlock, []string{k.name, k.queue, k.channel}, k.channel, "publish", k.prefix, "relock_grant:c0ffee", "c0ffee"); v != int64(0) {
+	if v := run(t, RWForceUnlock, []string{k.name, k.queue, k.channel}, k.channel, "publish", k.holds, clientGrants("c0ffee"), "c0ffee"); v != int64(0) {
 		t.Fatalf("force unlock of a free lock = %v", v)
 	}
 	rdb.Set(ctx, "s:rw:str2", "x", 0)
-	if err := RWForceUnlock.Run(ctx, rdb, Keys("s:rw:str2", "ch", "q"), "1", "publish", "{s:rw:str2}", "relock_grant:c0ffee", "c0ffee").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := RWForceUnlock.Run(ctx, rdb, Keys("s:rw:str2", "ch", "q"), "1", "publish", "{s:rw:str2}", clientGrants("c0ffee"), "c0ffee").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("force unlock of a string: %v", err)
 	}
 }
@@ -447,7 +494,7 @@ func TestRWHandOwnWriter(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
 	k := newRW("s:rw:hand")
-	grants := listening(t, "relock_grant:c0ffee")
+	grants := listening(t, clientGrants("c0ffee"))
 	t1 := k.lock(t, "c0ffee:1", 30000, "")
 	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: "30000|o|c0ffee:2"}, redis.Z{Score: 2, Member: "30000|o|beef:1"})
 	// Another client's writer behind: nothing reserved for passing on.
@@ -460,7 +507,7 @@ func TestRWHandOwnWriter(t *testing.T) {
 	if ttl := pttl(t, k.name); ttl < 29*time.Second {
 		t.Fatalf("TTL %v of a handed hold, want the writer's lease", ttl)
 	}
-	rdb.Publish(ctx, "relock_grant:c0ffee", "mark")
+	rdb.Publish(ctx, clientGrants("c0ffee"), "mark")
 	if m, err := grants.ReceiveMessage(ctx); err != nil || m.Payload != "mark" {
 		t.Fatalf("grant channel heard %v (%v) before the mark", m, err)
 	}
@@ -485,7 +532,7 @@ func TestRWHandOwnWriterOutOfQueue(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
 	k := newRW("s:rw:handout")
-	listening(t, "relock_grant:c0ffee")
+	listening(t, clientGrants("c0ffee"))
 	queue := func() string {
 		return fmt.Sprint(rdb.ZRange(ctx, k.queue, 0, -1).Val())
 	}
@@ -580,8 +627,8 @@ func TestRWListeners(t *testing.T) {
 	}
 	release := func(s *Script, field string) int64 {
 		t.Helper()
-		return run(t, s, k.releaseKeys(""), field, k.channel, "publish", "0", 60000, k.prefix,
-			"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "", "1", counterOnly).(int64)
+		return run(t, s, k.releaseKeys(""), field, k.channel, "publish", "0", 60000, k.holds,
+			"numsub", "c0ffee", clientGrants("c0ffee"), 2000, "", "1", counterOnly).(int64)
 	}
 
 	// Behind a relock writer: not other, and "o" joins.
@@ -595,7 +642,7 @@ func TestRWListeners(t *testing.T) {
 	}
 	// The only subscriber is the first writer's client, not known to
 	// listen: no grant; the writer is told to check.
-	beef := listening(t, "relock_grant:beef")
+	beef := listening(t, clientGrants("beef"))
 	ch := listening(t, k.channel)
 	if v := release(RWWriteUnlock, "c0ffee:1:write"); v != 2 {
 		t.Fatalf("release with an unknown listener = %d, want 2 (freed)", v)
@@ -654,7 +701,7 @@ func TestRWListeners(t *testing.T) {
 	if p := heard(t, beef); p != "n:0:beef:2" {
 		t.Fatalf("grant channel heard %q, want the first writer told", p)
 	}
-	rdb.Publish(ctx, "relock_grant:beef", "mark")
+	rdb.Publish(ctx, clientGrants("beef"), "mark")
 	if p := heard(t, beef); p != "mark" {
 		t.Fatalf("grant channel heard %q before the mark: one word per client", p)
 	}
@@ -670,8 +717,8 @@ func TestRWListeners(t *testing.T) {
 	}
 	// Leaving as "O" takes an "o" not replaced too.
 	rdb.ZAdd(ctx, k.queue, redis.Z{Score: 7, Member: "30000|o|beef:4"})
-	run(t, RWWriteUnlock, k.releaseKeys(""), "beef:4:write", k.channel, "publish", "0", 60000, k.prefix,
-		"numsub", "c0ffee", "relock_grant:c0ffee", 2000, "30000|O|beef:4", "1", counterOnly)
+	run(t, RWWriteUnlock, k.releaseKeys(""), "beef:4:write", k.channel, "publish", "0", 60000, k.holds,
+		"numsub", "c0ffee", clientGrants("c0ffee"), 2000, "30000|O|beef:4", "1", counterOnly)
 	if q := queue(); q != "[30000|O|beef:1]" {
 		t.Fatalf("queue %s after a writer left", q)
 	}
@@ -709,7 +756,7 @@ func TestRWPassOn(t *testing.T) {
 	holds := func(owner string, token int64) {
 		t.Helper()
 		h := rdb.HGetAll(ctx, k.name).Val()
-		if len(h) != 3 || h["mode"] != "write" || h[owner+":write"] != "1" || h["relock_token"] != fmt.Sprint(token) {
+		if len(h) != 3 || h["mode"] != "write" || h[owner+":write"] != "1" || h[layout.TokenField] != fmt.Sprint(token) {
 			t.Fatalf("hash %v, want %s alone holding the write lock with token %d", h, owner, token)
 		}
 		if ttl := pttl(t, k.name); ttl < 19*time.Second || ttl > 20*time.Second {
@@ -748,7 +795,7 @@ func TestRWPassOn(t *testing.T) {
 		} else {
 			rdb.ZAdd(ctx, k.queue, redis.Z{Score: 1, Member: who}, redis.Z{Score: 2, Member: "30000|o|c0ffee:79"})
 		}
-		from := rdb.HGet(ctx, k.name, "relock_token").Val()
+		from := rdb.HGet(ctx, k.name, layout.TokenField).Val()
 		owner := fmt.Sprintf("c0ffee:%d", 100+next)
 		if v := k.passOn(t, fmt.Sprintf("c0ffee:%d:write", 99+next), "20000|o|"+owner, next, "0"); v != 1 {
 			t.Fatalf("switch with %s = %d, want 1 (held, passing on ends); token was %s", who, v, from)
@@ -773,7 +820,7 @@ func TestRWPassOn(t *testing.T) {
 
 	// Another client's write hold: not the client's to pass.
 	rdb.Del(ctx, k.name)
-	rdb.HSet(ctx, k.name, "mode", "write", "beef:2:write", "1", "relock_token", "1")
+	rdb.HSet(ctx, k.name, "mode", "write", "beef:2:write", "1", layout.TokenField, "1")
 	if v := k.passOn(t, "c0ffee:81:write", "20000|o|c0ffee:82", next+1, "0"); v != 0 {
 		t.Fatalf("switch over another client's hold = %d, want 0", v)
 	}

@@ -3,20 +3,13 @@
 --
 -- KEYS[1]  lock hash (see rw_read_lock.lua)
 -- KEYS[2..5]  as in rw_queue.lua (KEYS[5] with fencing mode "0" only)
--- KEYS[#KEYS]  marker, last, given with ARGV[4] "1" or "2" only, used as
---          ARGV[4] says
+-- KEYS[#KEYS]  marker, last, as in rw_release.lua
 -- ARGV[1]  writer field "<owner>:write"
 -- ARGV[2]  the lock's release channel, told "1" (Redisson's message
 --          for the end of a write lock) when the write lock ends
 -- ARGV[3]  "publish" or "spublish"
--- ARGV[4]  "0": no marker (one-shot owners, whose count is one)
---          "1": the marker is this release's: a retried release
---               returns the first answer instead of releasing again
---          "2": undo: the marker is the request marker of an acquisition
---               whose reply was lost; release only if it exists (it is
---               deleted)
--- ARGV[5]  release marker lifetime in milliseconds
--- ARGV[6]  prefix of the reader hold keys (see rw_read_lock.lua)
+-- ARGV[4..5]  the marker's, as in rw_release.lua
+-- ARGV[6]  the rule of the lock's reader hold keys (see rw_read_lock.lua)
 -- ARGV[7..14]  the grant's (see rw_queue.lua)
 -- ARGV[15] a fencing token: the releasing client has passed its write hold
 --          to its writer ARGV[14] in process already, with that token (see
@@ -97,27 +90,12 @@ end
 if ARGV[15] and ARGV[15] ~= '' then
     return pass_on(tonumber(ARGV[15]))
 end
--- Everything that may fail is read first (see rw_queue.lua): a lock of
--- another type fails the call before it writes. An undo keeps the
--- request marker it finds until the writes.
-local marker = ARGV[4] ~= '0' and KEYS[#KEYS]
-if ARGV[11] ~= '' and redis.call('type', KEYS[1]).ok ~= 'hash' then
-    leave()
-    return 0 -- nothing to release, whatever the key holds
-end
-if ARGV[4] == '1' then
-    local done = redis.call('get', marker)
-    if done then
-        leave()
-        return tonumber(done)
-    end
-end
--- One HGETALL reads the writer's count, the mode, and whether the hash
--- has read holds (numeric fields of other owners).
-local fields = redis.call('hgetall', KEYS[1])
-if ARGV[4] == '2' and redis.call('exists', marker) == 0 then
-    leave()
-    return 0
+-- Everything that may fail is read first (see rw_release.lua). The one
+-- HGETALL of the hash gives the writer's count, the mode, and whether the
+-- hash has read holds (numeric fields of other owners).
+local fields, reply = release_read()
+if not fields then
+    return reply
 end
 local count, mode, readers = nil, nil, false
 for i = 1, #fields, 2 do
@@ -131,10 +109,7 @@ for i = 1, #fields, 2 do
     end
 end
 if count == nil or mode ~= 'write' then
-    if ARGV[4] == '2' then
-        redis.call('del', marker)
-    end
-    leave()
+    releasing()
     return 0
 end
 -- Read holds left (the writer's own) keep the lock in read mode, for as
@@ -152,10 +127,7 @@ if count == 1 then
 end
 
 -- The writes.
-if ARGV[4] == '2' then
-    redis.call('del', marker)
-end
-leave()
+releasing()
 local result = 1
 if count > 1 then
     redis.call('hincrby', KEYS[1], ARGV[1], -1)
@@ -167,7 +139,4 @@ elseif longest > 0 then
 else
     result = free(queue, grantee, token, subs, '1')
 end
-if ARGV[4] == '1' then
-    redis.call('set', marker, result, 'px', ARGV[5])
-end
-return result
+return released(result)

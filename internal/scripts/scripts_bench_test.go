@@ -48,7 +48,7 @@ func BenchmarkUncontendedCycle(b *testing.B) {
 		return keys, []any{30000, owner, counterOnly, "o", time.Now().UnixMilli()}
 	}
 	unlock := func(name string) ([]string, []any) {
-		return lockKeys(name, ""), []any{owner, "publish", counterOnly, "relock_grant:f1fb68c1-6fe4-4f69-9cb2-8f426e845bbd", "1", lockChannel(name)}
+		return lockKeys(name, ""), []any{owner, "publish", counterOnly, clientGrants("f1fb68c1-6fe4-4f69-9cb2-8f426e845bbd"), "1", lockChannel(name)}
 	}
 	nothing := redis.NewScript("return 1")
 	type runner func(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 )
 
@@ -42,13 +43,20 @@ func run(t *testing.T, s *Script, keys []string, args ...any) any {
 	return v
 }
 
+// clientGrants returns the grant channel of the client uuid on a
+// standalone server, and grantPrefix what every client's begins with
+// there (see layout.Grants).
+func clientGrants(uuid string) string { return layout.Grants(uuid, "", false) }
+
+var grantPrefix = layout.GrantPrefix("", false)
+
 // counterOnly is the fencing mode of a Client without WithPerNameTokens:
 // the scripts are given no token key of the lock's own (see fence.lua).
 const counterOnly = "1"
 
 // tokenKey returns the lock name's own token key, which the scripts are
 // given, with fencing mode "0", by a Client with WithPerNameTokens only.
-func tokenKey(name string) string { return "redisson_lock_token:{" + name + "}" }
+func tokenKey(name string) string { return layout.Companion(layout.Token, name) }
 
 // lockKeys returns the KEYS of lock.lua and unlock.lua for the lock name,
 // as a Client without WithPerNameTokens gives them, with the request or
@@ -56,7 +64,7 @@ func tokenKey(name string) string { return "redisson_lock_token:{" + name + "}" 
 // name gets a fencing counter of its own, so that its tokens start at 1
 // whatever other tests ran.
 func lockKeys(name, marker string) []string {
-	keys := []string{name, "relock_fencing:{" + name + "}", "relock_lock_queue:{" + name + "}"}
+	keys := []string{name, layout.Companion(layout.FencingCounter, name), layout.Companion(layout.LockQueue, name)}
 	if marker != "" {
 		keys = append(keys, marker)
 	}
@@ -85,7 +93,7 @@ func enqueue(t *testing.T, keys []string, members ...string) {
 			t.Fatal(err)
 		}
 	}
-	if err := rdb.HSet(ctx, keys[0], "relock_queued", "1").Err(); err != nil {
+	if err := rdb.HSet(ctx, keys[0], layout.QueuedField, "1").Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -115,7 +123,7 @@ func heard(t *testing.T, ps *redis.PubSub) string {
 }
 
 // lockChannel returns the release channel of the lock name.
-func lockChannel(name string) string { return "redisson_lock__channel:{" + name + "}" }
+func lockChannel(name string) string { return layout.Companion(layout.LockChannel, name) }
 
 // unlockArgs returns the ARGV of unlock.lua, whose keys are keys (see
 // lockKeys), for a release by owner of client "u", granting to other
@@ -124,7 +132,7 @@ func lockChannel(name string) string { return "redisson_lock__channel:{" + name 
 // [10] reserve; with keys that have a release marker, its lifetime [11]
 // is added.
 func unlockArgs(keys []string, owner string) []any {
-	args := []any{owner, "publish", counterOnly, "relock_grant:u", "1", lockChannel(keys[0]), "0", "", "", "", "0"}
+	args := []any{owner, "publish", counterOnly, clientGrants("u"), "1", lockChannel(keys[0]), "0", "", "", "", "0"}
 	if len(keys) == 4 {
 		args = append(args, 60000)
 	}
@@ -143,7 +151,7 @@ func TestGrantShortLease(t *testing.T) {
 		t.Fatalf("first lock = %d", v)
 	}
 	enqueue(t, keys, "500|o|v:1", "30000|o|w:2")
-	w := listening(t, "relock_grant:w")
+	w := listening(t, clientGrants("w"))
 	if r := run(t, Unlock, rel, unlockArgs(rel, "u:1")...); r != int64(3) {
 		t.Fatalf("release to another client's waiter = %v, want 3", r)
 	}
@@ -313,7 +321,7 @@ func TestQueueMark(t *testing.T) {
 	ctx := context.Background()
 	keys := lockKeys("s:qm", "")
 	rel := keys
-	marked := func() bool { return rdb.HExists(ctx, keys[0], "relock_queued").Val() }
+	marked := func() bool { return rdb.HExists(ctx, keys[0], layout.QueuedField).Val() }
 	lock := func(owner, kind string) int64 {
 		return run(t, Lock, keys, lockArgs(keys, "30000", owner, kind)...).(int64)
 	}
@@ -329,7 +337,7 @@ func TestQueueMark(t *testing.T) {
 	if v := lock("w:1", "o"); v != 2 || !marked() {
 		t.Fatalf("acquisition with a queue = %d, marked %v; want token 2 and a mark", v, marked())
 	}
-	listening(t, "relock_grant:v")
+	listening(t, clientGrants("v"))
 	if r := run(t, Unlock, rel, unlockArgs(rel, "w:1")...); r != int64(3) {
 		t.Fatalf("release with a queue = %v, want 3: granted to v:1", r)
 	}
@@ -372,7 +380,7 @@ func TestReentrantMarkers(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
 	lock := func(req string) int64 {
-		keys := lockKeys("s:re", "relock_lock_request:{s:re}:"+req)
+		keys := lockKeys("s:re", layout.Marker(layout.LockRequest, "s:re", req))
 		return run(t, Lock, keys, lockArgs(keys, 10000, "u:1", "")...).(int64)
 	}
 	a := lock("a")
@@ -384,7 +392,7 @@ func TestReentrantMarkers(t *testing.T) {
 		t.Fatalf("count %q, want 2: a retried request was applied twice", n)
 	}
 	unlock := func(req string) int64 {
-		keys := lockKeys("s:re", "redisson_unlock_latch:{s:re}:"+req)
+		keys := lockKeys("s:re", layout.Marker(layout.UnlockLatch, "s:re", req))
 		return run(t, Unlock, keys, unlockArgs(keys, "u:1")...).(int64)
 	}
 	if v := unlock("x"); v != 1 {
@@ -398,7 +406,7 @@ func TestReentrantMarkers(t *testing.T) {
 	}
 	// Abandon undoes only an applied request.
 	abandon := func(req string) int64 {
-		return run(t, Abandon, []string{"s:re", "relock_lock_request:{s:re}:" + req}, "u:1", lockChannel("s:re"), "publish", "1").(int64)
+		return run(t, Abandon, []string{"s:re", layout.Marker(layout.LockRequest, "s:re", req)}, "u:1", lockChannel("s:re"), "publish", "1").(int64)
 	}
 	if v := abandon("never-sent"); v != 0 {
 		t.Fatalf("abandon of an unapplied request = %d", v)
@@ -437,17 +445,17 @@ func TestForceUnlock(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
 	rdb.Set(ctx, "s:str", "x", 0)
-	if err := ForceUnlock.Run(ctx, rdb, Keys("s:str", "relock_lock_queue:{s:str}"), "ch", "publish", "relock_grant:u", "u").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := ForceUnlock.Run(ctx, rdb, Keys("s:str", layout.Companion(layout.LockQueue, "s:str")), "ch", "publish", clientGrants("u"), "u").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("force unlock of a string: %v, want WRONGTYPE", err)
 	}
 	if rdb.Exists(ctx, "s:str").Val() != 1 {
 		t.Fatal("a key of another type was deleted")
 	}
 	rdb.HSet(ctx, "s:fu", "u:1", 1)
-	if v := run(t, ForceUnlock, []string{"s:fu", "relock_lock_queue:{s:fu}"}, "ch", "publish", "relock_grant:u", "u"); v != int64(1) {
+	if v := run(t, ForceUnlock, []string{"s:fu", layout.Companion(layout.LockQueue, "s:fu")}, "ch", "publish", clientGrants("u"), "u"); v != int64(1) {
 		t.Fatalf("force unlock = %v", v)
 	}
-	if v := run(t, ForceUnlock, []string{"s:fu", "relock_lock_queue:{s:fu}"}, "ch", "publish", "relock_grant:u", "u"); v != int64(0) {
+	if v := run(t, ForceUnlock, []string{"s:fu", layout.Companion(layout.LockQueue, "s:fu")}, "ch", "publish", clientGrants("u"), "u"); v != int64(0) {
 		t.Fatalf("force unlock of a free lock = %v", v)
 	}
 }
@@ -458,7 +466,7 @@ func TestNoScriptFallback(t *testing.T) {
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if v := run(t, ForceUnlock, []string{"s:none", "relock_lock_queue:{s:none}"}, "ch", "publish", "relock_grant:u", "u"); v != int64(0) {
+	if v := run(t, ForceUnlock, []string{"s:none", layout.Companion(layout.LockQueue, "s:none")}, "ch", "publish", clientGrants("u"), "u"); v != int64(0) {
 		t.Fatalf("after SCRIPT FLUSH: %v", v)
 	}
 	if ok := rdb.ScriptExists(ctx, ForceUnlock.SHA()).Val(); !ok[0] {
@@ -519,7 +527,7 @@ func TestGrant(t *testing.T) {
 		t.Fatalf("release to an own waiter = %v, want -4 (token 2, nothing reserved)", v)
 	}
 	// Others are queued behind it: its release is to look at the queue.
-	if got := rdb.HGetAll(ctx, "s:g").Val(); len(got) != 4 || got["u:2"] != "1" || got["relock_token"] != "2" || got["relock_since"] == "" || got["relock_queued"] != "1" {
+	if got := rdb.HGetAll(ctx, "s:g").Val(); len(got) != 4 || got["u:2"] != "1" || got[layout.TokenField] != "2" || got[layout.SinceField] == "" || got[layout.QueuedField] != "1" {
 		t.Fatalf("hash after the grant: %v", got)
 	}
 	if ttl := rdb.PTTL(ctx, "s:g").Val(); ttl > 5*time.Second || ttl < 4*time.Second {
@@ -528,7 +536,7 @@ func TestGrant(t *testing.T) {
 
 	// Another client's waiter: told on its grant channel, and the next
 	// client told to check again when the grant runs out.
-	v, w := listening(t, "relock_grant:v"), listening(t, "relock_grant:w")
+	v, w := listening(t, clientGrants("v")), listening(t, clientGrants("w"))
 	if r := run(t, Unlock, rel, unlockArgs(rel, "u:2")...); r != int64(3) {
 		t.Fatalf("release to another client's waiter = %v, want 3", r)
 	}
@@ -544,7 +552,7 @@ func TestGrant(t *testing.T) {
 	}
 	// A grant for the longest a grant lives tells nobody else: every
 	// waiting call attempts at least that often.
-	if err := rdb.Publish(ctx, "relock_grant:w", "mark").Err(); err != nil {
+	if err := rdb.Publish(ctx, clientGrants("w"), "mark").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if msg, err := w.ReceiveMessage(ctx); err != nil || msg.Payload != "mark" {
@@ -608,11 +616,11 @@ func TestPassOn(t *testing.T) {
 	holder := func() (string, string) {
 		h := rdb.HGetAll(ctx, name).Val()
 		for f, v := range h {
-			if f != "relock_token" && f != "relock_since" && f != "relock_queued" {
-				return f + "=" + v, h["relock_token"]
+			if f != layout.TokenField && f != layout.SinceField && f != layout.QueuedField {
+				return f + "=" + v, h[layout.TokenField]
 			}
 		}
-		return "", h["relock_token"]
+		return "", h[layout.TokenField]
 	}
 	queued := func(members ...string) {
 		t.Helper()
@@ -673,7 +681,7 @@ func TestPassOn(t *testing.T) {
 	if v := run(t, Unlock, rel, args...).(int64); v != 1 {
 		t.Fatalf("switch with another client first = %d, want 1", v)
 	}
-	if since := rdb.HGet(ctx, name, "relock_since").Val(); since != "1700000000000" {
+	if since := rdb.HGet(ctx, name, layout.SinceField).Val(); since != "1700000000000" {
 		t.Fatalf("relock_since %q after a switch with the client's clock", since)
 	}
 	// The run broken (the hold deleted): a switch takes nothing.

@@ -2,7 +2,7 @@
 -- Redis user may publish on every kind of channel relock publishes on,
 -- and only then make the Client known, as announce.lua does.
 --
--- KEYS[1]       the identity hash relock_client:<uuid>
+-- KEYS[1]       the identity hash of the client (layout.ClientKey)
 -- ARGV[1]       "publish" or "spublish"
 -- ARGV[2]       n, the number of channels to check
 -- ARGV[3..2+n]  one channel of each kind relock publishes on

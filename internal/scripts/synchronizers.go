@@ -9,7 +9,7 @@ var (
 	SemAcquire       = load("sem_acquire")
 	SemUndo          = load("sem_undo")
 	SemRelease       = load("sem_release")
-	SemTrySetPermits = load("sem_trysetpermits")
+	SemTrySetPermits = loadWith("sem_trysetpermits", "tryset")
 	SemDrain         = load("sem_drain")
 
 	PermitAcquire     = loadPermit("permit_acquire")
@@ -18,7 +18,7 @@ var (
 	PermitUpdateLease = loadPermit("permit_updatelease")
 	PermitRenew       = loadPermit("permit_renew")
 
-	LatchTrySetCount = load("latch_trysetcount")
+	LatchTrySetCount = loadWith("latch_trysetcount", "tryset")
 	LatchCountDown   = load("latch_countdown")
 )
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/relock-go/relock/internal/layout"
 )
 
 func TestSyncHeaders(t *testing.T) {
@@ -31,8 +32,8 @@ func TestSyncHeaders(t *testing.T) {
 func TestSemaphoreHandOut(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
-	const name, ch = "s:semhand", "redisson_sc:{s:semhand}"
-	marker := func(id string) string { return "relock_semaphore_request:{s:semhand}:" + id }
+	name, ch := "s:semhand", layout.Companion(layout.SemaphoreChannel, "s:semhand")
+	marker := func(id string) string { return layout.Marker(layout.SemaphoreRequest, "s:semhand", id) }
 	release := func(id string, n, k int) int64 {
 		t.Helper()
 		return run(t, SemRelease, []string{name, marker(id)}, n, "publish", 60000, ch, k, "numsub").(int64)
@@ -93,8 +94,8 @@ func TestSemaphoreHandOut(t *testing.T) {
 func TestSemaphoreScripts(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
-	const name, ch = "s:sem", "redisson_sc:{s:sem}"
-	marker := func(id string) string { return "relock_semaphore_request:{s:sem}:" + id }
+	name, ch := "s:sem", layout.Companion(layout.SemaphoreChannel, "s:sem")
+	marker := func(id string) string { return layout.Marker(layout.SemaphoreRequest, "s:sem", id) }
 	if v := run(t, SemTrySetPermits, []string{name, marker("set")}, 3, "publish", 60000, ch); v != int64(1) {
 		t.Fatalf("trysetpermits = %v", v)
 	}
@@ -164,14 +165,14 @@ func TestSemaphoreScripts(t *testing.T) {
 func TestPermitScripts(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
-	const ch = "redisson_sc:{s:psem}"
-	keys := []string{"s:psem", "{s:psem}:timeout", ch, "relock_permit_queue:{s:psem}"}
+	ch := layout.Companion(layout.SemaphoreChannel, "s:psem")
+	keys := []string{"s:psem", layout.PermitTimeouts("s:psem"), ch, layout.Companion(layout.PermitQueue, "s:psem")}
 	rdb.Set(ctx, keys[0], 2, 0)
 	acquire := func(id string, lease int) int64 {
 		return run(t, PermitAcquire, keys[:3], id, lease, "publish", "", 2000, "0").(int64)
 	}
 	release := func(id string) any {
-		return run(t, PermitRelease, keys, id, "publish", "numsub", "c0ffee", "relock_grant:c0ffee", 2000, "1", "")
+		return run(t, PermitRelease, keys, id, "publish", "numsub", "c0ffee", clientGrants("c0ffee"), 2000, "1", "")
 	}
 	a, b, c := "\x00\x01aaaaaaaaaaaaaa", "\xff\xfebbbbbbbbbbbbbb", "cccccccccccccccc"
 	if v := acquire(a, 60000); v != 0 {
@@ -255,9 +256,9 @@ func TestLatchScripts(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
 	keys := func(id string) []string {
-		return []string{"s:latch", "relock_latch_request:{s:latch}:" + id}
+		return []string{"s:latch", layout.Marker(layout.LatchRequest, "s:latch", id)}
 	}
-	const ch = "redisson_countdownlatch__channel__{s:latch}"
+	ch := layout.LatchChannel("s:latch", false)
 	ps := rdb.Subscribe(ctx, ch)
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil {

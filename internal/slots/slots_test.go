@@ -16,6 +16,9 @@ func TestOf(t *testing.T) {
 		{"{user1000}.followers", Of("user1000")},
 		{"foo{}{bar}", Of("foo{}{bar}")}, // empty tag: the whole key
 		{"foo{{bar}}zap", Of("{bar")},
+		{"x{y}z{w}", Of("y")},     // the first tag only
+		{"prefix:{a}b}", Of("a")}, // up to the first '}' after it
+		{"{}{real}suffix", Of("{}{real}suffix")},
 	} {
 		if got := Of(tt.key); got != tt.slot {
 			t.Errorf("Of(%q) = %d, want %d", tt.key, got, tt.slot)

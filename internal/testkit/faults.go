@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -137,7 +138,7 @@ func HoldCount(t testing.TB, rdb redis.UniversalClient, name string) int {
 	}
 	n := 0
 	for f, v := range fields {
-		if f == "relock_token" || f == "relock_since" || f == "relock_queued" { // the holder's fencing token, grant time, queue mark
+		if f == layout.TokenField || f == layout.SinceField || f == layout.QueuedField { // the holder's fencing token, grant time, queue mark
 			continue
 		}
 		i, _ := strconv.Atoi(v)
@@ -150,7 +151,7 @@ func HoldCount(t testing.TB, rdb redis.UniversalClient, name string) int {
 func Subscribers(t testing.TB, top Topology, name string) int64 {
 	t.Helper()
 	ctx := CtxTimeout(t, 5*time.Second)
-	channel := "redisson_lock__channel:{" + name + "}"
+	channel := layout.Companion(layout.LockChannel, name)
 	if top.Name == "cluster" {
 		cc := top.RDB(t).(*redis.ClusterClient)
 		c, err := cc.MasterForKey(ctx, channel)

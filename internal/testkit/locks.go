@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 )
 
@@ -118,7 +119,9 @@ func NoKeysLeft(t testing.TB, rdb redis.UniversalClient, name string) {
 	t.Helper()
 	var left []string
 	for _, k := range KeysOf(t, rdb, name) {
-		if !strings.HasPrefix(k, "relock_lock_request:") && !strings.HasPrefix(k, "redisson_unlock_latch:") {
+		_, request := layout.NameOf(layout.LockRequest, k)
+		_, release := layout.NameOf(layout.UnlockLatch, k)
+		if !request && !release {
 			left = append(left, k)
 		}
 	}
@@ -199,7 +202,7 @@ func RWReaders(t testing.TB, rdb redis.UniversalClient, name string) []string {
 	t.Helper()
 	var fields []string
 	for f := range rdb.HGetAll(context.Background(), name).Val() {
-		if f != "mode" && f != "relock_token" && !strings.HasSuffix(f, ":write") {
+		if f != "mode" && f != layout.TokenField && !strings.HasSuffix(f, ":write") {
 			fields = append(fields, f)
 		}
 	}
@@ -208,17 +211,17 @@ func RWReaders(t testing.TB, rdb redis.UniversalClient, name string) []string {
 
 // RWHoldKey is the key of a reader's i-th hold.
 func RWHoldKey(name, owner string, i int) string {
-	return fmt.Sprintf("{%s}:%s:rwlock_timeout:%d", name, owner, i)
+	return layout.ReaderHold(name, owner, i)
 }
 
 // RWChannel is the release channel of a read-write lock.
-func RWChannel(name string) string { return "redisson_rwlock:{" + name + "}" }
+func RWChannel(name string) string { return layout.Companion(layout.RWChannel, name) }
 
 // FairQueueKey is a fair lock's queue list.
-func FairQueueKey(name string) string { return "redisson_lock_queue:{" + name + "}" }
+func FairQueueKey(name string) string { return layout.Companion(layout.FairQueue, name) }
 
 // FairTimeoutKey is a fair lock's zset of waiter deadlines.
-func FairTimeoutKey(name string) string { return "redisson_lock_timeout:{" + name + "}" }
+func FairTimeoutKey(name string) string { return layout.Companion(layout.FairTimeout, name) }
 
 // GivingUp returns the context for a hammer's call that may give up: ctx
 // ended after d when giveUp, else ctx itself. The call's caller cancels
