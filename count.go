@@ -2,19 +2,37 @@ package relock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/scripts"
 )
 
 // countName is what the handles of Semaphore, PermitSemaphore and
 // CountDownLatch start with: the Client, the name of the count in Redis,
 // its channel, what is wrong with the name, and the request markers that
-// make the handle's writes apply once.
+// make the handle's writes apply once. It holds what the three do alike:
+// check a call, read the count, set it once, and write it once.
 type countName struct {
 	c       *Client
 	name    string
 	channel string
 	err     error // an invalid name, returned by every call
 	req     *requests
+}
+
+// newCountName returns the handle of the count name, told on channel, whose
+// request markers start with requestPrefix; an invalid name is kept as the
+// error of every call.
+func newCountName(c *Client, name, channel, requestPrefix string) countName {
+	h := countName{c: c, name: name}
+	if h.err = checkName(name); h.err == nil {
+		h.channel = channel
+		h.req = newRequests(c, requestPrefix, name)
+	}
+	return h
 }
 
 // Name returns the name, which is also the Redis key of the count: the
@@ -42,4 +60,41 @@ func checkCall(ctx context.Context, op, name string, n int) error {
 		return fmt.Errorf("relock: %s %q: %w", op, name, err)
 	}
 	return nil
+}
+
+// read returns the count as stored: 0 when the key does not exist. op
+// names the call in errors.
+func (h *countName) read(ctx context.Context, op string) (int, error) {
+	n, err := h.c.rdb.Get(ctx, h.name).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, opError(ctx, op, h.name, err)
+	}
+	return n, nil
+}
+
+// trySet runs s, a script that sets the count to n unless it is set
+// (sem_trysetpermits.lua, latch_trysetcount.lua), and reports whether it
+// did. A count set on the master that too few replicas acknowledged is
+// reported as set, with an error wrapping ErrReplicaSync.
+func (h *countName) trySet(ctx context.Context, op string, s *scripts.Script, n int) (bool, error) {
+	if err := h.check(ctx, op, n); err != nil {
+		return false, err
+	}
+	v, err := h.writeOnce(ctx, op, s, isOne, n, h.c.argPublish, h.c.argMarkerTTL, h.channel)
+	return v == 1, err
+}
+
+// writeOnce runs s on the count with a fresh request marker, so that it
+// applies once (requests.run), and returns its reply; an error is wrapped
+// with op and the name, the reply kept beside it.
+func (h *countName) writeOnce(ctx context.Context, op string, s *scripts.Script, changed func(int64) bool, args ...any) (int64, error) {
+	keys, marker := h.req.keys(h.name)
+	v, err := h.req.run(ctx, s, keys, marker, changed, args...)
+	if err != nil {
+		return v, opError(ctx, op, h.name, err)
+	}
+	return v, nil
 }

@@ -2,11 +2,8 @@ package relock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
@@ -43,13 +40,7 @@ type CountDownLatch struct {
 // name is reported by every call on it with ErrInvalidName. A latch that
 // was never set has a count of zero: Await returns at once.
 func (c *Client) CountDownLatch(name string) *CountDownLatch {
-	l := &CountDownLatch{countName{c: c, name: name}}
-	if l.err = checkName(name); l.err != nil {
-		return l
-	}
-	l.channel = layout.LatchChannel(name, c.cluster)
-	l.req = newRequests(c, layout.LatchRequest, name)
-	return l
+	return &CountDownLatch{newCountName(c, name, layout.LatchChannel(name, c.cluster), layout.LatchRequest)}
 }
 
 // TrySetCount sets the count to n if the latch is not set (never set, or
@@ -61,15 +52,7 @@ func (c *Client) CountDownLatch(name string) *CountDownLatch {
 // replica sync, a count set that too few replicas acknowledged is reported
 // as set, with an error wrapping ErrReplicaSync (see CountDown).
 func (l *CountDownLatch) TrySetCount(ctx context.Context, n int) (bool, error) {
-	if err := l.check(ctx, "set count", n); err != nil {
-		return false, err
-	}
-	keys, marker := l.req.keys(l.name)
-	v, err := l.req.run(ctx, scripts.LatchTrySetCount, keys, marker, isOne, n, l.c.argPublish, l.c.argMarkerTTL, l.channel)
-	if err != nil {
-		return v == 1, opError(ctx, "set count", l.name, err)
-	}
-	return v == 1, nil
+	return l.trySet(ctx, "set count", scripts.LatchTrySetCount, n)
 }
 
 // CountDown decrements the count by one. The call that brings it to zero
@@ -92,10 +75,9 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err := l.check(ctx, "count down", 1); err != nil {
 		return err
 	}
-	keys, marker := l.req.keys(l.name)
-	v, err := l.req.run(ctx, scripts.LatchCountDown, keys, marker, nonNegative, l.c.argPublish, l.c.argMarkerTTL, l.channel)
+	v, err := l.writeOnce(ctx, "count down", scripts.LatchCountDown, nonNegative, l.c.argPublish, l.c.argMarkerTTL, l.channel)
 	if err != nil {
-		return opError(ctx, "count down", l.name, err)
+		return err
 	}
 	if v < 0 {
 		return fmt.Errorf("%w: %q", ErrLatchNotSet, l.name)
@@ -111,15 +93,10 @@ func (l *CountDownLatch) Count(ctx context.Context) (int, error) {
 	return l.count(ctx, "count")
 }
 
+// count returns the count, never below zero; op names the call in errors.
 func (l *CountDownLatch) count(ctx context.Context, op string) (int, error) {
-	n, err := l.c.rdb.Get(ctx, l.name).Int()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, opError(ctx, op, l.name, err)
-	}
-	return max(n, 0), nil
+	n, err := l.read(ctx, op)
+	return max(n, 0), err
 }
 
 // Await blocks until the count is zero, ctx ends, or the Client is

@@ -17,12 +17,7 @@ type permits struct {
 
 // newPermits returns the shared half of the semaphore name.
 func newPermits(c *Client, name string) permits {
-	p := permits{countName{c: c, name: name}}
-	if p.err = checkName(name); p.err == nil {
-		p.channel = layout.Companion(layout.SemaphoreChannel, name)
-		p.req = newRequests(c, layout.SemaphoreRequest, name)
-	}
-	return p
+	return permits{newCountName(c, name, layout.Companion(layout.SemaphoreChannel, name), layout.SemaphoreRequest)}
 }
 
 // TrySetPermits sets the number of free permits to n if the semaphore has
@@ -33,15 +28,7 @@ func newPermits(c *Client, name string) permits {
 // sync, a count set that too few replicas acknowledged is reported as set,
 // with an error wrapping ErrReplicaSync (see AddPermits).
 func (p *permits) TrySetPermits(ctx context.Context, n int) (bool, error) {
-	if err := p.check(ctx, "set permits", n); err != nil {
-		return false, err
-	}
-	keys, marker := p.req.keys(p.name)
-	v, err := p.req.run(ctx, scripts.SemTrySetPermits, keys, marker, isOne, n, p.c.argPublish, p.c.argMarkerTTL, p.channel)
-	if err != nil {
-		return v == 1, opError(ctx, "set permits", p.name, err)
-	}
-	return v == 1, nil
+	return p.trySet(ctx, "set permits", scripts.SemTrySetPermits, n)
 }
 
 // AddPermits resizes the semaphore by n free permits, which may be
@@ -69,9 +56,6 @@ func (p *permits) AddPermits(ctx context.Context, n int) error {
 // which wakes the waiters on the channel: a Semaphore's Release, and the
 // AddPermits of both semaphores; op names the call in errors.
 func (p *permits) add(ctx context.Context, op string, n int) error {
-	keys, marker := p.req.keys(p.name)
-	if _, err := p.req.run(ctx, scripts.SemRelease, keys, marker, always, n, p.c.argPublish, p.c.argMarkerTTL, p.channel); err != nil {
-		return opError(ctx, op, p.name, err)
-	}
-	return nil
+	_, err := p.writeOnce(ctx, op, scripts.SemRelease, always, n, p.c.argPublish, p.c.argMarkerTTL, p.channel)
+	return err
 }

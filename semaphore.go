@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock/internal/batch"
 	"github.com/relock-go/relock/internal/scripts"
 )
@@ -190,14 +188,7 @@ func (s *Semaphore) Available(ctx context.Context) (int, error) {
 	if err := s.check(ctx, "available", 1); err != nil {
 		return 0, err
 	}
-	n, err := s.c.rdb.Get(ctx, s.name).Int()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, opError(ctx, "available", s.name, err)
-	}
-	return n, nil
+	return s.read(ctx, "available")
 }
 
 // Drain takes every available permit and returns how many it took. It
@@ -209,12 +200,8 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 	if err := s.check(ctx, "drain", 1); err != nil {
 		return 0, err
 	}
-	keys, marker := s.req.keys(s.name)
-	v, err := s.req.run(ctx, scripts.SemDrain, keys, marker, positive, s.c.argMarkerTTL)
-	if err != nil {
-		return int(v), opError(ctx, "drain", s.name, err)
-	}
-	return int(v), nil
+	v, err := s.writeOnce(ctx, "drain", scripts.SemDrain, positive, s.c.argMarkerTTL)
+	return int(v), err
 }
 
 // semUndo undoes an acquisition whose reply was lost, or that too few
