@@ -54,39 +54,9 @@ func (d *demo) scenes(ctx context.Context, t *target, mr *miniredis.Miniredis) [
 	ctx, cancel := context.WithTimeout(ctx, 20*sceneLease)
 	defer cancel()
 	if mr != nil {
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			tick := time.NewTicker(5 * time.Millisecond)
-			defer tick.Stop()
-			last := time.Now()
-			for {
-				select {
-				case now := <-tick.C:
-					mr.FastForward(now.Sub(last))
-					last = now
-				case <-stop:
-					return
-				}
-			}
-		}()
-		defer func() { close(stop); <-done }()
+		defer moveClock(mr)()
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil)) // the losses here are on purpose
-	open := func() (redis.UniversalClient, *relock.Client, error) {
-		rdb, err := t.connect(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		c, err := relock.New(rdb, relock.WithWatchdogTimeout(sceneLease), relock.WithLogger(quiet),
-			relock.WithClientName("relock demo"))
-		if err != nil {
-			rdb.Close()
-			return nil, nil, err
-		}
-		return rdb, c, nil
-	}
+	open := sceneClients(ctx, t)
 	fmt.Fprintf(out, "\nwhat else relock does (watchdog lease %v):\n", sceneLease)
 	var failed []string
 	if msg, err := d.watchdogScene(ctx, open); err != nil {
@@ -107,6 +77,50 @@ func (d *demo) scenes(ctx context.Context, t *target, mr *miniredis.Miniredis) [
 		fmt.Fprintln(out, "  "+msg)
 	}
 	return failed
+}
+
+// moveClock moves mr's clock with real time, so that its keys expire,
+// until the function it returns is called; that function returns once the
+// clock has stopped.
+func moveClock(mr *miniredis.Miniredis) (stop func()) {
+	stopc := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case now := <-tick.C:
+				mr.FastForward(now.Sub(last))
+				last = now
+			case <-stopc:
+				return
+			}
+		}
+	}()
+	return func() { close(stopc); <-done }
+}
+
+// sceneClients returns how the scenes open a Redis connection to t with a
+// relock Client over it: the scene's short watchdog lease, and a logger
+// that keeps quiet, since the losses here are on purpose.
+func sceneClients(ctx context.Context, t *target) func() (redis.UniversalClient, *relock.Client, error) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return func() (redis.UniversalClient, *relock.Client, error) {
+		rdb, err := t.connect(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := relock.New(rdb, relock.WithWatchdogTimeout(sceneLease), relock.WithLogger(quiet),
+			relock.WithClientName("relock demo"))
+		if err != nil {
+			rdb.Close()
+			return nil, nil, err
+		}
+		return rdb, c, nil
+	}
 }
 
 // electionScene elects a leader whose process then dies without resigning
@@ -225,28 +239,50 @@ func (d *demo) lossScene(ctx context.Context, open func() (redis.UniversalClient
 	start := time.Now()
 	hrdb.Close() // the holder can no longer reach Redis: its renewals fail
 
-	type got struct {
-		l   *relock.Lease
-		err error
-		at  time.Duration
+	told, g, err := takeOver(ctx, held, other.Mutex(name), start)
+	if err != nil {
+		return nil, err
 	}
-	gotc := make(chan got, 1)
+	defer g.l.Unlock(context.WithoutCancel(ctx))
+	return judgeLoss(held, g, told, &store)
+}
+
+// takeover is the lock the other client of the loss scene got: its lease,
+// or why it got none, and when, counted from the holder's cut.
+type takeover struct {
+	l   *relock.Lease
+	err error
+	at  time.Duration
+}
+
+// takeOver locks m for another client while held, cut off from Redis at
+// start, waits to be told it lost the lock. It returns when the holder
+// was told, and the other client's lock once it has it.
+func takeOver(ctx context.Context, held *relock.Lease, m *relock.Mutex, start time.Time) (time.Duration, takeover, error) {
+	gotc := make(chan takeover, 1)
 	go func() {
-		l, err := other.Mutex(name).Lock(ctx)
-		gotc <- got{l, err, time.Since(start)}
+		l, err := m.Lock(ctx)
+		gotc <- takeover{l, err, time.Since(start)}
 	}()
 	var told time.Duration
 	select {
 	case <-held.Done():
 		told = time.Since(start)
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return 0, takeover{}, ctx.Err()
 	}
 	g := <-gotc
 	if g.err != nil {
-		return nil, g.err
+		return 0, takeover{}, g.err
 	}
-	defer g.l.Unlock(context.WithoutCancel(ctx))
+	return told, g, nil
+}
+
+// judgeLoss checks what the loss scene showed: the stale holder was told
+// (at told) before the other client got the lock, and store takes the new
+// holder's token and refuses the stale holder's. It returns a line for
+// each property shown, and an error for the first that did not hold.
+func judgeLoss(held *relock.Lease, g takeover, told time.Duration, store *fencedStore) ([]string, error) {
 	// When the other client got the lock, the holder had been told.
 	stale := held.Err()
 	msgs := []string{fmt.Sprintf("lost-lock signal: a holder cut off from Redis was told at %v; another client got the lock at %v, after it",

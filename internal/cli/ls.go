@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -84,22 +85,28 @@ func runLs(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "no locks match %q\n", *match)
 		return exitOK
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	printLocks(e.stdout, locks, *ids)
+	return exitOK
+}
+
+// printLocks writes locks to w as ls's table, a row each; ids shows each
+// holder's owner id beside its Client.
+func printLocks(w io.Writer, locks []*lockInfo, ids bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "NAME\tKIND\tTTL\tHELD\tHOLDS\tOWNERS\n")
 	now := time.Now()
 	for _, li := range locks {
 		if li.count != nil {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t%d\t%s\n", label(li.name), li.kind, li.count.held, li.describeCount(*ids))
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t%d\t%s\n", label(li.name), li.kind, li.count.held, li.describeCount(ids))
 			continue
 		}
 		held := "-"
 		if d := li.heldFor(now); d > 0 {
 			held = d.Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", label(li.name), li.kind, fmtTTL(li.ttl), held, li.holds(), li.owners(*ids))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", label(li.name), li.kind, fmtTTL(li.ttl), held, li.holds(), li.owners(ids))
 	}
 	tw.Flush()
-	return exitOK
 }
 
 // scanLocks returns the locks whose names match pattern, sorted by name:
@@ -295,19 +302,11 @@ func inspectCounts(ctx context.Context, node *redis.Client, keys []string, found
 	if len(keys) == 0 {
 		return nil
 	}
-	values := make([]*redis.StringCmd, len(keys))
-	held := make([]*redis.StringSliceCmd, len(keys))
-	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			values[i] = p.Get(ctx, k)
-			held[i] = p.ZRange(ctx, layout.PermitTimeouts(k), 0, -1)
-		}
-		return nil
-	}); !isReply(err) {
+	values, held, err := readCounts(ctx, node, keys)
+	if err != nil {
 		return err
 	}
 	var idle []*lockInfo
-	var channels []string
 	for i, k := range keys {
 		n, err := strconv.ParseInt(values[i].Val(), 10, 64)
 		if values[i].Err() != nil || err != nil {
@@ -324,6 +323,36 @@ func inspectCounts(ctx context.Context, node *redis.Client, keys []string, found
 			continue
 		}
 		idle = append(idle, li)
+	}
+	return inspectIdle(ctx, node, idle, found)
+}
+
+// readCounts reads, in one pipeline, each string key's value and the ids
+// of the permits held in the zset a permit semaphore of that name would
+// have. A key's own error reply is left in its command.
+func readCounts(ctx context.Context, node *redis.Client, keys []string) ([]*redis.StringCmd, []*redis.StringSliceCmd, error) {
+	values := make([]*redis.StringCmd, len(keys))
+	held := make([]*redis.StringSliceCmd, len(keys))
+	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			values[i] = p.Get(ctx, k)
+			held[i] = p.ZRange(ctx, layout.PermitTimeouts(k), 0, -1)
+		}
+		return nil
+	}); !isReply(err) {
+		return nil, nil, err
+	}
+	return values, held, nil
+}
+
+// inspectIdle names the counts with no permit held by who listens on
+// them: a count with calls subscribed to a semaphore's channel is a
+// Semaphore, one with calls subscribed to a latch's a CountDownLatch;
+// found gets those, and a count no one waits on is left out.
+func inspectIdle(ctx context.Context, node *redis.Client, idle []*lockInfo, found func(*lockInfo)) error {
+	var channels []string
+	for _, li := range idle {
+		k := li.name
 		channels = append(channels, layout.Companion(layout.SemaphoreChannel, k), layout.LatchChannel(k, false), layout.LatchChannel(k, true))
 	}
 	subs, err := subscribersOf(ctx, node, channels)

@@ -86,23 +86,31 @@ func runWeb(ctx context.Context, e *env, args []string) int {
 	}
 	view := newWebView(rdb, cfg)
 	defer view.Close()
-	srv := &http.Server{Handler: view, ReadHeaderTimeout: 5 * time.Second}
 	fmt.Fprintf(e.stdout, "relock web: serving http://%s/\n", ln.Addr())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err = <-served:
-	case <-ctx.Done():
-		view.Close() // ends the event streams, which Shutdown would wait for
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = srv.Shutdown(sctx)
-		cancel()
-		<-served
-	}
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := serve(ctx, ln, view); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fail(e, fs, err)
 	}
 	return exitOK
+}
+
+// serve serves view on ln until the server fails or ctx ends; when ctx
+// ends it closes view, shuts the server down within 5s, and returns what
+// Shutdown returned.
+func serve(ctx context.Context, ln net.Listener, view *webView) error {
+	srv := &http.Server{Handler: view, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+		view.Close() // ends the event streams, which Shutdown would wait for
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := srv.Shutdown(sctx)
+		cancel()
+		<-served
+		return err
+	}
 }
 
 // webConfig configures a web view.
