@@ -2,9 +2,6 @@ package relock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -263,30 +260,4 @@ func (c *Client) checkOpen() error {
 		return ErrClosed
 	}
 	return nil
-}
-
-// isServerError reports whether err is a reply from the server, after
-// which the command's effect is known, as opposed to a transport or
-// context error after which it is not.
-func isServerError(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re)
-}
-
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:], b[10:])
-	return string(s[:])
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Sentinel errors. Match them with errors.Is: relock wraps them with
@@ -122,6 +124,14 @@ var (
 // errClosedLost ends the leases and permits a Close cut short: it matches
 // both ErrLockLost and ErrClosed.
 var errClosedLost = fmt.Errorf("%w: %w", ErrLockLost, ErrClosed)
+
+// isServerError reports whether err is a reply from the server, after
+// which the command's effect is known, as opposed to a transport or
+// context error after which it is not.
+func isServerError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
 
 // opError wraps err from a Redis call of operation op on lock name, adding
 // ErrWrongType, ErrOutOfMemory or ErrNoPermission where the server's

@@ -56,6 +56,22 @@ func (c *Client) registerMetrics() error {
 		return nil
 	}
 	m := c.cfg.meter.Meter(meterName)
+	in, err := newInstruments(m)
+	if err != nil {
+		return fmt.Errorf("relock: metrics: %w", err)
+	}
+	reg, err := m.RegisterCallback(in.observer(c),
+		in.acquired, in.released, in.lost, in.waits, in.wakeups, in.handoffs, in.short, in.held, in.asleep, in.channels)
+	if err != nil {
+		return fmt.Errorf("relock: metrics: %w", err)
+	}
+	c.metrics = reg
+	return nil
+}
+
+// newInstruments creates relock's instruments on m, or reports the first
+// that cannot be created.
+func newInstruments(m metric.Meter) (instruments, error) {
 	var in instruments
 	var err error
 	counter := func(dst *metric.Int64ObservableCounter, name, unit, desc string) {
@@ -78,13 +94,16 @@ func (c *Client) registerMetrics() error {
 	gauge(&in.held, "relock.holds", "{hold}", "Holds the watchdog watches.")
 	gauge(&in.asleep, "relock.waiters.asleep", "{call}", "Lock calls asleep until a release, their TTL or their context.")
 	gauge(&in.channels, "relock.channels", "{channel}", "Pub/sub channels subscribed.")
-	if err != nil {
-		return fmt.Errorf("relock: metrics: %w", err)
-	}
+	return in, err
+}
+
+// observer returns the callback that observes c's Stats on the
+// instruments, each observation carrying c's id.
+func (in instruments) observer(c *Client) metric.Callback {
 	client := metric.WithAttributeSet(attribute.NewSet(attribute.String("relock.client", c.id)))
 	write := metric.WithAttributeSet(attribute.NewSet(attribute.String("relock.client", c.id), attribute.String("relock.op", "write")))
 	renew := metric.WithAttributeSet(attribute.NewSet(attribute.String("relock.client", c.id), attribute.String("relock.op", "renew")))
-	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	return func(_ context.Context, o metric.Observer) error {
 		s := c.Stats()
 		o.ObserveInt64(in.acquired, int64(s.Acquired), client)
 		o.ObserveInt64(in.released, int64(s.Released), client)
@@ -98,12 +117,7 @@ func (c *Client) registerMetrics() error {
 		o.ObserveInt64(in.asleep, s.Asleep, client)
 		o.ObserveInt64(in.channels, int64(s.Channels), client)
 		return nil
-	}, in.acquired, in.released, in.lost, in.waits, in.wakeups, in.handoffs, in.short, in.held, in.asleep, in.channels)
-	if err != nil {
-		return fmt.Errorf("relock: metrics: %w", err)
 	}
-	c.metrics = reg
-	return nil
 }
 
 // unregisterMetrics stops the observations of a closed Client.

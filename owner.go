@@ -2,6 +2,8 @@ package relock
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -54,4 +56,24 @@ func (c *Client) owner(ctx context.Context) (string, bool) {
 	var b [64]byte
 	id := strconv.AppendUint(append(append(b[:0], c.id...), ':'), n, 10)
 	return string(id), reentrant
+}
+
+// newUUID returns a random (version 4) UUID: a Client's id, the start of
+// its owner ids.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
 }
