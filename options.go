@@ -118,12 +118,21 @@ type lockConfig struct {
 // ErrInvalidOption.
 func WithLease(d time.Duration) LockOption {
 	return func(c *lockConfig) error {
-		if d < time.Millisecond {
-			return fmt.Errorf("%w: lease %v is below 1ms", ErrInvalidOption, d)
+		if err := checkLease(d); err != nil {
+			return err
 		}
 		c.lease, c.fixed = d, true
 		return nil
 	}
+}
+
+// checkLease refuses a fixed lease below 1ms: WithLease's, and the
+// UpdateLease of a permit.
+func checkLease(d time.Duration) error {
+	if d < time.Millisecond {
+		return fmt.Errorf("%w: lease %v is below 1ms", ErrInvalidOption, d)
+	}
+	return nil
 }
 
 // lockConfig returns the settings of a lock call given opts: a hold

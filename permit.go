@@ -3,7 +3,6 @@ package relock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,8 +125,8 @@ func (p *Permit) Release(ctx context.Context) error {
 // deadline is the earlier of the old one and the new one, since a replica
 // promoted now may have either.
 func (p *Permit) UpdateLease(ctx context.Context, d time.Duration) error {
-	if d < time.Millisecond {
-		return fmt.Errorf("%w: lease %v is below 1ms", ErrInvalidOption, d)
+	if err := checkLease(d); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

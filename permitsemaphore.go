@@ -146,8 +146,8 @@ func (ps *PermitSemaphore) UpdateLease(ctx context.Context, id string, d time.Du
 	if err != nil {
 		return err
 	}
-	if d < time.Millisecond {
-		return fmt.Errorf("%w: lease %v is below 1ms", ErrInvalidOption, d)
+	if err := checkLease(d); err != nil {
+		return err
 	}
 	ok, err := ps.updateLease(ctx, raw, d)
 	if err != nil {
