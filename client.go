@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/relock-go/relock/internal/batch"
-	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/slots"
 	"github.com/relock-go/relock/internal/wait"
@@ -188,19 +187,6 @@ func isNil(rdb redis.UniversalClient) bool {
 	}
 	v := reflect.ValueOf(rdb)
 	return v.Kind() == reflect.Pointer && v.IsNil()
-}
-
-// tokenKeys returns the fencing keys of the lock name: the counter of its
-// slot and, for a Client with WithPerNameTokens, its own token key; named
-// is "" for any other Client, whose scripts neither read nor write that
-// key, and so do not have it among their KEYS (see fence.lua and
-// withNamed).
-func (c *Client) tokenKeys(name string) (counter, named string) {
-	counter = layout.Fencing(name, c.cluster)
-	if c.cfg.perNameTokens {
-		named = layout.Companion(layout.Token, name)
-	}
-	return counter, named
 }
 
 // Close stops the watchdog and the pub/sub connections, and makes every
