@@ -9,6 +9,27 @@ import (
 	"github.com/relock-go/relock/internal/slots"
 )
 
+func TestSlotKnownValues(t *testing.T) {
+	// Values from the Redis Cluster specification and CLUSTER KEYSLOT;
+	// the hash tag rules as relock's names rely on them.
+	for key, want := range map[string]int{
+		"123456789":      12739,
+		"foo":            12182,
+		"{user1000}.a":   slots.Of("user1000"),
+		"a{}b":           slots.Of("a{}b"),
+		"redisson_lock":  slots.Of("redisson_lock"),
+		"{":              slots.Of("{"),
+		"x{y}z{w}":       slots.Of("y"),
+		"prefix:{a}b}":   slots.Of("a"),
+		"no tag } here":  slots.Of("no tag } here"),
+		"{}{real}suffix": slots.Of("{}{real}suffix"),
+	} {
+		if got := slots.Of(key); got != want {
+			t.Errorf("slot of %q = %d, want %d", key, got, want)
+		}
+	}
+}
+
 func TestCheckName(t *testing.T) {
 	for _, tc := range []struct {
 		name string

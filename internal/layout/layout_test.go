@@ -145,3 +145,40 @@ func TestNoAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestLatchChannel: Redisson's channel, braces around the whole name,
+// except for a name with its own hash tag on a cluster, where only a
+// channel of the name's slot can be published by a script.
+func TestLatchChannel(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		cluster bool
+		want    string
+	}{
+		{"job", false, "redisson_countdownlatch__channel__{job}"},
+		{"job", true, "redisson_countdownlatch__channel__{job}"},
+		{"{batch}:done", false, "redisson_countdownlatch__channel__{{batch}:done}"},
+		{"{batch}:done", true, "redisson_countdownlatch__channel__{batch}:done"},
+	} {
+		got := LatchChannel(c.name, c.cluster)
+		if got != c.want {
+			t.Errorf("LatchChannel(%q, %v) = %q, want %q", c.name, c.cluster, got, c.want)
+		}
+		if c.cluster && slots.Of(got) != slots.Of(c.name) {
+			t.Errorf("cluster channel %q is not in %q's slot", got, c.name)
+		}
+	}
+}
+
+// TestCompanion: a companion key puts the name in braces, unless the
+// name has a hash tag of its own.
+func TestCompanion(t *testing.T) {
+	for _, c := range []struct{ name, want string }{
+		{"orders:42", "redisson_lock_token:{orders:42}"},
+		{"{orders}:42", "redisson_lock_token:{orders}:42"},
+	} {
+		if got := Companion(Token, c.name); got != c.want {
+			t.Errorf("Companion(%q) = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
