@@ -378,7 +378,7 @@ func AwaitOutcome[O, N comparable](ctx context.Context, env *Env[O, N], w *Waite
 
 // Waiters never sleep past a free moment (docs/design.md). A release
 // message wakes one waiter of a Client, which keeps the others asleep on
-// the times their own last attempts were told. Two events make those
+// the times their own last attempts were given. Two events make those
 // times stale without any message, and the waiting call that sees them
 // wakes another (wakeNext): it took the lock or permit for a lease, which
 // may run out unannounced (a fixed lease left to expire, a hold lost), or

@@ -23,18 +23,18 @@ const mailLife = 2 * time.Second
 
 // Grant records g, granted to the waiter of owner, and wakes it; with no
 // such waiter yet, the news is kept for one added within mailLife.
-func (r *List[O, N]) Grant(owner string, g N) { r.tell(owner, g, 0) }
+func (r *List[O, N]) Grant(owner string, g N) { r.record(owner, g, 0) }
 
 // Wake wakes the waiter of owner to attempt within d (0: now); with no
 // such waiter yet, the news is kept for one added within mailLife.
 func (r *List[O, N]) Wake(owner string, d time.Duration) {
 	var none N
-	r.tell(owner, none, d)
+	r.record(owner, none, d)
 }
 
-// tell records a grant, or a time to attempt by (0: now), for the waiter
+// record records a grant, or a time to attempt by (0: now), for the waiter
 // of owner and wakes it, or keeps the news.
-func (r *List[O, N]) tell(owner string, g N, recheck time.Duration) {
+func (r *List[O, N]) record(owner string, g N, recheck time.Duration) {
 	var none N
 	r.mu.Lock()
 	defer r.mu.Unlock()
