@@ -35,7 +35,11 @@ import (
 // A FairMutex is a cheap handle, safe for concurrent use; its zero value
 // is not usable: make it with Client.FairMutex.
 type FairMutex struct {
-	lockName // a Redisson waiter <owner> listens on channel + ":" + owner
+	lockName
+	// argWaiters is the prefix of the waiters' own channels
+	// (layout.WaiterChannels), boxed: a Redisson waiter <owner> listens on
+	// it + owner.
+	argWaiters any
 
 	grants         string // the Client's grant channel for the lock's slot
 	argGrantPrefix any    // grants without the Client's id: every Client's grant channel is this and its id
@@ -106,6 +110,7 @@ func (c *Client) newFairMutex(name string, nameErr error, opts []FairOption) *Fa
 	m.setChannel(layout.Companion(layout.LockChannel, name))
 	m.grants = c.grantChannel(name)
 	m.argGrantPrefix = layout.GrantPrefix(name, c.cluster)
+	m.argWaiters = layout.WaiterChannels(m.channel)
 	m.counter, m.named = c.tokenKeys(name)
 	m.group = slots.Of(name)
 	m.queue = layout.Companion(layout.FairQueue, name)
@@ -147,7 +152,7 @@ func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.FairForceUnlock.Run(ctx, m.c.batch.Direct(), m.guarded, m.argChannel, m.c.publish, m.argGrantPrefix).Int64()
+	n, err := scripts.FairForceUnlock.Run(ctx, m.c.batch.Direct(), m.guarded, m.argWaiters, m.c.publish, m.argGrantPrefix).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", m.name, err)
 	}
@@ -207,7 +212,7 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 	}
 	// A one-shot owner's id is new: its first attempt need not look for it
 	// in the queue (the last argument, which later attempts leave out).
-	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, queueFor, m.argChannel, m.c.argPublish, m.c.argFencing, grants, m.c.nowArg(), m.argGrantPrefix, argOne}
+	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, queueFor, m.argWaiters, m.c.argPublish, m.c.argFencing, grants, m.c.nowArg(), m.argGrantPrefix, argOne}
 	if a.reentrant {
 		a.args = a.args[:fairLockArgs]
 	}
@@ -266,7 +271,7 @@ func (m *FairMutex) leave(a *fairAcquire, mode any) {
 		keys = with(m.guarded, a.keys[len(a.keys)-1].(string)) // its request marker
 	}
 	err := m.c.leave(context.Background(), m.name, func(ctx context.Context) error {
-		return scripts.FairLeave.Run(ctx, m.c.batch.Direct(), keys, a.owner, m.argChannel, m.c.publish, mode, m.argGrantPrefix).Err()
+		return scripts.FairLeave.Run(ctx, m.c.batch.Direct(), keys, a.owner, m.argWaiters, m.c.publish, mode, m.argGrantPrefix).Err()
 	})
 	if err != nil {
 		m.c.cfg.logger.Warn("relock: cannot leave a fair lock's queue; the Client's next call on it tries again",

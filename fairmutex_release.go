@@ -23,7 +23,7 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	if m.c.rsync.mayWait() {
 		grants = argZero
 	}
-	args := []any{l.field, m.argChannel, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants, argFairHeads, m.argGrantPrefix}
+	args := []any{l.field, m.argWaiters, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants, argFairHeads, m.argGrantPrefix}
 	if m.c.passable(l) {
 		if head := l.chain.fairNext(); head != "" {
 			if w := m.c.fair.ClaimOwner(m.name, head); w != nil {

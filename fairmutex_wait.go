@@ -63,7 +63,7 @@ func (m *FairMutex) acceptGrant(a *fairAcquire, g *grant) *Lease {
 func (m *FairMutex) wakeHead(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
 	defer cancel()
-	if err := scripts.FairTell.Run(ctx, m.c.batch.Direct(), m.queueKeys, m.argChannel, m.c.publish, m.argGrantPrefix).Err(); err != nil {
+	if err := scripts.FairTell.Run(ctx, m.c.batch.Direct(), m.queueKeys, m.argWaiters, m.c.publish, m.argGrantPrefix).Err(); err != nil {
 		m.c.cfg.logger.Debug("relock: cannot wake the next fair waiter of a fixed lease", "name", m.name, "err", err)
 	}
 }

@@ -156,7 +156,13 @@ func Marker(prefix, name, id string) string {
 // WaiterChannel returns the channel of one waiter of a fair lock whose
 // release channel is channel, as Redisson names it: channel, a colon and
 // the waiter's owner id.
-func WaiterChannel(channel, owner string) string { return channel + ":" + owner }
+func WaiterChannel(channel, owner string) string { return WaiterChannels(channel) + owner }
+
+// WaiterChannels returns the prefix of the own channels of a fair lock's
+// waiters, whose release channel is channel: a waiter owner listens on
+// WaiterChannels(channel) + owner (Redisson's layout), which the fair
+// scripts are given to extend.
+func WaiterChannels(channel string) string { return channel + ":" }
 
 // PermitTimeouts returns the zset of a permit semaphore's held permits:
 // "{name}:timeout", or "name:timeout" when name has its own hash tag

@@ -356,10 +356,10 @@ func TestFailuresWriteNothing(t *testing.T) {
 		gone = "1:0:1"
 	)
 	fairLock := func(name, owner string, extra ...any) []any {
-		return append([]any{lease, owner, "0", 60000, 5000, fk(name).channel, "publish", counterOnly}, extra...)
+		return append([]any{lease, owner, "0", 60000, 5000, fk(name).waiters, "publish", counterOnly}, extra...)
 	}
 	fairUnlock := func(name, owner, grants, k string, candidates ...any) []any {
-		return append([]any{owner, fk(name).channel, "publish", "0", 60000, counterOnly, grants, k, grantPrefix}, candidates...)
+		return append([]any{owner, fk(name).waiters, "publish", "0", 60000, counterOnly, grants, k, grantPrefix}, candidates...)
 	}
 	cases = append(cases,
 		failure{
@@ -401,7 +401,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(fk("f:freenter").queue, "x"),
 			},
 			script: FairLock, keys: fk("f:freenter").keys(fk("f:freenter").counter, layout.Marker(layout.LockRequest, "f:freenter", "m")),
-			args: []any{lease, "u:1", "1", 60000, 5000, fk("f:freenter").channel, "publish", counterOnly},
+			args: []any{lease, "u:1", "1", 60000, 5000, fk("f:freenter").waiters, "publish", counterOnly},
 		},
 		failure{
 			name: "fair lock: a waiter joins an empty queue, budgets of another type",
@@ -474,7 +474,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(fk("f:fqueue").queue, "x"),
 			},
 			script: FairUnlock, keys: fk("f:fqueue").keys(fk("f:fqueue").counter, fk("f:fqueue").channel, layout.Marker(layout.UnlockLatch, "f:fqueue", "m")),
-			args: []any{"u:1", fk("f:fqueue").channel, "publish", "1", 60000, counterOnly, "0", "0", grantPrefix},
+			args: []any{"u:1", fk("f:fqueue").waiters, "publish", "1", 60000, counterOnly, "0", "0", grantPrefix},
 		},
 		failure{
 			name: "fair pass: the switch reserves tokens, fencing counter corrupt",
@@ -526,7 +526,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(fk("f:fforce").queue, "x"),
 			},
 			script: FairForceUnlock, keys: fk("f:fforce").keys(fk("f:fforce").channel),
-			args: []any{fk("f:fforce").channel, "publish", grantPrefix},
+			args: []any{fk("f:fforce").waiters, "publish", grantPrefix},
 		},
 		failure{
 			name: "fair forceunlock: liveness of another type",
@@ -536,7 +536,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				str(fk("f:fforcea").alive, "x"),
 			},
 			script: FairForceUnlock, keys: fk("f:fforcea").keys(fk("f:fforcea").channel),
-			args: []any{fk("f:fforcea").channel, "publish", grantPrefix},
+			args: []any{fk("f:fforcea").waiters, "publish", grantPrefix},
 		},
 		failure{
 			name: "fair leave: undo behind a dead head, lock of another type",
@@ -547,7 +547,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash(fk("f:fleave").alive, 60000, "d:1", gone, "u:1", live),
 			},
 			script: FairLeave, keys: fk("f:fleave").keys(fk("f:fleave").channel),
-			args: []any{"u:1", fk("f:fleave").channel, "publish", "1", grantPrefix},
+			args: []any{"u:1", fk("f:fleave").waiters, "publish", "1", grantPrefix},
 		},
 		failure{
 			name: "fair leave: undo behind a dead head, hold count of no integer",
@@ -558,7 +558,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash(fk("f:fleavec").alive, 60000, "d:1", gone),
 			},
 			script: FairLeave, keys: fk("f:fleavec").keys(fk("f:fleavec").channel),
-			args: []any{"u:1", fk("f:fleavec").channel, "publish", "1", grantPrefix},
+			args: []any{"u:1", fk("f:fleavec").waiters, "publish", "1", grantPrefix},
 		},
 		failure{
 			name: "fair leave: the head leaves, budgets of another type", succeeds: true,
@@ -568,7 +568,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 				hash(fk("f:fleavez").alive, 60000, "u:1", live, "v:1", live),
 			},
 			script: FairLeave, keys: fk("f:fleavez").keys(fk("f:fleavez").channel),
-			args: []any{"u:1", fk("f:fleavez").channel, "publish", "0", grantPrefix},
+			args: []any{"u:1", fk("f:fleavez").waiters, "publish", "0", grantPrefix},
 		},
 	)
 	for _, c := range []struct{ name, value string }{{"a hash", ""}, {"no number", corrupt}} {

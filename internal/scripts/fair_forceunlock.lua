@@ -3,7 +3,7 @@
 --
 -- KEYS[1..4]  as in fair_queue.lua
 -- KEYS[5]  guard (see fair_queue.lua)
--- ARGV[1]  the lock's release channel (see fair_queue.lua)
+-- ARGV[1]  the prefix of its waiters' own channels (see fair_queue.lua)
 -- ARGV[2]  "publish" or "spublish"
 -- ARGV[3]  prefix of the grant channels of the lock's slot (see
 --          fair_lock.lua); absent: relock waiters are told on their own

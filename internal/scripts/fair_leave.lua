@@ -8,7 +8,7 @@
 -- KEYS[6]  request marker of the lost acquisition (reentrant owners),
 --          given with ARGV[4] "2" only
 -- ARGV[1]  owner id
--- ARGV[2]  the lock's release channel (see fair_queue.lua)
+-- ARGV[2]  the prefix of its waiters' own channels (see fair_queue.lua)
 -- ARGV[3]  "publish" or "spublish"
 -- ARGV[4]  "0": leave the queue only; "1": also undo a one-shot owner's
 --          hold, which can only come from the lost call; "2": also undo

@@ -16,7 +16,7 @@
 --          the lock joins the queue, or stays in it, with the liveness
 --          deadline now + ARGV[5] (see join); "0" for a single attempt
 --          that never queues
--- ARGV[6]  the lock's release channel (see fair_queue.lua)
+-- ARGV[6]  the prefix of its waiters' own channels (see fair_queue.lua)
 -- ARGV[7]  "publish" or "spublish"
 -- ARGV[8]  fencing mode (see fence.lua): "0" when KEYS[6] is the lock's
 --          own token key, "1" when the call has none

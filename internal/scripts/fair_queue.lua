@@ -15,8 +15,9 @@
 --          alone, with a TTL past the score of every relock entry, so
 --          that a relock waiter is never judged by its score
 --
--- and the lock's release channel, as an argument: a waiter <owner> of
--- another client (Redisson) listens on that channel .. ':' .. <owner>;
+-- and the prefix of its waiters' own channels, as an argument
+-- (layout.WaiterChannels): a waiter <owner> of another client (Redisson)
+-- listens on that prefix .. <owner>;
 -- relock's waiters listen on their client's grant channel (see tell).
 --
 -- The scripts that may empty the queue keys and touch them after, or
@@ -348,22 +349,22 @@ end
 -- client's grant channel, grants .. "<uuid>", as kind .. ':' .. body ..
 -- owner ("fg:<token>:<ttl>:<age>:<owner>", a grant; "fn:<owner>", check
 -- now), so that a client listens on one channel for all its waiters;
--- to any other on its own channel, channel .. ':' .. owner, channel being
--- the lock's release channel, as old (Redisson's way). c is owner's
+-- to any other on its own channel, waiters .. owner, waiters being the
+-- prefix of the waiters' channels, as old (Redisson's way). c is owner's
 -- client if known (relock_client).
-local function tell(owner, publish, channel, grants, c, kind, body, old)
+local function tell(owner, publish, waiters, grants, c, kind, body, old)
     if c then
         redis.call(publish, grants .. c, kind .. ':' .. body .. owner)
     else
-        redis.call(publish, channel .. ':' .. owner, old)
+        redis.call(publish, waiters .. owner, old)
     end
 end
 
 -- wake tells waiter owner that the lock is free (see tell): a Redisson
 -- waiter is told Redisson's release message "0". alive is as for
 -- relock_client.
-local function wake(owner, publish, channel, grants, alive)
-    tell(owner, publish, channel, grants, relock_client(owner, grants, alive), 'fn', '', '0')
+local function wake(owner, publish, waiters, grants, alive)
+    tell(owner, publish, waiters, grants, relock_client(owner, grants, alive), 'fn', '', '0')
 end
 
 -- pass_to returns those of list, the queue's next heads as following

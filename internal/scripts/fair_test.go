@@ -15,6 +15,7 @@ import (
 // fairLock is one fair lock's keys, for calling the fair scripts.
 type fairLock struct {
 	name, queue, timeouts, channel, counter, token, alive string
+	waiters                                               string // the prefix of the waiters' own channels
 }
 
 func newFairLock(name string) fairLock {
@@ -26,6 +27,7 @@ func newFairLock(name string) fairLock {
 		counter:  layout.Companion(layout.FencingCounter, name),
 		token:    layout.Companion(layout.Token, name),
 		alive:    layout.Companion(layout.FairAlive, name),
+		waiters:  layout.WaiterChannels(layout.Companion(layout.LockChannel, name)),
 	}
 }
 
@@ -49,7 +51,7 @@ func (f fairLock) kill(t *testing.T, owners ...string) {
 // the waiter timeout in ms (0: do not queue).
 func (f fairLock) lock(t *testing.T, owner string, waiter int) int64 {
 	t.Helper()
-	return run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, waiter, f.channel, "publish", counterOnly).(int64)
+	return run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, waiter, f.waiters, "publish", counterOnly).(int64)
 }
 
 // waitOf reads fair_lock.lua's reply v when it did not acquire: how long
@@ -61,13 +63,13 @@ func waitOf(v int64) (ms int64, other bool) {
 
 func (f fairLock) unlock(t *testing.T, owner string, candidates ...any) any {
 	t.Helper()
-	args := append([]any{owner, f.channel, "publish", "0", 60000, counterOnly, "0", "0", ""}, candidates...)
+	args := append([]any{owner, f.waiters, "publish", "0", 60000, counterOnly, "0", "0", ""}, candidates...)
 	return run(t, FairUnlock, f.keys(f.counter, f.channel), args...)
 }
 
 func (f fairLock) leave(t *testing.T, owner, mode string) int64 {
 	t.Helper()
-	return run(t, FairLeave, f.keys(f.channel), owner, f.channel, "publish", mode).(int64)
+	return run(t, FairLeave, f.keys(f.channel), owner, f.waiters, "publish", mode).(int64)
 }
 
 func (f fairLock) queued(t *testing.T) string {
@@ -430,13 +432,13 @@ func TestFairLeave(t *testing.T) {
 	// A reentrant owner's hold is undone only if the marker shows the lost
 	// call was applied.
 	marker := layout.Marker(layout.LockRequest, f.name, "r:1")
-	if v := run(t, FairLock, f.keys(f.counter, marker), 10000, "r", "1", 60000, 5000, f.channel, "publish", counterOnly); v.(int64) <= 0 {
+	if v := run(t, FairLock, f.keys(f.counter, marker), 10000, "r", "1", 60000, 5000, f.waiters, "publish", counterOnly); v.(int64) <= 0 {
 		t.Fatal("reentrant lock failed")
 	}
-	if v := run(t, FairLeave, f.keys(f.channel, layout.Marker(layout.LockRequest, f.name, "r:2")), "r", f.channel, "publish", "2"); v != int64(0) {
+	if v := run(t, FairLeave, f.keys(f.channel, layout.Marker(layout.LockRequest, f.name, "r:2")), "r", f.waiters, "publish", "2"); v != int64(0) {
 		t.Fatalf("undo of an unapplied call = %v", v)
 	}
-	if v := run(t, FairLeave, f.keys(f.channel, marker), "r", f.channel, "publish", "2"); v != int64(1) {
+	if v := run(t, FairLeave, f.keys(f.channel, marker), "r", f.waiters, "publish", "2"); v != int64(1) {
 		t.Fatalf("undo of an applied call = %v", v)
 	}
 	if rdb.Exists(ctx, f.name).Val() != 0 {
@@ -456,7 +458,7 @@ func TestFairGrant(t *testing.T) {
 	f.lock(t, "a", 5000)
 	grantable := func(owner string, lease int) {
 		t.Helper()
-		if v := run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, 5000, f.channel, "publish", counterOnly, lease).(int64); v > 0 {
+		if v := run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, 5000, f.waiters, "publish", counterOnly, lease).(int64); v > 0 {
 			t.Fatalf("%s acquired a held lock", owner)
 		}
 	}
@@ -475,7 +477,7 @@ func TestFairGrant(t *testing.T) {
 		t.Fatalf("b's entry was made at %s, and at %s after a refresh", before, after)
 	}
 	f.lock(t, "c", 5000) // takes no grants
-	args := []any{"a", f.channel, "publish", "0", 60000, counterOnly, 2000}
+	args := []any{"a", f.waiters, "publish", "0", 60000, counterOnly, 2000}
 	if v := run(t, FairUnlock, f.keys(f.counter, f.channel), args...); v != int64(3) {
 		t.Fatalf("release to a head that takes grants = %v, want 3", v)
 	}
@@ -516,10 +518,10 @@ func TestFairGrantWithinLiveness(t *testing.T) {
 	hear := f.listen(t, "b")
 	f.lock(t, "a", 0)
 	// b takes grants for its 30s lease, with a 300ms waiter timeout.
-	if v := run(t, FairLock, f.keys(f.counter), 10000, "b", "0", 60000, 300, f.channel, "publish", counterOnly, 30000).(int64); v > 0 {
+	if v := run(t, FairLock, f.keys(f.counter), 10000, "b", "0", 60000, 300, f.waiters, "publish", counterOnly, 30000).(int64); v > 0 {
 		t.Fatalf("b = %d while a holds the lock", v)
 	}
-	args := []any{"a", f.channel, "publish", "0", 60000, counterOnly, 2000}
+	args := []any{"a", f.waiters, "publish", "0", 60000, counterOnly, 2000}
 	if v := run(t, FairUnlock, f.keys(f.counter, f.channel), args...); v != int64(3) {
 		t.Fatalf("release to a head that takes grants = %v, want 3", v)
 	}
@@ -604,10 +606,10 @@ func TestFairReentrant(t *testing.T) {
 	ctx := context.Background()
 	f := newFairLock("s:fair:reentrant")
 	lock := func(req string) int64 {
-		return run(t, FairLock, f.keys(f.counter, layout.Marker(layout.LockRequest, f.name, req)), 10000, "r", "1", 60000, 5000, f.channel, "publish", counterOnly).(int64)
+		return run(t, FairLock, f.keys(f.counter, layout.Marker(layout.LockRequest, f.name, req)), 10000, "r", "1", 60000, 5000, f.waiters, "publish", counterOnly).(int64)
 	}
 	unlock := func(req string) any {
-		return run(t, FairUnlock, f.keys(f.counter, f.channel, layout.Marker(layout.UnlockLatch, f.name, req)), "r", f.channel, "publish", "1", 60000, counterOnly, "0")
+		return run(t, FairUnlock, f.keys(f.counter, f.channel, layout.Marker(layout.UnlockLatch, f.name, req)), "r", f.waiters, "publish", "1", 60000, counterOnly, "0")
 	}
 	a := lock("1")
 	f.lock(t, "b", 5000)
@@ -638,22 +640,22 @@ func TestFairForceUnlock(t *testing.T) {
 	f := newFairLock("s:fair:force")
 	hear := f.listen(t, "b")
 	rdb.Set(ctx, f.name, "x", 0)
-	if err := FairForceUnlock.Run(ctx, rdb, Keys(f.keys(f.channel)...), f.channel, "publish").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := FairForceUnlock.Run(ctx, rdb, Keys(f.keys(f.channel)...), f.waiters, "publish").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("force unlock of a string: %v", err)
 	}
-	if err := FairLock.Run(ctx, rdb, Keys(f.keys(f.counter)...), 10000, "a", "0", 60000, 5000, f.channel, "publish", counterOnly).Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+	if err := FairLock.Run(ctx, rdb, Keys(f.keys(f.counter)...), 10000, "a", "0", 60000, 5000, f.waiters, "publish", counterOnly).Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("lock of a string: %v", err)
 	}
 	rdb.Del(ctx, f.name)
 	f.lock(t, "a", 5000)
 	f.lock(t, "b", 5000)
-	if v := run(t, FairForceUnlock, f.keys(f.channel), f.channel, "publish"); v != int64(1) {
+	if v := run(t, FairForceUnlock, f.keys(f.channel), f.waiters, "publish"); v != int64(1) {
 		t.Fatalf("force unlock = %v", v)
 	}
 	if h := hear.heard(t); h != "b" {
 		t.Fatalf("told %q", h)
 	}
-	if v := run(t, FairForceUnlock, f.keys(f.channel), f.channel, "publish"); v != int64(0) {
+	if v := run(t, FairForceUnlock, f.keys(f.channel), f.waiters, "publish"); v != int64(0) {
 		t.Fatalf("force unlock of a free lock = %v", v)
 	}
 	f.leave(t, "b", "0")
@@ -720,7 +722,7 @@ func TestFairTell(t *testing.T) {
 	f.lock(t, "a", 0)
 	f.lock(t, "b", 5000)
 	f.lock(t, "c", 5000)
-	if v := run(t, FairTell, f.keys(), f.channel, "publish"); v != int64(1) {
+	if v := run(t, FairTell, f.keys(), f.waiters, "publish"); v != int64(1) {
 		t.Fatalf("tell = %v", v)
 	}
 	if h := hear.heard(t); h != "b" {
@@ -728,7 +730,7 @@ func TestFairTell(t *testing.T) {
 	}
 	f.leave(t, "b", "0")
 	f.leave(t, "c", "0")
-	if v := run(t, FairTell, f.keys(), f.channel, "publish"); v != int64(0) {
+	if v := run(t, FairTell, f.keys(), f.waiters, "publish"); v != int64(0) {
 		t.Fatalf("tell over an empty queue = %v", v)
 	}
 	if h := hear.heard(t); h != "" {
@@ -752,7 +754,7 @@ func TestFairPass(t *testing.T) {
 	for _, o := range []string{"u:2", "u:3", "u:4", "u:5", "v:1", "u:6"} {
 		f.lock(t, o, 5000)
 	}
-	args := []any{"u:1", f.channel, "publish", "0", 60000, counterOnly, "0", "8", "", "u:2", 7000}
+	args := []any{"u:1", f.waiters, "publish", "0", 60000, counterOnly, "0", "8", "", "u:2", 7000}
 	v := run(t, FairUnlock, f.keys(f.counter, f.channel), args...).([]any)
 	t2 := v[0].(int64)
 	if fmt.Sprint(v[1:]) != fmt.Sprintf("[1 [u:3 u:4 u:5] %d]", t2+1) {
@@ -890,11 +892,11 @@ func TestFairTellsOnGrantChannels(t *testing.T) {
 	}
 	lock := func(owner, grants string) int64 {
 		t.Helper()
-		return run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, 5000, f.channel, "publish", counterOnly, grants, "1700000000000", prefix).(int64)
+		return run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, 5000, f.waiters, "publish", counterOnly, grants, "1700000000000", prefix).(int64)
 	}
 	unlock := func(owner string) any {
 		t.Helper()
-		return run(t, FairUnlock, f.keys(f.counter, f.channel), owner, f.channel, "publish", "0", 60000, counterOnly, 2000, "0", prefix)
+		return run(t, FairUnlock, f.keys(f.counter, f.channel), owner, f.waiters, "publish", "0", 60000, counterOnly, 2000, "0", prefix)
 	}
 	if v := lock("u:1", "0"); v <= 0 {
 		t.Fatalf("u:1 = %d, want the lock", v)
@@ -981,7 +983,7 @@ func TestFairPassDeadHead(t *testing.T) {
 		f.lock(t, o, 5000)
 	}
 	f.kill(t, "u:3")
-	args := []any{"u:1", f.channel, "publish", "0", 60000, counterOnly, "0", "8", "", "u:2", 7000}
+	args := []any{"u:1", f.waiters, "publish", "0", 60000, counterOnly, "0", "8", "", "u:2", 7000}
 	v := run(t, FairUnlock, f.keys(f.counter, f.channel), args...).([]any)
 	if fmt.Sprint(v[1:]) != "[1 [] 0]" {
 		t.Fatalf("release to u:2 = %v, want nothing named behind a dead head", v)
@@ -989,7 +991,7 @@ func TestFairPassDeadHead(t *testing.T) {
 	if q := f.queued(t); !strings.HasPrefix(q, "u:3 u:4") {
 		t.Fatalf("queue %q, want the dead u:3 still first", q)
 	}
-	args = []any{"u:2", f.channel, "publish", "0", 60000, counterOnly, "0", "8", "", "u:4", 7000}
+	args = []any{"u:2", f.waiters, "publish", "0", 60000, counterOnly, "0", "8", "", "u:4", 7000}
 	v = run(t, FairUnlock, f.keys(f.counter, f.channel), args...).([]any)
 	if fmt.Sprint(v[1:]) != "[1 [] 0]" || rdb.HGet(context.Background(), f.name, "u:4").Val() != "1" {
 		t.Fatalf("release to u:4 = %v: the dead u:3 was not purged", v)
@@ -1007,7 +1009,7 @@ func TestFairNewOwnerJoins(t *testing.T) {
 	f := newFairLock("s:fair:new")
 	attempt := func(owner, isNew string) int64 {
 		t.Helper()
-		return run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, 5000, f.channel, "publish", counterOnly, "0", "", "", isNew).(int64)
+		return run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, 5000, f.waiters, "publish", counterOnly, "0", "", "", isNew).(int64)
 	}
 	searches := func() int64 {
 		t.Helper()
@@ -1064,7 +1066,7 @@ func TestFairClearMark(t *testing.T) {
 		if rdb.HExists(ctx, f.alive, owner).Val() {
 			isNew = "0"
 		}
-		v := run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, 5000, f.channel, "publish", counterOnly, "0", "", "", isNew).(int64)
+		v := run(t, FairLock, f.keys(f.counter), 10000, owner, "0", 60000, 5000, f.waiters, "publish", counterOnly, "0", "", "", isNew).(int64)
 		if v > 0 {
 			t.Fatalf("%s = %d while the lock is held", owner, v)
 		}

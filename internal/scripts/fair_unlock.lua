@@ -15,7 +15,7 @@
 --          is "1" only, so that a retried release of a reentrant hold is
 --          applied once
 -- ARGV[1]  owner id releasing
--- ARGV[2]  the lock's release channel (see fair_queue.lua)
+-- ARGV[2]  the prefix of its waiters' own channels (see fair_queue.lua)
 -- ARGV[3]  "publish" or "spublish"
 -- ARGV[4]  "1" to use the release marker, "0" not to
 -- ARGV[5]  release marker lifetime in milliseconds
