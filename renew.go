@@ -70,8 +70,7 @@ func (c *Client) renew(ctx context.Context, entries []*watchdog.Entry) []watchdo
 	}
 	c.sendRenewals(ctx, calls)
 	for _, cl := range calls {
-		cmd := renewScripts[entries[cl.first].Kind].Retry(ctx, c.rdb, cl.Cmd)
-		held, err := cmd.Int64Slice()
+		held, err := cl.Cmd.Int64Slice() // DoRound ran it by EVAL if the server lacked the script
 		if err != nil || len(held) != cl.n {
 			c.cfg.logger.Warn("relock: renewal failed", "locks", cl.n, "err", err)
 			continue

@@ -222,16 +222,18 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t 
 		// subscribed.
 		wt.Exit = func() { rw.c.turns.Leave(rw.name, t) }
 	}
-	wt.Waiter = newWaiter(a.owner, a, false)
+	// A one-shot writer that queues may be claimed by a release of its
+	// Client, which passes it the lock.
+	claimable := a.kind != nil && a.write && !a.reentrant
+	wt.Waiter = newWaiter(a.owner, a, claimable)
 	if a.kind != nil {
 		wt.Grants = rw.grants
 		if a.write {
 			wt.ListenWhen = &a.other
 			wt.Joined, wt.Sent = a.member != "", a.joined
 		}
-		if a.write && !a.reentrant {
+		if claimable {
 			a.named = a.member
-			wt.Waiter = newWaiter(a.owner, a, true)
 			if a.member == "" {
 				// A writer with the turn that has made no attempt, while
 				// its Client passes the lock on in process, joins the run

@@ -84,18 +84,8 @@ func startProxy(target string, rtt time.Duration) (*proxyProc, error) {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), proxyEnv+"=1")
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = sysProcAttr()
-	in, err := cmd.StdinPipe()
+	in, out, err := startChild(cmd, proxyEnv)
 	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	p := &proxyProc{cmd: cmd, stdin: in, out: json.NewDecoder(out)}

@@ -132,21 +132,32 @@ func measureProcs(ctx context.Context, s *server, t turn) Result {
 	return t.figures(w, runErr)
 }
 
-// startWorkerProc starts this binary as a worker process and sends it spec.
-func startWorkerProc(ctx context.Context, exe string, spec procSpec) (*workerProc, error) {
-	cmd := exec.CommandContext(ctx, exe)
-	cmd.Env = append(os.Environ(), workerEnv+"=1")
+// startChild starts cmd, this binary, as a child of the bench with env
+// set to "1" (what the child is to be), its stderr the bench's, and
+// returns its stdin and stdout.
+func startChild(cmd *exec.Cmd, env string) (io.WriteCloser, io.ReadCloser, error) {
+	cmd.Env = append(os.Environ(), env+"=1")
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = sysProcAttr()
 	in, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	return in, out, nil
+}
+
+// startWorkerProc starts this binary as a worker process and sends it spec.
+func startWorkerProc(ctx context.Context, exe string, spec procSpec) (*workerProc, error) {
+	cmd := exec.CommandContext(ctx, exe)
+	in, out, err := startChild(cmd, workerEnv)
+	if err != nil {
 		return nil, err
 	}
 	p := &workerProc{cmd: cmd, in: json.NewEncoder(in), out: json.NewDecoder(out)}

@@ -25,11 +25,9 @@ if not done then
         return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds no count')
     end
 end
-if #KEYS > 2 then
-    redis.call('del', unpack(KEYS, 3))
-end
-if done then
-    return tonumber(done)
+local replayed = replay(done)
+if replayed then
+    return replayed
 end
 local v = -1
 if count then

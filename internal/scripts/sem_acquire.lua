@@ -30,11 +30,9 @@ if not got[1] then
         return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds no number of permits')
     end
 end
-if #KEYS > 2 then
-    redis.call('del', unpack(KEYS, 3))
-end
-if got[1] then
-    return tonumber(got[1])
+local replayed = replay(got[1])
+if replayed then
+    return replayed
 end
 value = tonumber(value or '0')
 if value >= tonumber(ARGV[1]) then

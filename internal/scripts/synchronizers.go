@@ -6,11 +6,11 @@ package scripts
 // values. The permit semaphore's scripts have the functions of clock.lua
 // and permit_lib.lua put between their header and their body.
 var (
-	SemAcquire       = load("sem_acquire")
+	SemAcquire       = loadWith("sem_acquire", "request")
 	SemUndo          = load("sem_undo")
 	SemRelease       = load("sem_release")
-	SemTrySetPermits = loadWith("sem_trysetpermits", "tryset")
-	SemDrain         = load("sem_drain")
+	SemTrySetPermits = loadWith("sem_trysetpermits", "request", "tryset")
+	SemDrain         = loadWith("sem_drain", "request")
 
 	PermitAcquire     = loadPermit("permit_acquire")
 	PermitRelease     = loadPermit("permit_release")
@@ -18,8 +18,8 @@ var (
 	PermitUpdateLease = loadPermit("permit_updatelease")
 	PermitRenew       = loadPermit("permit_renew")
 
-	LatchTrySetCount = loadWith("latch_trysetcount", "tryset")
-	LatchCountDown   = load("latch_countdown")
+	LatchTrySetCount = loadWith("latch_trysetcount", "request", "tryset")
+	LatchCountDown   = loadWith("latch_countdown", "request")
 )
 
 // SynchronizerScripts lists the synchronizers' scripts, for tests.

@@ -19,11 +19,9 @@
 local function try_set(message)
     local done = redis.call('get', KEYS[2])
     local set = not done and redis.call('exists', KEYS[1]) == 1
-    if #KEYS > 2 then
-        redis.call('del', unpack(KEYS, 3))
-    end
-    if done then
-        return tonumber(done)
+    local replayed = replay(done)
+    if replayed then
+        return replayed
     end
     if set then
         return 0
