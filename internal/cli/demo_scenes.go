@@ -248,11 +248,13 @@ func (d *demo) lossScene(ctx context.Context, open func() (redis.UniversalClient
 }
 
 // takeover is the lock the other client of the loss scene got: its lease,
-// or why it got none, and when, counted from the holder's cut.
+// or why it got none, and when, counted from the holder's cut, with what
+// the stale holder's Err said at that moment.
 type takeover struct {
-	l   *relock.Lease
-	err error
-	at  time.Duration
+	l     *relock.Lease
+	err   error
+	at    time.Duration
+	stale error
 }
 
 // takeOver locks m for another client while held, cut off from Redis at
@@ -262,7 +264,7 @@ func takeOver(ctx context.Context, held *relock.Lease, m *relock.Mutex, start ti
 	gotc := make(chan takeover, 1)
 	go func() {
 		l, err := m.Lock(ctx)
-		gotc <- takeover{l, err, time.Since(start)}
+		gotc <- takeover{l, err, time.Since(start), held.Err()}
 	}()
 	var told time.Duration
 	select {
@@ -278,17 +280,17 @@ func takeOver(ctx context.Context, held *relock.Lease, m *relock.Mutex, start ti
 	return told, g, nil
 }
 
-// judgeLoss checks what the loss scene showed: the stale holder was told
-// (at told) before the other client got the lock, and store takes the new
-// holder's token and refuses the stale holder's. It returns a line for
-// each property shown, and an error for the first that did not hold.
+// judgeLoss checks what the loss scene showed: the stale holder's Err
+// reported the loss when the other client got the lock (Err judges the
+// hold's local deadline itself; Done, closed at told, is the same news
+// pushed by a timer), and store takes the new holder's token and refuses
+// the stale holder's. It returns a line for each property shown, and an
+// error for the first that did not hold.
 func judgeLoss(held *relock.Lease, g takeover, told time.Duration, store *fencedStore) ([]string, error) {
-	// When the other client got the lock, the holder had been told.
-	stale := held.Err()
-	msgs := []string{fmt.Sprintf("lost-lock signal: a holder cut off from Redis was told at %v; another client got the lock at %v, after it",
+	msgs := []string{fmt.Sprintf("lost-lock signal: a holder cut off from Redis was told at %v; another client got the lock at %v, when the holder's Err reported the loss",
 		told.Round(time.Millisecond), g.at.Round(time.Millisecond))}
-	if !errors.Is(stale, relock.ErrLockLost) || told > g.at {
-		return msgs, fmt.Errorf("lost-lock signal: the holder was told at %v (%v), the other client got the lock at %v", told, stale, g.at)
+	if !errors.Is(g.stale, relock.ErrLockLost) {
+		return msgs, fmt.Errorf("lost-lock signal: when the other client got the lock at %v, the holder's Err was %v", g.at, g.stale)
 	}
 	if !store.write(g.l.Token()) {
 		return msgs, fmt.Errorf("fencing: the store refused the new holder's token %d", g.l.Token())

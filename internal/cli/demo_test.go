@@ -35,7 +35,7 @@ func TestDemoEmbedded(t *testing.T) {
 	// The scenes show, and checked, what else relock does.
 	for _, re := range []*regexp.Regexp{
 		regexp.MustCompile(`watchdog: a 2s hold under a 500ms lease stayed held`),
-		regexp.MustCompile(`lost-lock signal: a holder cut off from Redis was told at \S+; another client got the lock at \S+, after it`),
+		regexp.MustCompile(`lost-lock signal: a holder cut off from Redis was told at \S+; another client got the lock at \S+, when the holder's Err reported the loss`),
 		regexp.MustCompile(`fencing: the store took token (\d+) from the new holder and refused the stale holder's token (\d+)`),
 		regexp.MustCompile(`election: leader node-a \(term \d+\) died without resigning; node-b was elected \S+ later with term \d+, and Leader names it`),
 	} {
