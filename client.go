@@ -165,7 +165,6 @@ func (c *Client) start() {
 		Now:     func() int64 { return c.wd.Now() },
 		Logger:  cfg.logger,
 	})
-	c.waitEnv = c.newWaitEnv()
 	c.wd = watchdog.New(watchdog.Config{
 		Interval: cfg.watchdog / 3,
 		Renew:    c.renew,
@@ -173,6 +172,7 @@ func (c *Client) start() {
 		Every:    c.announce,
 		Logger:   cfg.logger,
 	})
+	c.waitEnv = c.newWaitEnv()
 	c.batch = batch.New(batch.Config{Client: c.rdb, Cleanup: cfg.cleanup, Stopped: ErrClosed})
 	c.wg.Add(1)
 	go c.inspect()

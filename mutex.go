@@ -140,11 +140,7 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	if a.waits && !a.reentrant && m.c.local.MayJoinRun(m.name, joinable) {
 		// While the Client passes the lock on in process, the call joins
 		// the run without an attempt (wait.List.JoinRun).
-		a.queueMember()
-		w := newWaiter(a.owner, a, true)
-		if m.c.local.JoinRun(m.name, w, joinable) {
-			return m.wait(ctx, a, grantTTL, w)
-		}
+		return m.wait(ctx, a, grantTTL, true)
 	}
 	l, ttl, err := m.attempt(ctx, a)
 	if err != nil && !isServerError(err) {
@@ -161,26 +157,23 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 			return m.attempt(ctx, a)
 		})
 	}
-	return m.wait(ctx, a, retryAfter(ttl), nil)
+	return m.wait(ctx, a, retryAfter(ttl), false)
 }
 
 // wait sleeps between attempts, in the lock's queue of waiters (see
 // grant.go): on the Client's grant channel, and on the lock's release
 // channel once the holder may be a client that only publishes there;
-// retry is how long to sleep first at most. joined, if not nil, is the
-// waiter of a call that joined its Client's run (wait.List.JoinRun) and
-// has made no attempt yet.
-func (m *Mutex) wait(ctx context.Context, a *acquire, retry time.Duration, joined *waiter) (*Lease, error) {
-	inRun, w, sent := joined != nil, joined, a.joined
-	if inRun {
-		sent = m.c.wd.Now()
-	} else {
-		a.queueMember()
-		w = newWaiter(a.owner, a, !a.reentrant)
-	}
+// retry is how long to sleep first at most. A call that has made no
+// attempt joins its Client's run if it may (wait.List.JoinRun), or else
+// attempts first.
+func (m *Mutex) wait(ctx context.Context, a *acquire, retry time.Duration, first bool) (*Lease, error) {
+	a.queueMember()
 	wt := waitFor{Op: "lock", Name: m.name, Channel: m.channel, Policy: lockPolicy,
-		ListenWhen: &a.other, Local: m.name, Waiter: w, InRun: inRun, Grants: m.grants,
-		Joined: !inRun, Sent: sent, WakeNext: true, Hold: a.cfg.lease}
+		ListenWhen: &a.other, Local: m.name, Waiter: newWaiter(a.owner, a, !a.reentrant), Grants: m.grants,
+		Joined: true, Sent: a.joined, WakeNext: true, Hold: a.cfg.lease}
+	if first {
+		wt.Joinable = joinable
+	}
 	h, err := m.c.waitQueued(ctx, wt, a, retry)
 	if h != nil || err != nil {
 		return h, err

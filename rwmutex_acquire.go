@@ -107,7 +107,7 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 	if l != nil || err != nil || !wait {
 		sub.Close() // after leaving the queue
 		if turn != nil {
-			rw.c.turns.Leave(rw.name, turn)
+			rw.c.turns.Leave(rw.queue, turn)
 		}
 		if l == nil && err == nil {
 			err = ErrNotAcquired
@@ -164,22 +164,23 @@ func (rw *RWMutex) newAcquire(lc lockCall, write, wait bool) *rwAcquire {
 // no other writer of its Client has it or waits for it, and reports
 // whether a attempts now. Only the writer that has its Client's turn may
 // be in the queue: a grant or a word to another would find no call to
-// take it. It returns now false, and no turn, for a one-shot writer that
-// must wait for the turn without an attempt (another writer of the
-// Client cannot be re-entering, so an attempt now would only fail), and
-// now false with the turn for one that joins its Client's run without an
-// attempt, while the Client passes the lock on in process (see wait). A
-// reentrant writer without the turn attempts without queueing, so that a
-// re-entry never waits behind another writer of the Client, and joins
-// once it has the turn.
+// take it (wait.Turns). A writer without the turn attempts without
+// queueing, and joins the queue once it has the turn (wait.Loop): a
+// reentrant writer attempts now, so that a re-entry never waits behind
+// another writer of the Client; a one-shot writer waits for the turn
+// without an attempt (another writer of the Client cannot be
+// re-entering, so an attempt now would only fail): it returns now false,
+// and no turn. It returns now false with the turn for a one-shot writer
+// that joins its Client's run without an attempt, while the Client passes
+// the lock on in process (see wait).
 func (rw *RWMutex) takeTurn(a *rwAcquire) (t *turn, now bool) {
-	t, ok := rw.c.turns.Try(rw.name)
-	switch {
-	case !ok && !a.reentrant:
-		return nil, false
-	case !ok:
+	t, ok := rw.c.turns.Try(rw.queue)
+	if !ok {
 		a.args[rwArgKind] = argEmpty // it joins once it has the turn
-		return nil, true
+	}
+	switch {
+	case !ok:
+		return nil, a.reentrant
 	case !a.reentrant && rw.c.local.MayJoinRun(rw.queue, joinable):
 		return t, false
 	}
@@ -194,38 +195,28 @@ func (rw *RWMutex) listening() bool {
 }
 
 // wait sleeps between attempts in the lock's queue of waiters
-// (rw_queue.lua; Client.waitQueued), on the Client's grant channel and on
-// the lock's release channel: a reader always, a writer once it has seen
-// a holder other than a relock writer. A release that frees the lock may
+// (rw_queue.lua; wait.Loop), on the Client's grant channel and on the
+// lock's release channel: a reader always, a writer once it has seen a
+// holder other than a relock writer. A release that frees the lock may
 // grant it to a waiting writer, whose Lock then returns on the grant;
 // readers attempt when a release message wakes them, and writers not
 // granted when a release message or a word on the grant channel does.
-// A writer's turn is given when the call has it already; a reader's
-// subscription to the release channel (sub) when it subscribed before its
-// first attempt.
+// Writers take turns (see takeTurn): t is the turn when the call has it
+// already. A reader's subscription to the release channel (sub) is given
+// when it subscribed before its first attempt.
 func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t *wait.Turn, sub *notify.Waiter) (*Lease, error) {
+	// A one-shot writer that queues may be claimed by a release of its
+	// Client, which passes it the lock.
+	claimable := a.kind != nil && a.write && !a.reentrant
 	wt := waitFor{Op: rwOp(a.write, "lock"), Name: rw.name, Channel: rw.channel, Policy: lockPolicy,
-		Local: rw.queue, WakeNext: true, Hold: a.cfg.lease} // by its queue's name: never a Mutex's
+		Local: rw.queue, Waiter: newWaiter(a.owner, a, claimable), WakeNext: true, Hold: a.cfg.lease} // by its queue's name: never a Mutex's
 	if sub != nil {
 		wt.Sub = sub
 		wt.Joined, wt.Sent = a.member != "", a.joined
 	}
 	if a.write {
-		if t == nil {
-			l, turn, err := rw.writerTurn(ctx, a)
-			if l != nil || err != nil {
-				return l, err
-			}
-			t = turn
-		}
-		// Before unsubscribing: the next writer finds the channels
-		// subscribed.
-		wt.Exit = func() { rw.c.turns.Leave(rw.name, t) }
+		wt.Turns, wt.Turn = &rw.c.turns, t
 	}
-	// A one-shot writer that queues may be claimed by a release of its
-	// Client, which passes it the lock.
-	claimable := a.kind != nil && a.write && !a.reentrant
-	wt.Waiter = newWaiter(a.owner, a, claimable)
 	if a.kind != nil {
 		wt.Grants = rw.grants
 		if a.write {
@@ -235,17 +226,14 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t 
 		if claimable {
 			a.named = a.member
 			if a.member == "" {
-				// A writer with the turn that has made no attempt, while
-				// its Client passes the lock on in process, joins the run
-				// as a Mutex call does (wait.List.JoinRun): it sleeps at
-				// once, and is passed the lock in turn or woken to attempt
-				// when the run ends.
+				// A writer that has made no attempt that queued it: a
+				// release of its Client may pass it the lock while it
+				// waits for its turn (rw_queue.lua, ARGV[14]: it is named
+				// by the member it would have), and, with the turn, it
+				// joins its Client's run as a Mutex call does, while the
+				// Client passes the lock on in process.
 				a.named = queueMember(a.cfg.lease, argKindOneShot.(string), a.owner)
-				if now := rw.c.wd.Now(); rw.c.local.JoinRun(rw.queue, wt.Waiter, joinable) {
-					wt.InRun, wt.Sent = true, now
-				} else {
-					a.named = ""
-				}
+				wt.Joinable = joinable
 			}
 		}
 	}
@@ -398,76 +386,3 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 // readHold tells a reentrant owner's shared read hold apart from its write
 // hold ("<owner>:write") and from a Mutex hold ("<owner>") in Client.holds.
 const readHold = ":read"
-
-// writerTurn waits until the calling writer, call a, has the turn, ctx
-// ends or the Client is closed. A one-shot writer that may be granted the
-// lock waits where a release of its Client may claim it and pass it the
-// lock (rw_queue.lua, ARGV[14]): it then returns that Lease, and no turn.
-func (rw *RWMutex) writerTurn(ctx context.Context, a *rwAcquire) (l *Lease, t *wait.Turn, err error) {
-	k := rw.name
-	turns := &rw.c.turns
-	t = turns.Join(k)
-	select {
-	case t.Slot() <- struct{}{}:
-		return nil, t, nil
-	default:
-	}
-	var w *waiter
-	var passed <-chan *Lease // nil unless w may be claimed
-	if a.kind != nil && !a.reentrant {
-		w = newWaiter(a.owner, a, true)
-		w.Quiet = true
-		a.named = queueMember(a.cfg.lease, argKindOneShot.(string), a.owner)
-		passed = w.Outcome()
-		rw.c.local.Add(rw.queue, w)
-		rw.c.local.Sleep(w)
-		defer func() {
-			if unwanted := rw.c.local.Remove(rw.queue, w); unwanted != nil {
-				rw.c.releaseUnwanted(unwanted)
-			}
-		}()
-	}
-	rw.c.stats.Asleep.Add(1) // once a release may claim it (see wait.Loop)
-	defer rw.c.stats.Asleep.Add(-1)
-	for {
-		select {
-		case t.Slot() <- struct{}{}:
-			if w == nil || rw.c.local.Rise(w) {
-				return nil, t, nil
-			}
-			// A release of this Client may be passing it the lock.
-			if l, err = wait.AwaitOutcome(ctx, rw.c.waitEnv, w, "lock", rw.name); l != nil || err != nil {
-				turns.Leave(k, t)
-				return l, nil, err
-			}
-			return nil, t, nil // its attempt with the turn takes a hold passed with a lost reply
-		case l = <-passed:
-			if l == nil {
-				// The lock was freed, or the release's outcome is unknown:
-				// an attempt that does not queue takes the lock if it is
-				// free, or a hold the release passed it with a lost reply.
-				l, err = rw.attemptUnqueued(ctx, a)
-			}
-			if l == nil && err == nil {
-				rw.c.local.Sleep(w)
-				continue
-			}
-		case <-ctx.Done():
-			err = fmt.Errorf("relock: lock %q: %w", rw.name, ctx.Err())
-		case <-rw.c.closing:
-			err = ErrClosed
-		}
-		turns.Drop(k, t)
-		return l, nil, err
-	}
-}
-
-// attemptUnqueued makes one attempt of call a that does not put it in
-// the queue.
-func (rw *RWMutex) attemptUnqueued(ctx context.Context, a *rwAcquire) (*Lease, error) {
-	kind := a.args[rwArgKind]
-	a.args[rwArgKind] = argEmpty
-	l, _, err := rw.attempt(ctx, a)
-	a.args[rwArgKind] = kind
-	return l, err
-}

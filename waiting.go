@@ -38,6 +38,7 @@ func (c *Client) newWaitEnv() *wait.Env[*Lease, *grant] {
 		Route:    c.routeGrant,
 		GrantTTL: grantTTL,
 		Unwanted: c.releaseUnwanted,
+		Now:      c.wd.Now,
 	}
 }
 

@@ -40,16 +40,13 @@ type Waiter[O, N comparable] struct {
 	// pass it what it waits for: only calls of one-shot owners, since a
 	// reentrant owner's attempt could count a passed hold twice.
 	Claimable bool
-	// Quiet tells that the call waits for its turn (Turns) and attempts
-	// only once it has it: news is not kept for it, nor is it woken by a
-	// fellow call.
-	Quiet bool
 	// Sub is the call's subscription to its release channel, once it
 	// listens there: a release that passes it the lock may close it for
 	// the call, off the call's path.
 	Sub *notify.Waiter
 
 	// guarded by List.mu
+	quiet   bool          // it waits for its turn (Turns; Loop): no news is kept for it, no fellow call wakes it
 	asleep  bool          // past its subscriptions and asleep: a release may claim it
 	inRun   bool          // joined its Client's run without an attempt (JoinRun): woken when the run ends
 	claimed bool          // a release that may pass it something runs: no attempts
@@ -109,12 +106,20 @@ func (r *List[O, N]) addLocked(name string, w *Waiter[O, N]) {
 		r.byOwner = make(map[string]*Waiter[O, N])
 	}
 	r.byName[name] = append(r.byName[name], w)
-	if w.Owner != "" && !w.Quiet {
-		r.byOwner[w.Owner] = w
-		if m := r.mail[w.Owner]; m != nil {
-			delete(r.mail, w.Owner)
-			w.note(m.g, m.recheck)
-		}
+	r.own(w)
+}
+
+// own makes w the waiter of its owner, which news reaches, unless it is
+// quiet, and gives it the news that came for its owner before. Called
+// with mu held.
+func (r *List[O, N]) own(w *Waiter[O, N]) {
+	if w.Owner == "" || w.quiet {
+		return
+	}
+	r.byOwner[w.Owner] = w
+	if m := r.mail[w.Owner]; m != nil {
+		delete(r.mail, w.Owner)
+		w.note(m.g, m.recheck)
 	}
 }
 
@@ -318,7 +323,7 @@ func (w *Waiter[O, N]) pass(o O) bool {
 // not one waiting for its turn, which attempts only once it has it.
 func firstAwake[O, N comparable](ws []*Waiter[O, N]) *Waiter[O, N] {
 	for _, w := range ws {
-		if !w.Quiet {
+		if !w.quiet {
 			return w
 		}
 	}

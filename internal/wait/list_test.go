@@ -127,3 +127,44 @@ func TestNewsWaitsForItsWaiter(t *testing.T) {
 		t.Fatalf("news kept: %v; want only the recent one", r.mail)
 	}
 }
+
+// TestQuietUntilTurned: a waiter that waits for its turn is quiet: a
+// fellow call's wake passes it by, and news for its owner is kept, not
+// given. Once it has its turn (Turned) the news reaches it, and it joins
+// its Client's run when the run's holder is joinable.
+func TestQuietUntilTurned(t *testing.T) {
+	var r List[*lease, *grant]
+	w := NewWaiter[*lease, *grant]("o:1", nil, true)
+	w.quiet = true
+	r.Add("l", w)
+	defer r.Remove("l", w)
+	other := NewWaiter[*lease, *grant]("o:2", nil, true)
+	r.Add("l", other)
+	defer r.Remove("l", other)
+
+	r.WakeOther("l", other, 0)
+	r.Wake("o:1", 0)
+	select {
+	case <-w.news:
+		t.Fatal("a quiet waiter was woken")
+	default:
+	}
+
+	holder := &lease{}
+	r.SetRun("l", holder)
+	if in := r.Turned("l", w, func(h *lease) bool { return h == holder }); !in {
+		t.Fatal("a waiter with its turn did not join the joinable run")
+	}
+	select {
+	case <-w.news:
+	default:
+		t.Fatal("the news kept for the owner did not reach its waiter once it had its turn")
+	}
+	if _, _, now := r.News(w); !now {
+		t.Fatal("the kept wake was lost")
+	}
+	r.EndRun("l", holder)
+	if _, _, now := r.News(w); !now {
+		t.Fatal("the end of the run did not wake the waiter that joined it")
+	}
+}

@@ -22,7 +22,9 @@ type Call[N any] interface {
 	Accept(g N) bool
 	// Join makes the call's next attempts put it in the queue in Redis.
 	// It is called before every attempt once the call's subscriptions are
-	// confirmed, so a call may choose how it joins by what it has seen.
+	// confirmed (or after it joined its Client's run), so a call may
+	// choose how it joins by what it has seen. A call that takes turns
+	// (Wait.Turns) attempts without joining until it has its turn.
 	Join()
 	// Leave takes the call out of the queue as it returns undone, and
 	// frees what another Client's release may have granted it meanwhile
@@ -75,6 +77,8 @@ type Env[O, N comparable] struct {
 	GrantTTL time.Duration
 	// Unwanted releases what was passed to a call that had returned.
 	Unwanted func(O)
+	// Now is the Client's watchdog clock, on which Wait.Sent counts.
+	Now func() int64
 }
 
 // Wait is how a call waits.
@@ -97,10 +101,16 @@ type Wait[O, N comparable] struct {
 	// Waiter is the call's waiter. With Claimable, a release of the
 	// Client may claim it and pass it what it waits for.
 	Waiter *Waiter[O, N]
-	// InRun tells that Waiter joined its Client's run (List.JoinRun), in
-	// List already and without an attempt: it sleeps at once until the run
-	// passes it the lock or ends.
-	InRun bool
+	// Joinable, if not nil, tells that the call has made no attempt that
+	// queued it: it joins its Client's run (List.JoinRun) if the run's
+	// holder is joinable, and then sleeps at once until the run passes it
+	// the lock or ends; otherwise it attempts.
+	Joinable func(holder O) bool
+	// Turns, if not nil, makes the call wait in the queue in Redis only
+	// with its turn on Local among its Client's calls (see Turns): Turn if
+	// it has it already, or else the one it waits for first (awaitTurn).
+	Turns *Turns
+	Turn  *Turn
 
 	Grants string // the Client's grant channel; "" for a call never granted
 	Joined bool   // the call's attempts queued it from the first
@@ -112,24 +122,27 @@ type Wait[O, N comparable] struct {
 	// queue in Redis (a FairMutex's).
 	WakeNext bool
 	Hold     time.Duration
-	// Exit, if not nil, is called as the call returns, before it
-	// unsubscribes.
-	Exit func()
 }
 
 // Loop sleeps between c's attempts until one is done or fails, a grant is
 // accepted, a release of the Client passes the call what it waits for,
 // ctx ends, or the Client closes; retry is how long to sleep first at
 // most. It returns what a release of the Client passed the call, if
-// anything. The call joins the queue in Redis once both its
-// subscriptions are confirmed (or from its first attempt, with Joined),
-// and leaves it before it unsubscribes, so that every Client in a queue
-// listens on its release channel.
+// anything. The call waits for its turn first, if it takes turns; it
+// joins the queue in Redis once both its subscriptions are confirmed (or
+// from its first attempt, with Joined), and leaves it before it
+// unsubscribes, so that every Client in a queue listens on its release
+// channel.
 func Loop[O, N comparable](ctx context.Context, env *Env[O, N], wt Wait[O, N], c Call[N], retry time.Duration) (O, error) {
 	var none O
 	env.Stats.Waits.Add(1)
-	l := &loop[O, N]{env: env, wt: wt, c: c, w: wt.Waiter, joined: wt.Joined, clock: newRetryClock()}
+	l := &loop[O, N]{env: env, wt: wt, c: c, w: wt.Waiter, joined: wt.Joined, sent: wt.Sent, turn: wt.Turn, myTurn: wt.Turn != nil, clock: newRetryClock()}
 	defer l.end()
+	if wt.Turns != nil && wt.Turn == nil {
+		if o, err := l.awaitTurn(ctx); err != nil || l.done {
+			return o, err
+		}
+	}
 	if err := l.subscribe(); err != nil {
 		return none, err
 	}
@@ -162,7 +175,11 @@ type loop[O, N comparable] struct {
 	gsub           *notify.Waiter  // on the grant channel
 	grants, gready <-chan struct{} // its reconnects and confirmation
 
-	added  bool // w is in the list
+	added  bool  // w is in the list
+	inRun  bool  // w joined its Client's run without an attempt
+	sent   int64 // when the call queued (Wait.Sent), or joined its Client's run
+	turn   *Turn // its turn (Wait.Turns), once it waits for it or has it
+	myTurn bool  // it has the turn
 	clock  retryClock
 	timer  *time.Timer
 	done   bool // the call got what it waits for
@@ -184,15 +201,6 @@ func (l *loop[O, N]) subscribe() error {
 		}
 		l.gsub = gsub
 		l.grants, l.gready = gsub.Wake(), gsub.Ready()
-		if (wt.Joined || wt.InRun) && wt.Sent != 0 && l.env.Hub.ConfirmedBefore(wt.Grants, wt.Sent) {
-			// Every grant since the call queued reaches it (a grant that
-			// came before its waiter is added waits for it; see News), and
-			// a re-subscription from now on wakes it: no attempt is owed.
-			l.gready = nil
-		}
-	}
-	if wt.Sub != nil && wt.Joined && wt.Sent != 0 && l.env.Hub.ConfirmedBefore(wt.Channel, wt.Sent) {
-		l.ready = nil // the same for its release channel, subscribed before it queued
 	}
 	return nil
 }
@@ -219,17 +227,38 @@ func (l *loop[O, N]) listen() error {
 // a release from then on wakes it.
 func (l *loop[O, N]) confirmed() bool { return l.ready == nil && l.gready == nil }
 
-// add puts the call's waiter in its list, where it joined a run already.
+// add puts the call's waiter in its list, unless it is there since it
+// waited for its turn, and has it join its Client's run if it may.
 func (l *loop[O, N]) add() {
-	w := l.w
+	w, wt := l.w, l.wt
 	if w.Claimable && l.sub != nil {
 		w.Sub = l.sub // a release that passes w the lock may close it for w
 	}
-	if !l.wt.InRun {
-		l.wt.List.Add(l.wt.Local, w)
+	switch {
+	case l.added:
+	case wt.Joinable != nil:
+		l.inRun = wt.List.JoinRun(wt.Local, w, wt.Joinable)
+	default:
+		wt.List.Add(wt.Local, w)
 	}
 	l.added = true
-	if l.wt.Grants != "" {
+	if l.inRun {
+		l.joined, l.sent = false, l.env.Now() // not in the queue in Redis
+	}
+	if (l.joined || l.inRun) && l.sent != 0 {
+		// Every grant since the call queued (or joined the run) reaches it
+		// (a grant that came before its waiter was added waits for it; see
+		// News), and a re-subscription from now on wakes it: no attempt is
+		// owed. The same for its release channel, if it subscribed before
+		// it queued.
+		if l.gsub != nil && l.env.Hub.ConfirmedBefore(wt.Grants, l.sent) {
+			l.gready = nil
+		}
+		if wt.Sub != nil && l.joined && l.env.Hub.ConfirmedBefore(wt.Channel, l.sent) {
+			l.ready = nil
+		}
+	}
+	if wt.Grants != "" {
 		// A grant to a waiter ahead that has died holds the lock for
 		// GrantTTL, and nobody announces its end: the call finds out by
 		// attempting at least that often.
@@ -239,8 +268,9 @@ func (l *loop[O, N]) add() {
 
 // end undoes what the run set up, in order: the waiter leaves its list
 // (waking a fellow call, and releasing what was passed to it too late),
-// the call leaves the queue in Redis, Exit runs, and then the
-// subscriptions go.
+// the call leaves the queue in Redis and its turn (so that the next call
+// to have it finds the channels subscribed), and then the subscriptions
+// go.
 func (l *loop[O, N]) end() {
 	var none O
 	if l.timer != nil {
@@ -261,8 +291,11 @@ func (l *loop[O, N]) end() {
 		l.left = true
 		l.c.Leave()
 	}
-	if l.wt.Exit != nil {
-		l.wt.Exit()
+	switch {
+	case l.myTurn:
+		l.wt.Turns.Leave(l.wt.Local, l.turn)
+	case l.turn != nil:
+		l.wt.Turns.Drop(l.wt.Local, l.turn)
 	}
 	if l.gsub != nil {
 		l.gsub.Close()
@@ -322,7 +355,7 @@ func (l *loop[O, N]) sleep(ctx context.Context) (o O, try, confirmed bool, err e
 		}
 	case <-l.timer.C:
 	case <-ctx.Done():
-		err = fmt.Errorf("relock: %s %q: %w", l.wt.Op, l.wt.Name, ctx.Err())
+		err = l.ctxErr(ctx)
 	case <-l.env.Closing:
 		err = l.env.Closed
 	}
@@ -334,7 +367,7 @@ func (l *loop[O, N]) sleep(ctx context.Context) (o O, try, confirmed bool, err e
 	}
 	if w.Claimable && asleep && !settled && !list.Rise(w) {
 		// A release of this Client may be passing us the lock.
-		o, err := AwaitOutcome(ctx, l.env, w, l.wt.Op, l.wt.Name)
+		o, err := l.awaitOutcome(ctx)
 		l.done = o != none
 		return o, true, confirmed, err
 	}
@@ -345,7 +378,7 @@ func (l *loop[O, N]) sleep(ctx context.Context) (o O, try, confirmed bool, err e
 // both its subscriptions are confirmed (or as it leaves its Client's
 // run), and sets the timer for the next.
 func (l *loop[O, N]) attempt(ctx context.Context) error {
-	if l.wt.InRun || l.wt.Grants != "" && l.confirmed() {
+	if l.inRun || l.wt.Grants != "" && l.confirmed() {
 		l.c.Join()
 		l.joined = true
 	}
@@ -361,19 +394,73 @@ func (l *loop[O, N]) attempt(ctx context.Context) error {
 	return nil
 }
 
-// AwaitOutcome waits, after Rise failed, for the outcome of the claim on
-// w, a call op on name: what it is passed, or nil to attempt.
-func AwaitOutcome[O, N comparable](ctx context.Context, env *Env[O, N], w *Waiter[O, N], op, name string) (O, error) {
+// awaitTurn waits until the call has its turn (Wait.Turns). Meanwhile it
+// sleeps in its list, quiet: no fellow call wakes it, and news is not
+// kept for it. A release of the Client may claim it (if Claimable) and
+// pass it what it waits for, or settle the claim with nothing: the call
+// then attempts, without joining the queue in Redis, and sleeps on if it
+// fails. Once it has the turn, it may join its Client's run (Joinable).
+func (l *loop[O, N]) awaitTurn(ctx context.Context) (O, error) {
+	var none O
+	w, wt := l.w, l.wt
+	l.turn = wt.Turns.Join(wt.Local)
+	w.quiet = true
+	wt.List.Add(wt.Local, w)
+	l.added = true
+	if w.Claimable {
+		wt.List.Sleep(w)
+	}
+	l.env.Stats.Asleep.Add(1) // once a release may claim it, as in sleep
+	defer l.env.Stats.Asleep.Add(-1)
+	for {
+		select {
+		case l.turn.Slot() <- struct{}{}:
+			l.myTurn = true
+			if w.Claimable && !wt.List.Rise(w) {
+				// A release of this Client may be passing it what it waits
+				// for; if not, its first attempt with the turn takes what
+				// a release passed it with a lost reply.
+				o, err := l.awaitOutcome(ctx)
+				if l.done = o != none; l.done || err != nil {
+					return o, err
+				}
+			}
+			l.inRun = wt.List.Turned(wt.Local, w, wt.Joinable)
+			return none, nil
+		case o := <-w.outcome: // nil channel unless claimable
+			if l.done = o != none; l.done {
+				return o, nil
+			}
+			done, _, err := l.c.Attempt(ctx)
+			if l.done = done; done || err != nil {
+				return none, err
+			}
+			wt.List.Sleep(w)
+		case <-ctx.Done():
+			return none, l.ctxErr(ctx)
+		case <-l.env.Closing:
+			return none, l.env.Closed
+		}
+	}
+}
+
+// awaitOutcome waits, after Rise failed, for the outcome of the claim on
+// the call's waiter: what it is passed, or nil to attempt.
+func (l *loop[O, N]) awaitOutcome(ctx context.Context) (O, error) {
+	var none O
 	select {
-	case o := <-w.outcome:
+	case o := <-l.w.outcome:
 		return o, nil
 	case <-ctx.Done():
-		var none O
-		return none, fmt.Errorf("relock: %s %q: %w", op, name, ctx.Err())
-	case <-env.Closing:
-		var none O
-		return none, env.Closed
+		return none, l.ctxErr(ctx)
+	case <-l.env.Closing:
+		return none, l.env.Closed
 	}
+}
+
+// ctxErr is the call's error when ctx ends.
+func (l *loop[O, N]) ctxErr(ctx context.Context) error {
+	return fmt.Errorf("relock: %s %q: %w", l.wt.Op, l.wt.Name, ctx.Err())
 }
 
 // Waiters never sleep past a free moment (docs/design.md). A release

@@ -83,7 +83,7 @@ func (r *List[O, N]) WakeOther(name string, w *Waiter[O, N], d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, x := range r.byName[name] {
-		if x != w && !x.Quiet {
+		if x != w && !x.quiet {
 			x.note(none, d)
 			return
 		}

@@ -4,10 +4,10 @@ package wait
 // its calls to the next, a call of the Client that comes needs no attempt
 // of its own: it joins the list at once, asleep, and the run passes it the
 // lock in turn. The run's holder is recorded by name (SetRun); a call
-// joins only while that holder may pass the lock on (JoinRun), and the
-// release that ends the run (it does not pass the lock on) wakes every
-// call that joined so (EndRun), under the same lock as the joining: no
-// call sleeps past the run's end. A call that joined makes its first
+// joins only while that holder may pass the lock on (JoinRun, or Turned
+// for a call that waited for its turn), and the release that ends the run
+// (it does not pass the lock on) wakes every call that joined so (EndRun),
+// under the same lock as the joining: no call sleeps past the run's end. A call that joined makes its first
 // attempt then, or when its retry time comes, and is a queued call from
 // there.
 
@@ -37,19 +37,38 @@ func (r *List[O, N]) MayJoinRun(name string, joinable func(holder O) bool) bool 
 	return ok && joinable(h)
 }
 
-// JoinRun adds w as a waiter for name that joined its Client's run
-// without an attempt, if it still may (MayJoinRun), and reports whether
-// it did.
+// JoinRun adds w as a waiter for name, and has it join its Client's run
+// without an attempt if it still may (MayJoinRun): it reports whether it
+// did.
 func (r *List[O, N]) JoinRun(name string, w *Waiter[O, N], joinable func(holder O) bool) bool {
 	r.mu.Lock()
+	r.addLocked(name, w)
+	in := r.joinRunLocked(name, w, joinable)
+	r.mu.Unlock()
+	r.n.Add(1)
+	return in
+}
+
+// Turned ends the wait of w, a quiet waiter for name, for its turn
+// (Turns): news for its owner reaches it from now on. With joinable, it
+// joins its Client's run without an attempt, if it may, as in JoinRun,
+// and Turned reports whether it did.
+func (r *List[O, N]) Turned(name string, w *Waiter[O, N], joinable func(holder O) bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w.quiet = false
+	r.own(w)
+	return joinable != nil && r.joinRunLocked(name, w, joinable)
+}
+
+// joinRunLocked has w, a waiter for name, join its Client's run if
+// joinable judges its holder able to pass it the lock. Called with mu
+// held.
+func (r *List[O, N]) joinRunLocked(name string, w *Waiter[O, N], joinable func(holder O) bool) bool {
 	if h, ok := r.runs[name]; !ok || !joinable(h) {
-		r.mu.Unlock()
 		return false
 	}
 	w.inRun = true
-	r.addLocked(name, w)
-	r.mu.Unlock()
-	r.n.Add(1)
 	return true
 }
 
