@@ -6,6 +6,7 @@ import (
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/wait"
 	"github.com/relock-go/relock/internal/watchdog"
 )
 
@@ -25,9 +26,9 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 	}
 	args := []any{l.field, m.argWaiters, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants, argFairHeads, m.argGrantPrefix}
 	if m.c.passable(l) {
-		if head := l.chain.fairNext(); head != "" {
+		if head := l.run.Next(); head != "" {
 			if w := m.c.fair.ClaimOwner(m.name, head); w != nil {
-				if token, ask, ok := l.chain.takeHead(head); !ok {
+				if token, ask, ok := l.run.TakeHead(head); !ok {
 					m.c.fair.Settle([]*waiter{w}, -1, nil, false) // an answer came meanwhile
 				} else if m.passNow(l, w, token, ask) {
 					return 3, nil
@@ -81,7 +82,7 @@ func (m *FairMutex) releasePassing(ctx context.Context, keys []any, args []any, 
 	next := m.newLease(w.Owner, false, uint64(token))
 	if heads, first := fairHeadsOf(r[2], r[3]); len(heads) > 0 {
 		// Tokens reserved for passing it on in process to the next heads.
-		next.chain = newFairChain(first, heads)
+		next.run = wait.NewHeadsRun(first, heads, fairRefill)
 	}
 	cfg := heldFor(w)
 	m.c.watch(next, m.group, cfg.lease, cfg.fixed, sent)
@@ -114,10 +115,10 @@ var argFairHeads any = fairHeads
 // with token, taken for it (see above; fair_pass.lua), as Mutex.passNow
 // does.
 func (m *FairMutex) passNow(l *Lease, w *waiter, token uint64, ask bool) bool {
-	ch := l.chain
+	run := l.run
 	next, sent, ok := m.c.passLease(l, w, w.Owner, token, m.group, &m.c.fair)
 	if !ok {
-		ch.noNews(token, ask)
+		run.NoNews(token, ask)
 		return false
 	}
 	// w returns with next at once and leaves its subscription to us, as
@@ -136,19 +137,19 @@ func (m *FairMutex) passNow(l *Lease, w *waiter, token uint64, ask bool) bool {
 		}
 		switch {
 		case err != nil:
-			ch.answerFair(token, ask, true, nil, 0)
+			run.AnswerHeads(token, ask, true, nil, 0)
 			m.c.wd.Lose(next.entry, errUnconfirmed)
 		case status == 1 && len(r) == 3:
 			heads, first := fairHeadsOf(r[1], r[2])
 			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, heldFor(w).lease))
-			ch.answerFair(token, ask, false, heads, first)
-		case status == 2 && len(r) == 2 && ch.ours(uint64(toInt(r[1])), token):
+			run.AnswerHeads(token, ask, false, heads, first)
+		case status == 2 && len(r) == 2 && run.Ours(uint64(toInt(r[1])), token):
 			// A newer switch of the run came first: w has passed it on.
-			ch.noNews(token, ask)
+			run.NoNews(token, ask)
 		default:
 			// The run was broken before this switch: w has nothing.
 			m.c.wd.Lose(next.entry, watchdog.ErrGone)
-			ch.answerFair(token, ask, true, nil, 0)
+			run.AnswerHeads(token, ask, true, nil, 0)
 		}
 	})
 	return true

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/wait"
 	"github.com/relock-go/relock/internal/watchdog"
 )
 
@@ -202,11 +203,11 @@ func (c *Client) confirmGrant(e *watchdog.Entry, cfg lockConfig, g *grant) {
 // has next released.
 func (c *Client) passGranted(next *Lease, w *waiter, reserved bool, group int, name string, sent int64) {
 	if reserved {
-		next.chain = newChain(next.token+1, chainBlock)
+		next.run = wait.NewRun(next.token+1, chainBlock)
 	}
 	cfg := heldFor(w)
 	c.watch(next, group, cfg.lease, cfg.fixed, sent)
-	if next.chain != nil {
+	if next.run != nil {
 		c.local.SetRun(name, next)
 	}
 	c.stats.acquired.Add(1)

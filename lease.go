@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relock-go/relock/internal/wait"
 	"github.com/relock-go/relock/internal/watchdog"
 )
 
@@ -40,7 +41,7 @@ type Lease struct {
 	// Client's run of holds it belongs to, nil for any other hold; and a
 	// channel closed once Redis has answered the switch that made it the
 	// holder there (nil for a hold Redis had before the lease was made).
-	chain     *chain
+	run       *wait.Run
 	confirmed chan struct{}
 	unwanted  bool // passed to a call that had gone: never passed on again
 
@@ -180,7 +181,7 @@ func (e unsent) Unwrap() error { return e.err }
 // switch of its run (pass.go), so that no other write about the lock
 // overtakes them.
 func (l *Lease) awaitConfirmed(ctx context.Context) error {
-	if l.chain == nil {
+	if l.run == nil {
 		return nil
 	}
 	if l.confirmed != nil {
@@ -190,7 +191,7 @@ func (l *Lease) awaitConfirmed(ctx context.Context) error {
 			return unsent{ctx.Err()}
 		}
 	}
-	if err := l.chain.settled(ctx); err != nil {
+	if err := l.run.Settled(ctx); err != nil {
 		return unsent{err}
 	}
 	return nil
