@@ -1,6 +1,8 @@
 // Package wait is the one waiting core of relock: the calls of a Client
-// that sleep between attempts (List), and the loop every such call runs
-// (Loop), whatever its primitive.
+// that sleep between attempts (List), the loop every such call runs
+// (Loop), whatever its primitive, the turns that let one call per name
+// wait in Redis's queue (Turns), and the state of a run of holds a Client
+// passes on in process from one of its calls to the next (Run).
 //
 // Three verbs say how a lock, or a semaphore's permits, move between
 // callers (relock's doc.go has the glossary):
