@@ -394,56 +394,6 @@ func (l *loop[O, N]) attempt(ctx context.Context) error {
 	return nil
 }
 
-// awaitTurn waits until the call has its turn (Wait.Turns). Meanwhile it
-// sleeps in its list, quiet: no fellow call wakes it, and news is not
-// kept for it. A release of the Client may claim it (if Claimable) and
-// pass it what it waits for, or settle the claim with nothing: the call
-// then attempts, without joining the queue in Redis, and sleeps on if it
-// fails. Once it has the turn, it may join its Client's run (Joinable).
-func (l *loop[O, N]) awaitTurn(ctx context.Context) (O, error) {
-	var none O
-	w, wt := l.w, l.wt
-	l.turn = wt.Turns.Join(wt.Local)
-	w.quiet = true
-	wt.List.Add(wt.Local, w)
-	l.added = true
-	if w.Claimable {
-		wt.List.Sleep(w)
-	}
-	l.env.Stats.Asleep.Add(1) // once a release may claim it, as in sleep
-	defer l.env.Stats.Asleep.Add(-1)
-	for {
-		select {
-		case l.turn.Slot() <- struct{}{}:
-			l.myTurn = true
-			if w.Claimable && !wt.List.Rise(w) {
-				// A release of this Client may be passing it what it waits
-				// for; if not, its first attempt with the turn takes what
-				// a release passed it with a lost reply.
-				o, err := l.awaitOutcome(ctx)
-				if l.done = o != none; l.done || err != nil {
-					return o, err
-				}
-			}
-			l.inRun = wt.List.Turned(wt.Local, w, wt.Joinable)
-			return none, nil
-		case o := <-w.outcome: // nil channel unless claimable
-			if l.done = o != none; l.done {
-				return o, nil
-			}
-			done, _, err := l.c.Attempt(ctx)
-			if l.done = done; done || err != nil {
-				return none, err
-			}
-			wt.List.Sleep(w)
-		case <-ctx.Done():
-			return none, l.ctxErr(ctx)
-		case <-l.env.Closing:
-			return none, l.env.Closed
-		}
-	}
-}
-
 // awaitOutcome waits, after Rise failed, for the outcome of the claim on
 // the call's waiter: what it is passed, or nil to attempt.
 func (l *loop[O, N]) awaitOutcome(ctx context.Context) (O, error) {

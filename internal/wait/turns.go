@@ -1,6 +1,9 @@
 package wait
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // Turns lets one call at a time, per name, wait in the queue in Redis;
 // the others of the Client wait for their turn here. An RWMutex's waiting
@@ -8,7 +11,8 @@ import "sync"
 // channel, since every waiting reader may enter; without turns it would
 // also wake every writer of the Client, all but one of them to fail
 // again, and a grant or a word to a second writer would find no call to
-// take it. Its zero value is ready.
+// take it. A call waits for its turn as the first phase of its Loop
+// (awaitTurn, below). Its zero value is ready.
 type Turns struct {
 	mu    sync.Mutex
 	m     map[string]*Turn // by name
@@ -80,4 +84,54 @@ func (r *Turns) Drop(name string, t *Turn) {
 		r.spare = t
 	}
 	r.mu.Unlock()
+}
+
+// awaitTurn waits until the call has its turn (Wait.Turns). Meanwhile it
+// sleeps in its list, quiet: no fellow call wakes it, and news is not
+// kept for it. A release of the Client may claim it (if Claimable) and
+// pass it what it waits for, or settle the claim with nothing: the call
+// then attempts, without joining the queue in Redis, and sleeps on if it
+// fails. Once it has the turn, it may join its Client's run (Joinable).
+func (l *loop[O, N]) awaitTurn(ctx context.Context) (O, error) {
+	var none O
+	w, wt := l.w, l.wt
+	l.turn = wt.Turns.Join(wt.Local)
+	w.quiet = true
+	wt.List.Add(wt.Local, w)
+	l.added = true
+	if w.Claimable {
+		wt.List.Sleep(w)
+	}
+	l.env.Stats.Asleep.Add(1) // once a release may claim it, as in sleep
+	defer l.env.Stats.Asleep.Add(-1)
+	for {
+		select {
+		case l.turn.Slot() <- struct{}{}:
+			l.myTurn = true
+			if w.Claimable && !wt.List.Rise(w) {
+				// A release of this Client may be passing it what it waits
+				// for; if not, its first attempt with the turn takes what
+				// a release passed it with a lost reply.
+				o, err := l.awaitOutcome(ctx)
+				if l.done = o != none; l.done || err != nil {
+					return o, err
+				}
+			}
+			l.inRun = wt.List.Turned(wt.Local, w, wt.Joinable)
+			return none, nil
+		case o := <-w.outcome: // nil channel unless claimable
+			if l.done = o != none; l.done {
+				return o, nil
+			}
+			done, _, err := l.c.Attempt(ctx)
+			if l.done = done; done || err != nil {
+				return none, err
+			}
+			wt.List.Sleep(w)
+		case <-ctx.Done():
+			return none, l.ctxErr(ctx)
+		case <-l.env.Closing:
+			return none, l.env.Closed
+		}
+	}
 }
