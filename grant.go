@@ -203,7 +203,7 @@ func (c *Client) confirmGrant(e *watchdog.Entry, cfg lockConfig, g *grant) {
 // has next released.
 func (c *Client) passGranted(next *Lease, w *waiter, reserved bool, group int, name string, sent int64) {
 	if reserved {
-		next.run = wait.NewRun(next.token+1, chainBlock)
+		next.run = wait.NewRun(next.token+1, runBlock)
 	}
 	cfg := heldFor(w)
 	c.watch(next, group, cfg.lease, cfg.fixed, sent)

@@ -45,9 +45,9 @@ import (
 // or when the reserved tokens run out before the next block comes: that
 // release frees the lock or grants it in its script, as any other.
 
-// chainBlock is how many tokens Redis reserves for passing on at once.
+// runBlock is how many tokens Redis reserves for passing on at once.
 // unlock.lua has it as k, which a test compares with it.
-const chainBlock = 8
+const runBlock = 8
 
 // passMargin is the least time a hold must have left before its local
 // deadline to be passed on.

@@ -18,9 +18,9 @@ func TestScriptConstants(t *testing.T) {
 	}{
 		{scripts.Lock, fmt.Sprintf("local grant_ttl = %d\n", grantTTL.Milliseconds())},
 		{scripts.Unlock, fmt.Sprintf("local grant_ttl = %d\n", grantTTL.Milliseconds())},
-		{scripts.Unlock, fmt.Sprintf("local k = %d\n", chainBlock)},
-		{scripts.RWWriteUnlock, fmt.Sprintf("local k = %d\n", chainBlock)},
-		{scripts.RWReadUnlock, fmt.Sprintf("local k = %d\n", chainBlock)},
+		{scripts.Unlock, fmt.Sprintf("local k = %d\n", runBlock)},
+		{scripts.RWWriteUnlock, fmt.Sprintf("local k = %d\n", runBlock)},
+		{scripts.RWReadUnlock, fmt.Sprintf("local k = %d\n", runBlock)},
 		{scripts.Unlock, fmt.Sprintf("local unlock_message = '%s'\n", msgUnlock)},
 		{scripts.Abandon, fmt.Sprintf("redis.call(ARGV[3], ARGV[2], '%s')", msgUnlock)},
 		{scripts.ForceUnlock, fmt.Sprintf("redis.call(ARGV[2], ARGV[1], '%s')", msgUnlock)},

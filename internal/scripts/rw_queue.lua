@@ -54,7 +54,7 @@
 local token_key = ARGV[13] == '0' and KEYS[5] or nil
 
 -- k is how many tokens a hand reserves for passing on in process
--- (chainBlock in pass.go, which a test compares with it).
+-- (runBlock in pass.go, which a test compares with it).
 local k = 8
 
 -- may_pass reports whether the releasing client may pass a write hold on

@@ -118,7 +118,7 @@ end
 
 -- @library
 -- k is how many tokens a grant reserves for passing on in process
--- (chainBlock in pass.go, which a test compares with it), and self the
+-- (runBlock in pass.go, which a test compares with it), and self the
 -- releasing client's "<uuid>", which ends its grant channel.
 local k = 8
 local self = string.match(ARGV[4], '[^:]*$')
