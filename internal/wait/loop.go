@@ -184,7 +184,6 @@ type loop[O, N comparable] struct {
 	timer  *time.Timer
 	done   bool // the call got what it waits for
 	joined bool // it may be in the queue in Redis
-	left   bool // it left the queue
 }
 
 // subscribe listens on the release channel (unless the call listens only
@@ -287,8 +286,7 @@ func (l *loop[O, N]) end() {
 			l.env.Unwanted(unwanted)
 		}
 	}
-	if !l.done && l.joined && !l.left {
-		l.left = true
+	if !l.done && l.joined {
 		l.c.Leave()
 	}
 	switch {
