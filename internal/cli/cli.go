@@ -60,6 +60,9 @@ type env struct {
 	stdout, stderr io.Writer
 	stdin          io.Reader
 	getenv         func(string) string
+	// signals brings every relaySignal relock receives, in order; the
+	// first also cancelled the subcommand's context.
+	signals <-chan os.Signal
 }
 
 // command is one subcommand.
@@ -92,29 +95,39 @@ func lookup(name string) *command {
 }
 
 // Main runs the relock command with the given arguments (without the
-// program name) and returns its exit code. SIGINT, SIGTERM, SIGHUP and
-// SIGQUIT cancel the context the subcommand runs with; the cause is a
-// signalError.
+// program name) and returns its exit code. The first SIGINT, SIGTERM,
+// SIGHUP or SIGQUIT cancels the context the subcommand runs with (the
+// cause is a signalError); each of them, the first included, also comes
+// on the env's signals, for relock run to pass on.
 func Main(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, relaySignals...)
 	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	watched := make(chan struct{})
+	relayed := make(chan os.Signal, 16)
+	stop, watched := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watched)
-		select {
-		case s := <-sigs:
-			cancel(signalError{s})
-		case <-ctx.Done():
+		for {
+			select {
+			case s := <-sigs:
+				cancel(signalError{s}) // the first one's cause stays
+				select {
+				case relayed <- s:
+				default: // nobody reads them: only a command relock runs needs them
+				}
+			case <-stop:
+				return
+			}
 		}
 	}()
 	defer func() {
 		cancel(nil)
+		close(stop)
 		<-watched
 	}()
 	stdout, stderr = syncWriters(stdout, stderr)
-	e := &env{stdout: stdout, stderr: stderr, stdin: os.Stdin, getenv: os.Getenv}
+	e := &env{stdout: stdout, stderr: stderr, stdin: os.Stdin, getenv: os.Getenv, signals: relayed}
 	return dispatch(ctx, e, args)
 }
 
