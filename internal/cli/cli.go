@@ -254,7 +254,7 @@ func help(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "relock help: unknown command %q\n", args[0])
 		return exitUsage
 	}
-	return c.run(context.Background(), &env{stdout: e.stdout, stderr: e.stdout, getenv: e.getenv}, []string{"-h"})
+	return c.run(context.Background(), e, []string{"-h"})
 }
 
 func usage(w io.Writer) {
@@ -305,19 +305,36 @@ func newFlagSet(e *env, name, usageLine, about string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses args into fs. It returns done=true with the exit code when
-// the caller should return at once: help was asked for, or the flags were
-// bad.
-func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
+// parse parses args into fs, a flag set of newFlagSet(e, ...). It returns
+// done=true with the exit code when the caller should return at once:
+// help was asked for (printed to stdout, exit 0), or the flags were bad
+// (the error and the usage go to stderr).
+func parse(e *env, fs *flag.FlagSet, args []string) (code int, done bool) {
+	// The flag package prints the usage itself, before it says which case
+	// it is in; relock prints it once it knows where it goes.
+	usage := fs.Usage
+	fs.Usage = func() {}
 	err := fs.Parse(args)
+	fs.Usage = usage
 	switch {
 	case err == nil:
 		return exitOK, false
 	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(e.stdout)
+		fs.Usage()
+		fs.SetOutput(e.stderr)
 		return exitOK, true
 	default:
+		fs.Usage()
 		return exitUsage, true
 	}
+}
+
+// given reports whether the flag name was set on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
 }
 
 // usageError reports a bad invocation of a subcommand.

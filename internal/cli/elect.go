@@ -103,12 +103,12 @@ func addElectFlags(fs *flag.FlagSet) *electFlags {
 // when the caller should return at once.
 func (f *electFlags) parse(e *env, fs *flag.FlagSet, args []string) (name string, argv []string, code int, done bool) {
 	if observing(args) {
-		if code, done := parse(fs, args); done {
+		if code, done := parse(e, fs, args); done {
 			return "", nil, code, true
 		}
 		if fs.NArg() > 0 {
 			name = fs.Arg(0)
-			if code, done := parse(fs, fs.Args()[1:]); done {
+			if code, done := parse(e, fs, fs.Args()[1:]); done {
 				return "", nil, code, true
 			}
 		}

@@ -104,7 +104,7 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	if done {
 		return code
 	}
-	if *permits < 0 {
+	if given(fs, "n") && *permits <= 0 { // a semaphore of no permits never admits
 		return usageError(e, fs, "-n must be positive")
 	}
 	if lease.set && lease.d <= 0 {
@@ -148,7 +148,8 @@ func runRun(ctx context.Context, e *env, args []string) int {
 }
 
 // openClient connects to the Redis the flags name and makes a relock
-// Client on it with the watchdog timeout, whose warnings go to stderr. On
+// Client on it with the watchdog timeout, whose warnings go to stderr as
+// the subcommand's own lines (see commandLogger). On
 // failure it reports the error and returns the exit code, with nil
 // clients. The caller closes the Client, then rdb.
 func (f *redisFlags) openClient(ctx context.Context, e *env, fs *flag.FlagSet, watchdog time.Duration) (redis.UniversalClient, *relock.Client, int) {
@@ -156,7 +157,7 @@ func (f *redisFlags) openClient(ctx context.Context, e *env, fs *flag.FlagSet, w
 	if rdb == nil {
 		return nil, nil, code
 	}
-	c, err := relock.New(rdb, relock.WithWatchdogTimeout(watchdog), relock.WithLogger(warnLogger(e.stderr)))
+	c, err := relock.New(rdb, relock.WithWatchdogTimeout(watchdog), relock.WithLogger(commandLogger(e.stderr, fs.Name())))
 	if err != nil {
 		rdb.Close()
 		return nil, nil, fail(e, fs, err)
@@ -202,7 +203,7 @@ func semaphoreSource(ctx context.Context, e *env, fs *flag.FlagSet, c *relock.Cl
 // optional "--", and the command. It returns done=true with the exit code
 // when the caller should return at once.
 func parseRun(e *env, fs *flag.FlagSet, args []string) (name string, argv []string, code int, done bool) {
-	if code, done := parse(fs, args); done {
+	if code, done := parse(e, fs, args); done {
 		return "", nil, code, true
 	}
 	rest := fs.Args()
@@ -211,7 +212,7 @@ func parseRun(e *env, fs *flag.FlagSet, args []string) (name string, argv []stri
 		return "", nil, usageError(e, fs, "missing lock NAME before the command (relock run [flags] NAME [--] command)"), true
 	}
 	name = rest[0]
-	if code, done := parse(fs, rest[1:]); done {
+	if code, done := parse(e, fs, rest[1:]); done {
 		return "", nil, code, true
 	}
 	if argv = fs.Args(); len(argv) == 0 {
@@ -424,7 +425,7 @@ func (r *runner) run(cmd *exec.Cmd) int {
 				if err != nil {
 					how = err.Error()
 				}
-				fmt.Fprintf(r.e.stderr, "%s: the command ended after SIGTERM (%s)\n", r.fs.Name(), how)
+				fmt.Fprintf(r.e.stderr, "%s: %v was about to be lost; the command ended after SIGTERM (%s)\n", r.fs.Name(), r.hold, how)
 				return exitLost
 			}
 			return exitCode(err)
@@ -449,7 +450,7 @@ func (r *runner) run(cmd *exec.Cmd) int {
 			}
 			if !termed {
 				termed = true
-				fmt.Fprintf(r.e.stderr, "%s: %v has no renewal confirmed and is lost in %v unless one comes; sending the command SIGTERM\n",
+				fmt.Fprintf(r.e.stderr, "%s: %v: %v left before its local deadline and no renewal confirmed; sending the command SIGTERM\n",
 					r.fs.Name(), r.hold, left.Round(time.Millisecond))
 				_ = cmd.Process.Signal(syscall.SIGTERM)
 			}

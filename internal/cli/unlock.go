@@ -27,7 +27,7 @@ func runUnlock(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "unlock", "--force [flags] NAME", unlockAbout)
 	rf := addRedisFlags(fs)
 	force := fs.Bool("force", false, "really delete the lock")
-	if code, done := parse(fs, args); done {
+	if code, done := parse(e, fs, args); done {
 		return code
 	}
 	if fs.NArg() != 1 {
