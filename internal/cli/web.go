@@ -292,6 +292,10 @@ func (v *webView) unlock(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	key, kind, held, err := forceUnlock(ctx, v.cfg.unlocker, v.rdb, name)
+	if errors.Is(err, errNotALock) || errors.Is(err, relock.ErrWrongType) {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
