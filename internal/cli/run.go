@@ -461,7 +461,7 @@ func (r *runner) run(cmd *exec.Cmd) int {
 
 // lossCause says why the lost hold h was lost, for relock's message: the
 // library logs its cause, which relock's own logger leaves out (see
-// cliLogger), and the hold's deadline tells the two apart.
+// commandLogger), and the hold's deadline tells the two apart.
 func lossCause(h hold) string {
 	if !time.Now().Before(h.Deadline()) {
 		return "no renewal was confirmed before its local deadline"
