@@ -60,6 +60,9 @@ type env struct {
 	stdout, stderr io.Writer
 	stdin          io.Reader
 	getenv         func(string) string
+	// signals brings every relaySignal relock receives, in order; the
+	// first also cancelled the subcommand's context.
+	signals <-chan os.Signal
 }
 
 // command is one subcommand.
@@ -92,29 +95,39 @@ func lookup(name string) *command {
 }
 
 // Main runs the relock command with the given arguments (without the
-// program name) and returns its exit code. SIGINT, SIGTERM, SIGHUP and
-// SIGQUIT cancel the context the subcommand runs with; the cause is a
-// signalError.
+// program name) and returns its exit code. The first SIGINT, SIGTERM,
+// SIGHUP or SIGQUIT cancels the context the subcommand runs with (the
+// cause is a signalError); each of them, the first included, also comes
+// on the env's signals, for relock run to pass on.
 func Main(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, relaySignals...)
 	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	watched := make(chan struct{})
+	relayed := make(chan os.Signal, 16)
+	stop, watched := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watched)
-		select {
-		case s := <-sigs:
-			cancel(signalError{s})
-		case <-ctx.Done():
+		for {
+			select {
+			case s := <-sigs:
+				cancel(signalError{s}) // the first one's cause stays
+				select {
+				case relayed <- s:
+				default: // nobody reads them: only a command relock runs needs them
+				}
+			case <-stop:
+				return
+			}
 		}
 	}()
 	defer func() {
 		cancel(nil)
+		close(stop)
 		<-watched
 	}()
 	stdout, stderr = syncWriters(stdout, stderr)
-	e := &env{stdout: stdout, stderr: stderr, stdin: os.Stdin, getenv: os.Getenv}
+	e := &env{stdout: stdout, stderr: stderr, stdin: os.Stdin, getenv: os.Getenv, signals: relayed}
 	return dispatch(ctx, e, args)
 }
 
@@ -241,7 +254,7 @@ func help(e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "relock help: unknown command %q\n", args[0])
 		return exitUsage
 	}
-	return c.run(context.Background(), &env{stdout: e.stdout, stderr: e.stdout, getenv: e.getenv}, []string{"-h"})
+	return c.run(context.Background(), e, []string{"-h"})
 }
 
 func usage(w io.Writer) {
@@ -292,19 +305,36 @@ func newFlagSet(e *env, name, usageLine, about string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses args into fs. It returns done=true with the exit code when
-// the caller should return at once: help was asked for, or the flags were
-// bad.
-func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
+// parse parses args into fs, a flag set of newFlagSet(e, ...). It returns
+// done=true with the exit code when the caller should return at once:
+// help was asked for (printed to stdout, exit 0), or the flags were bad
+// (the error and the usage go to stderr).
+func parse(e *env, fs *flag.FlagSet, args []string) (code int, done bool) {
+	// The flag package prints the usage itself, before it says which case
+	// it is in; relock prints it once it knows where it goes.
+	usage := fs.Usage
+	fs.Usage = func() {}
 	err := fs.Parse(args)
+	fs.Usage = usage
 	switch {
 	case err == nil:
 		return exitOK, false
 	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(e.stdout)
+		fs.Usage()
+		fs.SetOutput(e.stderr)
 		return exitOK, true
 	default:
+		fs.Usage()
 		return exitUsage, true
 	}
+}
+
+// given reports whether the flag name was set on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
 }
 
 // usageError reports a bad invocation of a subcommand.

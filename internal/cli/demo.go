@@ -61,7 +61,7 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "demo", "[flags]", demoAbout)
 	rf := addRedisFlags(fs)
 	cfg := addDemoFlags(fs)
-	if code, done := parse(fs, args); done {
+	if code, done := parse(e, fs, args); done {
 		return code
 	}
 	if fs.NArg() > 0 {

@@ -25,8 +25,9 @@ Campaigns in the election NAME and runs the command once elected, for as
 long as it leads. The leader's value (--value, default the host name and
 process id) is published for everyone to read (relock show, relock elect
 --observe, Election.Leader). Leadership is a lock kept alive by the
-watchdog: if it is lost, the command is stopped as relock run stops it
-(SIGTERM, then SIGKILL after --grace) and relock exits with code 4. When the
+watchdog, and the command is stopped as relock run stops it: SIGTERM
+--grace before leadership would be lost with no renewal confirmed, SIGKILL
+when it is lost, and relock exits with code 4. When the
 command exits relock resigns, and the next campaigner is elected at once.
 
 With --again, relock campaigns again after the command exits or the
@@ -89,7 +90,7 @@ func addElectFlags(fs *flag.FlagSet) *electFlags {
 	fs.StringVar(&f.value, "value", "", "the leader's published `value` (default: host name and process id)")
 	fs.Var(&f.wait, "wait", "give up if not elected within this `duration` (default: wait indefinitely)")
 	fs.BoolVar(&f.again, "again", false, "campaign again after the command exits or leadership is lost")
-	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when leadership is lost")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "send the command SIGTERM this long before leadership would be lost, at most a third of the watchdog timeout; it is killed (SIGKILL) when leadership is lost")
 	fs.DurationVar(&f.watchdog, "watchdog", relock.DefaultWatchdogTimeout, "watchdog timeout: how long leadership outlives relock if it dies")
 	fs.BoolVar(&f.observe, "observe", false, "print each change of leader instead of running a command")
 	fs.BoolVar(&f.asJSON, "json", false, "with --observe: print each change as a JSON object")
@@ -102,12 +103,12 @@ func addElectFlags(fs *flag.FlagSet) *electFlags {
 // when the caller should return at once.
 func (f *electFlags) parse(e *env, fs *flag.FlagSet, args []string) (name string, argv []string, code int, done bool) {
 	if observing(args) {
-		if code, done := parse(fs, args); done {
+		if code, done := parse(e, fs, args); done {
 			return "", nil, code, true
 		}
 		if fs.NArg() > 0 {
 			name = fs.Arg(0)
-			if code, done := parse(fs, fs.Args()[1:]); done {
+			if code, done := parse(e, fs, fs.Args()[1:]); done {
 				return "", nil, code, true
 			}
 		}
@@ -145,13 +146,13 @@ func lead(ctx context.Context, e *env, fs *flag.FlagSet, el *relock.Election, ar
 		if h == nil {
 			return code
 		}
-		r := &runner{e: e, fs: fs, hold: h, grace: f.grace}
+		r := &runner{e: e, fs: fs, hold: h, grace: graceWithin(f.grace, f.watchdog)}
 		cmd := exec.Command(argv[0], argv[1:]...)
 		if cmd.Err != nil {
 			r.unlock(true)
 			return cannotStart(e, fs, cmd.Err)
 		}
-		code = r.run(ctx, cmd)
+		code = r.run(cmd)
 		if !f.again || ctx.Err() != nil || code == exitCannotStart {
 			return code
 		}

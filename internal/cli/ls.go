@@ -54,7 +54,7 @@ func runLs(ctx context.Context, e *env, args []string) int {
 	ids := fs.Bool("ids", false, "show each holder's owner id \"<uuid>:<n>\" beside its Client")
 	asJSON := fs.Bool("json", false, "print the locks as JSON, with their waiters (schema in docs/cli.md)")
 	kind := fs.String("kind", "", "list only objects of this `kind`: "+strings.Join(metricKinds, ", "))
-	if code, done := parse(fs, args); done {
+	if code, done := parse(e, fs, args); done {
 		return code
 	}
 	if fs.NArg() > 0 {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -142,15 +141,7 @@ func (p *relockProcess) signal(t *testing.T, sig syscall.Signal) {
 func processGone(t *testing.T, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(processDeadline)
-	for {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return
-		}
-		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-				return
-			}
-		}
+	for !ended(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("process %d still runs %v later", pid, processDeadline)
 		}

@@ -28,9 +28,13 @@ const runAbout = `
 Acquires the lock NAME, runs the command while holding it, and releases it
 when the command exits. Without --lease the lock is kept alive by the
 watchdog for as long as the command runs; with --lease it expires after
-that time. If the lock is lost (it expired, was force-unlocked, or Redis
-stopped confirming renewals in time), the command is sent SIGTERM, then
-SIGKILL after --grace, and relock exits with code 4.
+that time. The command is stopped before the lock can pass to another
+holder: if no renewal is confirmed by --grace before the hold's local
+deadline (the moment it is lost unless a renewal comes; --grace is at most
+a third of the lease), the command is sent SIGTERM; when the lock is lost
+(at that deadline, or earlier if it was force-unlocked or Redis no longer
+has it) the command is killed (SIGKILL) at once, and relock exits with
+code 4.
 
 With -n N, relock holds one of N permits of the semaphore NAME instead of
 the lock (a PermitSemaphore, so at most N commands run at once across all
@@ -46,16 +50,21 @@ if the command cannot be started.
 
 Flags may also follow NAME; "--" ends them, and what follows is the
 command. SIGTERM, SIGHUP, SIGINT and SIGQUIT sent to relock end a wait for
-the lock (exit 128+N) and are passed on to a running command, which relock
-then waits for: SIGINT and SIGQUIT typed at a terminal, which reach the
-command directly, are not passed on a second time. On Linux the command is
-killed (SIGKILL) if relock dies, even by SIGKILL, so that it never runs on
-without the lock; the commands it started itself are not. On other systems
-a relock killed by SIGKILL leaves its command running until it ends.
+the lock (exit 128+N) and are passed on to a running command, every one
+of them, however many come; relock keeps the lock and waits for the
+command however long it runs on: to end it, signal the command, or kill
+relock (SIGKILL), which on Linux kills the command too. SIGINT and SIGQUIT
+typed at a terminal, which reach the command directly, are not passed on
+a second time. On Linux the command is killed (SIGKILL) if relock dies,
+even by SIGKILL, so that it never runs on without the lock; the commands
+it started itself are not. On other systems a relock killed by SIGKILL
+leaves its command running until it ends.
 
-A lock that is force-unlocked (relock unlock --force) is noticed at once:
-relock listens to the lock's release messages and asks Redis whether its
-hold is still there.`
+A lock that is force-unlocked (relock unlock --force) passes to the next
+holder at once: relock listens to the lock's release messages, asks Redis
+whether its hold is still there, and kills the command: the next
+holder's command may start before this one is killed, by about the time
+a message and a round trip to Redis take.`
 
 // optDuration is a duration flag that knows whether it was given.
 type optDuration struct {
@@ -88,14 +97,14 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	var lease, wait optDuration
 	fs.Var(&lease, "lease", "fixed lease: the lock expires after this `duration` even if the command still runs (default: kept alive by the watchdog)")
 	fs.Var(&wait, "wait", "give up if the lock is not acquired within this `duration`; 0 makes one attempt (default: wait indefinitely)")
-	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
+	grace := fs.Duration("grace", 10*time.Second, "send the command SIGTERM this long before the lock would be lost, at most a third of the lease; it is killed (SIGKILL) when the lock is lost")
 	watchdog := fs.Duration("watchdog", relock.DefaultWatchdogTimeout, "watchdog timeout: how long the lock outlives relock if it dies")
 	permits := fs.Int("n", 0, "hold one of `N` permits of the semaphore NAME instead of the lock")
 	name, argv, code, done := parseRun(e, fs, args)
 	if done {
 		return code
 	}
-	if *permits < 0 {
+	if given(fs, "n") && *permits <= 0 { // a semaphore of no permits never admits
 		return usageError(e, fs, "-n must be positive")
 	}
 	if lease.set && lease.d <= 0 {
@@ -126,16 +135,21 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	if h == nil {
 		return code
 	}
-	r := &runner{e: e, fs: fs, hold: h, grace: *grace}
+	held := *watchdog
+	if lease.set {
+		held = lease.d
+	}
+	r := &runner{e: e, fs: fs, hold: h, grace: graceWithin(*grace, held)}
 	if l, ok := h.(heldLease); ok {
 		r.unwatch = watchRelease(ctx, rdb, l.Lease)
 		defer r.unwatch()
 	}
-	return r.run(ctx, cmd)
+	return r.run(cmd)
 }
 
 // openClient connects to the Redis the flags name and makes a relock
-// Client on it with the watchdog timeout, whose warnings go to stderr. On
+// Client on it with the watchdog timeout, whose warnings go to stderr as
+// the subcommand's own lines (see commandLogger). On
 // failure it reports the error and returns the exit code, with nil
 // clients. The caller closes the Client, then rdb.
 func (f *redisFlags) openClient(ctx context.Context, e *env, fs *flag.FlagSet, watchdog time.Duration) (redis.UniversalClient, *relock.Client, int) {
@@ -143,7 +157,7 @@ func (f *redisFlags) openClient(ctx context.Context, e *env, fs *flag.FlagSet, w
 	if rdb == nil {
 		return nil, nil, code
 	}
-	c, err := relock.New(rdb, relock.WithWatchdogTimeout(watchdog), relock.WithLogger(warnLogger(e.stderr)))
+	c, err := relock.New(rdb, relock.WithWatchdogTimeout(watchdog), relock.WithLogger(commandLogger(e.stderr, fs.Name())))
 	if err != nil {
 		rdb.Close()
 		return nil, nil, fail(e, fs, err)
@@ -189,7 +203,7 @@ func semaphoreSource(ctx context.Context, e *env, fs *flag.FlagSet, c *relock.Cl
 // optional "--", and the command. It returns done=true with the exit code
 // when the caller should return at once.
 func parseRun(e *env, fs *flag.FlagSet, args []string) (name string, argv []string, code int, done bool) {
-	if code, done := parse(fs, args); done {
+	if code, done := parse(e, fs, args); done {
 		return "", nil, code, true
 	}
 	rest := fs.Args()
@@ -198,7 +212,7 @@ func parseRun(e *env, fs *flag.FlagSet, args []string) (name string, argv []stri
 		return "", nil, usageError(e, fs, "missing lock NAME before the command (relock run [flags] NAME [--] command)"), true
 	}
 	name = rest[0]
-	if code, done := parse(fs, rest[1:]); done {
+	if code, done := parse(e, fs, rest[1:]); done {
 		return "", nil, code, true
 	}
 	if argv = fs.Args(); len(argv) == 0 {
@@ -239,6 +253,9 @@ type hold interface {
 	release(ctx context.Context) error
 	env() []string
 	String() string // for messages: `lock "job" (token 3)`
+	// Deadline is the hold's local deadline: it is lost then unless a
+	// renewal is confirmed before.
+	Deadline() time.Time
 }
 
 // source takes a hold.
@@ -353,16 +370,33 @@ func acquire(ctx context.Context, e *env, fs *flag.FlagSet, src source, name str
 
 // runner runs one command under a hold.
 type runner struct {
-	e     *env
-	fs    *flag.FlagSet
-	hold  hold
+	e    *env
+	fs   *flag.FlagSet
+	hold hold
+	// grace is how long before the hold's local deadline the command is
+	// sent SIGTERM; see graceWithin.
 	grace time.Duration
 	// unwatch stops watchRelease, if it runs: before the release, whose
 	// own message must not be taken for a force-unlock.
 	unwatch func()
 }
 
-func (r *runner) run(ctx context.Context, cmd *exec.Cmd) int {
+// graceWithin returns the grace period to use with a hold renewed to (or
+// fixed at) lease: grace, but at most a third of the lease. A watchdog
+// renews a hold every third of its lease, so a longer grace would have a
+// healthy hold's command sent SIGTERM between two renewals.
+func graceWithin(grace, lease time.Duration) time.Duration {
+	return min(grace, lease/3)
+}
+
+// run runs cmd under the hold and returns relock's exit code. Every
+// signal relock receives is passed on to the command, which keeps the
+// hold for as long as it runs. When the hold nears its local deadline
+// with no renewal confirmed, the command is sent SIGTERM, grace before
+// the deadline; when the hold is lost, at its deadline or before (a
+// force-unlock), the command is killed at once: from then on the lock
+// may pass to another holder.
+func (r *runner) run(cmd *exec.Cmd) int {
 	cmd.Stdin = r.e.stdin
 	cmd.Stdout = r.e.stdout
 	cmd.Stderr = r.e.stderr
@@ -374,29 +408,65 @@ func (r *runner) run(ctx context.Context, cmd *exec.Cmd) int {
 		return cannotStart(r.e, r.fs, err)
 	}
 
-	signals := ctx.Done()
+	due := time.NewTimer(time.Until(r.hold.Deadline()) - r.grace)
+	defer due.Stop()
+	termed := false
 	for {
 		select {
 		case err := <-exited:
 			if lerr := r.hold.Err(); errors.Is(lerr, relock.ErrLockLost) {
-				fmt.Fprintf(r.e.stderr, "%s: %v was lost as the command ended: %s\n", r.fs.Name(), r.hold, plain(lerr))
+				fmt.Fprintf(r.e.stderr, "%s: %v was lost as the command ended: %s\n", r.fs.Name(), r.hold, lossCause(r.hold))
 				r.unlock(false)
 				return exitLost
 			}
 			r.unlock(true)
+			if termed { // stopped for the lock: its own code would hide why
+				how := "exit status 0"
+				if err != nil {
+					how = err.Error()
+				}
+				fmt.Fprintf(r.e.stderr, "%s: %v was about to be lost; the command ended after SIGTERM (%s)\n", r.fs.Name(), r.hold, how)
+				return exitLost
+			}
 			return exitCode(err)
 		case <-r.hold.Done():
-			fmt.Fprintf(r.e.stderr, "%s: %v was lost: %s; stopping the command\n", r.fs.Name(), r.hold, plain(r.hold.Err()))
-			r.stop(cmd, exited)
+			_ = cmd.Process.Kill()
+			<-exited
+			fmt.Fprintf(r.e.stderr, "%s: %v was lost: %s; killed the command\n", r.fs.Name(), r.hold, lossCause(r.hold))
 			r.unlock(false) // frees a hold that outlived its local deadline; owner-checked
 			return exitLost
-		case <-signals:
-			signals = nil
-			if s, ok := signalOf(ctx); ok && !(fromTerminal(s) && terminalReachesChild()) {
+		case s := <-r.e.signals:
+			if !(fromTerminal(s) && terminalReachesChild()) {
 				_ = cmd.Process.Signal(s)
 			}
+		case <-due.C:
+			if r.hold.Err() != nil {
+				continue // ended: Done is closed
+			}
+			left := time.Until(r.hold.Deadline())
+			if left > r.grace { // renewed since the timer was set
+				due.Reset(left - r.grace)
+				continue
+			}
+			if !termed {
+				termed = true
+				fmt.Fprintf(r.e.stderr, "%s: %v: %v left before its local deadline and no renewal confirmed; sending the command SIGTERM\n",
+					r.fs.Name(), r.hold, left.Round(time.Millisecond))
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+			}
+			due.Reset(left) // Err judges the deadline when it comes
 		}
 	}
+}
+
+// lossCause says why the lost hold h was lost, for relock's message: the
+// library logs its cause, which relock's own logger leaves out (see
+// commandLogger), and the hold's deadline tells the two apart.
+func lossCause(h hold) string {
+	if !time.Now().Before(h.Deadline()) {
+		return "no renewal was confirmed before its local deadline"
+	}
+	return "Redis no longer has it (deleted, force-unlocked or expired)"
 }
 
 // start starts cmd and returns the channel its Wait's result comes on.
@@ -427,21 +497,6 @@ func start(cmd *exec.Cmd) (<-chan error, error) {
 // foreground process group: SIGINT (^C) and SIGQUIT (^\).
 func fromTerminal(sig os.Signal) bool {
 	return sig == os.Interrupt || sig == syscall.SIGQUIT
-}
-
-// stop ends the command: SIGTERM, then SIGKILL after the grace period.
-func (r *runner) stop(cmd *exec.Cmd, exited <-chan error) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	t := time.NewTimer(r.grace)
-	defer t.Stop()
-	select {
-	case <-exited:
-		return
-	case <-t.C:
-	}
-	fmt.Fprintf(r.e.stderr, "%s: the command outlived the %v grace period; killing it\n", r.fs.Name(), r.grace)
-	_ = cmd.Process.Kill()
-	<-exited
 }
 
 // unlock releases the hold, even if the command was interrupted. A hold

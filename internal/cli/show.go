@@ -42,7 +42,7 @@ func runShow(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "show", "[flags] NAME", showAbout)
 	rf := addRedisFlags(fs)
 	asJSON := fs.Bool("json", false, "print the lock as JSON (schema in docs/cli.md)")
-	if code, done := parse(fs, args); done {
+	if code, done := parse(e, fs, args); done {
 		return code
 	}
 	if fs.NArg() != 1 {

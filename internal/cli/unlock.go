@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -19,15 +20,18 @@ const unlockAbout = `
 Deletes the lock NAME whoever holds it and wakes its waiters, as its kind
 requires: a lock's next waiter, the first owner queued for a fair lock,
 every waiter of a read-write lock (whose reader hold keys go too). The
-holder is not asked: a relock run holding it stops its command at once, but
-other holders find out at their watchdog's next renewal, and until then
-may still act as if they held the lock. Hence --force.`
+holder is not asked: a relock run holding it kills its command at once, but
+other holders may still act as if they held the lock until their Client
+hears of it. Hence --force.
+
+A key that is not a lock (relock show says "not a lock": an application's
+hash, a string, a semaphore or latch) is left alone, and relock exits 1.`
 
 func runUnlock(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "unlock", "--force [flags] NAME", unlockAbout)
 	rf := addRedisFlags(fs)
 	force := fs.Bool("force", false, "really delete the lock")
-	if code, done := parse(fs, args); done {
+	if code, done := parse(e, fs, args); done {
 		return code
 	}
 	if fs.NArg() != 1 {
@@ -48,6 +52,11 @@ func runUnlock(ctx context.Context, e *env, args []string) int {
 	}
 	defer c.Close()
 	name, kind, held, err := forceUnlock(ctx, c, rdb, name)
+	if errors.Is(err, errNotALock) || errors.Is(err, relock.ErrWrongType) {
+		// The exit of show for a key that is not a lock.
+		fmt.Fprintf(e.stderr, "%s: %s: %s; nothing deleted\n", fs.Name(), label(name), plain(err))
+		return exitFailure
+	}
 	if err != nil {
 		return fail(e, fs, err)
 	}
@@ -59,12 +68,25 @@ func runUnlock(ctx context.Context, e *env, args []string) int {
 	return exitOK
 }
 
+// errNotALock is returned by forceUnlock for a key that holds something
+// other than a lock, which it leaves alone.
+var errNotALock = errors.New("not a lock")
+
 // forceUnlock deletes the lock name (or the election of that name) as its
 // kind requires, and returns the key it acted on, the kind, and whether it
-// was held.
+// was held. A key that show would call no lock (an application's hash, a
+// string, a semaphore) is refused with errNotALock, and the library
+// refuses one that changed since with relock.ErrWrongType.
 func forceUnlock(ctx context.Context, c *relock.Client, rdb redis.UniversalClient, name string) (key, kind string, held bool, err error) {
 	if name, err = resolveElection(ctx, rdb, name); err != nil {
 		return name, "", false, err
+	}
+	s, err := inspectLock(ctx, rdb, name)
+	if err != nil {
+		return name, "", false, err
+	}
+	if s.lock == nil && s.kind != "none" {
+		return name, "", false, fmt.Errorf("%w: the key holds a %s", errNotALock, s.kind)
 	}
 	if kind, err = lockKind(ctx, rdb, name); err != nil {
 		return name, "", false, err

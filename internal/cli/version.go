@@ -17,7 +17,7 @@ var versionCommand = &command{
 
 func runVersion(_ context.Context, e *env, args []string) int {
 	fs := newFlagSet(e, "version", "", "\nPrints the version of relock built into this program, and the Go toolchain and platform it was built for.")
-	if code, done := parse(fs, args); done {
+	if code, done := parse(e, fs, args); done {
 		return code
 	}
 	if fs.NArg() > 0 {

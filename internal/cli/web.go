@@ -54,7 +54,7 @@ func runWeb(ctx context.Context, e *env, args []string) int {
 	refresh := fs.Duration("refresh", 2*time.Second, "how often the view reads Redis")
 	history := fs.Duration("history", 15*time.Minute, "how much history object pages keep and chart")
 	allowUnlock := fs.Bool("allow-force-unlock", false, "offer a force-unlock button on object pages")
-	if code, done := parse(fs, args); done {
+	if code, done := parse(e, fs, args); done {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -292,6 +292,10 @@ func (v *webView) unlock(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	key, kind, held, err := forceUnlock(ctx, v.cfg.unlocker, v.rdb, name)
+	if errors.Is(err, errNotALock) || errors.Is(err, relock.ErrWrongType) {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
