@@ -58,7 +58,7 @@ func (c *Client) renew(ctx context.Context, entries []*watchdog.Entry) []watchdo
 		args := make([]any, 0, 2*n)
 		for i, e := range entries[first : first+n] {
 			keys[i] = e.Key
-			args = append(args, e.Owner, strconv.FormatInt(e.Lease.Milliseconds(), 10))
+			args = append(args, e.Owner, strconv.FormatInt(e.Renewal().Milliseconds(), 10))
 		}
 		if entries[first].Kind == kindRead {
 			for _, e := range entries[first : first+n] {
