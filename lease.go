@@ -81,7 +81,8 @@ func (l *Lease) Name() string { return l.name }
 func (l *Lease) Token() uint64 { return l.token }
 
 // Done returns a channel that is closed when the hold ends: unlocked, lost,
-// expired (WithLease), or cut short by Client.Close.
+// expired (WithLease, or after a release that failed), or cut short by
+// Client.Close.
 func (l *Lease) Done() <-chan struct{} { return l.end.done }
 
 // Err returns nil while the lease is held, ErrReleased after Unlock, and
