@@ -196,3 +196,103 @@ func TestFailedReleaseStopsRenewal(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedPermitReleaseStopsRenewal: as TestFailedReleaseStopsRenewal,
+// for a Permit: the renewal names the held permits' key only, the release
+// the free count too, which the user may no longer touch.
+func TestFailedPermitReleaseStopsRenewal(t *testing.T) {
+	t.Parallel()
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	user := aclUser(t, []*redistest.Server{testkit.Standalone}, "~*", "&*", "+@all")
+	rdb := testkit.CloseLater(t, redis.NewClient(&redis.Options{Addr: testkit.Standalone.Addr, Username: user, Password: "pw"}))
+	c := testkit.NewClient(t, rdb, relock.WithWatchdogTimeout(time.Second))
+	ps := testkit.NewPermits(t, c, 1)
+	p, err := ps.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := "{" + ps.Name() + "}:timeout"
+	if _, err := testkit.Standalone.Do(ctx, "ACL", "SETUSER", user, "resetkeys", "~"+held); err != nil {
+		t.Fatal(err)
+	}
+	err = p.Release(ctx)
+	if !errors.Is(err, relock.ErrNoPermission) || !strings.Contains(err.Error(), "no longer renewed") {
+		t.Fatalf("Release = %v, want a refusal that says the permit is no longer renewed", err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the permit was still held 10s after its release failed")
+	}
+	if !errors.Is(p.Err(), relock.ErrLockLost) {
+		t.Fatalf("Err = %v, want ErrLockLost", p.Err())
+	}
+	// Its lease ran out: another Client takes it.
+	other := testkit.NewClient(t, testkit.CloseLater(t, testkit.Standalone.Client()))
+	testkit.Eventually(t, 10*time.Second, "the permit to come back", func() bool {
+		_, err := other.PermitSemaphore(ps.Name()).TryAcquire(ctx, relock.WithLease(time.Minute))
+		return err == nil
+	})
+}
+
+// TestFailedReleaseOfSharedHold: a reentrant owner's hold is renewed while
+// one of its leases has not failed a release, and no longer once the last
+// of them is unlocked: the count the failed release left then expires.
+func TestFailedReleaseOfSharedHold(t *testing.T) {
+	t.Parallel()
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	user := aclUser(t, []*redistest.Server{testkit.Standalone}, "~*", "&*", "+@all")
+	rdb := testkit.CloseLater(t, redis.NewClient(&redis.Options{Addr: testkit.Standalone.Addr, Username: user, Password: "pw"}))
+	const watchdog = time.Second
+	c := testkit.NewClient(t, rdb, relock.WithWatchdogTimeout(watchdog))
+	m := c.Mutex(testkit.LockName(t))
+	owner := relock.WithOwner(ctx)
+	a, err := m.Lock(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Lock(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testkit.Standalone.Do(ctx, "ACL", "SETUSER", user, "resetkeys", "~"+m.Name()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unlock(ctx); !errors.Is(err, relock.ErrNoPermission) {
+		t.Fatalf("Unlock = %v, want ErrNoPermission", err)
+	}
+	// b still holds, and the watchdog keeps the hold for it past a lease.
+	select {
+	case <-a.Done():
+		t.Fatalf("the shared hold ended while b holds it: %v", a.Err())
+	case <-time.After(2 * watchdog):
+	}
+	if _, err := testkit.Standalone.Do(ctx, "ACL", "SETUSER", user, "allkeys"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The count a's release left is no longer renewed: it expires.
+	testkit.WaitDone(t, a, 10*time.Second)
+	if !errors.Is(a.Err(), relock.ErrLockLost) {
+		t.Fatalf("Err = %v, want ErrLockLost", a.Err())
+	}
+	admin := testkit.CloseLater(t, testkit.Standalone.Client())
+	testkit.Eventually(t, 10*time.Second, "the lock to expire", func() bool {
+		return admin.Exists(ctx, m.Name()).Val() == 0
+	})
+	// The owner takes it afresh, renewed again.
+	l, err := m.Lock(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Done():
+		t.Fatalf("a fresh hold of the owner was not renewed: %v", l.Err())
+	case <-time.After(2 * watchdog):
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
