@@ -121,9 +121,10 @@ func (l *Lease) watchEntry() (*watchdog.Entry, *watchdog.Watchdog) { return l.en
 // cancelled. Unlock stops renewal of the hold whatever its outcome. If the
 // release fails, the error says whether it was not sent, got no answer, or
 // was refused by the server, and the hold is no longer renewed: it
-// expires within its lease, when Done closes and Err reports ErrLockLost.
-// Until then Unlock may be called again to free it at once: a retry is
-// never applied twice. MultiLock and RedLock describe how the lease of
+// expires within its lease, when Done closes and Err reports ErrLockLost
+// (a reentrant owner's lock is renewed for as long as another lease of
+// the owner holds it). Until then Unlock may be called again to free it
+// at once: a retry is never applied twice. MultiLock and RedLock describe how the lease of
 // several holds is unlocked.
 //
 // The Unlock of a Mutex, FairMutex or RWMutex write hold may pass the lock
