@@ -241,6 +241,20 @@ func (c *Client) spawn(f func()) bool {
 	return true
 }
 
+// releaseContext returns the context of a release the caller asked for
+// (an Unlock, a Release, a Resign): it keeps ctx's values, a trace's span
+// say, but not its cancellation, and ends after the cleanup timeout, or at
+// ctx's deadline if that is later. A release thus goes out even when the
+// caller has given up, as Close's cleanup does, and returns within a
+// bound whatever ctx it is given.
+func (c *Client) releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(c.cfg.cleanup)
+	if d, ok := ctx.Deadline(); ok && d.After(deadline) {
+		deadline = d
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
+}
+
 func (c *Client) checkOpen() error {
 	if c.closed.Load() {
 		return ErrClosed

@@ -64,7 +64,8 @@ func (p *parts) check(l *Lease) {
 //     members were gone (expired, deleted, lost): ErrNotHeld, and Err
 //     reports ErrLockLost. The members that failed expire with their leases.
 //   - otherwise the error of a failed release: the members not released
-//     stay held and renewed, and Unlock may be called again.
+//     are no longer renewed and expire within their leases (l is lost
+//     then), and Unlock may be called again to free them at once.
 //
 // A failed release of a member already lost, or of any member once l is
 // lost, counts as gone: nothing renews it any more.
@@ -74,7 +75,7 @@ func (p *parts) unlock(ctx context.Context, l *Lease) error {
 	if l.released {
 		return ErrNotHeld
 	}
-	errs := release(ctx, p.members, false)
+	errs := release(ctx, p.members)
 	lost := errors.Is(l.Err(), ErrLockLost)
 	var ok, gone int
 	var failed []*Lease
@@ -127,21 +128,11 @@ func giveUp(l *Lease, failed []*Lease, err error) {
 }
 
 // release unlocks the members not released yet, concurrently, and returns
-// each member's error (nil for one released now or before). With detach,
-// each member gets its own context bounded by its Client's cleanup timeout
-// and free of ctx's cancellation: for undoing a failed acquisition after
-// the caller has given up.
-func release(ctx context.Context, members []*Lease, detach bool) []error {
+// each member's error (nil for one released now or before). Each member's
+// Unlock goes out even if ctx has ended, bounded by its Client's cleanup
+// timeout.
+func release(ctx context.Context, members []*Lease) []error {
 	errs := make([]error, len(members))
-	unlock := func(i int, m *Lease) {
-		ctx := ctx
-		if detach {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
-			defer cancel()
-		}
-		errs[i] = m.Unlock(ctx)
-	}
 	var wg sync.WaitGroup
 	for i, m := range members {
 		if m == nil || errors.Is(m.Err(), ErrReleased) {
@@ -150,7 +141,7 @@ func release(ctx context.Context, members []*Lease, detach bool) []error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			unlock(i, m)
+			errs[i] = m.Unlock(ctx)
 		}()
 	}
 	wg.Wait()
@@ -161,7 +152,7 @@ func release(ctx context.Context, members []*Lease, detach bool) []error {
 // cleanup timeout even if ctx has ended. A hold it cannot release is no
 // longer renewed and expires with its lease.
 func rollback(ctx context.Context, held []*Lease) {
-	errs := release(ctx, held, true)
+	errs := release(ctx, held)
 	for i, err := range errs {
 		if err != nil && !errors.Is(err, ErrNotHeld) {
 			m := held[i]

@@ -21,6 +21,11 @@
 // connections; primitives such as [Client.Mutex] are cheap handles made from
 // it. Every acquisition returns a [Lease]: its Done channel closes and its
 // Err turns to [ErrLockLost] the moment the hold can no longer be trusted.
+// [Lease.Unlock] (like every release: Permit.Release, Semaphore.Release,
+// Leadership.Resign) goes out even when its context has ended, within the
+// Client's cleanup timeout, and stops renewal whatever its outcome: a
+// hold whose release failed expires within its lease. [Lease.Extend]
+// lengthens a fixed lease (WithLease).
 //
 // # Ownership
 //
@@ -28,7 +33,9 @@
 // context carries no owner is its own owner and is never reentrant: a
 // second Lock of the same name blocks, as with sync.Mutex. [WithOwner]
 // puts an owner into a context; locks taken with it are reentrant, and the
-// lock is freed when all of the owner's leases are unlocked.
+// lock is freed when all of the owner's leases are unlocked. The owner is
+// the context's, not a goroutine's: goroutines sharing one owner context
+// are all let in at once.
 //
 // # How a lock moves: grant, pass, wake
 //

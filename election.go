@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -109,18 +110,16 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOptio
 	for {
 		lease, err := e.mu.Lock(ctx1, opts...)
 		if err != nil {
-			return nil, err
+			return nil, e.told("campaign", err)
 		}
 		l := &Leadership{e: e, lease: lease, value: value}
 		ok, err := l.proclaim(ctx, value, true)
 		if ok && err == nil {
 			return l, nil
 		}
-		// Not published: give the lock up; one lost before it could be
-		// published is campaigned for again.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.c.cfg.cleanup)
-		_ = lease.Unlock(cctx)
-		cancel()
+		// Not published: give the lock up (even if ctx has ended); one lost
+		// before it could be published is campaigned for again.
+		_ = lease.Unlock(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -494,7 +493,7 @@ func (l *Leadership) proclaim(ctx context.Context, value string, first bool) (bo
 	v, err := c.write(ctx, writeCall{name: l.e.mu.name, script: scripts.ElectionProclaim, keys: l.e.keys,
 		args: []any{l.lease.field, string(body), flag, c.argPublish, c.argMarkerTTL, strconv.FormatUint(l.lease.token, 10), l.e.channel}, changed: isOne})
 	if err != nil {
-		return v == 1, opError(ctx, "proclaim", l.e.name, err)
+		return v == 1, l.e.told("proclaim", opError(ctx, "proclaim", l.e.name, err))
 	}
 	return v == 1, nil
 }
@@ -502,17 +501,64 @@ func (l *Leadership) proclaim(ctx context.Context, value string, first bool) (bo
 // Resign ends the leadership: the record is withdrawn (observers see the
 // term end), then the lock is released and granted to the next campaigner.
 // It returns an error wrapping ErrNotHeld when the leadership had already
-// ended. If it fails with a Redis or context error the leadership may
-// still hold: Resign may be called again.
+// ended. Resign goes out even when ctx has ended, bounded as
+// Lease.Unlock's is. If it fails, the error says whether it was not sent,
+// got no answer or was refused, and the leadership is no longer renewed:
+// it ends within its lease (Done closes, Err reports ErrLockLost), when
+// the next campaigner can be elected, unless Resign, called again
+// meanwhile, ends it at once.
 func (l *Leadership) Resign(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := l.e.c
-	_, err := c.write(ctx, writeCall{name: l.e.mu.name, script: scripts.ElectionResign, keys: l.e.keys,
+	if err := c.checkOpen(); err != nil {
+		return err
+	}
+	rctx, cancel := c.releaseContext(ctx)
+	defer cancel()
+	_, err := c.write(rctx, writeCall{name: l.e.mu.name, script: scripts.ElectionResign, keys: l.e.keys,
 		args: []any{l.lease.field, strconv.FormatUint(l.lease.token, 10), c.argPublish, c.argMarkerTTL, l.e.channel}, changed: isOne})
 	if err != nil && !errors.Is(err, ErrUnconfirmed) {
-		return opError(ctx, "resign", l.e.name, err)
+		// The record stays, and so does the lock, until it expires.
+		l.lease.mu.Lock()
+		if !l.lease.released {
+			l.lease.abandon()
+		}
+		l.lease.mu.Unlock()
+		return notReleased(rctx, "resign", l.e.name, err)
 	}
 	// A hold gone already makes Unlock report ErrNotHeld.
-	return l.lease.Unlock(ctx)
+	return l.e.told("resign", l.lease.Unlock(ctx))
 }
+
+// told returns err, an error of the election's lock, told as an error of
+// op on the election: a caller who campaigned for "sched" reads
+// `campaign "sched"`, not the name of the lock behind it. The error
+// matches what err matches.
+func (e *Election) told(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg, key := err.Error(), strconv.Quote(e.mu.name)
+	i := strings.Index(msg, key)
+	if i < 0 {
+		return err
+	}
+	name := strconv.Quote(e.name)
+	head, ok := strings.CutPrefix(msg[:i], "relock: ")
+	if rest, after := strings.CutPrefix(msg[i+len(key):], ": "); ok && after && !strings.Contains(head, ":") {
+		// "relock: <op> <lock>: ..." is the lock's call, which was op.
+		msg = "relock: " + op + " " + name + ": " + rest
+	}
+	return &electionError{msg: strings.ReplaceAll(msg, key, name), err: err}
+}
+
+// electionError is an error of an election's lock, told as the
+// election's (see Election.told).
+type electionError struct {
+	msg string
+	err error
+}
+
+func (e *electionError) Error() string { return e.msg }
+func (e *electionError) Unwrap() error { return e.err }

@@ -99,9 +99,15 @@ func holdLost(h endable, cause error) {
 		h.finish(errClosedLost, "client closed")
 		return
 	}
-	if entry, _ := h.watchEntry(); cause == watchdog.ErrDeadline && entry != nil && entry.Lease == 0 {
-		h.finish(ErrLockLost, "fixed lease ran out")
-		return
+	if entry, _ := h.watchEntry(); cause == watchdog.ErrDeadline && entry != nil {
+		switch {
+		case entry.Stopped():
+			h.finish(ErrLockLost, "not renewed since its release failed")
+			return
+		case entry.Lease == 0:
+			h.finish(ErrLockLost, "fixed lease ran out")
+			return
+		}
 	}
 	h.finish(ErrLockLost, cause.Error())
 }

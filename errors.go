@@ -21,12 +21,16 @@ var (
 
 	// ErrNotHeld is returned by Lease.Unlock when the hold is no longer in
 	// Redis (it expired, was force-unlocked, or this lease was already
-	// unlocked).
+	// unlocked), and by Lease.Extend when the lease was unlocked (or its
+	// Unlock failed) or Redis no longer holds it.
 	ErrNotHeld = errors.New("relock: lock not held")
 
 	// ErrLockLost is returned by Lease.Err once the hold has been lost: a
 	// renewal found the key gone or owned by another, no renewal was
-	// confirmed before the hold's local deadline, or a fixed lease ran out.
+	// confirmed before the hold's local deadline, a fixed lease ran out, or
+	// the hold expired after its release failed (it is no longer renewed
+	// then). Lease.Extend returns it for a lease lost before it could
+	// extend it.
 	ErrLockLost = errors.New("relock: lock lost")
 
 	// ErrReleased is returned by Lease.Err after a successful Unlock.
@@ -39,9 +43,10 @@ var (
 
 	// ErrInvalidOption is returned for an invalid option or argument, such
 	// as a zero or negative duration: by New for a Client's Option, by a
-	// lock call for its LockOption, and by every call on a handle made
+	// lock call for its LockOption, by every call on a handle made
 	// with an invalid handle option (FairOption, RedLockOption) or
-	// argument (NewRedLock's clients).
+	// argument (NewRedLock's clients), and by Lease.Extend for a duration
+	// below 1ms or a lease the watchdog renews.
 	ErrInvalidOption = errors.New("relock: invalid option")
 
 	// ErrUnsupportedClient is returned by New for a Redis client relock

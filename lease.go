@@ -3,6 +3,7 @@ package relock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -80,7 +81,8 @@ func (l *Lease) Name() string { return l.name }
 func (l *Lease) Token() uint64 { return l.token }
 
 // Done returns a channel that is closed when the hold ends: unlocked, lost,
-// expired (WithLease), or cut short by Client.Close.
+// expired (WithLease, or after a release that failed), or cut short by
+// Client.Close.
 func (l *Lease) Done() <-chan struct{} { return l.end.done }
 
 // Err returns nil while the lease is held, ErrReleased after Unlock, and
@@ -110,10 +112,20 @@ func (l *Lease) watchEntry() (*watchdog.Entry, *watchdog.Watchdog) { return l.en
 
 // Unlock releases this hold. It returns ErrNotHeld if the hold is no longer
 // in Redis (it expired, was deleted, or this lease was unlocked already);
-// a reentrant owner's other holds are never touched. If Unlock fails with
-// a Redis or context error the hold stays in place and renewed, and Unlock
-// may be called again: a retry is never applied twice. MultiLock and
-// RedLock describe how the lease of several holds is unlocked.
+// a reentrant owner's other holds are never touched.
+//
+// The release goes out even when ctx has ended: it runs with ctx's values
+// but not its cancellation, bounded by the Client's cleanup timeout (see
+// WithCleanupTimeout), or by ctx's deadline if that is later, so that
+// `defer lease.Unlock(r.Context())` frees the lock after the request was
+// cancelled. Unlock stops renewal of the hold whatever its outcome. If the
+// release fails, the error says whether it was not sent, got no answer, or
+// was refused by the server, and the hold is no longer renewed: it
+// expires within its lease, when Done closes and Err reports ErrLockLost
+// (a reentrant owner's lock is renewed for as long as another lease of
+// the owner holds it). Until then Unlock may be called again to free it
+// at once: a retry is never applied twice. MultiLock and RedLock describe how the lease of
+// several holds is unlocked.
 //
 // The Unlock of a Mutex, FairMutex or RWMutex write hold may pass the lock
 // straight to another waiting Lock call of the same Client, before Redis
@@ -140,6 +152,8 @@ func (l *Lease) unlock(ctx context.Context) error {
 	if err := l.c.checkOpen(); err != nil {
 		return opError(ctx, "unlock", l.name, err) // the hold expires with its lease
 	}
+	ctx, cancel := l.c.releaseContext(ctx)
+	defer cancel()
 	if l.reentrant && l.request == "" {
 		l.request = l.c.id + ":" + strconv.FormatUint(ownerSeq.Add(1), 10)
 	}
@@ -153,7 +167,8 @@ func (l *Lease) unlock(ctx context.Context) error {
 		if !isServerError(err) && !errors.As(err, new(unsent)) {
 			l.tried = true
 		}
-		return opError(ctx, "unlock", l.name, err)
+		l.abandon()
+		return notReleased(ctx, "unlock", l.name, err)
 	}
 	l.released = true
 	l.unwatch()
@@ -166,6 +181,22 @@ func (l *Lease) unlock(ctx context.Context) error {
 	l.finish(ErrReleased, "")
 	l.c.stats.released.Add(1)
 	return nil
+}
+
+// notReleased is the error of a release of op on name that failed with
+// err: what became of it, and of the hold, which is no longer renewed.
+func notReleased(ctx context.Context, op, name string, err error) error {
+	if errors.Is(err, ErrClosed) {
+		return opError(ctx, op, name, err) // Close has ended the hold
+	}
+	what := "no answer, so it may have been applied"
+	switch {
+	case isServerError(err):
+		what = "refused by the server"
+	case errors.As(err, new(unsent)) || errors.Is(err, ErrReplicaSync):
+		what = "not sent" // replica sync refuses before it sends
+	}
+	return fmt.Errorf("%w; %s: the hold is no longer renewed and expires within its lease", opError(ctx, op, name, err), what)
 }
 
 // unsent is the error of a release that ended before sending anything,
@@ -246,6 +277,18 @@ func (l *Lease) whenDone(f func()) {
 	f()
 }
 
+// abandon stops renewing this hold after its release failed: it stays
+// watched until its local deadline, when it is lost, unless a retry of
+// Unlock frees it first. A reentrant owner's shared hold is renewed as
+// long as one of its leases has not failed a release (see abandonHold).
+func (l *Lease) abandon() {
+	if l.hold != nil {
+		l.c.abandonHold(l)
+		return
+	}
+	l.c.wd.StopRenewal(l.entry)
+}
+
 // unwatch stops renewing and checking this hold.
 func (l *Lease) unwatch() {
 	if l.hold != nil {
@@ -265,7 +308,8 @@ type hold struct {
 	c      *Client
 	key    holdKey
 	entry  *watchdog.Entry
-	leases map[*Lease]struct{}
+	leases map[*Lease]bool // true for a lease whose release failed
+	failed int             // how many leases' releases failed
 }
 
 // watch starts watching a new lease: on its own entry, or, for a reentrant
@@ -288,7 +332,7 @@ func (c *Client) watchUntil(l *Lease, group int, lease time.Duration, fixed bool
 	defer c.holdsMu.Unlock()
 	h := c.holds[key]
 	if h == nil {
-		h = &hold{c: c, key: key, leases: make(map[*Lease]struct{})}
+		h = &hold{c: c, key: key, leases: make(map[*Lease]bool)}
 		h.entry = &watchdog.Entry{Key: l.name, Owner: l.field, Kind: l.renewal, Group: group, Lease: lease, Data: watched(h)}
 		c.holds[key] = h
 		c.wd.Add(h.entry, deadline)
@@ -298,7 +342,7 @@ func (c *Client) watchUntil(l *Lease, group int, lease time.Duration, fixed bool
 		c.wd.Retaken(h.entry)
 		h.entry.Extend(deadline)
 	}
-	h.leases[l] = struct{}{}
+	h.leases[l] = false
 	l.hold, l.entry = h, h.entry
 }
 
@@ -335,27 +379,65 @@ func (c *Client) lost(e *watchdog.Entry, err error) {
 func (h *hold) lost(err error) {
 	c := h.c
 	c.holdsMu.Lock()
-	if c.holds[h.key] == h {
-		delete(c.holds, h.key)
-	}
+	h.retire()
 	leases := make([]*Lease, 0, len(h.leases))
 	for l := range h.leases {
 		leases = append(leases, l)
 	}
 	clear(h.leases)
+	h.failed = 0
 	c.holdsMu.Unlock()
 	for _, l := range leases {
 		l.lost(err)
 	}
 }
 
+// leaveHold takes l out of its shared hold, which is no longer renewed
+// once no lease is left in it whose release has not failed.
 func (c *Client) leaveHold(l *Lease) {
 	h := l.hold
 	c.holdsMu.Lock()
 	defer c.holdsMu.Unlock()
+	failed, ok := h.leases[l]
+	if !ok {
+		return // lost, or left already
+	}
 	delete(h.leases, l)
-	if len(h.leases) == 0 && c.holds[h.key] == h {
-		delete(c.holds, h.key)
+	if failed {
+		h.failed--
+	}
+	if len(h.leases) == 0 {
+		h.retire()
 		c.wd.Remove(h.entry)
+	} else if h.failed == len(h.leases) {
+		h.retire()
+		c.wd.StopRenewal(h.entry)
+	}
+}
+
+// abandonHold marks l, whose release failed, in its shared hold: once
+// every lease left in the hold has failed a release, the hold is no longer
+// renewed and its leases end at its local deadline. The owner's next
+// acquisition then starts a hold of its own.
+func (c *Client) abandonHold(l *Lease) {
+	h := l.hold
+	c.holdsMu.Lock()
+	defer c.holdsMu.Unlock()
+	if failed, ok := h.leases[l]; !ok || failed {
+		return
+	}
+	h.leases[l] = true
+	h.failed++
+	if h.failed == len(h.leases) {
+		h.retire()
+		c.wd.StopRenewal(h.entry)
+	}
+}
+
+// retire makes h no longer the hold that the owner's acquisitions join.
+// The caller holds holdsMu.
+func (h *hold) retire() {
+	if h.c.holds[h.key] == h {
+		delete(h.c.holds, h.key)
 	}
 }

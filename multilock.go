@@ -38,12 +38,15 @@ import (
 //   - Done closes, and Err reports ErrLockLost, as soon as any member hold
 //     is lost; the other members are then no longer renewed and expire
 //     with their leases, unless Unlock frees them at once.
-//   - Unlock releases every member. It returns nil if every member was
-//     released, and ErrNotHeld if any member was no longer held (expired,
-//     deleted, lost): the others are released all the same. If a release
-//     fails with a Redis or context error and no member was gone, Unlock
-//     returns that error, the members not released stay held and renewed,
-//     and Unlock may be called again.
+//   - Unlock releases every member, even when ctx has ended (each within
+//     its Client's cleanup timeout, as Lease.Unlock). It returns nil if
+//     every member was released, and ErrNotHeld if any member was no
+//     longer held (expired, deleted, lost): the others are released all
+//     the same. If a release fails with a Redis or context error and no
+//     member was gone, Unlock returns that error; the members not released
+//     are no longer renewed and expire within their leases (the lease is
+//     then lost), and Unlock may be called again to free them at once.
+//   - Extend lengthens every member's fixed lease (see Lease.Extend).
 //   - Token returns the first member's token (in the order given to Multi);
 //     Lease.Tokens returns every member's token, in that order.
 type MultiLock struct {

@@ -113,8 +113,10 @@ type lockConfig struct {
 }
 
 // WithLease gives the hold a fixed lease: no watchdog renews it and it
-// expires after d unless unlocked first; the Lease then reports
-// ErrLockLost. d must be at least 1ms, or the call fails with
+// expires after d unless unlocked first, or lengthened by Lease.Extend;
+// the Lease then reports ErrLockLost. A re-entry of the same owner never
+// shortens the lock's life in Redis, and each Lease keeps its own
+// deadline. d must be at least 1ms, or the call fails with
 // ErrInvalidOption.
 func WithLease(d time.Duration) LockOption {
 	return func(c *lockConfig) error {

@@ -20,6 +20,13 @@ type ownerKey struct{}
 // locking a name it already holds adds a hold instead of blocking, and the
 // lock is released when every Lease of the owner has been unlocked.
 //
+// The owner is the context value, not a goroutine: two goroutines that
+// lock with contexts carrying the same owner are both let in, and are in
+// the critical section at once, since the second re-enters the first's
+// hold. Give each goroutine (each task that must exclude the others) an
+// owner of its own, and share one only along a single line of calls, as
+// a Java thread re-enters its own locks.
+//
 // A lock call whose ctx carries no owner is its own, one-shot owner: it is
 // never reentrant, so a second Lock of a held name blocks, as with
 // sync.Mutex.

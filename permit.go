@@ -63,9 +63,13 @@ func (p *Permit) watchEntry() (*watchdog.Entry, *watchdog.Watchdog) { return p.e
 
 // Release gives the permit back and wakes waiters. It returns ErrNotHeld
 // if the permit is no longer held (its lease ran out, it was reclaimed or
-// released by id, or this Permit was released already). If Release fails
-// with a Redis or context error the permit stays held and renewed, and
-// Release may be called again.
+// released by id, or this Permit was released already). The release goes
+// out even when ctx has ended, bounded as Lease.Unlock's is, and stops
+// renewal of the permit whatever its outcome: if it fails, the error says
+// whether it was not sent, got no answer or was refused, and the permit
+// expires within its lease (Done closes, Err reports ErrLockLost), unless
+// Release, called again meanwhile, frees it: a retry is never applied
+// twice.
 //
 // With replica sync (see WithReplicaSync), a release too few replicas
 // acknowledged returns an error wrapping ErrReplicaSync that says the
@@ -83,6 +87,8 @@ func (p *Permit) Release(ctx context.Context) error {
 	if err := c.checkOpen(); err != nil {
 		return opError(ctx, "release", p.ps.name, err) // the permit expires with its lease
 	}
+	ctx, cancel := c.releaseContext(ctx)
+	defer cancel()
 	// As for a Lease: a renewal crossing the release is judged by it.
 	entry := p.entry.Load()
 	c.wd.Changing(entry)
@@ -94,7 +100,8 @@ func (p *Permit) Release(ctx context.Context) error {
 		if !isServerError(err) && !errors.Is(err, ErrReplicaSync) {
 			p.tried = true
 		}
-		return opError(ctx, "release", p.ps.name, err)
+		c.wd.StopRenewal(entry)
+		return notReleased(ctx, "release", p.ps.name, err)
 	}
 	p.released = true
 	c.wd.Remove(entry)

@@ -109,8 +109,11 @@ func (ps *PermitSemaphore) Available(ctx context.Context) (int, error) {
 // this process released this way learns of it at its next renewal. With
 // replica sync, a release too few replicas acknowledged returns an error
 // wrapping ErrReplicaSync that says the permit was released on the master
-// only; do not repeat it.
+// only; do not repeat it. The release goes out even when ctx has ended,
+// bounded as Lease.Unlock's is.
 func (ps *PermitSemaphore) Release(ctx context.Context, id string) error {
+	ctx, cancel := ps.c.releaseContext(ctx)
+	defer cancel()
 	raw, err := ps.checkID(ctx, "release", id)
 	if err != nil {
 		return err

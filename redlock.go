@@ -30,11 +30,15 @@ import (
 // than a quorum of its node holds are held: each node hold has its own
 // local deadline, so a quorum that can no longer be confirmed in time is
 // lost too. The node holds that remain are then no longer renewed.
-// Unlock releases every node hold: it returns nil if at least a quorum
-// were released, and ErrNotHeld if too many were gone for that (Err then
-// reports ErrLockLost); node holds whose release failed are left to
-// expire. If the outcome depends on releases that failed with a Redis or
-// context error, Unlock returns that error and may be called again.
+// Unlock releases every node hold, even when ctx has ended (each within
+// its Client's cleanup timeout, as Lease.Unlock): it returns nil if at
+// least a quorum were released, and ErrNotHeld if too many were gone for
+// that (Err then reports ErrLockLost); node holds whose release failed
+// are no longer renewed and expire within their leases. If the outcome
+// depends on releases that failed with a Redis or context error, Unlock
+// returns that error and may be called again. Extend lengthens the fixed
+// lease of every node hold and succeeds if a quorum of them was extended
+// (see Lease.Extend).
 //
 // A RedLock hold has no single fencing token: Token returns 0, and
 // Lease.Tokens returns each node's token (0 for a node not held), which

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -54,18 +55,7 @@ func (c *Client) renew(ctx context.Context, entries []*watchdog.Entry) []watchdo
 		for first+n < len(entries) && n < maxRenewKeys && sameCall(entries[first+n], entries[first]) {
 			n++
 		}
-		keys := make([]any, n)
-		args := make([]any, 0, 2*n)
-		for i, e := range entries[first : first+n] {
-			keys[i] = e.Key
-			args = append(args, e.Owner, strconv.FormatInt(e.Lease.Milliseconds(), 10))
-		}
-		if entries[first].Kind == kindRead {
-			for _, e := range entries[first : first+n] {
-				args = append(args, layout.ReaderHolds(e.Key))
-			}
-		}
-		calls = append(calls, &renewCall{Call: batch.Call{Script: renewScripts[entries[first].Kind], Keys: keys, Args: args}, first: first, n: n})
+		calls = append(calls, newRenewCall(entries[first:first+n], first, (*watchdog.Entry).Renewal))
 		first += n
 	}
 	c.sendRenewals(ctx, calls)
@@ -87,6 +77,25 @@ func (c *Client) renew(ctx context.Context, entries []*watchdog.Entry) []watchdo
 		}
 	}
 	return results
+}
+
+// newRenewCall returns the call that renews entries, all of one kind and
+// cluster slot, the first of them at index first of its round, each to
+// lease(e) ("0" checks it only).
+func newRenewCall(entries []*watchdog.Entry, first int, lease func(*watchdog.Entry) time.Duration) *renewCall {
+	n := len(entries)
+	keys := make([]any, n)
+	args := make([]any, 0, 2*n)
+	for i, e := range entries {
+		keys[i] = e.Key
+		args = append(args, e.Owner, strconv.FormatInt(lease(e).Milliseconds(), 10))
+	}
+	if entries[0].Kind == kindRead {
+		for _, e := range entries {
+			args = append(args, layout.ReaderHolds(e.Key))
+		}
+	}
+	return &renewCall{Call: batch.Call{Script: renewScripts[entries[0].Kind], Keys: keys, Args: args}, first: first, n: n}
 }
 
 // renewCall is one renewal script call of a round.

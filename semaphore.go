@@ -42,10 +42,13 @@ func (c *Client) Semaphore(name string) *Semaphore {
 // fit) are passed to them directly: they return without asking Redis,
 // and only the rest are added there.
 //
-// Release is applied exactly once when it returns nil, even if a reply is
-// lost or ctx ends while it is under way (it is then completed within the
-// Client's cleanup timeout). An error that is not a Redis reply leaves the
-// outcome unknown: calling Release again may return the permits twice.
+// Release goes out even when ctx has ended, since permits given back late
+// are never given back by anyone else: it keeps ctx's values but not its
+// cancellation, bounded by the Client's cleanup timeout (or ctx's
+// deadline if that is later). It is applied exactly once when it returns
+// nil, even if a reply is lost (it is then completed within that bound).
+// An error that is not a Redis reply leaves the outcome unknown: calling
+// Release again may return the permits twice.
 //
 // With replica sync (see WithReplicaSync), Release returns once enough
 // replicas acknowledged it. When too few did, it returns an error wrapping
@@ -53,6 +56,8 @@ func (c *Client) Semaphore(name string) *Semaphore {
 // not confirmed by enough replicas: a failover may lose them. Do not
 // repeat such a Release; ReplicaSync.Retry does not apply to it.
 func (s *Semaphore) Release(ctx context.Context, n int) error {
+	ctx, cancel := s.c.releaseContext(ctx)
+	defer cancel()
 	return s.release(ctx, "release", n)
 }
 

@@ -56,6 +56,7 @@ type Entry struct {
 	unconfirmed atomic.Bool  // not yet in Redis: its deadline runs, nothing renews it
 	changing    atomic.Int32 // the holder's writes on their way (see Changing)
 	changed     atomic.Int64 // 1 + when the holder last changed the hold; 0 never
+	stopped     atomic.Bool  // no longer extended (see StopRenewal)
 }
 
 // Deadline returns the entry's local deadline on the watchdog's clock.
@@ -63,6 +64,18 @@ func (e *Entry) Deadline() int64 { return e.deadline.Load() }
 
 // Ended reports whether the entry has ended: lost, or removed.
 func (e *Entry) Ended() bool { return e.state.Load() == 2 }
+
+// Renewal returns what a renewal extends e's hold to: its Lease, or 0
+// (check only) once StopRenewal was called.
+func (e *Entry) Renewal() time.Duration {
+	if e.stopped.Load() {
+		return 0
+	}
+	return e.Lease
+}
+
+// Stopped reports whether StopRenewal was called on e.
+func (e *Entry) Stopped() bool { return e.stopped.Load() }
 
 // Extend moves the deadline to d if that is later.
 func (e *Entry) Extend(d int64) {
@@ -207,6 +220,11 @@ func (e *Entry) changedSince(t int64) bool {
 
 // Lose declares e lost with err now, unless it has ended already.
 func (w *Watchdog) Lose(e *Entry, err error) { w.lose(e, err) }
+
+// StopRenewal stops extending e's hold: renewals only check it from now
+// on, as for a fixed lease, and e is lost at its deadline unless removed
+// first. A hold whose release failed ends this way, within its lease.
+func (w *Watchdog) StopRenewal(e *Entry) { e.stopped.Store(true) }
 
 // Remove stops watching e without calling Config.Lost. It reports whether e was
 // still watched (false if it had been lost or removed already).
@@ -420,7 +438,7 @@ func (w *Watchdog) confirmations(now int64) (probes, targets []*Entry, next int6
 	for _, p := range w.pending {
 		e := p.Data.(*Entry)
 		switch due := p.Deadline(); {
-		case e.state.Load() != 1:
+		case e.state.Load() != 1 || e.Stopped():
 		case due <= now:
 			probes, targets = append(probes, p), append(targets, e)
 		default:
@@ -454,7 +472,7 @@ func (w *Watchdog) apply(r round) {
 	for i, e := range r.batch {
 		switch r.results[i] {
 		case Held:
-			if e.Lease > 0 {
+			if e.Renewal() > 0 {
 				e.Extend(DeadlineFor(r.sent, e.Lease))
 			}
 		case Gone:
