@@ -245,15 +245,21 @@ func (c *Client) spawn(f func()) bool {
 // (an Unlock, a Release, a Resign): it keeps ctx's values, a trace's span
 // say, but not its cancellation, and ends after the cleanup timeout, or at
 // ctx's deadline if that is later. A release thus goes out even when the
-// caller has given up, as Close's cleanup does, and returns within a
-// bound whatever ctx it is given.
+// caller has given up, as Close's cleanup does. A ctx that can never end
+// (context.Background, say) is used as it is, bounded as any call by the
+// Redis client's timeouts, which costs an uncontended Unlock nothing.
 func (c *Client) releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Done() == nil {
+		return ctx, noCancel
+	}
 	deadline := time.Now().Add(c.cfg.cleanup)
 	if d, ok := ctx.Deadline(); ok && d.After(deadline) {
 		deadline = d
 	}
 	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
+
+func noCancel() {}
 
 func (c *Client) checkOpen() error {
 	if c.closed.Load() {

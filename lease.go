@@ -118,14 +118,16 @@ func (l *Lease) watchEntry() (*watchdog.Entry, *watchdog.Watchdog) { return l.en
 // but not its cancellation, bounded by the Client's cleanup timeout (see
 // WithCleanupTimeout), or by ctx's deadline if that is later, so that
 // `defer lease.Unlock(r.Context())` frees the lock after the request was
-// cancelled. Unlock stops renewal of the hold whatever its outcome. If the
-// release fails, the error says whether it was not sent, got no answer, or
-// was refused by the server, and the hold is no longer renewed: it
-// expires within its lease, when Done closes and Err reports ErrLockLost
-// (a reentrant owner's lock is renewed for as long as another lease of
-// the owner holds it). Until then Unlock may be called again to free it
-// at once: a retry is never applied twice. MultiLock and RedLock describe how the lease of
-// several holds is unlocked.
+// cancelled. (A ctx that can never end, such as context.Background, is
+// bounded by the Redis client's own timeouts.) Unlock stops renewal of
+// the hold whatever its outcome. If the release fails, the error says
+// whether it was not sent, got no answer, or was refused by the server,
+// and the hold is no longer renewed: it expires within its lease, when
+// Done closes and Err reports ErrLockLost (a reentrant owner's lock is
+// renewed for as long as another lease of the owner holds it). Until then
+// Unlock may be called again to free it at once: a retry is never applied
+// twice. MultiLock and RedLock describe how the lease of several holds is
+// unlocked.
 //
 // The Unlock of a Mutex, FairMutex or RWMutex write hold may pass the lock
 // straight to another waiting Lock call of the same Client, before Redis

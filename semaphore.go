@@ -45,7 +45,8 @@ func (c *Client) Semaphore(name string) *Semaphore {
 // Release goes out even when ctx has ended, since permits given back late
 // are never given back by anyone else: it keeps ctx's values but not its
 // cancellation, bounded by the Client's cleanup timeout (or ctx's
-// deadline if that is later). It is applied exactly once when it returns
+// deadline if that is later; a ctx that can never end, by the Redis
+// client's own timeouts). It is applied exactly once when it returns
 // nil, even if a reply is lost (it is then completed within that bound).
 // An error that is not a Redis reply leaves the outcome unknown: calling
 // Release again may return the permits twice.
