@@ -73,8 +73,11 @@ type Client struct {
 // is no home for locks. relock never closes rdb. New asks the server, in
 // one round trip bounded by the cleanup timeout, whether the Redis user
 // may run scripts and publish on relock's channels, and fails with
-// ErrNoPermission, naming what the user lacks, if its ACL says no; a
-// server that does not answer is left to the calls that need it. The same
+// ErrNoPermission, naming what the user lacks, if its ACL says no; with
+// ErrUnsupportedServer, naming the command, if the server lacks EVAL,
+// EVALSHA or PUBLISH (SPUBLISH on a cluster); and with the server's
+// reply if it refuses rdb's credentials (NOAUTH, WRONGPASS). A server
+// that does not answer is left to the calls that need it. The same
 // round trip makes the Client known to operators (see WithClientName). A
 // nil rdb, or a nil pointer of any client type, fails with an error
 // matching ErrInvalidOption (and ErrUnsupportedClient).
