@@ -128,11 +128,11 @@ func TestPasswordChangedAfterNew(t *testing.T) {
 
 // TestTryLockWhileServerBusy: while another client's script keeps the
 // server busy, a TryLock with a ctx that never ends returns the server's
-// BUSY at once instead of sending again until the script ends.
+// BUSY at once instead of sending again until the script ends, also on a
+// Client made meanwhile, whose replica sync asks the server first.
 func TestTryLockWhileServerBusy(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Standalone(t)
-	c := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()))
 	if _, err := srv.Do(ctx, "CONFIG", "SET", "lua-time-limit", "10"); err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +159,9 @@ func TestTryLockWhileServerBusy(t *testing.T) {
 		_, err := srv.Do(ctx, "PING")
 		return err != nil && strings.HasPrefix(err.Error(), "BUSY")
 	})
+	// Made now, the Client has not learnt the server's replicas yet: its
+	// first lock call asks, and hears BUSY.
+	c := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()))
 	for _, tc := range []struct {
 		name string
 		try  func() error
