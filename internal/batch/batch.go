@@ -183,10 +183,14 @@ func (b *Batcher) Direct() scripts.Runner { return direct{b} }
 type direct struct{ b *Batcher }
 
 func (d direct) Process(ctx context.Context, cmd redis.Cmder) error {
-	return d.b.Resend(ctx, func() error {
+	err := d.b.Resend(ctx, func() error {
 		cmd.SetErr(nil)
 		return d.b.cfg.Client.Process(ctx, cmd)
 	})
+	if err != nil {
+		cmd.SetErr(err) // the command's reader hears why it stopped
+	}
+	return err
 }
 
 // redirectPause is the longest pause before a redirected call is sent
