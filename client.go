@@ -201,7 +201,12 @@ func isNil(rdb redis.UniversalClient) bool {
 // release what should not wait for its lease before Close. Close waits for
 // relock's goroutines for at most the cleanup timeout (WithCleanupTimeout),
 // whatever the server does; those still waiting then on a server that does
-// not answer end with the Redis client's read timeout. It is idempotent.
+// not answer end with the Redis client's read timeout. The calls it cuts
+// short return within the cleanup timeout too, waiting calls and calls
+// sent again after a redirection included, but one: a call sent on its own
+// (the only one in flight) whose reply a server that does not answer
+// holds, which ends with the Redis client's read timeout. It is
+// idempotent.
 func (c *Client) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil

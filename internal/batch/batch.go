@@ -250,6 +250,14 @@ func (b *Batcher) doSync(ctx context.Context, s *scripts.Script, keys []any, arg
 	case <-r.done:
 		return r.val, r.ack, r.err
 	case <-ctx.Done():
+	case <-b.ctx.Done():
+		// Closing: the caller hears so now, whatever the server does; the
+		// flusher undoes a call already sent when its reply comes.
+		if r.state.CompareAndSwap(queued, abandoned) || r.state.CompareAndSwap(sent, abandoned) {
+			return 0, nil, b.cfg.Stopped
+		}
+		<-r.done
+		return r.val, r.ack, r.err
 	}
 	if r.state.CompareAndSwap(queued, abandoned) {
 		return 0, nil, ctx.Err() // never sent: the flusher drops it
