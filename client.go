@@ -217,6 +217,7 @@ func (c *Client) Close() error {
 	c.spawnMu.Unlock()
 	c.unregisterMetrics()
 	c.cancel()
+	c.batch.Stop() // calls end now, whatever the rest of Close waits for
 	if !within(c.cfg.cleanup, func() {
 		c.wd.Close(errClosedLost)
 		c.hub.Close()

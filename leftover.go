@@ -22,12 +22,11 @@ type leftovers struct {
 }
 
 // leave runs f, which takes a call out of the queue of the lock name,
-// within the cleanup timeout and ctx; if f fails other than by a
-// server's reply, it is kept for the next call on name (see retryLeaves).
-// It reports f's error, or, if f has not returned within the cleanup
+// within the cleanup timeout and ctx, and reports f's error. If f fails
+// other than by a server's reply, or has not returned within the cleanup
 // timeout (go-redis without ContextTimeoutEnabled waits for a server that
-// does not answer until its read timeout), that it did not: the caller
-// does not wait longer, and f is kept if it fails after all.
+// does not answer until its read timeout, and the caller does not), f is
+// kept for the next call on name (see retryLeaves).
 func (c *Client) leave(ctx context.Context, name string, f func(context.Context) error) error {
 	got := make(chan error, 1)
 	if !within(c.cfg.cleanup, func() {
@@ -36,15 +35,16 @@ func (c *Client) leave(ctx context.Context, name string, f func(context.Context)
 		// A call that gives up does not wait for a server that does not
 		// answer.
 		defer context.AfterFunc(ctx, cancel)()
-		err := f(lctx)
-		if err != nil && !isServerError(err) {
-			c.leftovers.keep(name, f)
-		}
-		got <- err
+		got <- f(lctx)
 	}) {
+		c.leftovers.keep(name, f)
 		return fmt.Errorf("no answer within the cleanup timeout (%v)", c.cfg.cleanup)
 	}
-	return <-got
+	err := <-got
+	if err != nil && !isServerError(err) {
+		c.leftovers.keep(name, f)
+	}
+	return err
 }
 
 // keep keeps f, a leave of name that failed, for the next call on name.

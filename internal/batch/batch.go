@@ -401,10 +401,17 @@ func (b *Batcher) undo(ctx context.Context, undo Undo) {
 	undo.Undo(ctx)
 }
 
-// Close stops the flushers: calls still queued, and every later call,
-// fail with Config.Stopped, and
-// pipelines in flight are cut off (their callers' calls are undone).
+// Close stops the Batcher (Stop) and waits for its flushers.
 func (b *Batcher) Close() {
+	b.Stop()
+	b.wg.Wait()
+}
+
+// Stop stops the Batcher without waiting: calls still queued, calls
+// waiting for a pipeline's reply or to be sent again after a redirection,
+// and every later call, fail with Config.Stopped; pipelines in flight are
+// cut off (their callers' calls are undone). It may be called again.
+func (b *Batcher) Stop() {
 	b.mu.Lock()
 	b.stopped.Store(true)
 	queued := b.queue
@@ -414,7 +421,6 @@ func (b *Batcher) Close() {
 		r.deliver(0, b.cfg.Stopped, nil, b)
 	}
 	b.cancel() // pipelines in flight end now; their undo calls are bounded
-	b.wg.Wait()
 }
 
 const (
