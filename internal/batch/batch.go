@@ -105,17 +105,6 @@ type Sync struct {
 	Ack func(ctx context.Context, n int) redis.Cmder
 }
 
-// DoSync sends one try of Do, with a replica acknowledgement when acked is
-// not nil: it returns the WAIT command that followed the call on its
-// connection too (nil when acked is nil or the call was never sent), for
-// the caller to judge. The undo rules are those of Do; a WAIT that fails
-// or falls short is left to the caller, and so is a redirection: the
-// caller sends the call again by Resend (to the slot's new master, with
-// acked).
-func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, acked *Sync) (int64, redis.Cmder, error) {
-	return b.doSync(ctx, s, keys, args, undo, acked)
-}
-
 // Resend runs try, which sends a call, and again while its error is a
 // redirection (see Redirected): the script did not run. A slot on the
 // move holds a call up, it does not fail it. Before each new try the
@@ -168,10 +157,10 @@ func (b *Batcher) await(ctx context.Context, d time.Duration) error {
 }
 
 // ClusterDownFor is how long Resend sends again a call that a cluster
-// answers CLUSTERDOWN: long enough for a replica to take over from a
-// failed master (it stands for election within a second or two of the
-// master being marked failed), short enough that a cluster that lost a
-// master without replica fails calls instead of holding them forever.
+// answers CLUSTERDOWN: long enough for a replica to take over a failed
+// master (its election ends a second or two after the master is marked
+// failed), short enough that a cluster that lost a master without replica
+// fails calls instead of holding them forever.
 const ClusterDownFor = 5 * time.Second
 
 // Direct returns a scripts.Runner that sends each command straight to
@@ -222,7 +211,14 @@ func Redirected(err error) bool {
 	return redis.IsTryAgainError(err) || redis.IsClusterDownError(err) || errors.Is(err, ErrNotMaster)
 }
 
-func (b *Batcher) doSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, acked *Sync) (int64, redis.Cmder, error) {
+// DoSync sends one try of Do, with a replica acknowledgement when acked is
+// not nil: it returns the WAIT command that followed the call on its
+// connection too (nil when acked is nil or the call was never sent), for
+// the caller to judge. The undo rules are those of Do; a WAIT that fails
+// or falls short is left to the caller, and so is a redirection: the
+// caller sends the call again by Resend (to the slot's new master, with
+// acked).
+func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, acked *Sync) (int64, redis.Cmder, error) {
 	if b.stopped.Load() {
 		return 0, nil, b.cfg.Stopped
 	}
