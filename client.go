@@ -73,8 +73,11 @@ type Client struct {
 // is no home for locks. relock never closes rdb. New asks the server, in
 // one round trip bounded by the cleanup timeout, whether the Redis user
 // may run scripts and publish on relock's channels, and fails with
-// ErrNoPermission, naming what the user lacks, if its ACL says no; a
-// server that does not answer is left to the calls that need it. The same
+// ErrNoPermission, naming what the user lacks, if its ACL says no; with
+// ErrUnsupportedServer, naming the command, if the server lacks EVAL,
+// EVALSHA or PUBLISH (SPUBLISH on a cluster); and with the server's
+// reply if it refuses rdb's credentials (NOAUTH, WRONGPASS). A server
+// that does not answer is left to the calls that need it. The same
 // round trip makes the Client known to operators (see WithClientName). A
 // nil rdb, or a nil pointer of any client type, fails with an error
 // matching ErrInvalidOption (and ErrUnsupportedClient).
@@ -198,7 +201,12 @@ func isNil(rdb redis.UniversalClient) bool {
 // release what should not wait for its lease before Close. Close waits for
 // relock's goroutines for at most the cleanup timeout (WithCleanupTimeout),
 // whatever the server does; those still waiting then on a server that does
-// not answer end with the Redis client's read timeout. It is idempotent.
+// not answer end with the Redis client's read timeout. The calls it cuts
+// short return within the cleanup timeout too, waiting calls and calls
+// sent again after a redirection included, but one: a call sent on its own
+// (the only one in flight) whose reply a server that does not answer
+// holds, which ends with the Redis client's read timeout. It is
+// idempotent.
 func (c *Client) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
@@ -209,6 +217,7 @@ func (c *Client) Close() error {
 	c.spawnMu.Unlock()
 	c.unregisterMetrics()
 	c.cancel()
+	c.batch.Stop() // calls end now, whatever the rest of Close waits for
 	if !within(c.cfg.cleanup, func() {
 		c.wd.Close(errClosedLost)
 		c.hub.Close()

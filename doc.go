@@ -88,6 +88,13 @@
 //     report with [ErrReplicaSync] and [ErrUnconfirmed] that they were
 //     applied on the master alone. This narrows the failover window below, it does not close it:
 //     WAIT is not consensus.
+//   - No call waits on an answer that will not change. On a cluster a call
+//     redirected (MOVED, ASK, TRYAGAIN) is sent again until it runs, its
+//     ctx ends or the Client closes; one answered CLUSTERDOWN is sent again
+//     for 5 seconds at most, which covers a replica's takeover of a failed
+//     master, and then fails with the server's CLUSTERDOWN, whatever its
+//     ctx. Every other answer (a refused password, a busy server) is
+//     returned at once.
 //
 // # What is not guaranteed
 //

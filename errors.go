@@ -53,6 +53,13 @@ var (
 	// refuses to lock on, such as a *redis.Ring.
 	ErrUnsupportedClient = errors.New("relock: unsupported redis client")
 
+	// ErrUnsupportedServer is returned by New when the server lacks a
+	// command relock needs: EVAL or EVALSHA, which every lock call sends,
+	// or PUBLISH (SPUBLISH on a Redis 7 cluster), which every release
+	// calls from its script, renamed or disabled by rename-command. The
+	// error names the command.
+	ErrUnsupportedServer = errors.New("relock: unsupported redis server")
+
 	// ErrWrongType is returned when the lock's key exists but holds another
 	// kind of value than a lock of the primitive used, and by the lock
 	// calls of Mutex, FairMutex and RWMutex when the fencing counter the

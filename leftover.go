@@ -2,6 +2,7 @@ package relock
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 )
@@ -21,27 +22,40 @@ type leftovers struct {
 }
 
 // leave runs f, which takes a call out of the queue of the lock name,
-// within the cleanup timeout and ctx; if f fails other
-// than by a server's reply, it is kept for the next call on name (see
-// retryLeaves). It reports f's error.
+// within the cleanup timeout and ctx, and reports f's error. If f fails
+// other than by a server's reply, or has not returned within the cleanup
+// timeout (go-redis without ContextTimeoutEnabled waits for a server that
+// does not answer until its read timeout, and the caller does not), f is
+// kept for the next call on name (see retryLeaves).
 func (c *Client) leave(ctx context.Context, name string, f func(context.Context) error) error {
-	lctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
-	defer cancel()
-	// A call that gives up does not wait for a server that does not
-	// answer.
-	defer context.AfterFunc(ctx, cancel)()
-	err := f(lctx)
+	got := make(chan error, 1)
+	if !within(c.cfg.cleanup, func() {
+		lctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
+		defer cancel()
+		// A call that gives up does not wait for a server that does not
+		// answer.
+		defer context.AfterFunc(ctx, cancel)()
+		got <- f(lctx)
+	}) {
+		c.leftovers.keep(name, f)
+		return fmt.Errorf("no answer within the cleanup timeout (%v)", c.cfg.cleanup)
+	}
+	err := <-got
 	if err != nil && !isServerError(err) {
-		l := &c.leftovers
-		l.mu.Lock()
-		if l.byName == nil {
-			l.byName = make(map[string][]func(context.Context) error)
-		}
-		l.byName[name] = append(l.byName[name], f)
-		l.mu.Unlock()
-		l.n.Add(1)
+		c.leftovers.keep(name, f)
 	}
 	return err
+}
+
+// keep keeps f, a leave of name that failed, for the next call on name.
+func (l *leftovers) keep(name string, f func(context.Context) error) {
+	l.mu.Lock()
+	if l.byName == nil {
+		l.byName = make(map[string][]func(context.Context) error)
+	}
+	l.byName[name] = append(l.byName[name], f)
+	l.mu.Unlock()
+	l.n.Add(1)
 }
 
 // retryLeaves sends the leaves of name kept since they failed, before a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/internal/batch"
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
@@ -28,8 +29,11 @@ const probeSHA = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
 // Unlock returning ErrNoPermission with the lock freed or granted, a
 // Release returning it with the permits given back. It returns an error
 // wrapping ErrNoPermission when the server answers NOPERM or names a
-// channel denied, and nil otherwise: a server that cannot be reached now
-// is the business of the calls that will need it.
+// channel denied, ErrUnsupportedServer when the server lacks one of these
+// commands (rename-command), the server's reply when it refuses the
+// client's credentials (NOAUTH, WRONGPASS), and nil otherwise: a server
+// that cannot be reached now, or is busy, is the business of the calls
+// that will need it.
 //
 // publish is the Client's publish command ("publish" or "spublish"), which
 // New has not stored yet.
@@ -44,23 +48,44 @@ func (c *Client) checkScripts(publish string) error {
 	channels, patterns := c.publishChannels()
 	keys, args := c.announceArgs()
 	start := scripts.Start.QueueSource(ctx, pipe, keys, append(append([]any{publish, len(channels)}, channels...), args...)...)
-	_, _ = pipe.Exec(ctx)
-	var denied []string
+	_ = batch.Exec(ctx, pipe)
+	var denied, unknown []string
 	var first error
 	for _, cmd := range []*redis.Cmd{eval, evalsha} {
-		if err := cmd.Err(); isNoPerm(err) {
+		err := cmd.Err()
+		switch {
+		case redis.IsAuthError(err):
+			// Every call would get the same answer.
+			return fmt.Errorf("relock: the server refuses the Redis client's credentials: %w", err)
+		case isNoPerm(err):
 			denied = append(denied, strings.ToUpper(cmd.Name()))
-			if first == nil {
-				first = err
-			}
+		case isUnknownCommand(err):
+			unknown = append(unknown, strings.ToUpper(cmd.Name()))
+		default:
+			continue
 		}
+		if first == nil {
+			first = err
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("%w: the server has no %s command (rename-command?), which relock needs for every lock call: %w",
+			ErrUnsupportedServer, strings.Join(unknown, " or "), first)
 	}
 	if first != nil {
 		return fmt.Errorf("%w: the Redis user may not run %s, which relock needs for every lock call; "+
 			"grant the commands listed in relock's README (ACL SETUSER): %w", ErrNoPermission, strings.Join(denied, " or "), first)
 	}
-	refused, err := start.StringSlice()
-	if err != nil || len(refused) == 0 {
+	v, err := start.Result()
+	if err != nil {
+		return nil
+	}
+	if v == int64(0) {
+		return fmt.Errorf("%w: the server has no %s command (rename-command?), which relock's releases call to wake waiters "+
+			"(a release would fail with its writes applied)", ErrUnsupportedServer, strings.ToUpper(publish))
+	}
+	refused, _ := start.StringSlice()
+	if len(refused) == 0 {
 		return nil
 	}
 	var lacks []string
@@ -99,11 +124,23 @@ func (c *Client) publishChannels() (channels []any, patterns []string) {
 }
 
 // isNoPerm reports whether err is the server's refusal by ACL: a NOPERM
-// reply, or the error of a script that ran a command its user may not.
+// reply, or the error of a script that ran a command, or touched a key or
+// channel, its user may not. Inside a script the refusal reads "ERR The
+// user executing the script can't ..." on Redis 6.2 and 7.0, and "ERR ACL
+// failure in script: ..." on Redis 7.2 and later and on Valkey.
 func isNoPerm(err error) bool {
 	if err == nil || !isServerError(err) {
 		return false
 	}
 	msg := err.Error()
-	return strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "The user executing the script can't")
+	return strings.HasPrefix(msg, "NOPERM") ||
+		strings.Contains(msg, "ACL failure in script") ||
+		strings.Contains(msg, "The user executing the script can't")
+}
+
+// isUnknownCommand reports whether err is the server's answer to a command
+// it does not know ("ERR unknown command 'eval', with args beginning
+// with: ..."): one renamed or disabled by rename-command.
+func isUnknownCommand(err error) bool {
+	return err != nil && isServerError(err) && strings.Contains(strings.ToLower(err.Error()), "unknown command")
 }

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/relock-go/relock/internal/batch"
 )
 
 // waitCmd and waitAOFCmd are WAIT and WAITAOF commands that go-redis must
@@ -139,15 +137,4 @@ func (s *syncer) pause(ctx context.Context) error {
 	case <-s.c.closing:
 		return ErrClosed
 	}
-}
-
-// errNotMaster is the error of a replica-synced call whose node answered
-// as a replica: the slot's master changed, and the call goes to the new
-// one, as after a redirection.
-var errNotMaster = errors.New("not the master")
-
-// redirected reports whether err means the call did not run because its
-// slot is served elsewhere now: it is sent again (Batcher.AwaitRedirect).
-func redirected(err error) bool {
-	return batch.Redirected(err) || errors.Is(err, errNotMaster)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/relock-go/relock/internal/batch"
 )
 
 // What the syncer learns from the servers, and when. A master is probed
@@ -169,10 +171,14 @@ func (s *syncer) probeWait(ctx context.Context, n *syncNode) (int64, error) {
 	if err != nil && !isServerError(err) {
 		return 0, fmt.Errorf("relock: replica sync: probing %s on %s: %w", s.verb, n.addr, err)
 	}
+	if isReplicaAnswer(err) {
+		// The node was failed over since the map was read: the call goes
+		// to the new master (batch.Resend).
+		return 0, fmt.Errorf("relock: replica sync: probing %s on %s: %w (%w)", s.verb, n.addr, batch.ErrNotMaster, err)
+	}
 	if err != nil && !isRefusal(err) {
-		// "WAIT cannot be used with replica instances": the node was
-		// failed over since the map was read.
-		return 0, fmt.Errorf("relock: replica sync: probing %s on %s: %w (%w)", s.verb, n.addr, errNotMaster, err)
+		// Another answer (NOAUTH, BUSY, LOADING...): the caller's to hear.
+		return 0, fmt.Errorf("relock: replica sync: probing %s on %s: %w", s.verb, n.addr, err)
 	}
 	if err != nil {
 		s.refuse(n, err)
@@ -181,6 +187,13 @@ func (s *syncer) probeWait(ctx context.Context, n *syncNode) (int64, error) {
 	n.checked.Store(true)
 	_, acked, _ := waitReply(cmd)
 	return acked, nil
+}
+
+// isReplicaAnswer reports whether err is a replica's answer to WAIT or
+// WAITAOF ("WAIT cannot be used with replica instances"), or to a write
+// (READONLY).
+func isReplicaAnswer(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "cannot be used with replica") || redis.IsReadOnlyError(err))
 }
 
 // read reads n's replica count again.

@@ -2,7 +2,6 @@ package relock
 
 import (
 	"context"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -16,8 +15,9 @@ import (
 // to wait for (replicasync.go), the script and a WAIT go in one pipeline
 // on that master's connection. A call a cluster redirects (MOVED, ASK,
 // TRYAGAIN, CLUSTERDOWN: the script did not run) is sent again after a
-// short pause, to the slot's master found again, until it runs or ctx
-// ends. The callers only judge the answer: an acquisition (acquire.go), a
+// short pause, to the slot's master found again, until it runs, ctx ends,
+// the Client closes, or the cluster has answered CLUSTERDOWN for
+// batch.ClusterDownFor (Batcher.Resend). The callers only judge the answer: an acquisition (acquire.go), a
 // write that cannot be undone (write.go), a release that passes the lock
 // to a waiter (mutex_release.go). The watchdog's renewals, many calls due
 // together, go through the same batcher as one round (batch.DoRound,
@@ -44,43 +44,36 @@ type answer struct {
 	ack redis.Cmder
 }
 
-// send runs k until it runs or ctx ends, as above, and returns its answer.
-// An error while nothing ran (nothing was sent, or ctx ended while a
-// cluster redirected the call) leaves answer.sent 0.
+// send runs k until it runs, as above, and returns its answer. An error
+// while nothing ran (nothing was sent, or the call was redirected until
+// ctx ended, the Client closed or the cluster stayed down) leaves
+// answer.sent 0.
 func (c *Client) send(ctx context.Context, k *call) (answer, error) {
-	var pause time.Duration // between redirected tries
-	for {
+	var a answer
+	err := c.batch.Resend(ctx, func() error {
+		a = answer{}
 		t, err := c.rsync.target(ctx, k.name) // nil without replicas to wait for
-		if redirected(err) {
-			if err = c.batch.AwaitRedirect(ctx, err, &pause); err == nil {
-				continue
-			}
-		}
 		if err != nil {
-			return answer{}, err
+			return err
 		}
-		a := answer{sent: c.wd.Now(), t: t}
+		a = answer{sent: c.wd.Now(), t: t}
 		a.r, a.ack, err = c.sendOnce(ctx, t, k)
-		if t != nil && redirected(err) {
-			// The slot moved: find its master again. (Without t the
-			// batcher sends it again itself.)
-			if err = c.batch.AwaitRedirect(ctx, err, &pause); err == nil {
-				continue
-			}
-			return answer{}, err // it never ran
-		}
-		return a, err
+		return err
+	})
+	if batch.Redirected(err) {
+		return answer{}, err // it never ran
 	}
+	return a, err
 }
 
-// sendOnce runs k once, followed by t's WAIT on the same connection when t
-// is not nil.
+// sendOnce sends k once, followed by t's WAIT on the same connection when
+// t is not nil.
 func (c *Client) sendOnce(ctx context.Context, t *syncTarget, k *call) (int64, redis.Cmder, error) {
 	if !k.direct {
 		return c.batch.DoSync(ctx, k.script, k.keys, k.args, k.undo, t.batchSync())
 	}
 	if t == nil {
-		v, err := k.script.Run(ctx, c.batch.Direct(), k.keys, k.args...).Int64()
+		v, err := k.script.Run(ctx, c.rdb, k.keys, k.args...).Int64()
 		return v, nil, err
 	}
 	cmd, ack := batch.Synced(ctx, k.script, k.keys, k.args, &t.bs)

@@ -75,12 +75,17 @@ type Undo interface {
 	Undo(ctx context.Context)
 }
 
-// Do runs s with keys and args and returns its integer reply. If the reply
-// is lost (a transport error, or ctx ending first), undo, when not nil, is
-// called so that the call leaves nothing behind; Do has returned by then or
-// returns after it.
+// Do runs s with keys and args and returns its integer reply, sending it
+// again while a cluster redirects it (see Resend). If the reply is lost (a
+// transport error, or ctx ending first), undo, when not nil, is called so
+// that the call leaves nothing behind; Do has returned by then or returns
+// after it.
 func (b *Batcher) Do(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo) (int64, error) {
-	v, _, err := b.DoSync(ctx, s, keys, args, undo, nil)
+	var v int64
+	err := b.Resend(ctx, func() (err error) {
+		v, _, err = b.DoSync(ctx, s, keys, args, undo, nil)
+		return err
+	})
 	return v, err
 }
 
@@ -100,79 +105,99 @@ type Sync struct {
 	Ack func(ctx context.Context, n int) redis.Cmder
 }
 
-// DoSync is Do with a replica acknowledgement when acked is not nil: it
-// returns the WAIT command that followed the call on its connection too
-// (nil when acked is nil or the call was never sent), for the caller to
-// judge. The undo rules are those of Do; a WAIT that fails or falls short
-// is left to the caller.
-//
-// A call without acked that a cluster answers with a redirection (MOVED,
-// ASK, TRYAGAIN, CLUSTERDOWN: the script did not run) is sent again after
-// a short pause, with the slot map reloaded, until it runs or ctx ends:
-// a slot on the move holds a call up, it does not fail it. A call with
-// acked goes to the node acked names; its redirection is the caller's, who
-// must find the slot's new master.
-func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, acked *Sync) (int64, redis.Cmder, error) {
+// Resend runs try, which sends a call, and again while its error is a
+// redirection (see Redirected): the script did not run. A slot on the
+// move holds a call up, it does not fail it. Before each new try the
+// slot map is reloaded (but after TRYAGAIN: the map is right, the keys
+// are moving), and a pause, that doubles up to redirectPause, is waited
+// out. Resend returns try's last error, which is a redirection only where
+// a cluster kept answering CLUSTERDOWN for ClusterDownFor; or an error
+// wrapping ctx's (or Config.Stopped, when the Batcher closes) and the
+// last answer, if ctx ends or the Batcher closes first.
+func (b *Batcher) Resend(ctx context.Context, try func() error) error {
 	var pause time.Duration
+	var down time.Time // when the cluster began answering CLUSTERDOWN
 	for {
-		v, ack, err := b.doSync(ctx, s, keys, args, undo, acked)
-		if acked != nil || !Redirected(err) {
-			return v, ack, err
+		err := try()
+		if !Redirected(err) {
+			return err
 		}
-		if err := b.AwaitRedirect(ctx, err, &pause); err != nil {
-			return 0, nil, err
+		if !redis.IsClusterDownError(err) {
+			down = time.Time{}
+		} else if down.IsZero() {
+			down = time.Now()
+		} else if time.Since(down) >= ClusterDownFor {
+			return err
+		}
+		if !redis.IsTryAgainError(err) {
+			if cc, ok := b.cfg.Client.(*redis.ClusterClient); ok {
+				cc.ReloadState(ctx)
+			}
+		}
+		pause = min(max(2*pause, time.Millisecond), redirectPause)
+		if stop := b.await(ctx, pause); stop != nil {
+			return fmt.Errorf("%w (last answer: %w)", stop, err)
 		}
 	}
 }
 
-// AwaitRedirect is the pause before a call that the cluster redirected
-// with err (see Redirected, or an error of the caller's that says the same)
-// is sent again: the slot map is reloaded but after TRYAGAIN, and the pause, which *pause keeps between tries, doubles up to
-// redirectPause. It returns an error wrapping ctx's, and err, if ctx ends
-// first.
-func (b *Batcher) AwaitRedirect(ctx context.Context, err error, pause *time.Duration) error {
-	if !redis.IsTryAgainError(err) { // TRYAGAIN: the map is right, the keys are moving
-		if cc, ok := b.cfg.Client.(*redis.ClusterClient); ok {
-			cc.ReloadState(ctx)
-		}
-	}
-	*pause = min(max(2**pause, time.Millisecond), redirectPause)
-	t := time.NewTimer(*pause)
+// await waits d, and returns nil then; or ctx's error if it ends first, or
+// Config.Stopped if the Batcher closes first.
+func (b *Batcher) await(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("%w (last answer: %w)", ctx.Err(), err)
+		return ctx.Err()
+	case <-b.ctx.Done():
+		return b.cfg.Stopped
 	}
 }
 
+// ClusterDownFor is how long Resend sends again a call that a cluster
+// answers CLUSTERDOWN: long enough for a replica to take over a failed
+// master (its election ends a second or two after the master is marked
+// failed), short enough that a cluster that lost a master without replica
+// fails calls instead of holding them forever.
+const ClusterDownFor = 5 * time.Second
+
 // Direct returns a scripts.Runner that sends each command straight to
 // Redis, outside the batches and also once the Batcher is closed (for its
-// callers' cleanup), and, as DoSync does, again while a cluster redirects
-// it, until ctx ends.
+// callers' cleanup), and, as Do does, again while a cluster redirects it
+// (Resend).
 func (b *Batcher) Direct() scripts.Runner { return direct{b} }
 
 type direct struct{ b *Batcher }
 
 func (d direct) Process(ctx context.Context, cmd redis.Cmder) error {
-	var pause time.Duration
-	for {
-		err := d.b.cfg.Client.Process(ctx, cmd)
-		if !Redirected(err) || d.b.AwaitRedirect(ctx, err, &pause) != nil {
-			return err
-		}
+	err := d.b.Resend(ctx, func() error {
 		cmd.SetErr(nil)
+		return d.b.cfg.Client.Process(ctx, cmd)
+	})
+	if err != nil {
+		cmd.SetErr(err) // the command's reader hears why it stopped
 	}
+	return err
 }
 
 // redirectPause is the longest pause before a redirected call is sent
 // again: a slot's keys may take a while to move.
 const redirectPause = 50 * time.Millisecond
 
+// ErrNotMaster is wrapped by the error of a call that went to a node
+// found to be a replica (its WAIT answered so): a failover changed the
+// slot's master. The call did not run; like a redirection, it is sent
+// again, to the master found again.
+var ErrNotMaster = errors.New("not the master")
+
 // Redirected reports whether err is a cluster's answer that a call's slot
-// is served elsewhere, is on its way there, or has no master for now:
-// the call did not run, and may be sent again.
+// is served elsewhere (MOVED, or ErrNotMaster), is on its way there (ASK,
+// TRYAGAIN), or has no master for now (CLUSTERDOWN): the call did not
+// run, and may be sent again. No other answer is: one that will not
+// change (a refused password, a busy script, an unknown command) is the
+// caller's at once.
 func Redirected(err error) bool {
 	if err == nil {
 		return false
@@ -183,10 +208,17 @@ func Redirected(err error) bool {
 	if _, ok := redis.IsAskError(err); ok {
 		return true
 	}
-	return redis.IsTryAgainError(err) || redis.IsClusterDownError(err)
+	return redis.IsTryAgainError(err) || redis.IsClusterDownError(err) || errors.Is(err, ErrNotMaster)
 }
 
-func (b *Batcher) doSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, acked *Sync) (int64, redis.Cmder, error) {
+// DoSync sends one try of Do, with a replica acknowledgement when acked is
+// not nil: it returns the WAIT command that followed the call on its
+// connection too (nil when acked is nil or the call was never sent), for
+// the caller to judge. The undo rules are those of Do; a WAIT that fails
+// or falls short is left to the caller, and so is a redirection: the
+// caller sends the call again by Resend (to the slot's new master, with
+// acked).
+func (b *Batcher) DoSync(ctx context.Context, s *scripts.Script, keys []any, args []any, undo Undo, acked *Sync) (int64, redis.Cmder, error) {
 	if b.stopped.Load() {
 		return 0, nil, b.cfg.Stopped
 	}
@@ -214,6 +246,14 @@ func (b *Batcher) doSync(ctx context.Context, s *scripts.Script, keys []any, arg
 	case <-r.done:
 		return r.val, r.ack, r.err
 	case <-ctx.Done():
+	case <-b.ctx.Done():
+		// Closing: the caller hears so now, whatever the server does; the
+		// flusher undoes a call already sent when its reply comes.
+		if r.state.CompareAndSwap(queued, abandoned) || r.state.CompareAndSwap(sent, abandoned) {
+			return 0, nil, b.cfg.Stopped
+		}
+		<-r.done
+		return r.val, r.ack, r.err
 	}
 	if r.state.CompareAndSwap(queued, abandoned) {
 		return 0, nil, ctx.Err() // never sent: the flusher drops it
@@ -279,7 +319,7 @@ func (b *Batcher) DoRound(ctx context.Context, calls []*Call) {
 		for _, r := range plain {
 			r.cmd = r.script.Queue(ctx, pipe, r.keys, r.args...)
 		}
-		_, _ = pipe.Exec(ctx)
+		_ = Exec(ctx, pipe)
 		for _, r := range plain {
 			r.cmd = r.script.Retry(ctx, b.cfg.Client, r.cmd)
 		}
@@ -327,7 +367,7 @@ func runSynced(ctx context.Context, node *redis.Client, n int, ack func(context.
 	}
 	w := ack(ctx, n)
 	_ = pipe.Process(ctx, w)
-	_, _ = pipe.Exec(ctx)
+	_ = Exec(ctx, pipe)
 	var again []int
 	for i := range reqs {
 		acks[i] = w
@@ -344,7 +384,7 @@ func runSynced(ctx context.Context, node *redis.Client, n int, ack func(context.
 	}
 	w = ack(ctx, n)
 	_ = pipe.Process(ctx, w)
-	_, _ = pipe.Exec(ctx)
+	_ = Exec(ctx, pipe)
 	for _, i := range again {
 		acks[i] = w
 	}
@@ -357,10 +397,17 @@ func (b *Batcher) undo(ctx context.Context, undo Undo) {
 	undo.Undo(ctx)
 }
 
-// Close stops the flushers: calls still queued, and every later call,
-// fail with Config.Stopped, and
-// pipelines in flight are cut off (their callers' calls are undone).
+// Close stops the Batcher (Stop) and waits for its flushers.
 func (b *Batcher) Close() {
+	b.Stop()
+	b.wg.Wait()
+}
+
+// Stop stops the Batcher without waiting: calls still queued, calls
+// waiting for a pipeline's reply or to be sent again after a redirection,
+// and every later call, fail with Config.Stopped; pipelines in flight are
+// cut off (their callers' calls are undone). It may be called again.
+func (b *Batcher) Stop() {
 	b.mu.Lock()
 	b.stopped.Store(true)
 	queued := b.queue
@@ -370,7 +417,6 @@ func (b *Batcher) Close() {
 		r.deliver(0, b.cfg.Stopped, nil, b)
 	}
 	b.cancel() // pipelines in flight end now; their undo calls are bounded
-	b.wg.Wait()
 }
 
 const (
@@ -516,7 +562,7 @@ func (b *Batcher) sendPlain(batch []*request) {
 	for i, r := range batch {
 		cmds[i] = r.script.Queue(ctx, pipe, r.keys, r.args...)
 	}
-	_, _ = pipe.Exec(ctx)
+	_ = Exec(ctx, pipe)
 	for i, r := range batch {
 		b.finish(r, r.script.Retry(ctx, b.cfg.Client, cmds[i]), nil)
 	}
@@ -538,6 +584,27 @@ func (b *Batcher) finish(r *request, cmd *redis.Cmd, ack redis.Cmder) {
 		b.undo(b.ctx, r.undo)
 	}
 	r.deliver(v, err, ack, b)
+}
+
+// Exec runs pipe and returns its error. Every command of pipe ends with
+// its reply or an error: go-redis leaves the commands of a pipeline
+// without either when the connection's setup failed on a reply of the
+// server (a password refused on a reconnect), and their empty replies
+// would read as "unexpected type=<nil>"; they get the pipeline's error.
+func Exec(ctx context.Context, pipe redis.Pipeliner) error {
+	cmds, err := pipe.Exec(ctx)
+	if err == nil {
+		return nil
+	}
+	for _, cmd := range cmds {
+		if cmd.Err() != nil {
+			return err // the commands were answered, or given the error
+		}
+	}
+	for _, cmd := range cmds {
+		cmd.SetErr(err)
+	}
+	return err
 }
 
 func isServerError(err error) bool {

@@ -779,6 +779,13 @@ func TestStartChecksPublish(t *testing.T) {
 			}
 			rdb.Del(ctx, key)
 		}
+		// A server without the command (renamed away) answers 0, and
+		// nothing is written.
+		key := layout.ClientKey("start-check")
+		v, err := s.Run(ctx, rdb, Keys(key), "nosuchpublish", 2, lock, rw, 60000, "host", "h").Result()
+		if err != nil || v != int64(0) || rdb.Exists(ctx, key).Val() != 0 {
+			t.Fatalf("acl_check_cmd %v: start with an unknown command = %v, %v; want 0 and nothing written", s == Start, v, err)
+		}
 	}
 }
 

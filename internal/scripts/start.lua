@@ -11,7 +11,9 @@
 --
 -- Returns       the channels of ARGV[3..2+n] the user may not publish on,
 --               with nothing written; an empty array when it may publish
---               on all of them, and the hash written.
+--               on all of them, and the hash written; 0, with nothing
+--               written, when the server has no command ARGV[1] (renamed
+--               or disabled by rename-command).
 --
 -- Redis does not undo the writes of a script that fails, and a PUBLISH
 -- that the user's ACL refuses fails a script after its writes: a release
@@ -20,14 +22,25 @@
 -- checks without sending anything; on Redis 6.2, which lacks it, an empty
 -- message is published on each channel, of a name no lock uses.
 
+-- A server without the command would fail every release after its writes
+-- just the same: redis.acl_check_cmd raises an error for a command the
+-- server does not know, and a call of it answers so.
+
 local n = tonumber(ARGV[2])
 local denied = {}
 for i = 3, 2 + n do
     local ok
     if redis.acl_check_cmd then
-        ok = redis.acl_check_cmd(ARGV[1], ARGV[i], '')
+        local known
+        known, ok = pcall(redis.acl_check_cmd, ARGV[1], ARGV[i], '')
+        if not known then
+            return 0
+        end
     else
         local r = redis.pcall(ARGV[1], ARGV[i], '')
+        if type(r) == 'table' and r.err and string.find(r.err, 'nknown Redis command', 1, true) then
+            return 0
+        end
         ok = type(r) ~= 'table' or not r.err
     end
     if not ok then
