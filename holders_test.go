@@ -20,7 +20,9 @@ var forceUnlocks = []struct {
 	force func(c *relock.Client, name string) func(context.Context) (bool, error)
 }{
 	{"mutex", func(c *relock.Client, n string) func(context.Context) (bool, error) { return c.Mutex(n).ForceUnlock }},
-	{"fair", func(c *relock.Client, n string) func(context.Context) (bool, error) { return c.FairMutex(n).ForceUnlock }},
+	{"fair", func(c *relock.Client, n string) func(context.Context) (bool, error) {
+		return c.FairMutex(n).ForceUnlock
+	}},
 	{"rw", func(c *relock.Client, n string) func(context.Context) (bool, error) { return c.RWMutex(n).ForceUnlock }},
 }
 
