@@ -19,11 +19,21 @@ var forceUnlocks = []struct {
 	kind  string
 	force func(c *relock.Client, name string) func(context.Context) (bool, error)
 }{
-	{"mutex", func(c *relock.Client, n string) func(context.Context) (bool, error) { return c.Mutex(n).ForceUnlock }},
-	{"fair", func(c *relock.Client, n string) func(context.Context) (bool, error) {
-		return c.FairMutex(n).ForceUnlock
-	}},
-	{"rw", func(c *relock.Client, n string) func(context.Context) (bool, error) { return c.RWMutex(n).ForceUnlock }},
+	{"mutex", mutexForce},
+	{"fair", fairForce},
+	{"rw", rwForce},
+}
+
+func mutexForce(c *relock.Client, n string) func(context.Context) (bool, error) {
+	return c.Mutex(n).ForceUnlock
+}
+
+func fairForce(c *relock.Client, n string) func(context.Context) (bool, error) {
+	return c.FairMutex(n).ForceUnlock
+}
+
+func rwForce(c *relock.Client, n string) func(context.Context) (bool, error) {
+	return c.RWMutex(n).ForceUnlock
 }
 
 // TestForceUnlockLeavesOtherData: ForceUnlock of any lock primitive on a
