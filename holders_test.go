@@ -217,3 +217,40 @@ func listenOn(t *testing.T, ctx context.Context, top testkit.Topology, a *relock
 		return n[channel] == 1
 	})
 }
+
+// TestForceUnlockOwnHold: a Client that force-unlocks a lock it holds
+// itself ends its own hold at once, listening or not, long before its
+// watchdog's next renewal (40s after the Client was made).
+func TestForceUnlockOwnHold(t *testing.T) {
+	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
+		c := top.NewClient(t, relock.WithWatchdogTimeout(2*time.Minute))
+		ctx := testkit.CtxTimeout(t, 30*time.Second)
+		for _, f := range forceUnlocks {
+			name := testkit.LockName(t)
+			var l *relock.Lease
+			var err error
+			switch f.kind {
+			case "mutex":
+				l, err = c.Mutex(name).Lock(ctx)
+			case "fair":
+				l, err = c.FairMutex(name).Lock(ctx)
+			case "rw":
+				l, err = c.RWMutex(name).RLock(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if held, err := f.force(c, name)(ctx); err != nil || !held {
+				t.Fatalf("%s ForceUnlock = %v, %v", f.kind, held, err)
+			}
+			select {
+			case <-l.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: the holder was not told of its own Client's ForceUnlock", f.kind)
+			}
+			if !errors.Is(l.Err(), relock.ErrLockLost) {
+				t.Fatalf("%s: Err = %v, want ErrLockLost", f.kind, l.Err())
+			}
+		}
+	})
+}
