@@ -2,10 +2,10 @@
 // client: channels are reference-counted across waiters, a message wakes as
 // many local waiters as its policy says, and after a reconnect every waiter
 // of a re-subscribed channel is woken to re-check at once, and the client
-// is told (Config.Reconnected). A sharded
-// channel follows its slot: when the slot leaves the node (the server's
-// sunsubscribe, or MOVED to a subscription), the connection is made again
-// on the slot's new master, which is a reconnect like any other.
+// is told (Config.Reconnected). A sharded channel follows its slot: when
+// the slot leaves the node (the server's sunsubscribe, or MOVED to a
+// subscription), the connection is made again on the slot's new master,
+// which is a reconnect like any other.
 package notify
 
 import (

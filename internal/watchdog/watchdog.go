@@ -98,8 +98,8 @@ type Watchdog struct {
 	pending []*Entry // probes of entries to confirm (see Confirm)
 	// Renewals asked for out of turn (see RenewAll and RenewKey): every
 	// entry's, or those of the entries of these keys.
-	rushAll  bool
-	rushKeys map[string]bool
+	allSoon  bool
+	keysSoon map[string]bool
 
 	kick   chan struct{}
 	ctx    context.Context
@@ -315,7 +315,7 @@ func (w *Watchdog) Confirm(e *Entry, lease, after time.Duration) {
 // begins share it.
 func (w *Watchdog) RenewAll() {
 	w.mu.Lock()
-	w.rushAll = true
+	w.allSoon = true
 	w.mu.Unlock()
 	w.wake()
 }
@@ -325,10 +325,10 @@ func (w *Watchdog) RenewAll() {
 // was force-unlocked) checks, rather than believes it.
 func (w *Watchdog) RenewKey(key string) {
 	w.mu.Lock()
-	if w.rushKeys == nil {
-		w.rushKeys = make(map[string]bool)
+	if w.keysSoon == nil {
+		w.keysSoon = make(map[string]bool)
 	}
-	w.rushKeys[key] = true
+	w.keysSoon[key] = true
 	w.mu.Unlock()
 	w.wake()
 }
@@ -341,13 +341,13 @@ func (w *Watchdog) wake() {
 	}
 }
 
-// rushed takes the renewals asked for out of turn: whether every entry is
+// outOfTurn takes the renewals asked for out of turn: whether every entry is
 // to be renewed, and else the entries of the keys asked for.
-func (w *Watchdog) rushed() (all bool, batch []*Entry) {
+func (w *Watchdog) outOfTurn() (all bool, batch []*Entry) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	all, keys := w.rushAll, w.rushKeys
-	w.rushAll, w.rushKeys = false, nil
+	all, keys := w.allSoon, w.keysSoon
+	w.allSoon, w.keysSoon = false, nil
 	if all || keys == nil {
 		return all, nil
 	}
@@ -373,7 +373,7 @@ func (w *Watchdog) loop() {
 		if !running {
 			// A round asked for out of turn goes first: a round of every
 			// entry counts as the periodic one.
-			all, batch := w.rushed()
+			all, batch := w.outOfTurn()
 			if all {
 				nextRound = now
 			} else if len(batch) > 0 {
