@@ -165,8 +165,11 @@ func (c *Client) start() {
 		Sharded: c.publish == "spublish",
 		Slot:    slots.Of,
 		Linger:  grantLinger,
-		Now:     func() int64 { return c.wd.Now() },
-		Logger:  cfg.logger,
+		// A connection made again may follow a restart or failover that
+		// lost holds: they are renewed at once, as waiters re-check.
+		Reconnected: func() { c.wd.RenewAll() },
+		Now:         func() int64 { return c.wd.Now() },
+		Logger:      cfg.logger,
 	})
 	c.wd = watchdog.New(watchdog.Config{
 		Interval: cfg.watchdog / 3,

@@ -1,7 +1,8 @@
 // Package relock provides distributed locks on Redis with the semantics of
 // Redisson's lock family: a reentrant Mutex kept alive by a watchdog while
 // its holder lives, waiters woken by pub/sub instead of polling, fencing
-// tokens, and a signal the moment a lock is lost.
+// tokens, and a signal when a lock is lost, before it can expire on the
+// server.
 //
 // # Primitives
 //
@@ -20,7 +21,8 @@
 // A Client (New) owns the watchdog, the owner ids and the shared pub/sub
 // connections; primitives such as [Client.Mutex] are cheap handles made from
 // it. Every acquisition returns a [Lease]: its Done channel closes and its
-// Err turns to [ErrLockLost] the moment the hold can no longer be trusted.
+// Err turns to [ErrLockLost] when the hold is found gone or can no longer
+// be trusted (see What is guaranteed).
 // [Lease.Unlock] (like every release: Permit.Release, Semaphore.Release,
 // Leadership.Resign) goes out even when its context has ended, within the
 // Client's cleanup timeout, and stops renewal whatever its outcome: a
@@ -76,6 +78,15 @@
 //     clocks run at nearly the same rate: each hold has a local deadline of
 //     the time its acquisition or last confirmed renewal was sent, plus the
 //     lease, minus lease/100 + 2ms.
+//   - A hold taken away on the server (a ForceUnlock, a restart without
+//     persistence, a failover that lost it) is reported when the holder's
+//     Client hears of it: at once after a ForceUnlock by relock while the
+//     Client listens on pub/sub in the lock's hash slot (it has a call
+//     waiting for a lock there, any lock on a standalone server) or made
+//     the ForceUnlock itself; at once after the Client's pub/sub
+//     connection is made again; otherwise at the hold's next renewal
+//     (every watchdog timeout/3) or its local deadline, whichever comes
+//     first. A Redisson holder hears at its own next renewal.
 //   - Fencing tokens only grow per name, so a resource that checks them
 //     refuses a holder that lost its lock to a newer one. They come from
 //     counters shared by the names of a server (or of a cluster hash

@@ -146,8 +146,10 @@ func (m *FairMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, er
 }
 
 // ForceUnlock deletes the lock whoever holds it and tells the first
-// waiter. It reports whether the lock was held. The holder's Lease reports
-// ErrLockLost at its watchdog's next renewal. The queue is left as it is.
+// waiter. It reports whether the lock was held. The queue is left as it
+// is. The holder hears of it as a Mutex's does (see Mutex.ForceUnlock),
+// and a key that holds anything but a lock's hash is left alone with
+// ErrWrongType.
 func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
@@ -156,6 +158,7 @@ func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, opError(ctx, "force unlock", m.name, err)
 	}
+	m.c.forced(m.name, n == 1)
 	return n == 1, nil
 }
 

@@ -97,7 +97,9 @@ type grant struct {
 // ("n:<ttl ms>:<owner>", 0 for now) to the waiting Mutex, RWMutex or
 // PermitSemaphore call of that owner, and a grant ("fg:", the same) or a
 // call to check now ("fn:<owner>") to the waiting FairMutex call of that
-// owner, if it is still here, and wakes no other.
+// owner, if it is still here, and wakes no other. A force unlock of a
+// lock the Client holds ("h:<lock key>") has the watchdog renew its holds
+// of that lock at once, which finds them gone.
 func (c *Client) routeGrant(payload string) int {
 	kind, rest, _ := strings.Cut(payload, ":")
 	var g *grant
@@ -105,6 +107,9 @@ func (c *Client) routeGrant(payload string) int {
 	var owner string
 	list := &c.local
 	switch kind {
+	case "h":
+		c.wd.RenewKey(rest)
+		return 0
 	case "g", "fg":
 		var ok bool
 		if g, owner, ok = parseGrant(rest); !ok || owner == "" {
@@ -135,6 +140,16 @@ func (c *Client) routeGrant(payload string) int {
 		list.Wake(owner, recheck)
 	}
 	return 0
+}
+
+// forced follows a force unlock of the lock key by this Client: when the
+// lock was held (held), the Client's own holds of it are renewed at once,
+// which finds them gone. Other Clients' holders are told by the script
+// (routeGrant's "h:").
+func (c *Client) forced(key string, held bool) {
+	if held {
+		c.wd.RenewKey(key)
+	}
 }
 
 // parseGrant reads "<token>:<ttl ms>:<ms>" and what follows it after a

@@ -78,7 +78,11 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error)
 
 // ForceUnlock deletes the lock whoever holds it and wakes its waiters. It
 // reports whether the lock was held. The holder's Lease reports
-// ErrLockLost at its watchdog's next renewal.
+// ErrLockLost when its Client hears of it (see Lease.Done): at once when
+// its Client listens for grants or made this call, else at its watchdog's
+// next renewal. A key that holds anything but a Mutex's hash (an
+// application's hash, a read-write lock's) is left alone with
+// ErrWrongType.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
@@ -87,6 +91,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, opError(ctx, "force unlock", m.name, err)
 	}
+	m.c.forced(m.name, n == 1)
 	return n == 1, nil
 }
 

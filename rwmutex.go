@@ -123,8 +123,10 @@ func (rw *RWMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, err
 
 // ForceUnlock deletes the lock, in whatever mode and whoever holds it,
 // with its reader hold keys, and wakes every waiter. It reports whether
-// the lock was held. The holders' Leases report ErrLockLost at their
-// watchdog's next renewal or check.
+// the lock was held. The holders hear of it as a Mutex's holder does (see
+// Mutex.ForceUnlock). A key that holds anything but a read-write lock's
+// hash (an application's hash, a Mutex's), or a reader hold key that
+// holds no string, is left alone with ErrWrongType.
 func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := rw.check(); err != nil {
 		return false, err
@@ -134,6 +136,7 @@ func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, opError(ctx, "force unlock", rw.name, err)
 	}
+	rw.c.forced(rw.name, n == 1)
 	return n == 1, nil
 }
 

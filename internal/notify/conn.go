@@ -407,8 +407,9 @@ func (c *conn) markBroken() {
 // A confirmation of a channel that was ready before comes from a
 // re-subscription: go-redis's after a reconnect, or the hub's own resend.
 // A message may have been missed while the channel was not subscribed,
-// so every waiter of the channel re-checks at once. This does not depend
-// on the pending count, which a resend during an outage leaves owed.
+// so every waiter of the channel re-checks at once, and the hub's client
+// hears of it (Config.Reconnected). This does not depend on the pending
+// count, which a resend during an outage leaves owed.
 func (c *conn) confirmed(channel string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -431,6 +432,9 @@ func (c *conn) confirmed(channel string) {
 		ch.confirmed = true
 		c.unwatch(ch)
 		wakeN(ch.waiters, -1)
+		if f := c.hub.cfg.Reconnected; f != nil {
+			f()
+		}
 	default:
 		if c.pending[channel] > 0 {
 			return

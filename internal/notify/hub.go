@@ -1,10 +1,11 @@
 // Package notify shares pub/sub connections among the waiters of one
 // client: channels are reference-counted across waiters, a message wakes as
 // many local waiters as its policy says, and after a reconnect every waiter
-// of a re-subscribed channel is woken to re-check at once. A sharded
-// channel follows its slot: when the slot leaves the node (the server's
-// sunsubscribe, or MOVED to a subscription), the connection is made again
-// on the slot's new master, which is a reconnect like any other.
+// of a re-subscribed channel is woken to re-check at once, and the client
+// is told (Config.Reconnected). A sharded channel follows its slot: when
+// the slot leaves the node (the server's sunsubscribe, or MOVED to a
+// subscription), the connection is made again on the slot's new master,
+// which is a reconnect like any other.
 package notify
 
 import (
@@ -43,6 +44,13 @@ type Config struct {
 	// last waiter has gone, for waiters that come soon after (0: it is
 	// unsubscribed at once).
 	Linger func(channel string) time.Duration
+	// Reconnected, if set, is called when a channel that was in force is
+	// confirmed again: its connection was made again (go-redis's reconnect,
+	// or the hub's own), so the server may have restarted or failed over
+	// meanwhile, and the holders of locks are worth checking now, as the
+	// waiters are woken to. It may be called once per channel of the
+	// connection, and must not block.
+	Reconnected func()
 	// Now, if set, is the clock of ConfirmedBefore (default: time since the
 	// Hub was made).
 	Now    func() int64

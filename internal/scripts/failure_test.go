@@ -211,7 +211,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		{
 			name: "forceunlock: queue of another type",
 			given: []given{
-				hash("f:force", 10000, "u:1", "1"),
+				hash("f:force", 10000, owner(1), "1"),
 				str(lk("f:force")[2], "x"),
 			},
 			script: ForceUnlock, keys: []string{"f:force", lk("f:force")[2]},
@@ -321,8 +321,8 @@ func TestFailuresWriteNothing(t *testing.T) {
 		{
 			name: "rw forceunlock: queue of another type",
 			given: []given{
-				hash("f:rwforce", 10000, "mode", "read", "r:1", "1"),
-				{newRW("f:rwforce").hold("r:1", 1), "string", []string{"1"}, 10000},
+				hash("f:rwforce", 10000, "mode", "read", owner(1), "1"),
+				{newRW("f:rwforce").hold(owner(1), 1), "string", []string{"1"}, 10000},
 				str(newRW("f:rwforce").queue, "x"),
 			},
 			script: RWForceUnlock, keys: []string{"f:rwforce", newRW("f:rwforce").queue, newRW("f:rwforce").channel},
@@ -522,7 +522,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		failure{
 			name: "fair forceunlock: queue of another type",
 			given: []given{
-				hash("f:fforce", 10000, "u:1", "1"),
+				hash("f:fforce", 10000, owner(1), "1"),
 				str(fk("f:fforce").queue, "x"),
 			},
 			script: FairForceUnlock, keys: fk("f:fforce").keys(fk("f:fforce").channel),
@@ -531,7 +531,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 		failure{
 			name: "fair forceunlock: liveness of another type",
 			given: []given{
-				hash("f:fforcea", 10000, "u:1", "1"),
+				hash("f:fforcea", 10000, owner(1), "1"),
 				{fk("f:fforcea").queue, "list", []string{"v:1"}, 0},
 				str(fk("f:fforcea").alive, "x"),
 			},

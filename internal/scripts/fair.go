@@ -8,7 +8,7 @@ var (
 	FairUnlock      = loadWith("fair_unlock", "clock", "fence", "fair_queue")
 	FairPass        = loadWith("fair_pass", "clock", "fence", "fair_queue")
 	FairLeave       = loadFair("fair_leave")
-	FairForceUnlock = loadFair("fair_forceunlock")
+	FairForceUnlock = loadWith("fair_forceunlock", "clock", "fair_queue", "fence", "lockhash")
 	FairTell        = loadFair("fair_tell")
 )
 

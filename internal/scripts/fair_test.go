@@ -638,7 +638,7 @@ func TestFairForceUnlock(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
 	f := newFairLock("s:fair:force")
-	hear := f.listen(t, "b")
+	hear := f.listen(t, owner(2))
 	rdb.Set(ctx, f.name, "x", 0)
 	if err := FairForceUnlock.Run(ctx, rdb, Keys(f.keys(f.channel)...), f.waiters, "publish").Err(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("force unlock of a string: %v", err)
@@ -647,18 +647,18 @@ func TestFairForceUnlock(t *testing.T) {
 		t.Fatalf("lock of a string: %v", err)
 	}
 	rdb.Del(ctx, f.name)
-	f.lock(t, "a", 5000)
-	f.lock(t, "b", 5000)
+	f.lock(t, owner(1), 5000)
+	f.lock(t, owner(2), 5000)
 	if v := run(t, FairForceUnlock, f.keys(f.channel), f.waiters, "publish"); v != int64(1) {
 		t.Fatalf("force unlock = %v", v)
 	}
-	if h := hear.heard(t); h != "b" {
+	if h := hear.heard(t); h != owner(2) {
 		t.Fatalf("told %q", h)
 	}
 	if v := run(t, FairForceUnlock, f.keys(f.channel), f.waiters, "publish"); v != int64(0) {
 		t.Fatalf("force unlock of a free lock = %v", v)
 	}
-	f.leave(t, "b", "0")
+	f.leave(t, owner(2), "0")
 	f.gone(t)
 }
 

@@ -8,5 +8,5 @@ var (
 	RWReadUnlock  = loadWith("rw_read_unlock", "clock", "fence", "queue", "rw_readers", "rw_queue", "rw_release")
 	RWWriteUnlock = loadWith("rw_write_unlock", "clock", "fence", "queue", "rw_readers", "rw_queue", "rw_release")
 	RWRenew       = load("rw_renew")
-	RWForceUnlock = loadWith("rw_forceunlock", "clock", "fence", "queue", "rw_readers")
+	RWForceUnlock = loadWith("rw_forceunlock", "clock", "fence", "queue", "rw_readers", "lockhash")
 )

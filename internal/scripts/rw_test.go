@@ -215,35 +215,36 @@ func TestRWReaders(t *testing.T) {
 func TestRWHoldKeysOfAnyName(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
+	u1, u2, u3 := owner(1), owner(2), owner(3)
 	for _, name := range []string{"s:rw:any%d%s%%", "s:{rw%}:any"} {
 		k := newRW(name)
-		k.rlock(t, "u:1", 10000, "")
-		k.rlock(t, "u:2", 10000, "a")
-		k.rlock(t, "u:2", 10000, "b")
-		if n := rdb.Exists(ctx, k.hold("u:1", 1), k.hold("u:2", 1), k.hold("u:2", 2)).Val(); n != 3 {
+		k.rlock(t, u1, 10000, "")
+		k.rlock(t, u2, 10000, "a")
+		k.rlock(t, u2, 10000, "b")
+		if n := rdb.Exists(ctx, k.hold(u1, 1), k.hold(u2, 1), k.hold(u2, 2)).Val(); n != 3 {
 			t.Fatalf("%q: %d of 3 hold keys", name, n)
 		}
-		rdb.Del(ctx, k.hold("u:1", 1)) // u:1 died
-		if v := k.unlock(t, false, "u:2", "1", "r"); v != 1 {
+		rdb.Del(ctx, k.hold(u1, 1)) // u:1 died
+		if v := k.unlock(t, false, u2, "1", "r"); v != 1 {
 			t.Fatalf("%q: unlock = %d", name, v)
 		}
-		if got := rdb.HGetAll(ctx, k.name).Val(); fmt.Sprint(got) != "map[mode:read u:2:1]" || rdb.Exists(ctx, k.hold("u:2", 2)).Val() != 0 {
+		if got := rdb.HGetAll(ctx, k.name).Val(); fmt.Sprint(got) != "map["+u2+":1 mode:read]" || rdb.Exists(ctx, k.hold(u2, 2)).Val() != 0 {
 			t.Fatalf("%q: hash %v after a release beside a dead reader", name, got)
 		}
 		// The writes of a read release and a force unlock.
 		if v := run(t, RWForceUnlock, []string{k.name, k.queue, k.channel}, k.channel, "publish", k.holds, clientGrants("c0ffee"), "c0ffee"); v != int64(1) {
 			t.Fatalf("%q: force unlock = %v", name, v)
 		}
-		if n := rdb.Exists(ctx, k.name, k.hold("u:2", 1)).Val(); n != 0 {
+		if n := rdb.Exists(ctx, k.name, k.hold(u2, 1)).Val(); n != 0 {
 			t.Fatalf("%q: %d keys left by force unlock", name, n)
 		}
 		// A writer's read hold keeps the lock in read mode after its write
 		// release, for as long as its hold key lives.
-		if v := k.lock(t, "u:3", 10000, ""); v < 0 {
+		if v := k.lock(t, u3, 10000, ""); v < 0 {
 			t.Fatalf("%q: write lock = %d", name, v)
 		}
-		k.rlock(t, "u:3", 5000, "c")
-		if v := k.unlock(t, true, "u:3:write", "0", ""); v != 1 {
+		k.rlock(t, u3, 5000, "c")
+		if v := k.unlock(t, true, u3+":write", "0", ""); v != 1 {
 			t.Fatalf("%q: write unlock = %d, want 1: still reading", name, v)
 		}
 		if d := pttl(t, k.name); d <= 4*time.Second || d > 5*time.Second {
@@ -435,10 +436,11 @@ func TestRWRenew(t *testing.T) {
 func TestRWForceUnlock(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
+	u1, u2 := owner(1), owner(2)
 	k := newRW("s:rw:force")
-	k.rlock(t, "u:1", 10000, "a")
-	k.rlock(t, "u:1", 10000, "b")
-	k.rlock(t, "u:2", 10000, "")
+	k.rlock(t, u1, 10000, "a")
+	k.rlock(t, u1, 10000, "b")
+	k.rlock(t, u2, 10000, "")
 	ps := rdb.Subscribe(ctx, k.channel)
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil {
@@ -447,7 +449,7 @@ func TestRWForceUnlock(t *testing.T) {
 	if v := run(t, RWForceUnlock, []string{k.name, k.queue, k.channel}, k.channel, "publish", k.holds, clientGrants("c0ffee"), "c0ffee"); v != int64(1) {
 		t.Fatalf("force unlock = %v", v)
 	}
-	if n := rdb.Exists(ctx, k.name, k.hold("u:1", 1), k.hold("u:1", 2), k.hold("u:2", 1)).Val(); n != 0 {
+	if n := rdb.Exists(ctx, k.name, k.hold(u1, 1), k.hold(u1, 2), k.hold(u2, 1)).Val(); n != 0 {
 		t.Fatalf("%d keys left", n)
 	}
 	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {

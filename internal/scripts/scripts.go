@@ -53,7 +53,7 @@ var (
 	Unlock      = loadWith("unlock", "clock", "fence", "queue")
 	Abandon     = load("abandon")
 	Renew       = load("renew")
-	ForceUnlock = loadWith("forceunlock", "clock", "queue")
+	ForceUnlock = loadWith("forceunlock", "clock", "queue", "fence", "lockhash")
 	Announce    = load("announce")
 	Start       = load("start")
 )

@@ -451,7 +451,7 @@ func TestForceUnlock(t *testing.T) {
 	if rdb.Exists(ctx, "s:str").Val() != 1 {
 		t.Fatal("a key of another type was deleted")
 	}
-	rdb.HSet(ctx, "s:fu", "u:1", 1)
+	rdb.HSet(ctx, "s:fu", owner(1), 1)
 	if v := run(t, ForceUnlock, []string{"s:fu", layout.Companion(layout.LockQueue, "s:fu")}, "ch", "publish", clientGrants("u"), "u"); v != int64(1) {
 		t.Fatalf("force unlock = %v", v)
 	}

@@ -109,6 +109,10 @@ type Watchdog struct {
 	entries map[*Entry]struct{}
 	armed   int64    // when the loop will next wake on its own
 	pending []*Entry // probes of entries to confirm (see Confirm)
+	// Renewals asked for out of turn (see RenewAll and RenewKey): every
+	// entry's, or those of the entries of these keys.
+	allSoon  bool
+	keysSoon map[string]bool
 
 	kick   chan struct{}
 	ctx    context.Context
@@ -153,10 +157,7 @@ func (w *Watchdog) Add(e *Entry, deadline int64) {
 	early := deadline < w.armed
 	w.mu.Unlock()
 	if early {
-		select {
-		case w.kick <- struct{}{}:
-		default:
-		}
+		w.wake()
 	}
 }
 
@@ -320,11 +321,60 @@ func (w *Watchdog) Confirm(e *Entry, lease, after time.Duration) {
 	early := due < w.armed
 	w.mu.Unlock()
 	if early {
-		select {
-		case w.kick <- struct{}{}:
-		default:
+		w.wake()
+	}
+}
+
+// RenewAll renews every entry at once, outside the periodic rounds
+// (after the round in flight, if any), without waiting: a caller that has
+// reason to think holds may have gone unannounced (its pub/sub connection
+// was made again: the server may have restarted or failed over) learns of
+// it now rather than at the next round. Calls made before the round
+// begins share it.
+func (w *Watchdog) RenewAll() {
+	w.mu.Lock()
+	w.allSoon = true
+	w.mu.Unlock()
+	w.wake()
+}
+
+// RenewKey renews the entries of key at once, as RenewAll does every
+// entry, without waiting: a caller told that the lock key may be gone (it
+// was force-unlocked) checks, rather than believes it.
+func (w *Watchdog) RenewKey(key string) {
+	w.mu.Lock()
+	if w.keysSoon == nil {
+		w.keysSoon = make(map[string]bool)
+	}
+	w.keysSoon[key] = true
+	w.mu.Unlock()
+	w.wake()
+}
+
+// wake makes the loop look again at once.
+func (w *Watchdog) wake() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// outOfTurn takes the renewals asked for out of turn: whether every entry is
+// to be renewed, and else the entries of the keys asked for.
+func (w *Watchdog) outOfTurn() (all bool, batch []*Entry) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	all, keys := w.allSoon, w.keysSoon
+	w.allSoon, w.keysSoon = false, nil
+	if all || keys == nil {
+		return all, nil
+	}
+	for e := range w.entries {
+		if keys[e.Key] && !e.unconfirmed.Load() {
+			batch = append(batch, e)
 		}
 	}
+	return false, batch
 }
 
 func (w *Watchdog) loop() {
@@ -338,11 +388,22 @@ func (w *Watchdog) loop() {
 	for {
 		now := w.Now()
 		earliest := w.expire(now)
+		if !running {
+			// A round asked for out of turn goes first: a round of every
+			// entry counts as the periodic one.
+			all, batch := w.outOfTurn()
+			if all {
+				nextRound = now
+			} else if len(batch) > 0 {
+				running = true
+				go w.renew(now, batch, false, finished)
+			}
+		}
 		if !running && now >= nextRound {
 			nextRound = now + interval
 			if batch := w.snapshot(); len(batch) > 0 || w.cfg.Every != nil {
 				running = true
-				go w.renew(now, batch, finished)
+				go w.renew(now, batch, true, finished)
 			}
 		}
 		nextConfirm := int64(1<<63 - 1)
@@ -407,23 +468,25 @@ func (w *Watchdog) snapshot() []*Entry {
 	return batch
 }
 
-func (w *Watchdog) renew(sent int64, batch []*Entry, finished chan<- round) {
+// renew runs a round of renewals of batch, with Config.Every beside them
+// when every is set.
+func (w *Watchdog) renew(sent int64, batch []*Entry, every bool, finished chan<- round) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.Interval)
 	defer cancel()
-	every := make(chan struct{})
-	if w.cfg.Every != nil {
+	everyDone := make(chan struct{})
+	if every && w.cfg.Every != nil {
 		go func() {
-			defer close(every)
+			defer close(everyDone)
 			w.cfg.Every(ctx)
 		}()
 	} else {
-		close(every)
+		close(everyDone)
 	}
 	var results []Result
 	if len(batch) > 0 {
 		results = w.cfg.Renew(ctx, batch)
 	}
-	<-every
+	<-everyDone
 	finished <- round{sent: sent, batch: batch, results: results}
 }
 
