@@ -39,7 +39,7 @@ func runUnlock(ctx context.Context, e *env, args []string) int {
 	}
 	name := fs.Arg(0)
 	if !*force {
-		return usageError(e, fs, "refusing to delete %q without --force: its holder would go on as if it held it until its next renewal", name)
+		return usageError(e, fs, "refusing to delete %q without --force: its holder may go on as if it held it until its Client hears of it", name)
 	}
 	rdb, code := rf.open(ctx, e, fs)
 	if rdb == nil {
