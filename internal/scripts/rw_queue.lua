@@ -149,6 +149,7 @@ local function freeing()
     local grantee, subs = next_writer(queue)
     local token
     if grantee then
+        now_ms() -- read for tell_grant (free) before the writes
         token = fence(KEYS[2], token_key)
     end
     return queue, grantee, token, subs

@@ -102,10 +102,12 @@ local t = token()
 if f[3] and (not marker or redis.call('exists', marker) == 1) then
     return taken(t)
 end
+-- The hash lives at least as long as its longest hold (its TTL read
+-- before the writes, which do not change it).
+local ttl = redis.call('pttl', KEYS[1])
 local n = redis.call('hincrby', KEYS[1], ARGV[2], '1')
 redis.call('set', string.format(ARGV[5], ARGV[2], n), '1', 'px', ARGV[1])
--- The hash lives at least as long as its longest hold.
-if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+if ttl < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 if marker then

@@ -21,6 +21,7 @@ local member = ARGV[1] .. '|' .. ARGV[6] .. '|' .. ARGV[2]
 local function refused(other)
     local ttl = redis.call('pttl', KEYS[1])
     if ARGV[6] ~= '' and not (other and ARGV[6] == 'o') then
+        now_ms() -- read for join_queue before the writes
         if ARGV[8] == '2' then
             local unheard = ARGV[1] .. '|o|' .. ARGV[2]
             local at = redis.call('zscore', KEYS[3], unheard)

@@ -85,9 +85,11 @@ end
 if redis.call('exists', marker) == 1 then
     return token
 end
+-- Never shorten the life of a hold the owner already has (its TTL read
+-- before the write, which does not change it).
+local ttl = redis.call('pttl', KEYS[1])
 redis.call('hincrby', KEYS[1], writer, '1')
--- Never shorten the life of a hold the owner already has.
-if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+if ttl < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 redis.call('set', marker, '1', 'px', ARGV[4])
