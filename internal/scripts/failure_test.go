@@ -166,6 +166,14 @@ func TestFailuresWriteNothing(t *testing.T) {
 			args: []any{lease, "u:1", counterOnly, "o", 1, "1"},
 		},
 		{
+			name: "lock: a free lock, queue of another type",
+			given: []given{
+				str(lk("f:lqueue")[2], "x"),
+			},
+			script: Lock, keys: lk("f:lqueue"),
+			args: []any{lease, "u:1", counterOnly, "o", 1, "1"},
+		},
+		{
 			name: "lock: a one-shot holder's retry, queue of another type", succeeds: true,
 			given: []given{
 				hash("f:retry", 10000, "u:1", "1", layout.TokenField, "5"),
@@ -235,7 +243,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 			args: []any{lease, "r:2", "0", 60000, newRW("f:rshared").holds, "R", 2000, "0"},
 		},
 		{
-			name: "rw read lock: a queued reader takes the lock, queue of another type", succeeds: true,
+			name: "rw read lock: a free lock, queue of another type",
 			given: []given{
 				str(newRW("f:rqueue").queue, "x"),
 			},
@@ -243,7 +251,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 			args: []any{lease, "r:1", "0", 60000, newRW("f:rqueue").holds, "R", 2000, "1"},
 		},
 		{
-			name: "rw write lock: a queued writer takes the lock, queue of another type", succeeds: true,
+			name: "rw write lock: a free lock, queue of another type",
 			given: []given{
 				str(newRW("f:wqueue").queue, "x"),
 			},

@@ -80,8 +80,16 @@ local function token()
 end
 
 if mode == false then
-    if redis.call('exists', KEYS[1]) == 1 then
-        return refused(true)
+    -- One EXISTS reads, in the common case, that neither the lock nor its
+    -- queue is there.
+    if redis.call('exists', KEYS[1], KEYS[3]) > 0 then
+        if redis.call('exists', KEYS[1]) == 1 then
+            return refused(true)
+        end
+        local err = queue_refused()
+        if err then
+            return err
+        end
     end
     local t = token()
     redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], '1')

@@ -52,3 +52,14 @@ local function taken(token)
     end
     return token
 end
+
+-- queue_refused returns, for an acquisition of a free lock that found a
+-- key among the lock's and its queue's (KEYS[3]) but not the lock,
+-- nothing when the queue holds a zset, or else the WRONGTYPE error that
+-- fails the call before its first write: the release would fail on it.
+local function queue_refused()
+    local kind = redis.call('type', KEYS[3]).ok
+    if kind ~= 'zset' and kind ~= 'none' then
+        return redis.error_reply('WRONGTYPE the queue ' .. KEYS[3] .. ' of the lock holds another type of value')
+    end
+end

@@ -43,18 +43,21 @@ local marker = ARGV[3] == '1' and KEYS[#KEYS]
 local f = redis.call('hmget', KEYS[1], 'mode', writer, ARGV[2], token_field)
 local mode = f[1]
 if mode == false then
-    -- One EXISTS reads, in the common case, that neither the lock nor its
-    -- own token key, if the call has one, is there.
+    -- One EXISTS reads, in the common case, that neither the lock, nor its
+    -- queue, nor its own token key, if the call has one, is there.
     local n
     if named then
-        n = redis.call('exists', KEYS[1], named)
-        if n > 0 and redis.call('exists', KEYS[1]) == 1 then
+        n = redis.call('exists', KEYS[1], KEYS[3], named)
+    else
+        n = redis.call('exists', KEYS[1], KEYS[3])
+    end
+    if n > 0 then
+        if redis.call('exists', KEYS[1]) == 1 then
             return refused(true)
         end
-    else
-        n = redis.call('exists', KEYS[1])
-        if n > 0 then
-            return refused(true)
+        local err = queue_refused()
+        if err then
+            return err
         end
     end
     local token = fence(KEYS[2], named, n == 0)
