@@ -42,6 +42,10 @@ local leaving = ARGV[8] or ''
 -- the queue by unqueue, which cannot fail.
 local score = redis.call('zscore', KEYS[2], ARGV[1])
 if not score then
+    -- No permit of that id: the count is read for its type only.
+    if not free_count(KEYS[1]) then
+        return no_count(KEYS[1])
+    end
     if leaving ~= '' then
         unqueue(KEYS[4], leaving)
     end
