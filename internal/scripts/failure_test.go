@@ -166,6 +166,22 @@ func TestFailuresWriteNothing(t *testing.T) {
 			args: []any{lease, "u:1", counterOnly, "o", 1, "1"},
 		},
 		{
+			name: "lock: an application's hash without a TTL",
+			given: []given{
+				hash("f:app", 0, "name", "Ann", "email", "ann@example.com"),
+			},
+			script: Lock, keys: lk("f:app"),
+			args: []any{lease, "u:1", counterOnly, "o", 1, "0"},
+		},
+		{
+			name: "rw write lock: an application's hash without a TTL",
+			given: []given{
+				hash("f:rwapp", 0, "name", "Ann", "email", "ann@example.com"),
+			},
+			script: RWWriteLock, keys: rwLock("f:rwapp"),
+			args: []any{lease, "w:1", "0", 60000, counterOnly, "o", 2000, "0"},
+		},
+		{
 			name: "lock: a free lock, queue of another type",
 			given: []given{
 				str(lk("f:lqueue")[2], "x"),

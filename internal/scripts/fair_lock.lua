@@ -112,6 +112,10 @@ end
 if ttl ~= -2 then
     local f = redis.call('hmget', KEYS[1], owner, token_field)
     if not f[1] then
+        local err = ttl == -1 and not_a_lock(KEYS[1])
+        if err then
+            return err
+        end
         return wait(ttl, not f[2], ttl)
     end
     local token = held(KEYS[1], KEYS[5], named)

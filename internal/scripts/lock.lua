@@ -105,6 +105,10 @@ end
 -- @library
 local f = redis.call('hmget', KEYS[1], ARGV[2], token_field)
 if not f[1] then
+    local err = ttl == -1 and not_a_lock(KEYS[1])
+    if err then
+        return err
+    end
     -- A caller already in the queue found it there: the holder's hash
     -- is marked already.
     if ARGV[4] ~= '' and join_queue(KEYS[3], member(), ttl, grant_ttl) then
