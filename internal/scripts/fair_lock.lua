@@ -170,7 +170,7 @@ local joining
 if #dead > 0 then
     redis.call('zcard', KEYS[3])
     if timeout > 0 then
-        joining = join(owner, timeout, ARGV[9], ttl, ARGV[12] == '1', #dead)
+        joining = join(owner, timeout, ARGV[9], ttl, ARGV[12] == '1', dead)
     end
     purge(dead, head)
     wake(head, ARGV[7], ARGV[6], ARGV[11], alive)

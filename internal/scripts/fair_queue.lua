@@ -246,9 +246,9 @@ end
 -- when the entry was made, kept by every refresh: a grant tells its waiter
 -- how long ago that was, which no later attempt of the waiter changes.
 -- ttl is the lock's PTTL, read already; new is true when owner cannot be
--- in the queue yet, which spares the search for it; purged is how many
--- dead waiters the caller purges from the head of the queue between
--- join's reads and its writes (nil: none).
+-- in the queue yet, which spares the search for it; dead, the dead
+-- waiters the caller purges from the head of the queue between join's
+-- reads and its writes (nil: none).
 --
 -- join only reads, before the caller's first write, and returns the
 -- function that makes its writes. That function returns whether anyone
@@ -260,8 +260,9 @@ end
 -- ahead of it, and so has for good: entries join only at the tail and
 -- only leave from the rest, so no one can come ahead of it. A new entry
 -- behind a marked one of relock's is marked without a look at the queue.
-local function join(owner, timeout, lease, ttl, new, purged)
-    purged = purged or 0
+local function join(owner, timeout, lease, ttl, new, dead)
+    dead = dead or {}
+    local purged = #dead
     local at = false
     if not new then
         at = redis.call('lpos', KEYS[2], owner)
@@ -303,6 +304,19 @@ local function join(owner, timeout, lease, ttl, new, purged)
     -- budgets are written first, which fails on a key of another type
     -- before anything is written.
     local kept = redis.call('pttl', ALIVE)
+    -- A purge that takes every entry out of the hash deletes it, and with
+    -- it the lifetime just read.
+    if purged > 0 and kept ~= -2 then
+        local n = 0
+        for _, a in ipairs(redis.call('hmget', ALIVE, unpack(dead))) do
+            if a then
+                n = n + 1
+            end
+        end
+        if n == redis.call('hlen', ALIVE) then
+            kept = -2
+        end
+    end
     local push = not at
     if empty then
         if kept ~= -2 then
