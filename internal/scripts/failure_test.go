@@ -275,6 +275,15 @@ func TestFailuresWriteNothing(t *testing.T) {
 			args: []any{lease, "w:1", "0", 60000, counterOnly, "o", 2000, "1"},
 		},
 		{
+			name: "rw write lock: a free lock with its own token key, queue of another type",
+			given: []given{
+				str(newRW("f:wqnamed").queue, "x"),
+				str(newRW("f:wqnamed").token, "3"),
+			},
+			script: RWWriteLock, keys: append(rwLock("f:wqnamed"), newRW("f:wqnamed").token),
+			args: []any{lease, "w:1", "0", 60000, "0", "o", 2000, "1"},
+		},
+		{
 			name: "rw read unlock: the last reader grants a writer, fencing counter corrupt",
 			given: []given{
 				hash("f:rgrant", 10000, "mode", "read", "r:1", "1"),
