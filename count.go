@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -21,6 +22,9 @@ type countName struct {
 	channel string
 	err     error // an invalid name, returned by every call
 	req     *requests
+	// held is a PermitSemaphore's zset of held permits, whose type its
+	// writes of the count check too (request.lua); nil for the others.
+	held any
 }
 
 // newCountName returns the handle of the count name, told on channel, whose
@@ -65,14 +69,26 @@ func checkCall(ctx context.Context, op, name string, n int) error {
 // read returns the count as stored: 0 when the key does not exist. op
 // names the call in errors.
 func (h *countName) read(ctx context.Context, op string) (int, error) {
-	n, err := h.c.rdb.Get(ctx, h.name).Int()
+	v, err := h.c.rdb.Get(ctx, h.name).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, opError(ctx, op, h.name, err)
 	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("relock: %s %q: %w: the key holds %q, not a number", op, h.name, ErrWrongType, clip(v))
+	}
 	return n, nil
+}
+
+// clip returns s, cut to its first 32 bytes when longer, for an error.
+func clip(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "..."
+	}
+	return s
 }
 
 // trySet runs s, a script that sets the count to n unless it is set
@@ -83,7 +99,11 @@ func (h *countName) trySet(ctx context.Context, op string, s *scripts.Script, n 
 	if err := h.check(ctx, op, n); err != nil {
 		return false, err
 	}
-	v, err := h.writeOnce(ctx, op, s, isOne, n, h.c.argPublish, h.c.argMarkerTTL, h.channel)
+	args := []any{n, h.c.argPublish, h.c.argMarkerTTL, h.channel}
+	if h.held != nil {
+		args = append(args, argOne) // the held permits are checked too (tryset.lua)
+	}
+	v, err := h.writeOnce(ctx, op, s, isOne, args...)
 	return v == 1, err
 }
 
@@ -91,7 +111,13 @@ func (h *countName) trySet(ctx context.Context, op string, s *scripts.Script, n 
 // applies once (requests.run), and returns its reply; an error is wrapped
 // with op and the name, the reply kept beside it.
 func (h *countName) writeOnce(ctx context.Context, op string, s *scripts.Script, changed func(int64) bool, args ...any) (int64, error) {
-	keys, marker := h.req.keys(h.name)
+	var keys []any
+	var marker string
+	if h.held != nil {
+		keys, marker = h.req.keys(h.name, h.held)
+	} else {
+		keys, marker = h.req.keys(h.name)
+	}
 	v, err := h.req.run(ctx, s, keys, marker, changed, args...)
 	if err != nil {
 		return v, opError(ctx, op, h.name, err)

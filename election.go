@@ -47,6 +47,7 @@ type Election struct {
 	err     error      // an invalid name, returned by every call
 	mu      *FairMutex // the election's lock: campaigners are elected in the order they came
 	channel string
+	log     string // the log of leader records
 
 	keys []any // the lock and the log: KEYS of the election's scripts
 }
@@ -68,9 +69,9 @@ func (c *Client) Election(name string) *Election {
 	if e.err = e.mu.err; e.err != nil {
 		return e
 	}
-	log := layout.Companion(layout.ElectionLog, name)
+	e.log = layout.Companion(layout.ElectionLog, name)
 	e.channel = layout.Companion(layout.ElectionChannel, name)
-	e.keys = []any{e.mu.name, log}
+	e.keys = []any{e.mu.name, e.log}
 	return e
 }
 
@@ -105,6 +106,9 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOptio
 	if len(value) > MaxValueLen {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidValue, len(value), MaxValueLen)
 	}
+	if err := e.checkLog(ctx); err != nil {
+		return nil, err
+	}
 	// A nil owner makes the lock call its own one-shot owner.
 	ctx1 := context.WithValue(ctx, ownerKey{}, nil)
 	for {
@@ -124,6 +128,22 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOptio
 			return nil, err
 		}
 	}
+}
+
+// checkLog fails with ErrWrongType when the election's log holds another
+// type than a stream, before Campaign takes the lock: the leader's record,
+// written once the lock is taken, would fail on it after the lock had
+// drawn its fencing token. (A log that changes type while Campaign waits
+// fails the record's write, and the lock is given up.)
+func (e *Election) checkLog(ctx context.Context) error {
+	kind, err := e.c.rdb.Type(ctx, e.log).Result()
+	if err != nil {
+		return opError(ctx, "campaign", e.name, err)
+	}
+	if kind != "stream" && kind != "none" {
+		return fmt.Errorf("relock: campaign %q: %w: its log %s holds a %s", e.name, ErrWrongType, e.log, kind)
+	}
+	return nil
 }
 
 // Leader returns the current leader. With no leader (none elected, the

@@ -60,10 +60,25 @@ var (
 	// error names the command.
 	ErrUnsupportedServer = errors.New("relock: unsupported redis server")
 
-	// ErrWrongType is returned when the lock's key exists but holds another
-	// kind of value than a lock of the primitive used, and by the lock
-	// calls of Mutex, FairMutex and RWMutex when the fencing counter the
-	// lock shares holds no number. Nothing is written then.
+	// ErrWrongType is returned when a key a call reads or writes holds
+	// another type of value than relock writes there, and nothing is
+	// written then: a lock's key that is no hash; a lock's queue of
+	// another type, found by an acquisition of the free lock (whose
+	// release would fail on it); a fencing counter that holds no number;
+	// a Semaphore's, PermitSemaphore's or CountDownLatch's count that is
+	// no string of an integer, or a PermitSemaphore's held permits that
+	// are no zset, by every call of theirs; an election's log that is no
+	// stream, by Campaign before it takes the lock.
+	//
+	// A lock's key that holds a hash with no TTL and a field whose value
+	// is no integer (an application's record, such as name and email) is
+	// no lock either: the lock calls return ErrWrongType at once instead of
+	// waiting. Any other hash is taken for a lock held by others, as
+	// relock cannot tell it from a Redisson lock: one with a TTL is waited
+	// for until it expires, and IsLocked reports true for any key there.
+	// ForceUnlock deletes only a lock's hash (owner fields with hold
+	// counts, relock's own fields, an RWMutex's mode) and returns
+	// ErrWrongType for any other key, deleting nothing.
 	ErrWrongType = errors.New("relock: key holds another type of value")
 
 	// ErrOutOfMemory is returned when the server refuses a write because it

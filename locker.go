@@ -104,7 +104,7 @@ func (h *lockName) setChannel(channel string) {
 func (h *lockName) Name() string { return h.name }
 
 // IsLocked reports whether anyone holds the lock (in either mode, for an
-// RWMutex).
+// RWMutex): whether its key exists, whatever it holds (see ErrWrongType).
 func (h *lockName) IsLocked(ctx context.Context) (bool, error) {
 	if err := h.check(); err != nil {
 		return false, err

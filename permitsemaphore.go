@@ -53,6 +53,7 @@ func (c *Client) PermitSemaphore(name string) *PermitSemaphore {
 		return ps
 	}
 	ps.timeoutKey = layout.PermitTimeouts(name)
+	ps.held = ps.timeoutKey
 	ps.group = slots.Of(name)
 	ps.queue = layout.Companion(layout.PermitQueue, name)
 	ps.keys = []any{name, ps.timeoutKey, ps.channel, ps.queue}

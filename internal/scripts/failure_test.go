@@ -166,6 +166,30 @@ func TestFailuresWriteNothing(t *testing.T) {
 			args: []any{lease, "u:1", counterOnly, "o", 1, "1"},
 		},
 		{
+			name: "lock: an application's hash without a TTL",
+			given: []given{
+				hash("f:app", 0, "name", "Ann", "email", "ann@example.com"),
+			},
+			script: Lock, keys: lk("f:app"),
+			args: []any{lease, "u:1", counterOnly, "o", 1, "0"},
+		},
+		{
+			name: "rw write lock: an application's hash without a TTL",
+			given: []given{
+				hash("f:rwapp", 0, "name", "Ann", "email", "ann@example.com"),
+			},
+			script: RWWriteLock, keys: rwLock("f:rwapp"),
+			args: []any{lease, "w:1", "0", 60000, counterOnly, "o", 2000, "0"},
+		},
+		{
+			name: "lock: a free lock, queue of another type",
+			given: []given{
+				str(lk("f:lqueue")[2], "x"),
+			},
+			script: Lock, keys: lk("f:lqueue"),
+			args: []any{lease, "u:1", counterOnly, "o", 1, "1"},
+		},
+		{
 			name: "lock: a one-shot holder's retry, queue of another type", succeeds: true,
 			given: []given{
 				hash("f:retry", 10000, "u:1", "1", layout.TokenField, "5"),
@@ -235,7 +259,7 @@ func TestFailuresWriteNothing(t *testing.T) {
 			args: []any{lease, "r:2", "0", 60000, newRW("f:rshared").holds, "R", 2000, "0"},
 		},
 		{
-			name: "rw read lock: a queued reader takes the lock, queue of another type", succeeds: true,
+			name: "rw read lock: a free lock, queue of another type",
 			given: []given{
 				str(newRW("f:rqueue").queue, "x"),
 			},
@@ -243,12 +267,21 @@ func TestFailuresWriteNothing(t *testing.T) {
 			args: []any{lease, "r:1", "0", 60000, newRW("f:rqueue").holds, "R", 2000, "1"},
 		},
 		{
-			name: "rw write lock: a queued writer takes the lock, queue of another type", succeeds: true,
+			name: "rw write lock: a free lock, queue of another type",
 			given: []given{
 				str(newRW("f:wqueue").queue, "x"),
 			},
 			script: RWWriteLock, keys: rwLock("f:wqueue"),
 			args: []any{lease, "w:1", "0", 60000, counterOnly, "o", 2000, "1"},
+		},
+		{
+			name: "rw write lock: a free lock with its own token key, queue of another type",
+			given: []given{
+				str(newRW("f:wqnamed").queue, "x"),
+				str(newRW("f:wqnamed").token, "3"),
+			},
+			script: RWWriteLock, keys: append(rwLock("f:wqnamed"), newRW("f:wqnamed").token),
+			args: []any{lease, "w:1", "0", 60000, "0", "o", 2000, "1"},
 		},
 		{
 			name: "rw read unlock: the last reader grants a writer, fencing counter corrupt",

@@ -23,13 +23,23 @@
 
 local owner = ARGV[1]
 -- Everything that can fail is read before the first write: the queue,
--- the caller's place in it, and the hold an undo takes back, whose count
--- must hold an integer.
-local head, dead = live_head()
-local changed = #dead > 0
+-- the caller's place in it, the hold an undo takes back, whose count
+-- must hold an integer, and what telling the next head needs.
+local live, dead = live_head()
+local head, changed = live, #dead > 0
 local at, behind = place(owner)
 if at and at < #dead then
     at = false -- dead, and purged with the others
+end
+-- Whether anyone is left in the list once the dead and owner are gone.
+local others = live ~= false
+if at then
+    others = at > #dead or #behind > 0
+end
+-- The head once owner has left: the one behind it, when it was the head.
+if head == owner then
+    head = behind[1] or false
+    changed = true
 end
 local count
 if ARGV[4] ~= '0' then
@@ -38,10 +48,20 @@ if ARGV[4] ~= '0' then
         return redis.error_reply('WRONGTYPE the hold count of ' .. owner .. ' in ' .. KEYS[1] .. ' holds no integer')
     end
 end
-purge(dead, head)
+-- The head is told if the lock is free once the writes are done: it was
+-- free before, or the undo frees it.
+local held, alive
+if head then
+    held = redis.call('exists', KEYS[1]) == 1
+    if ARGV[5] and ARGV[5] ~= '' then
+        alive = redis.call('hexists', KEYS[4], head) == 1
+    end
+end
+
+-- The writes.
+purge(dead, live)
 local removed = 0
 local freed = false
-
 local undo = ARGV[4] == '1' or (ARGV[4] == '2' and redis.call('del', KEYS[6]) == 1)
 if undo and count then
     if tonumber(count) <= 1 then
@@ -52,15 +72,10 @@ if undo and count then
     end
     removed = 1
 end
-
-if leave(owner, at, behind) then
+if leave(owner, at, behind, others) then
     removed = 1
-    if head == owner then
-        head = redis.call('lindex', KEYS[2], 0)
-        changed = true
-    end
 end
-if head and (changed or freed) and redis.call('exists', KEYS[1]) == 0 then
-    wake(head, ARGV[3], ARGV[2], ARGV[5])
+if head and (changed or freed) and (freed or not held) then
+    wake(head, ARGV[3], ARGV[2], ARGV[5], alive)
 end
 return removed

@@ -54,8 +54,9 @@ local marker = ARGV[3] == '1' and KEYS[#KEYS]
 -- fresh is true when the caller has read that the lock's own token key
 -- does not exist.
 local function acquire(fresh)
+    local since = ARGV[10] or now_ms()
     local token = fence(KEYS[5], named, fresh)
-    redis.call('hset', KEYS[1], owner, '1', token_field, token, since_field, ARGV[10] or now_ms())
+    redis.call('hset', KEYS[1], owner, '1', token_field, token, since_field, since)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if marker then
         redis.call('set', marker, '1', 'px', ARGV[4])
@@ -89,10 +90,12 @@ local timeout = tonumber(ARGV[5])
 -- returns the reply for waiting ms, or less: until the liveness deadline
 -- of the relock waiter directly ahead, when that comes first, since the
 -- caller moves up then if that one has died. other tells that the holder
--- is not a relock client, and ttl is the lock's PTTL.
-local function wait(ms, other, ttl)
+-- is not a relock client, and ttl is the lock's PTTL; joining is what
+-- join returned, when the caller called it before its own writes.
+local function wait(ms, other, ttl, joining)
     if timeout > 0 then
-        local _, ahead, by = join(owner, timeout, ARGV[9], ttl, ARGV[12] == '1')
+        joining = joining or join(owner, timeout, ARGV[9], ttl, ARGV[12] == '1')
+        local ahead, by = joining()
         other = other or ahead
         local left = by and by - now_ms()
         if left and left > 0 and (ms < 0 or left < ms) then
@@ -109,6 +112,10 @@ end
 if ttl ~= -2 then
     local f = redis.call('hmget', KEYS[1], owner, token_field)
     if not f[1] then
+        local err = ttl == -1 and not_a_lock(KEYS[1])
+        if err then
+            return err
+        end
         return wait(ttl, not f[2], ttl)
     end
     local token = held(KEYS[1], KEYS[5], named)
@@ -128,9 +135,9 @@ if ttl ~= -2 then
     -- the lock: the owner waits no more. Its place is read before the
     -- first write, the count's HINCRBY (which fails, on a count that holds
     -- no integer, before it writes).
-    local at, behind = place(owner)
+    local at, behind, others = place(owner)
     redis.call('hincrby', KEYS[1], owner, '1')
-    leave(owner, at, behind)
+    leave(owner, at, behind, others)
     -- Never shorten the life of a hold the owner already has.
     if ttl < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
@@ -143,21 +150,29 @@ end
 -- before the dead waiters at its head are purged.
 local head, dead, deadline, alive = live_head()
 if not head or head == owner then
-    local rest = head and budgets()
+    local rest, after
+    if head then
+        rest = budgets()
+        after = redis.call('lindex', KEYS[2], #dead + 1) ~= false
+    end
     local token = acquire()
     purge(dead, head)
     if head then
-        take(owner, rest, dead)
+        take(owner, rest, after, dead)
     end
     return token
 end
 -- Free, and another waiter is first: it has until its deadline. The
 -- caller joins behind it after the purge, and join reads the budgets,
 -- which live_head reads only for a waiter without a liveness entry: they
--- are read (ZCARD) before the purge writes.
+-- are read (ZCARD) before the purge writes, with what join reads.
+local joining
 if #dead > 0 then
     redis.call('zcard', KEYS[3])
+    if timeout > 0 then
+        joining = join(owner, timeout, ARGV[9], ttl, ARGV[12] == '1', dead)
+    end
     purge(dead, head)
     wake(head, ARGV[7], ARGV[6], ARGV[11], alive)
 end
-return wait(deadline - now_ms(), false, ttl)
+return wait(deadline - now_ms(), false, ttl, joining)

@@ -33,8 +33,8 @@
 
 local t = tonumber(ARGV[3])
 -- Everything that can fail is read, and the tokens reserved, before the
--- first write: the hold, the budgets (for take), and, when heads are asked
--- for, the queue's first members.
+-- first write: the hold, the budgets (for take), the queue's first
+-- members, and, when the grantee is not the head, its place.
 local holder, cur = holding(KEYS[1])
 local self = string.match(ARGV[1], '^(.*):%d+$')
 local status = 1
@@ -45,39 +45,37 @@ elseif cur > t then
     status = 2
 end
 local rest = budgets()
-local heads, first = {}, 0
 -- The grantee is the head but when an older switch comes after a newer
--- one.
-local head
+-- one. The first k + 1 members of the queue give the head, the next heads
+-- after the grantee, and whether anyone is behind the head.
 local k = status == 1 and tonumber(ARGV[4]) or 0
+local list = redis.call('lrange', KEYS[2], 0, math.max(k, 1))
+local head = list[1]
+local heads, at, behind, others = {}
 if k > 0 then
-    local list = redis.call('lrange', KEYS[2], 0, k)
-    head = list[1]
     local next = {}
     for _, o in ipairs(list) do
         if o ~= ARGV[1] and #next < k then
             next[#next + 1] = o
         end
     end
-    heads, first = pass_to(ARGV[1], next, ARGV[6] == '0' and KEYS[7] or nil)
-    if head == ARGV[1] then
-        take(ARGV[1], rest)
-    else
-        leave(ARGV[1], place(ARGV[1]))
-    end
+    heads = pass_to(ARGV[1], next)
+end
+if head ~= ARGV[1] then
+    at, behind, others = place(ARGV[1])
+end
+local since
+if status == 1 and cur < t then
+    since = at_or_now(ARGV[5])
+end
+
+-- The writes: the tokens reserved first (reserve fails, if it does,
+-- before it writes).
+local first = reserved(heads, ARGV[6] == '0' and KEYS[7] or nil)
+if head == ARGV[1] then
+    take(ARGV[1], rest, list[2] ~= nil)
 else
-    -- The first write: the head popped, which fails on a queue of another
-    -- type before anything is written, and is put back at once if it is
-    -- not the grantee.
-    head = redis.call('lpop', KEYS[2])
-    if head == ARGV[1] then
-        take(ARGV[1], rest, nil, true)
-    else
-        if head then
-            redis.call('lpush', KEYS[2], head)
-        end
-        leave(ARGV[1], place(ARGV[1]))
-    end
+    leave(ARGV[1], at, behind, others)
 end
 if status == 0 then
     return {0}
@@ -87,7 +85,7 @@ if status == 2 then
 end
 if cur < t then -- else a retry of this switch, applied already
     redis.call('del', KEYS[1])
-    redis.call('hset', KEYS[1], ARGV[1], '1', token_field, t, since_field, at_or_now(ARGV[5]))
+    redis.call('hset', KEYS[1], ARGV[1], '1', token_field, t, since_field, since)
     redis.call('pexpire', KEYS[1], ARGV[2])
 end
 return {1, heads, first}

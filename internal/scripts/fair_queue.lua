@@ -85,12 +85,12 @@ local function pass_over(cmd, key, ...)
 end
 
 -- drop removes owner's score and liveness, once it is out of the list;
--- with the list gone, relock's liveness hash goes too. A caller that
--- knows others are still queued says so with others, which spares the
--- look at the list. Returns whether owner had a score or a liveness.
+-- with the list gone (others false: no one else is in it, as the caller
+-- read before its first write), relock's liveness hash goes too. Returns
+-- whether owner had a score or a liveness.
 local function drop(owner, others)
     local n = pass_over('zrem', KEYS[3], owner) + pass_over('hdel', ALIVE, owner)
-    if not others and redis.call('exists', KEYS[2]) == 0 then
+    if not others then
         redis.call('del', ALIVE)
     end
     return n > 0
@@ -120,7 +120,8 @@ local function live_head(head)
 end
 
 -- purge removes dead, the dead waiters live_head found at the head of
--- the queue; head is the live head it found behind them (false: none).
+-- the queue; head is the live head it found behind them (false: none,
+-- and the list is empty once they are gone).
 local function purge(dead, head)
     for i = 1, #dead do
         redis.call('lpop', KEYS[2])
@@ -136,22 +137,19 @@ end
 
 -- take removes owner, the head, from the queue as it is granted the lock,
 -- and lowers every other score by QUEUE_WAIT, as a Redisson grant does.
--- rest is what budgets read, before the script's first write; gone, when
--- given, lists waiters purged since, whose scores are gone. popped is true
--- when the caller has popped owner off the list already.
-local function take(owner, rest, gone, popped)
-    if not popped then
-        redis.call('lpop', KEYS[2])
-    end
+-- rest is what budgets read, and after whether anyone is in the list
+-- behind owner, both read before the script's first write; gone, when
+-- given, lists waiters purged since, whose scores are gone.
+local function take(owner, rest, after, gone)
+    redis.call('lpop', KEYS[2])
     local skip = {[owner] = true}
     for _, o in ipairs(gone or {}) do
         skip[o] = true
     end
     -- Every other score lowered, with one ZADD per 200 waiters.
-    local lowered, others = {}, false
+    local lowered = {}
     for i = 1, #rest, 2 do
         if not skip[rest[i]] then
-            others = true
             lowered[#lowered + 1] = tonumber(rest[i + 1]) - QUEUE_WAIT
             lowered[#lowered + 1] = rest[i]
         end
@@ -160,32 +158,34 @@ local function take(owner, rest, gone, popped)
             lowered = {}
         end
     end
-    drop(owner, others)
+    drop(owner, after)
 end
 
 -- place reads where owner is in the queue, for leave: its index (false:
--- not queued) and the waiters behind it.
+-- not queued), the waiters behind it, and whether anyone else is in the
+-- list: known from the rest when owner is in it, else read.
 local function place(owner)
     local at = redis.call('lpos', KEYS[2], owner)
     if not at then
-        return false
+        return false, {}, redis.call('exists', KEYS[2]) == 1
     end
-    return at, redis.call('lrange', KEYS[2], at + 1, -1)
+    local behind = redis.call('lrange', KEYS[2], at + 1, -1)
+    return at, behind, at > 0 or #behind > 0
 end
 
 -- leave removes owner from anywhere in the queue and lowers the scores of
 -- the waiters behind it by QUEUE_WAIT, as a Redisson waiter that gives up
--- does; at and behind are what place read. Returns whether owner was
--- queued.
-local function leave(owner, at, behind)
+-- does; at, behind and others are what place read (others: whether
+-- anyone else is left in the list). Returns whether owner was queued.
+local function leave(owner, at, behind, others)
     if not at then
-        return drop(owner)
+        return drop(owner, others)
     end
     for i = 1, #behind do
         pass_over('zincrby', KEYS[3], -QUEUE_WAIT, behind[i])
     end
     redis.call('lrem', KEYS[2], 0, owner)
-    drop(owner)
+    drop(owner, others)
     return true
 end
 
@@ -220,14 +220,15 @@ local function grantable(owner, alive)
 end
 
 -- others_ahead reports whether anyone but relock's waiters is among the
--- first at waiters of the queue, at > 0: a Redisson client's release then
--- tells the next head on its own channel, which a relock waiter behind
--- them must listen on. Over 16 ahead it says yes without looking.
-local function others_ahead(at)
+-- first at waiters of the queue from index from on, at > 0: a Redisson
+-- client's release then tells the next head on its own channel, which a
+-- relock waiter behind them must listen on. Over 16 ahead it says yes
+-- without looking.
+local function others_ahead(at, from)
     if at > 16 then
         return true
     end
-    local ahead = redis.call('lrange', KEYS[2], 0, at - 1)
+    local ahead = redis.call('lrange', KEYS[2], from, from + at - 1)
     for _, a in ipairs(redis.call('hmget', ALIVE, unpack(ahead))) do
         if not a then
             return true
@@ -245,10 +246,13 @@ end
 -- when the entry was made, kept by every refresh: a grant tells its waiter
 -- how long ago that was, which no later attempt of the waiter changes.
 -- ttl is the lock's PTTL, read already; new is true when owner cannot be
--- in the queue yet, which spares the search for it.
+-- in the queue yet, which spares the search for it; dead, the dead
+-- waiters the caller purges from the head of the queue between join's
+-- reads and its writes (nil: none).
 --
--- Returns owner's place in the queue, 0 for the first, whether anyone
--- but relock's waiters may be ahead of it (see others_ahead), and the
+-- join only reads, before the caller's first write, and returns the
+-- function that makes its writes. That function returns whether anyone
+-- but relock's waiters may be ahead of owner (see others_ahead), and the
 -- liveness deadline of the relock waiter directly ahead of it (nil for
 -- none): if that one has died, it holds up the queue until then at most
 -- (a grant to it ends by then too; see fair_unlock.lua), and owner is the
@@ -256,10 +260,15 @@ end
 -- ahead of it, and so has for good: entries join only at the tail and
 -- only leave from the rest, so no one can come ahead of it. A new entry
 -- behind a marked one of relock's is marked without a look at the queue.
-local function join(owner, timeout, lease, ttl, new)
+local function join(owner, timeout, lease, ttl, new, dead)
+    dead = dead or {}
+    local purged = #dead
     local at = false
     if not new then
         at = redis.call('lpos', KEYS[2], owner)
+        if at and at < purged then
+            at = false -- dead, purged with the others: it joins anew
+        end
     end
     local score -- an owner not in the list has no score to keep: relock never uses an owner id twice
     local joined = now_ms()
@@ -271,10 +280,12 @@ local function join(owner, timeout, lease, ttl, new)
         local old = redis.call('hget', ALIVE, owner)
         joined = tonumber(old and string.match(old, '^%d+:%d+:(%d+)')) or joined
         clear = old and string.sub(old, -2) == ':r'
-        if at > 0 then
+        if at > purged then
             ahead = redis.call('hget', ALIVE, redis.call('lindex', KEYS[2], at - 1))
         end
+        at = at - purged
     else
+        -- The tail is not purged: purged waiters are followed by a live one.
         local last = redis.call('lindex', KEYS[2], -1)
         local base = last and tonumber(redis.call('zscore', KEYS[3], last))
         if not base then
@@ -293,39 +304,58 @@ local function join(owner, timeout, lease, ttl, new)
     -- budgets are written first, which fails on a key of another type
     -- before anything is written.
     local kept = redis.call('pttl', ALIVE)
+    -- A purge that takes every entry out of the hash deletes it, and with
+    -- it the lifetime just read.
+    if purged > 0 and kept ~= -2 then
+        local n = 0
+        for _, a in ipairs(redis.call('hmget', ALIVE, unpack(dead))) do
+            if a then
+                n = n + 1
+            end
+        end
+        if n == redis.call('hlen', ALIVE) then
+            kept = -2
+        end
+    end
+    local push = not at
     if empty then
         if kept ~= -2 then
             redis.call('hlen', ALIVE)
         end
         at = 0
-    elseif not at then
-        at = redis.call('rpush', KEYS[2], owner) - 1
+    elseif push then
+        at = redis.call('llen', KEYS[2]) - purged
     end
     local other = false
     if at > 0 and not clear then
-        other = others_ahead(at)
+        other = others_ahead(at, purged)
     end
-    local alive = now_ms() + timeout
-    score = math.max(score or 0, alive + at * QUEUE_WAIT)
-    redis.call('zadd', KEYS[3], score, owner)
-    if empty then
-        redis.call('rpush', KEYS[2], owner)
+    return function()
+        local alive = now_ms() + timeout
+        score = math.max(score or 0, alive + at * QUEUE_WAIT)
+        if push and not empty then
+            redis.call('rpush', KEYS[2], owner)
+        end
+        redis.call('zadd', KEYS[3], score, owner)
+        if empty then
+            redis.call('rpush', KEYS[2], owner)
+        end
+        local entry = alive .. ':' .. (lease or '0') .. ':' .. joined
+        if not other then
+            entry = entry .. ':r'
+        end
+        redis.call('hset', ALIVE, owner, entry)
+        -- The hash outlives the entry's score by at least its waiter timeout,
+        -- so that no relock entry is ever judged by its score (a dead one
+        -- would hold up the queue until then) while relock's scripts look at
+        -- it; set again every two waiter timeouts or so. (HSET keeps the
+        -- lifetime read above.)
+        local keep = score - now_ms() + timeout
+        if kept < keep then
+            redis.call('pexpire', ALIVE, keep + 2 * timeout)
+        end
+        return other, ahead and tonumber(string.match(ahead, '^%d+'))
     end
-    local entry = alive .. ':' .. (lease or '0') .. ':' .. joined
-    if not other then
-        entry = entry .. ':r'
-    end
-    redis.call('hset', ALIVE, owner, entry)
-    -- The hash outlives the entry's score by at least its waiter timeout,
-    -- so that no relock entry is ever judged by its score (a dead one
-    -- would hold up the queue until then) while relock's scripts look at
-    -- it; set again every two waiter timeouts or so. (HSET keeps the
-    -- lifetime read above.)
-    local keep = score - now_ms() + timeout
-    if kept < keep then
-        redis.call('pexpire', ALIVE, keep + 2 * timeout)
-    end
-    return at, other, ahead and tonumber(string.match(ahead, '^%d+'))
 end
 
 -- relock_client returns the "<uuid>" of waiter owner's client when owner
@@ -369,22 +399,20 @@ end
 
 -- pass_to returns those of list, the queue's next heads as following
 -- read them, that are live waiters of the client of owner (a field
--- "<uuid>:<n>"), in order, up to the first that is not, and the first of
--- as many fencing tokens reserved for passing the lock on to them in
--- process (0 when there is none; see fair_pass.lua). The lock's fencing
--- keys are KEYS[5] and named (see fence.lua). The tokens are drawn before
--- the caller's writes to the queue: reserve fails, if it does, before it
--- writes.
-local function pass_to(owner, list, named)
+-- "<uuid>:<n>"), in order, up to the first that is not: the heads for
+-- which the caller reserves as many fencing tokens (reserved, below) for
+-- passing the lock on to them in process (see fair_pass.lua). It only
+-- reads, before the caller's first write.
+local function pass_to(owner, list)
     if #list == 0 then
-        return {}, 0
+        return {}
     end
     local alive = redis.call('hmget', ALIVE, unpack(list))
     -- The head must be a live relock waiter: a dead one is left for the
     -- next release to purge, and none is named.
     local d = alive[1] and tonumber(string.match(alive[1], '^%d+'))
     if not d or d <= now_ms() then
-        return {}, 0
+        return {}
     end
     local self = string.match(owner, '^(.*):%d+$')
     local heads = {}
@@ -394,8 +422,17 @@ local function pass_to(owner, list, named)
         end
         heads[#heads + 1] = o
     end
+    return heads
+end
+
+-- reserved returns the first of the fencing tokens reserved for heads,
+-- as pass_to read them, or 0 for none; the lock's fencing keys are
+-- KEYS[5] and named (see fence.lua). It draws them after any token the
+-- caller draws for its grantee, and before the caller's other writes:
+-- reserve fails, if it does, before it writes.
+local function reserved(heads, named)
     if #heads == 0 then
-        return {}, 0
+        return 0
     end
-    return heads, reserve(KEYS[5], named, #heads)
+    return reserve(KEYS[5], named, #heads)
 end

@@ -1131,3 +1131,34 @@ func TestFairClearMark(t *testing.T) {
 	}
 	rdb.Del(ctx, f.name, f.queue, f.timeouts, f.alive)
 }
+
+// TestFairPurgeEmptiesLiveness: a caller that joins behind a live waiter
+// of another client (no liveness entry) after purging the only relock
+// waiter, dead, whose entry was all the liveness hash held, leaves the
+// hash it writes anew with a TTL: the purge deleted the hash, and the
+// lifetime read before it is gone with it.
+func TestFairPurgeEmptiesLiveness(t *testing.T) {
+	fresh(t)
+	ctx := context.Background()
+	f := newFairLock("s:fair:emptied")
+	f.lock(t, "a", 0)
+	if v := f.lock(t, "b", 5000); v > 0 {
+		t.Fatalf("b = %d while a holds the lock", v)
+	}
+	// A Redisson waiter behind b, alive by its score; a frees the lock
+	// without a release (it expired), and b dies.
+	now := rdb.Time(ctx).Val().UnixMilli()
+	rdb.RPush(ctx, f.queue, "r")
+	rdb.ZAdd(ctx, f.timeouts, redis.Z{Score: float64(now + 1000), Member: "r"})
+	rdb.Del(ctx, f.name)
+	f.kill(t, "b")
+	if v := f.lock(t, "c", 5000); v > 0 {
+		t.Fatalf("c = %d while r is first", v)
+	}
+	if q := f.queued(t); q != "r c" {
+		t.Fatalf("queue %q, want \"r c\"", q)
+	}
+	if d := pttl(t, f.alive); d <= 0 {
+		t.Fatalf("liveness hash TTL %v, want one", d)
+	}
+}

@@ -119,21 +119,30 @@ else
     if head and not candidate and ARGV[7] ~= '0' then
         lease, age = grantable(head, alive)
     end
-    local ttl, c, rest, token, heads, first
+    local ttl, c, rest, after, token, heads, first
     if candidate or lease then
         ttl = candidate and ARGV[candidate + 1] or math.min(lease, tonumber(ARGV[7]), by - now_ms())
         c = not candidate and relock_client(head, ARGV[9], alive)
         rest = budgets()
         local next = candidate and following(#dead + 1, ARGV[8])
+        if candidate then
+            heads = pass_to(ARGV[1], next)
+        end
+        if next and #next > 0 then
+            after = true
+        else
+            after = redis.call('lindex', KEYS[2], #dead + 1) ~= false
+        end
+        now_ms() -- the grant's relock_since, read before the writes
         token = fence(KEYS[5], named)
         if candidate then
-            heads, first = pass_to(ARGV[1], next, named)
+            first = reserved(heads, named)
         end
     end
     redis.call('del', KEYS[1])
     purge(dead, head)
     if token then
-        take(head, rest, dead)
+        take(head, rest, after, dead)
         redis.call('hset', KEYS[1], head, '1', token_field, token, since_field, now_ms())
         redis.call('pexpire', KEYS[1], ttl)
         if candidate then

@@ -52,10 +52,9 @@ end
 -- missing; any of them there and PTTL tells whether the lock is free.
 --
 -- Redis does not undo the writes of a script that fails, so nothing is
--- written before what may fail: the token is drawn first (fence fails,
--- on a fencing counter that holds no number, before it writes), and the
--- caller's member is taken out of a queue by ZREM calls that a queue key of
--- another type cannot fail (see unqueue in queue.lua).
+-- written before what may fail: the queue's type is read, and then the
+-- token drawn (fence fails, on a fencing counter that holds no number,
+-- before it writes), before the writes.
 local named = ARGV[3] == '0' and KEYS[4] or nil
 local marker = ARGV[7] and KEYS[#KEYS]
 local ttl, fresh = -2, true
@@ -70,18 +69,24 @@ if found > 0 then
     ttl = redis.call('pttl', KEYS[1])
 end
 if ttl == -2 then
-    local token = fence(KEYS[2], named, fresh)
+    -- The queue, read before the token is drawn: a key of another type
+    -- there, which the release would fail on, fails the acquisition; one
+    -- that holds others than the caller marks the new hold.
     local queued = false
     if not fresh then
-        if ARGV[6] == '1' then
-            -- unqueue (queue.lua), written out: its closure would be made
-            -- on every call, the common one too.
-            local r = redis.pcall('zrem', KEYS[3], member())
-            if type(r) == 'table' and not string.find(r.err, 'WRONGTYPE', 1, true) then
-                redis.call('zrem', KEYS[3], member())
-            end
+        local kind = redis.call('type', KEYS[3]).ok
+        if kind ~= 'zset' and kind ~= 'none' then
+            return redis.error_reply('WRONGTYPE the queue ' .. KEYS[3] .. ' of the lock holds another type of value')
         end
-        queued = redis.call('exists', KEYS[3]) == 1
+        queued = kind == 'zset'
+        if queued and ARGV[6] == '1' then
+            local first = redis.call('zrange', KEYS[3], 0, 1)
+            queued = #first > 1 or first[1] ~= member()
+        end
+    end
+    local token = fence(KEYS[2], named, fresh)
+    if not fresh and ARGV[6] == '1' then
+        redis.call('zrem', KEYS[3], member())
     end
     if queued then
         redis.call('hset', KEYS[1], ARGV[2], '1', token_field, token, since_field, ARGV[5], queued_field, '1')
@@ -100,6 +105,10 @@ end
 -- @library
 local f = redis.call('hmget', KEYS[1], ARGV[2], token_field)
 if not f[1] then
+    local err = ttl == -1 and not_a_lock(KEYS[1])
+    if err then
+        return err
+    end
     -- A caller already in the queue found it there: the holder's hash
     -- is marked already.
     if ARGV[4] ~= '' and join_queue(KEYS[3], member(), ttl, grant_ttl) then

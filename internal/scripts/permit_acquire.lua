@@ -58,13 +58,14 @@ if not acquired and free < 1 then
     reclaim(KEYS[1], KEYS[2], now, reclaimed)
     return retry
 end
+-- The count's TTL, which the writes keep, is read before them.
+local ttl = not acquired and redis.call('pttl', KEYS[1])
 reclaim(KEYS[1], KEYS[2], now, reclaimed)
 if acquired then
     redis.call('zadd', KEYS[2], 'gt', now + tonumber(ARGV[2]), ARGV[1])
 else
     free = redis.call('decr', KEYS[1])
     redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
-    local ttl = redis.call('pttl', KEYS[1])
     if ttl > 0 then
         redis.call('pexpire', KEYS[2], ttl)
     end

@@ -62,32 +62,42 @@ local function permit_id(owner)
     return id .. tail
 end
 
--- grant_permit grants one free permit of permits (free count), expiries
--- (held permits) to the first call of queued, the queue key's members (a
--- ZRANGE WITHSCORES reply, read before the caller's first write), unless
--- someone that does not queue listens on channel (a Redisson waiter, a
--- relock call still subscribing: the channel has more subscribers than the
--- queue has clients), and reports whether it did. The permit is held for
--- the call's lease but at most "most" ms until the call renews it; the
--- call is told on its client's grant channel (see tell_grant).
-local function grant_permit(permits, expiries, channel, queue, queued, numsub, self, prefix, most, publish)
+-- permit_grant reads, before the caller's first write, what a grant of
+-- one free permit of permits (free count), expiries (held permits) to the
+-- first call of queued (the queue key's members, a ZRANGE WITHSCORES
+-- reply) needs, and returns it for grant_permit; nil when no grant is to
+-- be made: no one is queued, or someone that does not queue listens on
+-- channel (a Redisson waiter, a relock call still subscribing: the
+-- channel has more subscribers than the queue has clients). released is
+-- the id of the permit the caller releases, which it no longer holds.
+local function permit_grant(permits, expiries, channel, queued, numsub, most, released)
     local first = queued[1]
     if first == nil or redis.call('pubsub', numsub, channel)[2] > clients_in(queued) then
-        return false
+        return nil
     end
-    redis.call('zrem', queue, first)
     local lease = tonumber(string.match(first, '^(%d+)|o|'))
     local id = permit_id(owner_of(first))
-    if not lease or lease == 0 or not id or redis.call('zscore', expiries, id) then
+    if not lease or lease == 0 or not id or (id ~= released and redis.call('zscore', expiries, id)) then
+        return {first = first} -- taken out of the queue, granted nothing
+    end
+    now_ms()
+    return {first = first, id = id, ttl = math.min(lease, tonumber(most)), life = redis.call('pttl', permits)}
+end
+
+-- grant_permit grants the permit g, as permit_grant read it, and reports
+-- whether it did: it is held for the call's lease but at most "most" ms
+-- until the call renews it, and the call is told on its client's grant
+-- channel (see tell_grant).
+local function grant_permit(permits, expiries, queue, queued, g, self, prefix, most, publish)
+    redis.call('zrem', queue, g.first)
+    if not g.id then
         return false
     end
-    local ttl = math.min(lease, tonumber(most))
     redis.call('decr', permits)
-    redis.call('zadd', expiries, now_ms() + ttl, id)
-    local life = redis.call('pttl', permits)
-    if life > 0 then
-        redis.call('pexpire', expiries, life)
+    redis.call('zadd', expiries, now_ms() + g.ttl, g.id)
+    if g.life > 0 then
+        redis.call('pexpire', expiries, g.life)
     end
-    tell_grant(queued, first, 0, ttl, publish, prefix, self, most)
+    tell_grant(queued, g.first, 0, g.ttl, publish, prefix, self, most)
     return true
 end

@@ -35,24 +35,31 @@
 --          another type holds no member to remove)
 
 local leaving = ARGV[8] or ''
--- The reads come first (see permit_lib.lua): the permit and, for a grant,
--- the queue without the call leaving it; the INCR of the free count is
--- the first write, which fails, if it does, before any other. The leaving
--- call is taken out of the queue by unqueue, which cannot fail.
+-- The reads come first (see permit_lib.lua): the permit, the server's
+-- clock and, for a grant, the queue without the call leaving it and what
+-- the grant needs; the INCR of the free count is the first write, which
+-- fails, if it does, before any other. The leaving call is taken out of
+-- the queue by unqueue, which cannot fail.
 local score = redis.call('zscore', KEYS[2], ARGV[1])
 if not score then
+    -- No permit of that id: the count is read for its type only.
+    if not free_count(KEYS[1]) then
+        return no_count(KEYS[1])
+    end
     if leaving ~= '' then
         unqueue(KEYS[4], leaving)
     end
     return 0
 end
-local queued
+local queued, grant
 if ARGV[7] == '1' then
     queued = waiting(KEYS[4])
     if leaving ~= '' then
         queued = without(queued, leaving)
     end
+    grant = permit_grant(KEYS[1], KEYS[2], KEYS[3], queued, ARGV[3], ARGV[6], ARGV[1])
 end
+local expired = tonumber(score) <= now_ms()
 local free = redis.pcall('incr', KEYS[1])
 if type(free) == 'table' then
     if string.find(free.err, 'not an integer', 1, true) then
@@ -64,13 +71,13 @@ if leaving ~= '' then
     unqueue(KEYS[4], leaving)
 end
 redis.call('zrem', KEYS[2], ARGV[1])
-if free > 0 and queued and grant_permit(KEYS[1], KEYS[2], KEYS[3], KEYS[4], queued, ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[2]) then
+if free > 0 and grant and grant_permit(KEYS[1], KEYS[2], KEYS[4], queued, grant, ARGV[4], ARGV[5], ARGV[6], ARGV[2]) then
     free = free - 1
 end
 if free > 0 then
     redis.call(ARGV[2], KEYS[3], free)
 end
-if tonumber(score) <= now_ms() then
+if expired then
     return 2
 end
 return 1

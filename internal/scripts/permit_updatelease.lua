@@ -28,16 +28,19 @@ if not free then
 end
 local reclaimed = expired(KEYS[2], now)
 local score = redis.call('zscore', KEYS[2], ARGV[1])
+local held = score and tonumber(score) > now
+-- The earliest expiry once the expired permits are reclaimed, read
+-- before.
+local first = held and redis.call('zrangebyscore', KEYS[2], '(' .. now, '+inf', 'withscores', 'limit', 0, 1)
 reclaim(KEYS[1], KEYS[2], now, reclaimed)
 free = free + reclaimed
 if reclaimed > 0 and free > 0 then
     redis.call(ARGV[3], ARGV[4], free)
 end
-if not score or tonumber(score) <= now then
+if not held then
     return 0
 end
 local expiry = now + tonumber(ARGV[2])
-local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
 redis.call('zadd', KEYS[2], 'xx', expiry, ARGV[1])
 if expiry < tonumber(first[2]) and free <= 0 then
     redis.call(ARGV[3], ARGV[4], '0')

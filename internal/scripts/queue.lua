@@ -66,16 +66,18 @@ local function grant_channel(prefix, self, c)
 end
 
 -- wake_clients tells the first waiter of each client in queue, a ZRANGE
--- WITHSCORES reply, to check again now on its grant channel: the lock was
--- freed without a grant. With only, a pattern, it tells the first waiter
--- of each client among the members that match it.
-local function wake_clients(queue, publish, prefix, self, only)
+-- WITHSCORES reply, to check again on its grant channel: now, when the
+-- lock was freed without a grant, or, with by, within by ms, when the lock
+-- will expire by then ("n:<by>:<owner>"). With only, a pattern, it tells
+-- the first waiter of each client among the members that match it.
+local function wake_clients(queue, publish, prefix, self, only, by)
     local told = {}
+    local msg = 'n:' .. (by or 0) .. ':'
     for i = 1, #queue, 2 do
         local c = client(queue[i])
         if c and not told[c] and (not only or string.match(queue[i], only)) then
             told[c] = true
-            redis.call(publish, grant_channel(prefix, self, c), 'n:0:' .. owner_of(queue[i]))
+            redis.call(publish, grant_channel(prefix, self, c), msg .. owner_of(queue[i]))
         end
     end
 end

@@ -149,6 +149,9 @@ local function freeing()
     local grantee, subs = next_writer(queue)
     local token
     if grantee then
+        if grantee ~= ARGV[14] or client(grantee) ~= ARGV[8] then
+            now_ms() -- read for tell_grant (free) before the writes
+        end
         token = fence(KEYS[2], token_key)
     end
     return queue, grantee, token, subs

@@ -80,8 +80,16 @@ local function token()
 end
 
 if mode == false then
-    if redis.call('exists', KEYS[1]) == 1 then
-        return refused(true)
+    -- One EXISTS reads, in the common case, that neither the lock nor its
+    -- queue is there.
+    if redis.call('exists', KEYS[1], KEYS[3]) > 0 then
+        if redis.call('exists', KEYS[1]) == 1 then
+            return refused(true)
+        end
+        local err = queue_refused()
+        if err then
+            return err
+        end
     end
     local t = token()
     redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], '1')
@@ -102,10 +110,12 @@ local t = token()
 if f[3] and (not marker or redis.call('exists', marker) == 1) then
     return taken(t)
 end
+-- The hash lives at least as long as its longest hold (its TTL read
+-- before the writes, which do not change it).
+local ttl = redis.call('pttl', KEYS[1])
 local n = redis.call('hincrby', KEYS[1], ARGV[2], '1')
 redis.call('set', string.format(ARGV[5], ARGV[2], n), '1', 'px', ARGV[1])
--- The hash lives at least as long as its longest hold.
-if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+if ttl < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 if marker then

@@ -27,10 +27,12 @@
 -- the hash then lives exactly as long as the longest reader hold left;
 -- readers whose hold keys have all expired (dead readers) are removed, and
 -- when none is left the lock is freed, or granted to the next writer
--- (rw_queue.lua). When that makes the hash's life
--- shorter, "1" (Redisson's read-unlock message: every waiter checks again)
--- is published, so that a waiting writer told the longer TTL learns the
--- new one instead of sleeping past the lock's silent expiry.
+-- (rw_queue.lua). As Redisson's read unlock, it publishes on the release
+-- channel only when it deletes the lock. When the hash's life gets
+-- shorter, the first waiter of each client in the queue is told on its
+-- client's grant channel to check again by the new end ("n:<ttl>"), so
+-- that a waiter told the longer TTL does not sleep past the lock's silent
+-- expiry.
 
 -- Everything that may fail is read first (see rw_release.lua). The one
 -- HGETALL of the hash gives the mode, the owner's count and, in read mode,
@@ -53,10 +55,16 @@ if mode == nil or count == nil then
 end
 -- In write mode the owner is the writer too, who still holds the lock.
 local longest, dead, queue, grantee, token, subs = 1, {}
+local shorter = false -- the hash's life gets shorter
 if mode == 'read' then
     longest, dead = readers_left(fields, ARGV[6], ARGV[1], count)
     if longest == 0 then
         queue, grantee, token, subs = freeing()
+    else
+        shorter = longest < redis.call('pttl', KEYS[1])
+        if shorter then
+            queue = queued()
+        end
     end
 end
 
@@ -76,10 +84,9 @@ else
         redis.call('hdel', KEYS[1], unpack(dead))
     end
     if mode == 'read' then
-        local before = redis.call('pttl', KEYS[1])
         redis.call('pexpire', KEYS[1], longest)
-        if longest < before then
-            redis.call(ARGV[3], ARGV[2], '1')
+        if shorter then
+            wake_clients(queue, ARGV[3], ARGV[9], ARGV[8], nil, longest)
         end
     end
 end

@@ -3,6 +3,7 @@ package scripts
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,13 +188,12 @@ func TestRWReaders(t *testing.T) {
 	if v := k.unlock(t, false, "u:2", "0", ""); v != 1 {
 		t.Fatalf("unlock = %d", v)
 	}
-	// Only u:1's 10s hold is left: the hash's TTL follows it down, and
-	// waiters are told to check again.
+	// Only u:1's 10s hold is left: the hash's TTL follows it down, with no
+	// message on the release channel (Redisson's read unlock publishes
+	// only when it deletes the lock; the queue's waiters are told on their
+	// grant channels, see TestRWShorterLifeTold).
 	if d := pttl(t, k.name); d > 10*time.Second {
 		t.Fatalf("hash TTL %v after the longest reader left, want at most 10s", d)
-	}
-	if msg, err := ps.ReceiveMessage(ctx); err != nil || msg.Payload != "1" {
-		t.Fatalf("shortened-TTL message %v, %v", msg, err)
 	}
 	if v := k.unlock(t, false, "u:9", "0", ""); v != 0 {
 		t.Fatalf("unlock by a non-holder = %d", v)
@@ -841,4 +841,54 @@ func TestRWPassOn(t *testing.T) {
 		t.Fatalf("a switch took a lock its client did not hold: %v", rdb.HGetAll(ctx, k.name).Val())
 	}
 	rdb.Del(ctx, k.name, k.queue, k.counter, k.token)
+}
+
+// TestRWShorterLifeTold: a read release that leaves readers but makes the
+// hash's life shorter publishes nothing on the release channel (as
+// Redisson's read unlock) and tells the first waiter of each client in
+// the queue, on its client's grant channel, to check again by the new end
+// ("n:<ttl>:<owner>").
+func TestRWShorterLifeTold(t *testing.T) {
+	fresh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	k := newRW("s:rw:shorter")
+	k.rlock(t, "u:1", 10000, "")
+	k.rlock(t, "u:2", 30000, "")
+	// Two waiting writers of client beef, the first told, and a reader of
+	// client f00d.
+	for i, m := range []string{"30000|O|beef:1", "30000|O|beef:2", "30000|R|f00d:1"} {
+		rdb.ZAdd(ctx, k.queue, redis.Z{Score: float64(i + 1), Member: m})
+	}
+	ps := rdb.Subscribe(ctx, k.channel, clientGrants("beef"), clientGrants("f00d"))
+	defer ps.Close()
+	for range 3 {
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := k.unlock(t, false, "u:2", "0", ""); v != 1 {
+		t.Fatalf("unlock = %d, want 1", v)
+	}
+	rdb.Publish(ctx, k.channel, "marker")
+	told := map[string]string{}
+	for len(told) < 3 {
+		msg, err := ps.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, heard := told[msg.Channel]; !heard {
+			told[msg.Channel] = msg.Payload // the first message of each
+		}
+	}
+	if told[k.channel] != "marker" {
+		t.Fatalf("release channel heard %q first, want nothing before the marker", told[k.channel])
+	}
+	for c, owner := range map[string]string{clientGrants("beef"): "beef:1", clientGrants("f00d"): "f00d:1"} {
+		ms, who, ok := strings.Cut(strings.TrimPrefix(told[c], "n:"), ":")
+		n, err := strconv.Atoi(ms)
+		if !ok || err != nil || who != owner || n <= 0 || n > 10000 {
+			t.Errorf("%s heard %q, want n:<ttl up to 10000>:%s", c, told[c], owner)
+		}
+	}
 }

@@ -18,9 +18,15 @@ local member = ARGV[1] .. '|' .. ARGV[6] .. '|' .. ARGV[2]
 -- has a kind, except a one-shot writer that does not listen on the
 -- release channel ("o") when other is true: such a writer joins once it
 -- listens, as "O" (see rw_queue.lua), or takes the place of its "o".
+-- A hash that is no lock fails the call instead (not_a_lock in fence.lua).
 local function refused(other)
     local ttl = redis.call('pttl', KEYS[1])
+    local err = ttl == -1 and not_a_lock(KEYS[1])
+    if err then
+        return err
+    end
     if ARGV[6] ~= '' and not (other and ARGV[6] == 'o') then
+        now_ms() -- read for join_queue before the writes
         if ARGV[8] == '2' then
             local unheard = ARGV[1] .. '|o|' .. ARGV[2]
             local at = redis.call('zscore', KEYS[3], unheard)
@@ -50,4 +56,15 @@ local function taken(token)
         unqueue(KEYS[3], member, ARGV[1] .. '|o|' .. ARGV[2])
     end
     return token
+end
+
+-- queue_refused returns, for an acquisition of a free lock that found a
+-- key among the lock's and its queue's (KEYS[3]) but not the lock,
+-- nothing when the queue holds a zset, or else the WRONGTYPE error that
+-- fails the call before its first write: the release would fail on it.
+local function queue_refused()
+    local kind = redis.call('type', KEYS[3]).ok
+    if kind ~= 'zset' and kind ~= 'none' then
+        return redis.error_reply('WRONGTYPE the queue ' .. KEYS[3] .. ' of the lock holds another type of value')
+    end
 end

@@ -43,18 +43,23 @@ local marker = ARGV[3] == '1' and KEYS[#KEYS]
 local f = redis.call('hmget', KEYS[1], 'mode', writer, ARGV[2], token_field)
 local mode = f[1]
 if mode == false then
-    -- One EXISTS reads, in the common case, that neither the lock nor its
-    -- own token key, if the call has one, is there.
+    -- One EXISTS reads, in the common case, that neither the lock, nor its
+    -- queue, nor its own token key, if the call has one, is there.
     local n
     if named then
-        n = redis.call('exists', KEYS[1], named)
-        if n > 0 and redis.call('exists', KEYS[1]) == 1 then
+        n = redis.call('exists', KEYS[1], KEYS[3], named)
+    else
+        n = redis.call('exists', KEYS[1], KEYS[3])
+    end
+    -- The token key, kept for good once made, need not cost a look at the
+    -- queue.
+    if n > 0 and (not named or redis.call('exists', KEYS[1], KEYS[3]) > 0) then
+        if redis.call('exists', KEYS[1]) == 1 then
             return refused(true)
         end
-    else
-        n = redis.call('exists', KEYS[1])
-        if n > 0 then
-            return refused(true)
+        local err = queue_refused()
+        if err then
+            return err
         end
     end
     local token = fence(KEYS[2], named, n == 0)
@@ -85,9 +90,11 @@ end
 if redis.call('exists', marker) == 1 then
     return token
 end
+-- Never shorten the life of a hold the owner already has (its TTL read
+-- before the write, which does not change it).
+local ttl = redis.call('pttl', KEYS[1])
 redis.call('hincrby', KEYS[1], writer, '1')
--- Never shorten the life of a hold the owner already has.
-if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+if ttl < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 redis.call('set', marker, '1', 'px', ARGV[4])

@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -18,6 +19,8 @@ import (
 var rdb *redis.Client
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	auditScripts()
 	os.Exit(redistest.Main(m, func(s *redistest.Server) func() {
 		rdb = s.Client()
 		return func() { _ = rdb.Close() }

@@ -15,6 +15,9 @@
 --           left out
 -- ARGV[6]   with ARGV[5]: "numsub" or "shardnumsub", to count the
 --           channel's subscribers
+-- ARGV[7]   "1" for a permit semaphore's call (AddPermits, with ARGV[5]
+--           and ARGV[6] ""): its held permits are KEYS[2], and the
+--           markers follow them (see request.lua); may be left out
 --
 -- Returns   the number of permits available after the call (for a
 --           retried request: available now). With ARGV[5], twice that
@@ -22,7 +25,8 @@
 --           the count: the client gives them to its calls); a retried
 --           request answers as the first did.
 --           a WRONGTYPE error, with nothing written, when KEYS[1] holds
---           no integer or another type
+--           no integer or another type, or the held permits of a permit
+--           semaphore another type than a zset
 --
 -- Handed permits are never published: the only listener is the client
 -- that takes them. The rest, if any, are added and published. Nothing is
@@ -30,38 +34,30 @@
 -- while its permits were out): the permits are all added then, and the
 -- calls attempt for them as for any.
 
--- Redis does not undo the writes of a script that fails: nothing is
--- written before what may fail, but the request's marker, which is
--- deleted again if the count cannot take the permits.
+-- Redis does not undo the writes of a script that fails: everything that
+-- may fail is read first, the count and the held permits included. The
+-- request's marker is the first write; the INCRBY after it fails only on
+-- a count it would take out of range, and the marker is deleted again
+-- then.
 
 local function no_count()
     return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds no number of permits')
 end
 
--- forget deletes the markers of the client's answered requests, once
--- nothing can fail any more.
-local function forget()
-    if #KEYS > 2 then
-        redis.call('del', unpack(KEYS, 3))
-    end
+local _, at = held(ARGV[7] == '1')
+local marker = KEYS[at]
+local available = redis.call('get', KEYS[1])
+if available and not string.match(available, '^%-?%d+$') then
+    return no_count()
 end
+available = tonumber(available or '0')
 
-local k = tonumber(ARGV[5] or '0')
+local k = tonumber(ARGV[5] or '0') or 0
 -- The marker says how the request was applied: "h" with the k permits
 -- handed, "1" without.
-local applied, available = '1', nil
-if k > 0 and redis.call('pubsub', ARGV[6], ARGV[4])[2] <= 1 then
-    available = redis.pcall('get', KEYS[1])
-    if type(available) ~= 'table' then
-        -- Of another type, the INCRBY below fails.
-        available = tonumber(available or '0')
-        if not available then
-            return no_count()
-        end
-        if available + tonumber(ARGV[1]) - k >= 0 then
-            applied = 'h'
-        end
-    end
+local applied = '1'
+if k > 0 and redis.call('pubsub', ARGV[6], ARGV[4])[2] <= 1 and available + tonumber(ARGV[1]) - k >= 0 then
+    applied = 'h'
 end
 local function answer(value)
     if k == 0 then
@@ -73,50 +69,26 @@ local function answer(value)
     return 2 * value
 end
 -- Setting the request's marker tells, in the same command, whether an
--- earlier attempt set it (and so was applied).
-if not redis.call('set', KEYS[2], applied, 'px', ARGV[3], 'nx') then
-    applied = redis.call('get', KEYS[2])
-    local value = tonumber(redis.call('get', KEYS[1]) or '0')
-    if not value then
-        return no_count()
-    end
-    forget()
-    return answer(value)
+-- earlier attempt set it (and so was applied); one that sets nothing
+-- writes nothing.
+if not redis.call('set', marker, applied, 'px', ARGV[3], 'nx') then
+    applied = redis.call('get', marker)
+    replay(nil, at)
+    return answer(available)
 end
 local add = tonumber(ARGV[1])
 if applied == 'h' then
     add = add - k
 end
-local value
-if add == 0 and applied == 'h' then
-    value = available -- every permit handed: the count as read above
-elseif add == 0 then
-    value = redis.pcall('get', KEYS[1])
-else
+local value = available
+if add ~= 0 then
     value = redis.pcall('incrby', KEYS[1], add)
-end
-local err
-if type(value) == 'table' then
-    err = value
-else
-    value = tonumber(value or '0')
-    if not value then
-        err = no_count()
+    if type(value) == 'table' then
+        redis.call('del', marker) -- out of range, OOM: nothing stays
+        return value
     end
 end
-if err then
-    -- A key of another type, a count that is no number or one out of
-    -- range: nothing stays.
-    redis.call('del', KEYS[2])
-    if not string.match(err.err, '^WRONGTYPE') then
-        local count = redis.call('get', KEYS[1])
-        if count and not string.match(count, '^%-?%d+$') then
-            err = no_count()
-        end
-    end
-    return err
-end
-forget()
+replay(nil, at)
 if add ~= 0 then
     redis.call(ARGV[2], ARGV[4], value)
 end

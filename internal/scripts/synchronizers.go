@@ -8,7 +8,7 @@ package scripts
 var (
 	SemAcquire       = loadWith("sem_acquire", "request")
 	SemUndo          = load("sem_undo")
-	SemRelease       = load("sem_release")
+	SemRelease       = loadWith("sem_release", "request")
 	SemTrySetPermits = loadWith("sem_trysetpermits", "request", "tryset")
 	SemDrain         = loadWith("sem_drain", "request")
 

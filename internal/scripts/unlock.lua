@@ -195,9 +195,10 @@ if passed ~= '' then
     if next == preferred then
         next = first[2]
     end
+    local since = at_or_now(ARGV[13])
     local reply = switched(may_pass(next, quiet_channel()), ARGV[11], KEYS[2], named, k)
     redis.call('zrem', KEYS[3], preferred)
-    hold(owner_of(preferred), t, next, ARGV[13], holder)
+    hold(owner_of(preferred), t, next, since, holder)
     redis.call('pexpire', KEYS[1], string.match(preferred, '^(%d+)|'))
     return reply
 end
@@ -261,6 +262,7 @@ end
 
 local token
 if grantee then
+    now_ms() -- read for the grant's writes (hold, tell_grant) before them
     token = fence(KEYS[2], named)
 end
 leave()
