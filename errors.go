@@ -70,12 +70,13 @@ var (
 	// are no zset, by every call of theirs; an election's log that is no
 	// stream, by Campaign before it takes the lock.
 	//
-	// A lock's key that holds a hash with no TTL and a field whose value
-	// is no integer (an application's record, such as name and email) is
-	// no lock either: the lock calls return ErrWrongType at once instead of
-	// waiting. Any other hash is taken for a lock held by others, as
-	// relock cannot tell it from a Redisson lock: one with a TTL is waited
-	// for until it expires, and IsLocked reports true for any key there.
+	// A lock's key that holds a hash with no TTL and a field no lock
+	// writes (an application's record, such as name and email; a lock's
+	// fields are owner ids "<uuid>:<n>" with hold counts, relock's own
+	// fields and an RWMutex's mode) is no lock either: the lock calls
+	// return ErrWrongType at once instead of waiting. Every lock has a
+	// TTL, so a hash with one is taken for a lock held by others and
+	// waited for until it expires; IsLocked reports true for any key there.
 	// ForceUnlock deletes only a lock's hash (owner fields with hold
 	// counts, relock's own fields, an RWMutex's mode) and returns
 	// ErrWrongType for any other key, deleting nothing.

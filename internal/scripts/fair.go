@@ -4,7 +4,7 @@ package scripts
 // of fair_queue.lua put between its header and its body, so that its
 // source still begins with its header.
 var (
-	FairLock        = loadWith("fair_lock", "clock", "fair_queue", "fence")
+	FairLock        = loadWith("fair_lock", "clock", "fair_queue", "fence", "lockhash")
 	FairUnlock      = loadWith("fair_unlock", "clock", "fence", "fair_queue")
 	FairPass        = loadWith("fair_pass", "clock", "fence", "fair_queue")
 	FairLeave       = loadFair("fair_leave")

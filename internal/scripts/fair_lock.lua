@@ -112,9 +112,8 @@ end
 if ttl ~= -2 then
     local f = redis.call('hmget', KEYS[1], owner, token_field)
     if not f[1] then
-        local err = ttl == -1 and not_a_lock(KEYS[1])
-        if err then
-            return err
+        if ttl == -1 then
+            lock_clients(KEYS[1], false) -- fails on a hash no lock wrote
         end
         return wait(ttl, not f[2], ttl)
     end

@@ -32,25 +32,6 @@ local since_field = 'relock_since'
 -- (see lock.lua): "1" when there.
 local queued_field = 'relock_queued'
 
--- not_a_lock returns the WRONGTYPE error reply of an acquisition that
--- finds at lock, a hash with no TTL held by others, a hash that no lock
--- wrote: one with a field whose value is no integer (a hold count, a
--- token, a time), but for a read-write lock's mode and an election's
--- record of its leader; nil for a hash that may be a lock. Every lock
--- relock or Redisson writes has a TTL, so a lock held by others costs
--- nothing here; an application's hash with a TTL is taken for a lock
--- until it expires.
-local function not_a_lock(lock)
-    local f = redis.call('hgetall', lock)
-    for i = 1, #f, 2 do
-        local k, v = f[i], f[i + 1]
-        if not string.match(v, '^%-?%d+$') and not (k == 'mode' and (v == 'read' or v == 'write'))
-            and k ~= 'relock_leader' and k ~= 'relock_leader_holder' then
-            return redis.error_reply('WRONGTYPE ' .. lock .. ' holds a hash that is not a lock (field ' .. k .. ')')
-        end
-    end
-end
-
 -- no_counter fails the script with a WRONGTYPE error: counter, a fencing
 -- counter, holds something else than a number (a string that is none, or
 -- a key of another type). Every function here fails so before it writes,

@@ -105,9 +105,8 @@ end
 -- @library
 local f = redis.call('hmget', KEYS[1], ARGV[2], token_field)
 if not f[1] then
-    local err = ttl == -1 and not_a_lock(KEYS[1])
-    if err then
-        return err
+    if ttl == -1 then
+        lock_clients(KEYS[1], false) -- fails on a hash no lock wrote
     end
     -- A caller already in the queue found it there: the holder's hash
     -- is marked already.

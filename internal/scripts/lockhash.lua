@@ -1,8 +1,9 @@
--- lockhash.lua: what a lock's hash holds, for the scripts that delete a
--- lock whoever holds it (the force unlocks): they delete a hash only when
--- it holds nothing but what a lock writes, so that no call of a lock ever
--- deletes an application's hash. It is not a script of its own: loading
--- puts it between a script's header and its body.
+-- lockhash.lua: what a lock's hash holds. The force unlocks delete a hash
+-- only when it holds nothing but what a lock writes, so that no call of a
+-- lock ever deletes an application's hash; an acquisition that finds a
+-- hash with no TTL held by others (every lock has a TTL) fails on one that
+-- no lock wrote instead of waiting for it for ever. It is not a script of
+-- its own: loading puts it between a script's header and its body.
 --
 -- A lock's hash holds owner fields "<uuid>:<n>" (relock's and Redisson's
 -- owner ids) with a hold count, relock's own fields (fence.lua, and an

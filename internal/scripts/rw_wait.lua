@@ -18,12 +18,14 @@ local member = ARGV[1] .. '|' .. ARGV[6] .. '|' .. ARGV[2]
 -- has a kind, except a one-shot writer that does not listen on the
 -- release channel ("o") when other is true: such a writer joins once it
 -- listens, as "O" (see rw_queue.lua), or takes the place of its "o".
--- A hash that is no lock fails the call instead (not_a_lock in fence.lua).
+-- A hash with no TTL that no lock wrote fails the call instead
+-- (lock_clients in lockhash.lua): every lock has a TTL, so a lock held by
+-- others costs nothing there.
 local function refused(other)
     local ttl = redis.call('pttl', KEYS[1])
-    local err = ttl == -1 and not_a_lock(KEYS[1])
-    if err then
-        return err
+    if ttl == -1 then
+        -- A Mutex's hash (no mode) is a lock too, held by others.
+        lock_clients(KEYS[1], redis.call('hexists', KEYS[1], 'mode') == 1)
     end
     if ARGV[6] ~= '' and not (other and ARGV[6] == 'o') then
         now_ms() -- read for join_queue before the writes

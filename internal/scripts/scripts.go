@@ -49,7 +49,7 @@ func Named(name string) *Script { return byName[name] }
 
 // The scripts. Each file's header names its KEYS, ARGV and return values.
 var (
-	Lock        = loadWith("lock", "clock", "fence", "queue")
+	Lock        = loadWith("lock", "clock", "fence", "queue", "lockhash")
 	Unlock      = loadWith("unlock", "clock", "fence", "queue")
 	Abandon     = load("abandon")
 	Renew       = load("renew")
