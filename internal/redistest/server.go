@@ -55,7 +55,7 @@ type Server struct {
 	opts         Options
 	kind         kind
 	programs     programs // the binaries it was started with, for Restart too
-	sentinelConf string // configuration body of a sentinel, without port and dir
+	sentinelConf string   // configuration body of a sentinel, without port and dir
 
 	mu     sync.Mutex
 	proc   *process // nil while the server is down
