@@ -17,9 +17,10 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-// Each benchmark starts its own redis-server, so a run measures relock and
-// one process on loopback, nothing else. Besides ns/op and allocations,
-// every benchmark reports two counts per operation:
+// Each benchmark starts its own server (redistest.ServerEnv chooses
+// which), so a run measures relock and one process on loopback, nothing
+// else. Besides ns/op and allocations, every benchmark reports two counts
+// per operation:
 //
 //	redis-calls/op   commands relock sent, counted by a go-redis hook: round
 //	                 trips, since nothing here is pipelined

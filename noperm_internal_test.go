@@ -36,7 +36,8 @@ func TestIsNoPerm(t *testing.T) {
 		{"any", "ERR unknown command 'eval', with args beginning with: 'return 1' '0' ", false},
 		{"any", "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.", false},
 		{"any", "WRONGTYPE Operation against a key holding the wrong kind of value script: afd1cf86f5e3594c2af58a657a9bee0c137cdcb2, on @user_script:3.", false},
-		{"any", "ERR Unknown Redis command called from script script: afd1cf86f5e3594c2af58a657a9bee0c137cdcb2, on @user_script:9.", false},
+		{"Redis", "ERR Unknown Redis command called from script script: afd1cf86f5e3594c2af58a657a9bee0c137cdcb2, on @user_script:9.", false},
+		{"Valkey 8", "ERR Unknown command called from script script: afd1cf86f5e3594c2af58a657a9bee0c137cdcb2, on @user_script:9.", false},
 	} {
 		if got := isNoPerm(serverReply(tc.reply)); got != tc.noPerm {
 			t.Errorf("%s: isNoPerm(%q) = %v, want %v", tc.server, tc.reply, got, tc.noPerm)

@@ -183,7 +183,8 @@ func rsExists(t testing.TB, s *redistest.Server, key string) bool {
 	return v.(int64) == 1
 }
 
-// rsVersion returns the major and minor version of a server.
+// rsVersion returns the major and minor version of a server: on Valkey,
+// the Redis version it answers as (7.2 for Valkey 7.2 and 8).
 func rsVersion(t testing.TB, s *redistest.Server) (int, int) {
 	t.Helper()
 	v, err := s.Do(context.Background(), "INFO", "server")

@@ -66,7 +66,8 @@ func within(d time.Duration, f func()) bool {
 }
 
 // clusterPublish picks sharded pub/sub when the cluster runs Redis 7 or
-// later, where SPUBLISH exists, and classic pub/sub otherwise.
+// later, where SPUBLISH exists, and classic pub/sub otherwise. Valkey
+// gives the Redis version it answers as (7.2.4) in redis_version.
 func (c *Client) clusterPublish() string {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 	defer cancel()

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Runs relock's test suite. Installs what the tests need when it is missing
-# (redis-server, redis-sentinel and redis-cli, and Chromium with its
-# WebDriver for the web view's browser test, from Debian packages), then
-# runs every package under the race detector. Extra arguments go to go test.
+# Runs relock's test suite on Redis and then on Valkey. Installs what the
+# tests need when it is missing, from Debian packages: redis-server,
+# redis-sentinel and redis-cli; valkey-server and valkey-cli (Valkey 8.0
+# from bookworm-backports on Debian 12, whose suite is added to apt's
+# sources when it is not there); and Chromium with its WebDriver for the
+# web view's browser test. Extra arguments go to both go test runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+sudo=""
+[ "$(id -u)" = 0 ] || sudo=sudo
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
@@ -12,12 +17,31 @@ command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
-if ((${#missing[@]})); then
-	sudo=""
-	[ "$(id -u)" = 0 ] || sudo=sudo
-	echo "installing ${missing[*]}"
+valkey=()
+if ! command -v valkey-server >/dev/null 2>&1 || ! command -v valkey-cli >/dev/null 2>&1; then
+	# Sentinels run as valkey-server --sentinel, so valkey-sentinel is not needed.
+	valkey=(valkey-server valkey-tools)
+	# Debian 12 carries Valkey in bookworm-backports only; later releases
+	# carry it in their main suite.
+	if grep -qs '^VERSION_CODENAME=bookworm$' /etc/os-release; then
+		valkey=(-t bookworm-backports "${valkey[@]}")
+		if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
+			echo "adding bookworm-backports to apt's sources"
+			echo 'deb http://deb.debian.org/debian bookworm-backports main' |
+				$sudo tee /etc/apt/sources.list.d/bookworm-backports.list >/dev/null
+		fi
+	fi
+fi
+if ((${#missing[@]} + ${#valkey[@]})); then
 	$sudo apt-get update -qq
+fi
+if ((${#missing[@]})); then
+	echo "installing ${missing[*]}"
 	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if ((${#valkey[@]})); then
+	echo "installing ${valkey[*]}"
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${valkey[@]}" >/dev/null
 fi
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -32,4 +56,16 @@ if go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -version >/dev/null 2>&1; th
 else
 	echo "staticcheck could not be fetched; skipping it" >&2
 fi
-go test -race -count=1 -timeout 12m ./... "$@"
+
+# The tests start the servers RELOCK_TEST_SERVER names (internal/redistest).
+# Both runs go ahead even when the first fails; the script fails if either did.
+status=0
+echo "--- tests on $(redis-server --version | cut -d' ' -f1-3)"
+RELOCK_TEST_SERVER=redis go test -race -count=1 -timeout 12m ./... "$@" || status=1
+# On Valkey, every package but internal/cli: the relock command reaches the
+# server only through the library, whose tests run here, and its browser
+# test checks the web page in Chromium, not the server.
+echo "--- tests on $(valkey-server --version | cut -d' ' -f1-3)"
+RELOCK_TEST_SERVER=valkey go test -race -count=1 -timeout 12m \
+	$(go list ./... | grep -v '/internal/cli$') "$@" || status=1
+exit $status

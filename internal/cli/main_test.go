@@ -63,7 +63,7 @@ func relockBinary(t *testing.T) string {
 	return built.path
 }
 
-// realServer starts a redis-server for one test and returns it with its
+// realServer starts a server for one test and returns it with its
 // URL.
 func realServer(t *testing.T) (*redistest.Server, string) {
 	t.Helper()

@@ -43,12 +43,13 @@ type Cluster struct {
 }
 
 // StartCluster starts masters*(1+replicasPerMaster) cluster-enabled nodes,
-// creates the cluster with redis-cli --cluster create and waits until every
-// node reports cluster_state:ok with all slots assigned, all nodes agree on
-// the slot map and every replica's link to its master is up. redis-cli
-// needs at least 3 masters.
+// creates the cluster with the server's command-line client (redis-cli
+// --cluster create) and waits until every node reports cluster_state:ok
+// with all slots assigned, all nodes agree on the slot map and every
+// replica's link to its master is up. The client needs at least 3 masters.
 func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
-	if err := RequireCluster(); err != nil {
+	p, err := require(true)
+	if err != nil {
 		return nil, err
 	}
 	if masters < 3 {
@@ -69,7 +70,7 @@ func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
-	if err := c.create(ctx, replicasPerMaster); err != nil {
+	if err := c.create(ctx, p.cli, replicasPerMaster); err != nil {
 		_ = c.Close()
 		return nil, err
 	}
@@ -82,7 +83,7 @@ func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
 		c.ids[s] = id
 	}
 	var final []slotRange
-	err := c.waitStable(ctx, "the cluster to form", func(view []slotRange) error {
+	err = c.waitStable(ctx, "the cluster to form", func(view []slotRange) error {
 		if len(masterPorts(view)) != masters {
 			return fmt.Errorf("%d masters in slot map, want %d", len(masterPorts(view)), masters)
 		}
@@ -112,9 +113,9 @@ func StartCluster(masters, replicasPerMaster int) (*Cluster, error) {
 	return c, nil
 }
 
-// create runs redis-cli --cluster create, resetting the nodes and trying
-// again if it fails.
-func (c *Cluster) create(ctx context.Context, replicasPerMaster int) error {
+// create runs cli --cluster create, resetting the nodes and trying again
+// if it fails.
+func (c *Cluster) create(ctx context.Context, cli string, replicasPerMaster int) error {
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", strconv.Itoa(replicasPerMaster), "--cluster-yes")
 	var last error
@@ -126,13 +127,13 @@ func (c *Cluster) create(ctx context.Context, replicasPerMaster int) error {
 				}
 			}
 		}
-		cmd := exec.CommandContext(ctx, "redis-cli", args...)
+		cmd := exec.CommandContext(ctx, cli, args...)
 		cmd.WaitDelay = time.Second
 		out, err := cmd.CombinedOutput()
 		if err == nil {
 			return nil
 		}
-		last = fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+		last = fmt.Errorf("%s --cluster create: %w\n%s", cli, err, out)
 		if ctx.Err() != nil {
 			break
 		}

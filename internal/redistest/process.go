@@ -121,10 +121,10 @@ func (s *Server) launch(fresh bool) error {
 	}
 	var cmd *exec.Cmd
 	if s.kind == kindSentinel {
-		name, args := sentinelCommand(s.confPath())
+		name, args := s.programs.sentinelCommand(s.confPath())
 		cmd = exec.Command(name, args...)
 	} else {
-		cmd = exec.Command("redis-server", s.confPath())
+		cmd = exec.Command(s.programs.server, s.confPath())
 	}
 	cmd.Dir = s.Dir
 	cmd.Stdout = out

@@ -33,24 +33,6 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 	}
 }
 
-func TestRequireMessage(t *testing.T) {
-	t.Setenv("PATH", t.TempDir())
-	err := Require()
-	if err == nil {
-		t.Fatal("Require succeeded with an empty PATH")
-	}
-	want := "redis-server not found: install it with: sudo apt-get install -y redis-server redis-sentinel redis-tools"
-	if err.Error() != want {
-		t.Fatalf("Require() = %q, want %q", err, want)
-	}
-	if !errors.Is(err, ErrNoRedis) {
-		t.Fatal("error does not match ErrNoRedis")
-	}
-	if _, err := Start(Options{}); !errors.Is(err, ErrNoRedis) {
-		t.Fatalf("Start with an empty PATH: %v", err)
-	}
-}
-
 func TestStartFailureShowsLog(t *testing.T) {
 	t.Parallel()
 	if err := Require(); err != nil {

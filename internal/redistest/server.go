@@ -41,7 +41,7 @@ type Options struct {
 	Cluster bool
 }
 
-// Server is one redis-server or sentinel process on a loopback port. Kill,
+// Server is one server or sentinel process on a loopback port. Kill,
 // Pause and Restart act on the process while the port, directory and data
 // files stay the same; Close ends it for good.
 type Server struct {
@@ -54,7 +54,8 @@ type Server struct {
 
 	opts         Options
 	kind         kind
-	sentinelConf string // configuration body of a sentinel, without port and dir
+	programs     programs // the binaries it was started with, for Restart too
+	sentinelConf string   // configuration body of a sentinel, without port and dir
 
 	mu     sync.Mutex
 	proc   *process // nil while the server is down
@@ -62,11 +63,9 @@ type Server struct {
 	closed bool
 }
 
-// Start starts a redis-server with opts and waits until it answers PING.
+// Start starts a server of the chosen kind (see ServerEnv) with opts and
+// waits until it answers PING.
 func Start(opts Options) (*Server, error) {
-	if err := Require(); err != nil {
-		return nil, err
-	}
 	if opts.Cluster && opts.ReplicaOf != "" {
 		return nil, errors.New("redistest: Options.Cluster and Options.ReplicaOf cannot be combined")
 	}
@@ -82,6 +81,11 @@ func Start(opts Options) (*Server, error) {
 // startServer creates the directory, picks a port and launches s, moving to
 // another port if the chosen one is taken meanwhile.
 func startServer(s *Server) (*Server, error) {
+	p, err := require(false)
+	if err != nil {
+		return nil, err
+	}
+	s.programs = p
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, err

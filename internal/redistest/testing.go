@@ -79,7 +79,7 @@ func NewMasters(t testing.TB, k int) Masters {
 }
 
 // Main runs a test package's tests against one standalone server: it fails
-// with the install command when redis-server is missing, starts the
+// with the install command when the chosen server is missing, starts the
 // server, hands it to use before the tests run, calls the cleanup use
 // returns (if any) and closes the server afterwards, and fails the run if
 // goroutines are left over. Call it from TestMain:
@@ -94,7 +94,7 @@ func Main(m *testing.M, use func(*Server) (cleanup func())) int {
 	}
 	s, err := Start(Options{})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: start redis-server:", err)
+		fmt.Fprintln(os.Stderr, "FAIL: start the server:", err)
 		return 1
 	}
 	cleanup := use(s)

@@ -30,8 +30,8 @@ var (
 // Main starts the shared servers, runs the tests, stops the servers, and
 // fails the run on goroutines left behind. A test binary's TestMain calls
 // it: os.Exit(testkit.Main(m)). ready, if given, run once the servers are
-// up, before the tests. A missing redis-server fails the run with the
-// command that installs it.
+// up, before the tests. The servers are the ones redistest.ServerEnv
+// chooses; a missing binary fails the run with the command that installs it.
 func Main(m *testing.M, ready ...func()) int {
 	if err := redistest.RequireCluster(); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
@@ -39,12 +39,12 @@ func Main(m *testing.M, ready ...func()) int {
 	}
 	var err error
 	if Standalone, err = redistest.Start(redistest.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: start redis-server:", err)
+		fmt.Fprintln(os.Stderr, "FAIL: start the server:", err)
 		return 1
 	}
 	defer Standalone.Close()
 	if Cluster, err = redistest.StartCluster(3, 1); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: start redis cluster:", err)
+		fmt.Fprintln(os.Stderr, "FAIL: start the cluster:", err)
 		return 1
 	}
 	defer Cluster.Close()
