@@ -25,7 +25,8 @@
 // be trusted (see What is guaranteed).
 // [Lease.Unlock] (like every release: Permit.Release, Semaphore.Release,
 // Leadership.Resign) goes out even when its context has ended, within the
-// Client's cleanup timeout, and stops renewal whatever its outcome: a
+// Client's cleanup timeout (a server that does not answer at all holds it
+// for the Redis client's read timeout), and stops renewal whatever its outcome: a
 // hold whose release failed expires within its lease. [Lease.Extend]
 // lengthens a fixed lease (WithLease).
 //
@@ -66,7 +67,11 @@
 // handle made by Client.FairMutex or NewRedLock (every call on the handle
 // fails, as for an invalid name). Every Try call (TryLock, TryRLock,
 // TryAcquire) makes one attempt and returns [ErrNotAcquired] when what it
-// asks for is taken; TrySetPermits and TrySetCount, Redisson's names for
+// asks for is taken, and returns within a bound whatever its ctx: an
+// answer that will not change (a refused password, a busy server) comes
+// back at once, a cluster without a master for the slot is asked again
+// for 5 seconds at most, and a server that does not answer holds it for
+// the Redis client's read timeout (times its retries); TrySetPermits and TrySetCount, Redisson's names for
 // "set if not set", report with a bool whether they set it.
 //
 // # What is guaranteed

@@ -49,6 +49,9 @@ func TestForceUnlockLeavesOtherData(t *testing.T) {
 			write func(key string) error
 		}{
 			{"an application's hash", func(k string) error { return rdb.HSet(ctx, k, "name", "Ada", "email", "ada@example.com").Err() }},
+			// Only fields a lock has, but no holder: no lock leaves these.
+			{"a hash with a mode only", func(k string) error { return rdb.HSet(ctx, k, "mode", "read").Err() }},
+			{"a hash with a token only", func(k string) error { return rdb.HSet(ctx, k, "relock_token", 7).Err() }},
 			{"a string", func(k string) error { return rdb.Set(ctx, k, "not a lock", 0).Err() }},
 			{"a list", func(k string) error { return rdb.RPush(ctx, k, "a", "b").Err() }},
 		}

@@ -119,7 +119,9 @@ func (l *Lease) watchEntry() (*watchdog.Entry, *watchdog.Watchdog) { return l.en
 // WithCleanupTimeout), or by ctx's deadline if that is later, so that
 // `defer lease.Unlock(r.Context())` frees the lock after the request was
 // cancelled. (A ctx that can never end, such as context.Background, is
-// bounded by the Redis client's own timeouts.) Unlock stops renewal of
+// bounded by the Redis client's own timeouts; so is a release the server
+// does not answer at all, where the go-redis client does not apply
+// context deadlines: see its Options.ContextTimeoutEnabled.) Unlock stops renewal of
 // the hold whatever its outcome. If the release fails, the error says
 // whether it was not sent, got no answer, or was refused by the server,
 // and the hold is no longer renewed: it expires within its lease, when

@@ -40,7 +40,7 @@ local queued_field = 'relock_queued'
 -- key (named) that holds a string that is no number is taken for a
 -- missing one; one of another type fails its GET, before any write too.
 local function no_counter(counter)
-    error('WRONGTYPE the fencing counter ' .. counter .. ' holds no number', 0)
+    error({err = 'WRONGTYPE the fencing counter ' .. counter .. ' holds no number'})
 end
 
 -- count_up adds n (nil: 1) to counter and returns the sum. A counter that

@@ -16,13 +16,13 @@ local OWNER = '^(%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%
 -- not_a_lock fails the script with a WRONGTYPE error: key is no lock of
 -- the caller's kind. The callers call it before their first write.
 local function not_a_lock(key, why)
-    error('WRONGTYPE ' .. key .. ' is not a lock: ' .. why, 0)
+    error({err = 'WRONGTYPE ' .. key .. ' is not a lock: ' .. why})
 end
 
 -- lock_clients reads the hash key as a lock's (rw: a read-write lock's)
 -- and returns its fields (an HGETALL reply) and the "<uuid>" of each
--- client that holds it, once each. A hash that holds anything else fails
--- the script (not_a_lock); it only reads.
+-- client that holds it, once each. A hash that holds anything else, or
+-- no holder, fails the script (not_a_lock); it only reads.
 local function lock_clients(key, rw)
     local fields = redis.call('hgetall', key)
     local clients, seen = {}, {}
@@ -49,6 +49,10 @@ local function lock_clients(key, rw)
     end
     if rw and mode ~= 'read' and mode ~= 'write' then
         not_a_lock(key, 'no read-write mode')
+    end
+    if #clients == 0 then
+        -- A lock's hash lives only while someone holds it.
+        not_a_lock(key, 'no holder')
     end
     return fields, clients
 end

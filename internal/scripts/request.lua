@@ -21,7 +21,7 @@ local function held(given)
     end
     local kind = redis.call('type', KEYS[2]).ok
     if kind ~= 'zset' and kind ~= 'none' then
-        error('WRONGTYPE the held permits ' .. KEYS[2] .. ' hold another type of value', 0)
+        error({err = 'WRONGTYPE the held permits ' .. KEYS[2] .. ' hold another type of value'})
     end
     return KEYS[2], 3
 end
