@@ -17,9 +17,10 @@ import (
 // only by their renewals.
 
 // holderListen is the Client's reference on its grant channel for its
-// holds. A goroutine of the Client's own takes it off the lock path when
-// the watchdog goes from no holds to some, and gives it back once it finds
-// none left, the channel's linger keeping the subscription a while longer.
+// holds, a keeper (notify.Hub.Keep). A goroutine of the Client's own takes
+// it off the lock path when the watchdog goes from no holds to some, and
+// gives it back once it finds none left, the channel's linger keeping the
+// subscription a while longer.
 type holderListen struct {
 	mu        sync.Mutex
 	started   bool          // the goroutine runs
@@ -57,7 +58,6 @@ func (c *Client) listenHolders() {
 	channel := c.grantChannel("")
 	every := grantLinger(channel)
 	var w *notify.Waiter
-	var wake <-chan struct{}
 	check := time.NewTicker(every)
 	check.Stop()
 	defer check.Stop()
@@ -71,14 +71,10 @@ func (c *Client) listenHolders() {
 				continue
 			}
 			var err error
-			if w, err = c.hub.Subscribe(channel, c.routeGrant); err != nil {
+			if w, err = c.hub.Keep(channel, c.routeGrant); err != nil {
 				return // closed
 			}
-			wake = w.Wake()
 			check.Reset(every)
-		case <-wake:
-			// A reconnect wakes every waiter of the channel; the hub has
-			// had the watchdog renew the holds already.
 		case <-check.C:
 			if c.wd.Len() > 0 {
 				continue
@@ -94,7 +90,7 @@ func (c *Client) listenHolders() {
 			if idle {
 				check.Stop()
 				w.Close()
-				w, wake = nil, nil
+				w = nil
 			}
 		}
 	}
