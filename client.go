@@ -46,6 +46,7 @@ type Client struct {
 
 	holdsMu sync.Mutex
 	holds   map[holdKey]*hold // reentrant watchdog holds, shared by their leases
+	listen  holderListen      // the grant channel held for the holds (holders.go)
 
 	leftovers leftovers // queue leaves that failed (leftover.go)
 
@@ -171,11 +172,16 @@ func (c *Client) start() {
 		Now:         func() int64 { return c.wd.Now() },
 		Logger:      cfg.logger,
 	})
+	var busy func()
+	if !c.cluster {
+		busy = c.holding // holders listen (holders.go)
+	}
 	c.wd = watchdog.New(watchdog.Config{
 		Interval: cfg.watchdog / 3,
 		Renew:    c.renew,
 		Lost:     c.lost,
 		Every:    c.announce,
+		Busy:     busy,
 		Logger:   cfg.logger,
 	})
 	c.waitEnv = c.newWaitEnv()

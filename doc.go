@@ -86,12 +86,15 @@
 //   - A hold taken away on the server (a ForceUnlock, a restart without
 //     persistence, a failover that lost it) is reported when the holder's
 //     Client hears of it: at once after a ForceUnlock by relock while the
-//     Client listens on pub/sub in the lock's hash slot (it has a call
-//     waiting for a lock there, any lock on a standalone server) or made
-//     the ForceUnlock itself; at once after the Client's pub/sub
-//     connection is made again; otherwise at the hold's next renewal
-//     (every watchdog timeout/3) or its local deadline, whichever comes
-//     first. A Redisson holder hears at its own next renewal.
+//     Client listens on its grant channel, or made the ForceUnlock itself;
+//     at once after that channel's pub/sub connection is made again;
+//     otherwise at the hold's next renewal (every watchdog timeout/3) or
+//     its local deadline, whichever comes first. On a standalone server or
+//     under Sentinel a Client listens while it holds a lock, a permit or a
+//     leadership (from a round trip after its first hold until a second or
+//     two after its last) or has a call waiting; on a cluster only while
+//     it has a call waiting for a lock of the same hash slot. A Redisson
+//     holder hears at its own next renewal.
 //   - Fencing tokens only grow per name, so a resource that checks them
 //     refuses a holder that lost its lock to a newer one. They come from
 //     counters shared by the names of a server (or of a cluster hash

@@ -140,7 +140,7 @@ type Stats struct {
 	Asleep   int64  // lock calls asleep until a release, their TTL or ctx (counted once a release of this Client may pass them the lock)
 	Handoffs uint64 // locks, and a Semaphore's permits, passed by a release straight to a waiter of this Client (see the glossary in the package doc)
 	Held     int    // holds the watchdog watches now
-	Channels int    // channels subscribed now for waiting calls
+	Channels int    // channels subscribed now for waiting calls (not the grant channel kept for holds alone)
 	// Lingering counts the grant channels still subscribed for a moment
 	// (one second) after their last waiting call returned, for the next.
 	Lingering int

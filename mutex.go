@@ -79,8 +79,9 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error)
 // ForceUnlock deletes the lock whoever holds it and wakes its waiters. It
 // reports whether the lock was held. The holder's Lease reports
 // ErrLockLost when its Client hears of it (see Lease.Done): at once when
-// its Client listens for grants or made this call, else at its watchdog's
-// next renewal. A key that holds anything but a Mutex's hash (an
+// its Client listens for grants (on one server or under Sentinel, any
+// Client that holds something does) or made this call, else at its
+// watchdog's next renewal. A key that holds anything but a Mutex's hash (an
 // application's hash, a read-write lock's) is left alone with
 // ErrWrongType.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {

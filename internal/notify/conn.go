@@ -454,13 +454,13 @@ func (c *conn) deliver(channel, payload string) {
 }
 
 // wakeN wakes up to n waiters (all when n < 0), oldest first, skipping
-// those that already have a wake pending.
+// those that already have a wake pending, and keepers.
 func wakeN(waiters []*Waiter, n int) {
 	for _, w := range waiters {
 		if n == 0 {
 			return
 		}
-		if w.notify() {
+		if !w.keep && w.notify() {
 			n--
 		}
 	}

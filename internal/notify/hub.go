@@ -93,6 +93,18 @@ var ErrClosed = errors.New("notify: hub closed")
 // other local waiter has it. The waiter must be closed. The subscription is
 // in force once Ready is closed; messages published before may be missed.
 func (h *Hub) Subscribe(channel string, policy Policy) (*Waiter, error) {
+	return h.subscribe(channel, policy, false)
+}
+
+// Keep registers a keeper of channel: it keeps the channel subscribed, as
+// a waiter does, for the messages policy acts on and for Config.Reconnected,
+// but is never woken, and a channel only keepers hold is not counted by
+// Channels. It must be closed, as a waiter.
+func (h *Hub) Keep(channel string, policy Policy) (*Waiter, error) {
+	return h.subscribe(channel, policy, true)
+}
+
+func (h *Hub) subscribe(channel string, policy Policy, keep bool) (*Waiter, error) {
 	if policy == nil {
 		policy = WakeOne
 	}
@@ -113,7 +125,7 @@ func (h *Hub) Subscribe(channel string, policy Policy) (*Waiter, error) {
 	c.refs++ // keeps c registered until this waiter is added
 	h.mu.Unlock()
 
-	w := &Waiter{c: c, wake: make(chan struct{}, 1)}
+	w := &Waiter{c: c, wake: make(chan struct{}, 1), keep: keep}
 	if c.add(w, channel, policy) {
 		h.release(c) // the reference the channel kept while it lingered
 	}
@@ -174,7 +186,8 @@ func (h *Hub) Listening(channel string) bool {
 	return c.chans[channel] != nil
 }
 
-// Channels returns how many channels the hub has subscribed for waiters.
+// Channels returns how many channels the hub has subscribed for waiters
+// (not those only keepers hold: see Keep).
 func (h *Hub) Channels() int { return h.count(false) }
 
 // Lingering returns how many channels the hub keeps subscribed without
@@ -192,13 +205,23 @@ func (h *Hub) count(lingering bool) int {
 	for _, c := range conns {
 		c.mu.Lock()
 		for _, ch := range c.chans {
-			if (ch.idle != nil) == lingering {
+			if (ch.idle != nil) == lingering && (lingering || !kept(ch)) {
 				n++
 			}
 		}
 		c.mu.Unlock()
 	}
 	return n
+}
+
+// kept reports whether only keepers hold ch (see Keep).
+func kept(ch *chanState) bool {
+	for _, w := range ch.waiters {
+		if !w.keep {
+			return false
+		}
+	}
+	return len(ch.waiters) > 0
 }
 
 // Close closes every connection and waits for their goroutines. Waiters
@@ -240,6 +263,7 @@ type Waiter struct {
 	c    *conn
 	ch   *chanState
 	wake chan struct{}
+	keep bool // a keeper: never woken (see Keep)
 	once sync.Once
 }
 

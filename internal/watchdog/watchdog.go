@@ -95,7 +95,11 @@ type Config struct {
 	// Every, when not nil, is called in every round, every Interval,
 	// whether or not there are entries to renew, beside the renewals (a
 	// Client keeps its own keys alive with it).
-	Every  func(ctx context.Context)
+	Every func(ctx context.Context)
+	// Busy, when not nil, is called by Add when the watchdog goes from no
+	// entries to some, after the entry is in and outside the watchdog's
+	// lock (Len then counts it); it must not block.
+	Busy   func()
 	Logger *slog.Logger
 }
 
@@ -155,9 +159,13 @@ func (w *Watchdog) Add(e *Entry, deadline int64) {
 	w.mu.Lock()
 	w.entries[e] = struct{}{}
 	early := deadline < w.armed
+	first := len(w.entries) == 1
 	w.mu.Unlock()
 	if early {
 		w.wake()
+	}
+	if first && w.cfg.Busy != nil {
+		w.cfg.Busy()
 	}
 }
 
