@@ -106,14 +106,14 @@ func TestRedLockMasterRestarted(t *testing.T) {
 // TestRedLockRestartGrantsTwice shows why a master that restarts without
 // its data must stay out for a lease (docs/redlock.md): a hold on exactly
 // a quorum loses one node to the restart, and another RedLock gets a
-// quorum from that node and the two free ones while the first holder has
-// not yet been told.
+// quorum from that node and the two free ones. The first holder's Client
+// for the restarted node hears of it when its pub/sub connection there is
+// made again (it holds, so it listens), which may come before or after
+// the second RedLock wins: two holders coexist either way.
 func TestRedLockRestartGrantsTwice(t *testing.T) {
 	t.Parallel()
 	ms := redistest.NewMasters(t, 5)
-	// Fixed leases, checked every 10s (a third of the default watchdog
-	// timeout): the first holder learns of the restart long after the
-	// test is over.
+	// Fixed leases of a minute: only the restart takes a node hold away.
 	ours, theirs, third := testkit.Nodes(t, ms), testkit.Nodes(t, ms), testkit.Nodes(t, ms)
 	name := testkit.LockName(t)
 	ctx := testkit.CtxTimeout(t, 20*time.Second)
@@ -141,10 +141,10 @@ func TestRedLockRestartGrantsTwice(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second RedLock after the restart: %v", err)
 	}
-	if first.Err() != nil || second.Err() != nil {
-		t.Fatalf("Err() = %v and %v", first.Err(), second.Err())
+	if err := second.Err(); err != nil {
+		t.Fatalf("second RedLock's Err() = %v", err)
 	}
-	t.Logf("both hold: nodes %v and %v", first.Tokens(), second.Tokens())
+	t.Logf("granted twice: nodes %v and %v; the first told already: %v", first.Tokens(), second.Tokens(), first.Err())
 	if err := second.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
