@@ -29,26 +29,7 @@ func TestForceUnlockTellsHolderOnly(t *testing.T) {
 			ctx := testkit.CtxTimeout(t, 30*time.Second)
 			held := testkit.LockName(t)
 
-			var l *relock.Lease
-			var err error
-			var force func(context.Context) (bool, error)
-			switch hold {
-			case "mutex":
-				l, err = a.Mutex(held).Lock(ctx)
-				force = b.Mutex(held).ForceUnlock
-			case "fair":
-				l, err = a.FairMutex(held).Lock(ctx)
-				force = b.FairMutex(held).ForceUnlock
-			case "rw write":
-				l, err = a.RWMutex(held).Lock(ctx)
-				force = b.RWMutex(held).ForceUnlock
-			case "rw read":
-				l, err = a.RWMutex(held).RLock(ctx)
-				force = b.RWMutex(held).ForceUnlock
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			l, force := holdToForce(t, ctx, a, b, hold, held)
 			holderListens(t, ctx, rdb, held)
 
 			if ok, err := force(ctx); err != nil || !ok {

@@ -135,26 +135,7 @@ func TestForceUnlockTellsHolder(t *testing.T) {
 				tag := "{" + testkit.LockName(t) + "}"
 				held, waited := tag+":held", tag+":waited"
 
-				var l *relock.Lease
-				var err error
-				var force func(context.Context) (bool, error)
-				switch hold {
-				case "mutex":
-					l, err = a.Mutex(held).Lock(ctx)
-					force = b.Mutex(held).ForceUnlock
-				case "fair":
-					l, err = a.FairMutex(held).Lock(ctx)
-					force = b.FairMutex(held).ForceUnlock
-				case "rw write":
-					l, err = a.RWMutex(held).Lock(ctx)
-					force = b.RWMutex(held).ForceUnlock
-				case "rw read":
-					l, err = a.RWMutex(held).RLock(ctx)
-					force = b.RWMutex(held).ForceUnlock
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				l, force := holdToForce(t, ctx, a, b, hold, held)
 				listenOn(t, ctx, top, a, rdb, held, waited, b)
 
 				if ok, err := force(ctx); err != nil || !ok {
@@ -256,4 +237,33 @@ func TestForceUnlockOwnHold(t *testing.T) {
 			}
 		}
 	})
+}
+
+// holdToForce takes a hold of kind hold ("mutex", "fair", "rw write", "rw
+// read") on name with a, and returns it with b's ForceUnlock of name.
+func holdToForce(t *testing.T, ctx context.Context, a, b *relock.Client, hold, name string) (*relock.Lease, func(context.Context) (bool, error)) {
+	t.Helper()
+	var l *relock.Lease
+	var err error
+	var force func(context.Context) (bool, error)
+	switch hold {
+	case "mutex":
+		l, err = a.Mutex(name).Lock(ctx)
+		force = b.Mutex(name).ForceUnlock
+	case "fair":
+		l, err = a.FairMutex(name).Lock(ctx)
+		force = b.FairMutex(name).ForceUnlock
+	case "rw write":
+		l, err = a.RWMutex(name).Lock(ctx)
+		force = b.RWMutex(name).ForceUnlock
+	case "rw read":
+		l, err = a.RWMutex(name).RLock(ctx)
+		force = b.RWMutex(name).ForceUnlock
+	default:
+		t.Fatalf("no hold of kind %q", hold)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, force
 }

@@ -83,10 +83,7 @@ if mode == false then
     -- One EXISTS reads, in the common case, that neither the lock nor its
     -- queue is there.
     if redis.call('exists', KEYS[1], KEYS[3]) > 0 then
-        if redis.call('exists', KEYS[1]) == 1 then
-            return refused(true)
-        end
-        local err = queue_refused()
+        local err = not_free()
         if err then
             return err
         end

@@ -60,11 +60,15 @@ local function taken(token)
     return token
 end
 
--- queue_refused returns, for an acquisition of a free lock that found a
--- key among the lock's and its queue's (KEYS[3]) but not the lock,
--- nothing when the queue holds a zset, or else the WRONGTYPE error that
--- fails the call before its first write: the release would fail on it.
-local function queue_refused()
+-- not_free returns, for an acquisition that found a key among the lock's
+-- and its queue's (KEYS[3]), what refused() returns when the lock is
+-- there; else, the lock being free, nothing when the queue holds a zset,
+-- or the WRONGTYPE error that fails the call before its first write: the
+-- release would fail on it.
+local function not_free()
+    if redis.call('exists', KEYS[1]) == 1 then
+        return refused(true)
+    end
     local kind = redis.call('type', KEYS[3]).ok
     if kind ~= 'zset' and kind ~= 'none' then
         return redis.error_reply('WRONGTYPE the queue ' .. KEYS[3] .. ' of the lock holds another type of value')

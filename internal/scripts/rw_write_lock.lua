@@ -54,10 +54,7 @@ if mode == false then
     -- The token key, kept for good once made, need not cost a look at the
     -- queue.
     if n > 0 and (not named or redis.call('exists', KEYS[1], KEYS[3]) > 0) then
-        if redis.call('exists', KEYS[1]) == 1 then
-            return refused(true)
-        end
-        local err = queue_refused()
+        local err = not_free()
         if err then
             return err
         end
