@@ -79,21 +79,29 @@ func (d *demo) scenes(ctx context.Context, t *target, mr *miniredis.Miniredis) [
 	return failed
 }
 
+// clockStep is the longest step of the embedded Redis's clock: below the
+// drift margin of the demo's shortest lease (500ms/100 + 2ms).
+const clockStep = 2 * time.Millisecond
+
 // moveClock moves mr's clock with real time, so that its keys expire,
 // until the function it returns is called; that function returns once the
-// clock has stopped.
+// clock has stopped. The clock moves in steps of at most clockStep: a key
+// set just before a step loses the whole step from its TTL, so a longer
+// step, after this goroutine was kept waiting, would expire keys earlier
+// than Redis does, by more than a hold's drift margin. Kept waiting, the
+// clock falls behind instead, and keys expire late.
 func moveClock(mr *miniredis.Miniredis) (stop func()) {
 	stopc := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(5 * time.Millisecond)
+		tick := time.NewTicker(clockStep)
 		defer tick.Stop()
 		last := time.Now()
 		for {
 			select {
 			case now := <-tick.C:
-				mr.FastForward(now.Sub(last))
+				mr.FastForward(min(now.Sub(last), clockStep))
 				last = now
 			case <-stopc:
 				return
