@@ -161,7 +161,13 @@ func checkOnce(t *testing.T, runs []run, first, last int64) {
 // server, closed when the test ends.
 func newClient(t testing.TB, opts ...relock.Option) *relock.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	return newClientAt(t, redisAddr, opts...)
+}
+
+// newClientAt is newClient on the server at addr.
+func newClientAt(t testing.TB, addr string, opts ...relock.Option) *relock.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	c, err := relock.New(rdb, opts...)
 	if err != nil {
 		_ = rdb.Close()
