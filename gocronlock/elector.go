@@ -50,10 +50,14 @@ type Elector struct {
 // NewElector returns an Elector that campaigns in e, publishing value as
 // the leader's (see relock.Election.Campaign), in the background until
 // Close. It returns an error wrapping relock.ErrInvalidValue for a value
-// longer than relock.MaxValueLen. A campaign that fails otherwise is
-// tried again after a second, unless it failed for good (the election's
-// name is invalid, or its Client closed): IsLeader reports why.
+// longer than relock.MaxValueLen, and one wrapping relock.ErrInvalidOption
+// for a nil e. A campaign that fails otherwise is tried again after a
+// second, unless it failed for good (the election's name is invalid, or
+// its Client closed): IsLeader reports why.
 func NewElector(e *relock.Election, value string) (*Elector, error) {
+	if e == nil {
+		return nil, fmt.Errorf("%w: nil relock Election", relock.ErrInvalidOption)
+	}
 	if len(value) > relock.MaxValueLen {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", relock.ErrInvalidValue, len(value), relock.MaxValueLen)
 	}
@@ -141,9 +145,12 @@ func (el *Elector) Leadership() *relock.Leadership {
 
 // Close stops campaigning and resigns the leadership if the Elector leads,
 // so that the next campaigner is elected at once. It returns when the
-// campaign goroutine has ended, with the resignation's error, if any;
-// the resignation is bounded by the Client's cleanup timeout. After Close,
-// IsLeader reports ErrNotLeader. Close is idempotent.
+// campaign goroutine has ended, with the resignation's error, if any. The
+// resignation is bounded by the Client's cleanup timeout; a campaign's
+// call that a server which stopped answering holds ends with the Redis
+// client's read timeout (go-redis does not end a read when its context is
+// cancelled). After Close, IsLeader reports ErrNotLeader. Close is
+// idempotent.
 func (el *Elector) Close() error {
 	el.closeOnce.Do(func() {
 		el.cancel()

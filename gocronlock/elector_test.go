@@ -203,6 +203,9 @@ func TestElectorInvalid(t *testing.T) {
 	if _, err := gocronlock.NewElector(c.Election("ok"), strings.Repeat("x", relock.MaxValueLen+1)); !errors.Is(err, relock.ErrInvalidValue) {
 		t.Errorf("NewElector with a value too long: %v, want ErrInvalidValue", err)
 	}
+	if _, err := gocronlock.NewElector(nil, "a"); !errors.Is(err, relock.ErrInvalidOption) {
+		t.Errorf("NewElector(nil): %v, want ErrInvalidOption", err)
+	}
 	e, err := gocronlock.NewElector(c.Election(""), "a")
 	if err != nil {
 		t.Fatal(err)

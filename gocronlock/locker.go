@@ -72,8 +72,8 @@ type Locker struct {
 type Option func(*Locker) error
 
 // WithKeyPrefix sets the prefix of the Locker's lock names, DefaultKeyPrefix
-// by default. A prefix in braces, such as "{jobs}:", puts every job's lock
-// in one cluster hash slot.
+// by default: schedulers that run the same jobs share it, and schedulers
+// of different services that may name jobs alike each have their own.
 func WithKeyPrefix(prefix string) Option {
 	return func(l *Locker) error {
 		l.prefix = prefix
@@ -99,8 +99,11 @@ func WithSkew(d time.Duration) Option {
 }
 
 // NewLocker returns a Locker that takes its locks with c. It returns an
-// error wrapping relock.ErrInvalidOption for an invalid option.
+// error wrapping relock.ErrInvalidOption for a nil c or an invalid option.
 func NewLocker(c *relock.Client, opts ...Option) (*Locker, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil relock Client", relock.ErrInvalidOption)
+	}
 	l := &Locker{c: c, prefix: DefaultKeyPrefix, skew: DefaultSkew}
 	for _, opt := range opts {
 		if err := opt(l); err != nil {
@@ -116,6 +119,12 @@ func NewLocker(c *relock.Client, opts ...Option) (*Locker, error) {
 // errors are those of the Mutex's TryLock: relock.ErrInvalidName for a
 // prefix and key that make no valid lock name, relock.ErrClosed, Redis
 // errors, and ctx's, wrapped.
+//
+// The Unlock of the returned Lock, which gocron calls when the run ends,
+// first waits until the skew has passed since Lock (the watchdog keeps
+// the lock meanwhile), whether or not its ctx has ended, and then
+// releases the lock as Lease.Unlock does. It returns an error matching
+// relock.ErrNotHeld when the lock was lost during the run.
 func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	m := l.c.Mutex(l.prefix + key)
 	taken := time.Now()
@@ -132,11 +141,9 @@ type runLock struct {
 	until time.Time // the end of the skew: the lock is not released before
 }
 
-// Unlock releases the run's lock, once the skew since Lock has passed:
-// until then, Unlock waits (the watchdog keeps the lock), whether or not
-// ctx has ended, so that a scheduler that comes late to the same tick
-// finds it taken. It returns the Lease's Unlock error: one matching
-// relock.ErrNotHeld when the lock was lost during the run.
+// Unlock releases the run's lock once the skew has passed (see
+// Locker.Lock): a scheduler that comes late to the same tick finds it
+// taken until then.
 func (r *runLock) Unlock(ctx context.Context) error {
 	if r.lease.Err() == nil {
 		if wait := time.Until(r.until); wait > 0 {

@@ -117,6 +117,9 @@ func TestLockerInvalid(t *testing.T) {
 			t.Errorf("WithSkew(%v): %v, want ErrInvalidOption", d, err)
 		}
 	}
+	if _, err := gocronlock.NewLocker(nil); !errors.Is(err, relock.ErrInvalidOption) {
+		t.Errorf("NewLocker(nil): %v, want ErrInvalidOption", err)
+	}
 	l, err := gocronlock.NewLocker(c, gocronlock.WithKeyPrefix(""))
 	if err != nil {
 		t.Fatal(err)
