@@ -216,14 +216,15 @@ func TestLockerKilledHolder(t *testing.T) {
 // runs twice.
 func TestElectorKilledLeader(t *testing.T) {
 	tl := newTally()
-	ch := startChild(t, "elector", t.Name(), tl)
+	name := electionName(t)
+	ch := startChild(t, "elector", name, tl)
 	tl.waitFor(t, "the child's first run", func(runs []run) bool { return len(runs) > 0 })
 
 	var schedulers []gocron.Scheduler
 	var electors []*gocronlock.Elector
 	for i, off := range offsets[:2] {
 		who := fmt.Sprint("s", i)
-		e, err := gocronlock.NewElector(newClient(t).Election(t.Name()), who)
+		e, err := gocronlock.NewElector(newClient(t).Election(name), who)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -253,11 +253,12 @@ func TestLockerRunsEachTickOnce(t *testing.T) {
 // exactly once, on the leader.
 func TestElectorRunsEachTickOnce(t *testing.T) {
 	tl := newTally()
+	name := electionName(t)
 	var schedulers []gocron.Scheduler
 	var electors []*gocronlock.Elector
 	for i, off := range offsets {
 		who := fmt.Sprint("s", i)
-		e, err := gocronlock.NewElector(newClient(t).Election(t.Name()), who)
+		e, err := gocronlock.NewElector(newClient(t).Election(name), who)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,6 +272,9 @@ func TestElectorRunsEachTickOnce(t *testing.T) {
 		if e.IsLeader(context.Background()) == nil {
 			leaders = append(leaders, fmt.Sprint("s", i))
 		}
+	}
+	// Closed after they were all asked: the leader's Close elects another.
+	for _, e := range electors {
 		if err := e.Close(); err != nil {
 			t.Error(err)
 		}
