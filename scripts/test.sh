@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs relock's test suite on Redis and then on Valkey. Installs what the
-# tests need when it is missing, from Debian packages: redis-server,
-# redis-sentinel and redis-cli; valkey-server and valkey-cli (Valkey 8.0
-# from bookworm-backports on Debian 12, whose suite is added to apt's
-# sources when it is not there); and Chromium with its WebDriver for the
-# web view's browser test. Extra arguments go to both go test runs.
+# Runs relock's test suite, and that of its gocronlock module, on Redis
+# and then on Valkey. Installs what the tests need when it is missing,
+# from Debian packages: redis-server, redis-sentinel and redis-cli;
+# valkey-server and valkey-cli (Valkey 8.0 from bookworm-backports on
+# Debian 12, whose suite is added to apt's sources when it is not there);
+# and Chromium with its WebDriver for the web view's browser test. Extra
+# arguments go to every go test run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,9 +51,13 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 go vet ./...
+# The gocron adapters are a module of their own (gocronlock/go.mod), which
+# the root's ./... does not reach.
+(cd gocronlock && go vet ./...)
 # staticcheck from the module proxy, pinned; skipped only when it cannot be fetched.
 if go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -version >/dev/null 2>&1; then
 	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	(cd gocronlock && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...)
 else
 	echo "staticcheck could not be fetched; skipping it" >&2
 fi
@@ -62,10 +67,12 @@ fi
 status=0
 echo "--- tests on $(redis-server --version | cut -d' ' -f1-3)"
 RELOCK_TEST_SERVER=redis go test -race -count=1 -timeout 12m ./... "$@" || status=1
+(cd gocronlock && RELOCK_TEST_SERVER=redis go test -race -count=1 -timeout 5m ./... "$@") || status=1
 # On Valkey, every package but internal/cli: the relock command reaches the
 # server only through the library, whose tests run here, and its browser
 # test checks the web page in Chromium, not the server.
 echo "--- tests on $(valkey-server --version | cut -d' ' -f1-3)"
 RELOCK_TEST_SERVER=valkey go test -race -count=1 -timeout 12m \
 	$(go list ./... | grep -v '/internal/cli$') "$@" || status=1
+(cd gocronlock && RELOCK_TEST_SERVER=valkey go test -race -count=1 -timeout 5m ./... "$@") || status=1
 exit $status
