@@ -12,7 +12,7 @@ import (
 // acquire runs s, the script of an acquisition of name, on the send path
 // (send.go), and returns its reply and the watchdog time it was sent at.
 // granted says whether a reply means the script took what it asked for; a
-// lost reply is undone with undo, as batch.Do does. Every acquisition of
+// lost reply is undone with undo, as Door.Do does. Every acquisition of
 // every primitive takes this path.
 //
 // Replica sync is a property of the call: where the master of name has

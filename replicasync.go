@@ -128,7 +128,7 @@ type syncer struct {
 	cluster bool
 	verb    string      // "WAIT" or "WAITAOF", for messages
 	off     atomic.Bool // the server refused WAIT and Fallback is on
-	warn sync.Once
+	warn    sync.Once
 	// every is how long, in watchdog clock ns, a replica count is trusted
 	// before a lock call or a renewal asks for it to be read again.
 	every int64

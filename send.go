@@ -30,8 +30,8 @@ type call struct {
 	script *scripts.Script
 	keys   []any
 	args   []any
-	undo   door.Undo  // undoes the call when its reply is lost (acquisitions); nil for none
-	direct bool       // sent on its own, not through the batcher
+	undo   door.Undo // undoes the call when its reply is lost (acquisitions); nil for none
+	direct bool      // sent on its own, not through the door's batches
 }
 
 // answer is what one call got.

@@ -25,7 +25,7 @@ type writeCall struct {
 	keys    []any
 	args    []any
 	marker  string           // the call's request marker, or "" if it has none
-	direct  bool             // sent on its own, not through the batcher
+	direct  bool             // sent on its own, not through the door's batches
 	changed func(int64) bool // whether a reply means the call changed something
 }
 
@@ -95,7 +95,7 @@ func (c *Client) resend(ctx context.Context, t *syncTarget, w *writeCall) (int64
 
 // lostReply reports whether err leaves the outcome of w unknown and w can
 // be run again to settle it: w has a request marker, and err is neither a
-// reply from the server nor the batcher's refusal of a call it never sent.
+// reply from the server nor the door's refusal of a call it never sent.
 func lostReply(w *writeCall, err error) bool {
 	return err != nil && w.marker != "" && !isServerError(err) && !errors.Is(err, ErrClosed)
 }
