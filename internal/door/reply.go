@@ -6,8 +6,9 @@ import (
 )
 
 // Reply is a command's reply: a value, or an error. A value is an int64,
-// a string, a []any of values, a map[any]any (a RESP3 map) or nil; the
-// drivers turn their client library's replies into these.
+// a string, a []any of values, or, from a RESP3 connection, a bool or a
+// map[any]any; the drivers turn their client library's replies into
+// these.
 type Reply struct {
 	val any
 	err error
@@ -36,8 +37,11 @@ func (r Reply) Int64() (int64, error) {
 	return toInt64(r.val)
 }
 
-// Bool returns an integer reply as a bool: true unless 0.
+// Bool returns a boolean reply, or an integer one as true unless 0.
 func (r Reply) Bool() (bool, error) {
+	if b, ok := r.val.(bool); ok && r.err == nil {
+		return b, nil
+	}
 	n, err := r.Int64()
 	return n != 0, err
 }
