@@ -178,7 +178,7 @@ func newSyncer(c *Client) (*syncer, error) {
 	} else if n, err := s.drv.Master(c.ctx, ""); err == nil {
 		s.single = s.newNode(n)
 	} else if c.cfg.syncMode == syncOn {
-		return nil, fmt.Errorf("%w: replica sync needs a *redis.Client or *redis.ClusterClient, not %T (%w)", ErrUnsupportedClient, c.rdb, err)
+		return nil, fmt.Errorf("%w: replica sync needs a *redis.Client or *redis.ClusterClient: %w", ErrUnsupportedClient, err)
 	} else {
 		return nil, nil // cannot pin a connection: off by default
 	}
