@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -329,7 +330,7 @@ func (d *Door) DoRound(ctx context.Context, calls []*Call) {
 			r.reply, r.ack = replies[i], acks[i]
 		}
 	}, func() {
-		xs := d.pipe(ctx, plain)
+		xs := d.pipe(ctx, plain, nil)
 		for i, r := range plain {
 			r.reply = xs[i].Reply
 		}
@@ -365,11 +366,12 @@ func (d *Door) Synced(ctx context.Context, s *scripts.Script, keys []any, args [
 }
 
 // pipe runs the calls of reqs in one pipeline, and those the server
-// answered NOSCRIPT again by EVAL, and returns them with their replies.
-func (d *Door) pipe(ctx context.Context, reqs []*request) []Exchange {
-	xs := make([]Exchange, len(reqs))
-	for i, r := range reqs {
-		xs[i].Cmd = EvalSHA(r.script, r.keys, r.args)
+// answered NOSCRIPT again by EVAL, and returns them with their replies,
+// in buf when it is large enough.
+func (d *Door) pipe(ctx context.Context, reqs []*request, buf []Exchange) []Exchange {
+	xs := buf[:0]
+	for _, r := range reqs {
+		xs = append(xs, Exchange{Cmd: EvalSHA(r.script, r.keys, r.args)})
 	}
 	d.drv.Pipe(ctx, xs)
 	for i, r := range reqs {
@@ -494,9 +496,13 @@ func (d *Door) enqueue(r *request) error {
 	return nil
 }
 
-// flush sends queued calls in pipelines until the queue is empty.
+// flush sends queued calls in pipelines until the queue is empty. Its
+// batches reuse one buffer of requests and one of commands, which its
+// calls' callers never see.
 func (d *Door) flush() {
 	defer d.wg.Done()
+	var batch []*request
+	var xs []Exchange
 	for {
 		d.mu.Lock()
 		n := min(len(d.queue), maxBatch)
@@ -505,21 +511,22 @@ func (d *Door) flush() {
 			d.mu.Unlock()
 			return
 		}
-		batch := make([]*request, n)
-		copy(batch, d.queue)
+		batch = append(batch[:0], d.queue[:n]...)
 		d.queue = d.queue[n:]
 		if len(d.queue) == 0 {
 			d.queue = nil
 		}
 		d.mu.Unlock()
-		d.send(batch)
+		xs = d.send(batch, xs)
+		clear(batch) // hold on to nothing a caller made
 	}
 }
 
 // send runs a batch: the calls without acked in one pipeline, and those
 // with acked in one pipeline per node, each ending with its WAIT. The
-// pipelines run at the same time.
-func (d *Door) send(batch []*request) {
+// pipelines run at the same time. It returns buf, the plain pipeline's
+// commands, grown if need be, for the next batch.
+func (d *Door) send(batch []*request, buf []Exchange) []Exchange {
 	live := batch[:0]
 	for _, r := range batch {
 		if r.state.CompareAndSwap(queued, sent) { // else abandoned before it was sent
@@ -527,7 +534,8 @@ func (d *Door) send(batch []*request) {
 		}
 	}
 	plain, nodes := byNode(live)
-	together(nodes, d.sendSynced, func() { d.sendPlain(plain) }, len(plain) > 0)
+	together(nodes, d.sendSynced, func() { buf = d.sendPlain(plain, buf) }, len(plain) > 0)
+	return buf
 }
 
 // together runs synced for every group of nodes, each in a goroutine of
@@ -551,6 +559,9 @@ func together(nodes []*syncGroup, synced func(*syncGroup), plain func(), withPla
 // byNode sorts reqs into those without acked and one group per node of
 // those with it.
 func byNode(reqs []*request) (plain []*request, nodes []*syncGroup) {
+	if !slices.ContainsFunc(reqs, func(r *request) bool { return r.acked != nil }) {
+		return reqs, nil // the common case, without replica sync
+	}
 	for _, r := range reqs {
 		if r.acked == nil {
 			plain = append(plain, r)
@@ -581,10 +592,15 @@ type syncGroup struct {
 	reqs []*request
 }
 
-func (d *Door) sendPlain(batch []*request) {
-	for i, x := range d.pipe(d.ctx, batch) {
+// sendPlain runs the calls of batch in one pipeline, in buf, and delivers
+// their outcomes; it returns buf, cleared, for the next batch.
+func (d *Door) sendPlain(batch []*request, buf []Exchange) []Exchange {
+	xs := d.pipe(d.ctx, batch, buf)
+	for i, x := range xs {
 		d.finish(batch[i], x.Reply, nil)
 	}
+	clear(xs)
+	return xs[:0]
 }
 
 func (d *Door) sendSynced(g *syncGroup) {

@@ -88,35 +88,34 @@ func (d *Driver) Do(ctx context.Context, cmd door.Cmd) door.Reply {
 func (d *Driver) Pipe(ctx context.Context, xs []door.Exchange) { pipe(ctx, d.c.Pipeline(), xs) }
 
 func pipe(ctx context.Context, p redis.Pipeliner, xs []door.Exchange) {
-	cmds := make([]redis.Cmder, len(xs))
-	for i, x := range xs {
-		cmds[i] = command(ctx, x.Cmd)
-		_ = p.Process(ctx, cmds[i])
+	for _, x := range xs {
+		_ = p.Process(ctx, command(ctx, x.Cmd))
 	}
-	exec(ctx, p)
-	for i, c := range cmds {
+	for i, c := range exec(ctx, p) {
 		xs[i].Reply = reply(c)
 	}
 }
 
-// exec runs p. Every command of p ends with its reply or an error:
-// go-redis leaves the commands of a pipeline without either when the
-// connection's setup failed on a reply of the server (a password refused
-// on a reconnect), and their empty replies would read as nil values; they
-// get the pipeline's error.
-func exec(ctx context.Context, p redis.Pipeliner) {
+// exec runs p and returns its commands, in the order they were queued.
+// Every command ends with its reply or an error: go-redis leaves the
+// commands of a pipeline without either when the connection's setup
+// failed on a reply of the server (a password refused on a reconnect),
+// and their empty replies would read as nil values; they get the
+// pipeline's error.
+func exec(ctx context.Context, p redis.Pipeliner) []redis.Cmder {
 	cmds, err := p.Exec(ctx)
 	if err == nil {
-		return
+		return cmds
 	}
 	for _, cmd := range cmds {
 		if cmd.Err() != nil {
-			return // the commands were answered, or given the error
+			return cmds // the commands were answered, or given the error
 		}
 	}
 	for _, cmd := range cmds {
 		cmd.SetErr(err)
 	}
+	return cmds
 }
 
 // Cluster reports whether the client is a cluster client.
