@@ -131,10 +131,13 @@ func (d *Door) Run(ctx context.Context, s *scripts.Script, keys []any, args ...a
 }
 
 // Command sends one plain command straight to Redis and returns its
-// reply; the driver routes it by cmd.Key.
+// reply; the driver routes it by cmd.Key. A plain command is a read or a
+// delete whose caller takes the answer as it comes: it is not sent again
+// on a redirection the driver did not follow itself.
 func (d *Door) Command(ctx context.Context, cmd Cmd) Reply { return d.drv.Do(ctx, cmd) }
 
-// Pipe sends plain commands together and sets their replies.
+// Pipe sends plain commands together and sets their replies; as Command,
+// it does not send them again on a redirection.
 func (d *Door) Pipe(ctx context.Context, xs []Exchange) { d.drv.Pipe(ctx, xs) }
 
 // Do runs s with keys and args and returns its integer reply, sending it
