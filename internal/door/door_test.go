@@ -17,8 +17,7 @@ import (
 	"github.com/relock-go/relock/internal/slots"
 )
 
-// newDoor returns a Door over a go-redis client of rdb's, closed with the
-// test.
+// newDoor returns a Door over drv, closed with the test.
 func newDoor(t *testing.T, drv door.Driver) *door.Door {
 	t.Helper()
 	d := door.New(door.Config{Driver: drv, Cleanup: 5 * time.Second})
@@ -344,7 +343,7 @@ func TestClusterRedirectResend(t *testing.T) {
 	}
 
 	before := drv.seen()
-	to = move()
+	move()
 	keys, args = []any{key}, []any{60000, "f", "w"}
 	if v, err := d.Do(ctx, scripts.Announce, keys, args, nil); err != nil || v != 1 {
 		t.Fatalf("Do after the move = %d, %v", v, err)
@@ -367,7 +366,6 @@ func TestClusterRedirectResend(t *testing.T) {
 	if drv.seen() == before {
 		t.Fatal("DoRound: no redirection seen")
 	}
-	_ = to
 }
 
 // TestStoppedDoor: a stopped Door refuses batched calls with its Stopped
