@@ -5,14 +5,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
 // acquire runs s, the script of an acquisition of name, on the send path
 // (send.go), and returns its reply and the watchdog time it was sent at.
 // granted says whether a reply means the script took what it asked for; a
-// lost reply is undone with undo, as batch.Do does. Every acquisition of
+// lost reply is undone with undo, as Door.Do does. Every acquisition of
 // every primitive takes this path.
 //
 // Replica sync is a property of the call: where the master of name has
@@ -23,8 +23,8 @@ import (
 // until ctx ends: a hold is never made of it. again, when not nil, gives
 // the keys and undo of each try after the first, for a call whose undo
 // leaves its request marker saying "undone" (a Semaphore's).
-func (c *Client) acquire(ctx context.Context, name string, s *scripts.Script, keys, args []any, undo batch.Undo,
-	granted func(int64) bool, again func() ([]any, batch.Undo)) (int64, int64, error) {
+func (c *Client) acquire(ctx context.Context, name string, s *scripts.Script, keys, args []any, undo door.Undo,
+	granted func(int64) bool, again func() ([]any, door.Undo)) (int64, int64, error) {
 	if err := c.checkOpen(); err != nil {
 		return 0, 0, err
 	}
@@ -63,7 +63,7 @@ func nonNegative(r int64) bool { return r >= 0 }
 
 // undo releases an acquisition whose hold will not be returned to its caller, within
 // the cleanup timeout even if ctx has ended.
-func (c *Client) undo(ctx context.Context, u batch.Undo) {
+func (c *Client) undo(ctx context.Context, u door.Undo) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 	defer cancel()
 	u.Undo(ctx)

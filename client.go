@@ -12,7 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/door"
+	"github.com/relock-go/relock/internal/door/goredis"
 	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/slots"
 	"github.com/relock-go/relock/internal/wait"
@@ -25,7 +26,8 @@ import (
 // primitives it makes are cheap handles. A Client is safe for concurrent
 // use. Its zero value is not usable: call New.
 type Client struct {
-	rdb     redis.UniversalClient
+	rdb     redis.UniversalClient // for the pub/sub hub; every other call goes through door
+	door    *door.Door
 	cluster bool
 	publish string // "publish", or "spublish" on a cluster with sharded pub/sub
 	numsub  string // "numsub" or "shardnumsub", to match publish
@@ -41,7 +43,6 @@ type Client struct {
 
 	hub   *notify.Hub
 	wd    *watchdog.Watchdog
-	batch *batch.Batcher
 	rsync *syncer // replica-synced acquisition; nil when off
 
 	holdsMu sync.Mutex
@@ -98,7 +99,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.info = c.identity()
-	_, c.cluster = rdb.(*redis.ClusterClient)
+	c.door = door.New(door.Config{Driver: goredis.New(rdb), Cleanup: cfg.cleanup, Stopped: ErrClosed})
+	c.cluster = c.door.Driver().Cluster()
 	// Replica sync's settings are checked against rdb's before New writes
 	// anything: an invalid option leaves no trace on the server.
 	if c.rsync, err = newSyncer(c); err != nil {
@@ -157,7 +159,7 @@ func (c *Client) setArgs(publish string) {
 }
 
 // start starts what the Client runs: the pub/sub hub, the waiting core's
-// view of it, the watchdog, the batcher, the server inspection and replica
+// view of it, the watchdog, the server inspection and replica
 // sync's background reads.
 func (c *Client) start() {
 	cfg := c.cfg
@@ -185,7 +187,6 @@ func (c *Client) start() {
 		Logger:   cfg.logger,
 	})
 	c.waitEnv = c.newWaitEnv()
-	c.batch = batch.New(batch.Config{Client: c.rdb, Cleanup: cfg.cleanup, Stopped: ErrClosed})
 	c.wg.Add(1)
 	go c.inspect()
 	c.rsync.start()
@@ -226,11 +227,11 @@ func (c *Client) Close() error {
 	c.spawnMu.Unlock()
 	c.unregisterMetrics()
 	c.cancel()
-	c.batch.Stop() // calls end now, whatever the rest of Close waits for
+	c.door.Stop() // calls end now, whatever the rest of Close waits for
 	if !within(c.cfg.cleanup, func() {
 		c.wd.Close(errClosedLost)
 		c.hub.Close()
-		c.batch.Close()
+		c.door.Close()
 		c.wg.Wait()
 		c.retire()
 	}) {

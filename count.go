@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -69,8 +68,8 @@ func checkCall(ctx context.Context, op, name string, n int) error {
 // read returns the count as stored: 0 when the key does not exist. op
 // names the call in errors.
 func (h *countName) read(ctx context.Context, op string) (int, error) {
-	v, err := h.c.rdb.Get(ctx, h.name).Result()
-	if errors.Is(err, redis.Nil) {
+	v, err := h.c.door.Command(ctx, door.Cmd{Args: []any{"get", h.name}, Key: 1}).Text()
+	if errors.Is(err, door.Nil) {
 		return 0, nil
 	}
 	if err != nil {

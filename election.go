@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
@@ -136,7 +137,7 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...LockOptio
 // drawn its fencing token. (A log that changes type while Campaign waits
 // fails the record's write, and the lock is given up.)
 func (e *Election) checkLog(ctx context.Context) error {
-	kind, err := e.c.rdb.Type(ctx, e.log).Result()
+	kind, err := e.c.door.Command(ctx, door.Cmd{Args: []any{"type", e.log}, Key: 1}).Text()
 	if err != nil {
 		return opError(ctx, "campaign", e.name, err)
 	}
@@ -235,7 +236,7 @@ type reading struct {
 // read reads the election's leader and up to n log entries after the
 // entry after (none when after is "").
 func (e *Election) read(ctx context.Context, after string, n int) (reading, error) {
-	v, err := scripts.ElectionRead.Run(ctx, e.c.batch.Direct(), e.keys, after, n).Slice()
+	v, err := e.c.door.Run(ctx, scripts.ElectionRead, e.keys, after, n).Slice()
 	if err != nil {
 		return reading{}, opError(ctx, "read leader", e.name, err)
 	}

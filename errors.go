@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/relock-go/relock/internal/door"
 )
 
 // Sentinel errors. Match them with errors.Is: relock wraps them with
@@ -156,10 +156,7 @@ var errClosedLost = fmt.Errorf("%w: %w", ErrLockLost, ErrClosed)
 // isServerError reports whether err is a reply from the server, after
 // which the command's effect is known, as opposed to a transport or
 // context error after which it is not.
-func isServerError(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re)
-}
+func isServerError(err error) bool { return door.IsServer(err) }
 
 // opError wraps err from a Redis call of operation op on lock name, adding
 // ErrWrongType, ErrOutOfMemory or ErrNoPermission where the server's

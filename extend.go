@@ -77,7 +77,7 @@ func (l *Lease) extend(ctx context.Context, d time.Duration) error {
 	call := newRenewCall([]*watchdog.Entry{probe}, 0, func(e *watchdog.Entry) time.Duration { return e.Lease })
 	sent := c.wd.Now()
 	c.sendRenewals(ctx, []*renewCall{call})
-	held, err := call.Cmd.Int64Slice()
+	held, err := call.Reply.Int64Slice()
 	switch {
 	case err != nil:
 		return opError(ctx, "extend", l.name, err)

@@ -154,7 +154,7 @@ func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.FairForceUnlock.Run(ctx, m.c.batch.Direct(), m.guarded, m.argWaiters, m.c.publish, m.argGrantPrefix).Int64()
+	n, err := m.c.door.Run(ctx, scripts.FairForceUnlock, m.guarded, m.argWaiters, m.c.publish, m.argGrantPrefix).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", m.name, err)
 	}
@@ -177,7 +177,7 @@ type fairAcquire struct {
 	other  bool  // its last attempt found a holder, or waiters ahead, that are not relock's
 }
 
-// Undo undoes an attempt whose reply was lost (batch.Undo): the hold it
+// Undo undoes an attempt whose reply was lost (door.Undo): the hold it
 // may have taken, and its queue entry.
 func (a *fairAcquire) Undo(ctx context.Context) {
 	mode := fairUndoOneShot
@@ -274,7 +274,7 @@ func (m *FairMutex) leave(a *fairAcquire, mode any) {
 		keys = with(m.guarded, a.keys[len(a.keys)-1].(string)) // its request marker
 	}
 	err := m.c.leave(context.Background(), m.name, func(ctx context.Context) error {
-		return scripts.FairLeave.Run(ctx, m.c.batch.Direct(), keys, a.owner, m.argWaiters, m.c.publish, mode, m.argGrantPrefix).Err()
+		return m.c.door.Run(ctx, scripts.FairLeave, keys, a.owner, m.argWaiters, m.c.publish, mode, m.argGrantPrefix).Err()
 	})
 	if err != nil {
 		m.c.cfg.logger.Warn("relock: cannot leave a fair lock's queue; the Client's next call on it tries again",

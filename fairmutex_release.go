@@ -45,7 +45,7 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
 			return m.releasePassing(ctx, keys, args, ws)
 		}
 	}
-	return m.c.batch.Do(ctx, scripts.FairUnlock, keys, args, nil)
+	return m.c.door.Do(ctx, scripts.FairUnlock, keys, args, nil)
 }
 
 // fairMaxCandidates caps the candidates of one release.
@@ -59,7 +59,7 @@ func (m *FairMutex) releasePassing(ctx context.Context, keys []any, args []any, 
 		args = append(args, w.Owner, heldFor(w).lease.Milliseconds())
 	}
 	sent := m.c.wd.Now()
-	v, err := scripts.FairUnlock.Run(ctx, m.c.batch.Direct(), keys, args...).Result()
+	v, err := m.c.door.Run(ctx, scripts.FairUnlock, keys, args...).Result()
 	if err != nil {
 		// Unknown outcome: a candidate given the lock finds it holds it
 		// when it attempts, and takes it as its own.
@@ -129,7 +129,7 @@ func (m *FairMutex) passNow(l *Lease, w *waiter, token uint64, ask bool) bool {
 		heads = argFairHeads
 	}
 	judgeSwitch(m.c, next, func(ctx context.Context) ([]any, error) {
-		return scripts.FairPass.Run(ctx, m.c.batch.Direct(), m.unlockKeys, w.Owner, heldFor(w).lease.Milliseconds(), token, heads, since, m.c.argFencing).Slice()
+		return m.c.door.Run(ctx, scripts.FairPass, m.unlockKeys, w.Owner, heldFor(w).lease.Milliseconds(), token, heads, since, m.c.argFencing).Slice()
 	}, func(r []any, err error) {
 		status := int64(-1)
 		if err == nil && len(r) > 0 {

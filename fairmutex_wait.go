@@ -5,8 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
@@ -63,7 +62,7 @@ func (m *FairMutex) acceptGrant(a *fairAcquire, g *grant) *Lease {
 func (m *FairMutex) wakeHead(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
 	defer cancel()
-	if err := scripts.FairTell.Run(ctx, m.c.batch.Direct(), m.queueKeys, m.argWaiters, m.c.publish, m.argGrantPrefix).Err(); err != nil {
+	if err := m.c.door.Run(ctx, scripts.FairTell, m.queueKeys, m.argWaiters, m.c.publish, m.argGrantPrefix).Err(); err != nil {
 		m.c.cfg.logger.Debug("relock: cannot wake the next fair waiter of a fixed lease", "name", m.name, "err", err)
 	}
 }
@@ -168,15 +167,18 @@ func (q *fairQueued) Leave() {
 // HEXISTS, where an attempt would run a script; on error it says yes, and
 // the attempt reports the error.
 func (m *FairMutex) first(ctx context.Context, owner string) bool {
-	var head *redis.StringCmd
-	var holds *redis.BoolCmd
-	_, err := m.c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		head = p.LIndex(ctx, m.queue, 0)
-		holds = p.HExists(ctx, m.name, owner)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	xs := []door.Exchange{
+		{Cmd: door.Cmd{Args: []any{"lindex", m.queue, 0}, Key: 1}},
+		{Cmd: door.Cmd{Args: []any{"hexists", m.name, owner}, Key: 1}},
+	}
+	m.c.door.Pipe(ctx, xs)
+	head, err := xs[0].Reply.Text()
+	if err != nil && !errors.Is(err, door.Nil) {
 		return true
 	}
-	return head.Val() == owner || holds.Val()
+	holds, err := xs[1].Reply.Bool()
+	if err != nil {
+		return true
+	}
+	return head == owner || holds
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
@@ -102,7 +103,7 @@ func (c *Client) announceArgs() ([]any, []any) {
 // writes it first, in its one round trip; the watchdog's rounds keep it.
 func (c *Client) announce(ctx context.Context) {
 	keys, args := c.announceArgs()
-	if err := scripts.Announce.Run(ctx, c.rdb, keys, args...).Err(); err != nil {
+	if err := c.door.Once(ctx, scripts.Announce, keys, args...).Err(); err != nil {
 		c.cfg.logger.Debug("relock: cannot write the client's identity", "key", c.infoKey(), "err", err)
 	}
 }
@@ -111,7 +112,7 @@ func (c *Client) announce(ctx context.Context) {
 func (c *Client) retire() {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 	defer cancel()
-	if err := c.rdb.Del(ctx, c.infoKey()).Err(); err != nil {
+	if err := c.door.Command(ctx, door.Cmd{Args: []any{"del", c.infoKey()}, Key: 1}).Err(); err != nil {
 		c.cfg.logger.Debug("relock: cannot delete the client's identity; it expires", "key", c.infoKey(), "err", err)
 	}
 }

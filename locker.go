@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/layout"
 )
 
@@ -131,7 +132,7 @@ func (h *lockName) check() error {
 
 // isLocked reports whether the lock hash name exists.
 func (c *Client) isLocked(ctx context.Context, name string) (bool, error) {
-	n, err := c.rdb.Exists(ctx, name).Result()
+	n, err := c.door.Command(ctx, door.Cmd{Args: []any{"exists", name}, Key: 1}).Int64()
 	if err != nil {
 		return false, opError(ctx, "is locked", name, err)
 	}
@@ -140,11 +141,14 @@ func (c *Client) isLocked(ctx context.Context, name string) (bool, error) {
 
 // ttl returns the lock hash's PTTL.
 func (c *Client) ttl(ctx context.Context, name string) (time.Duration, error) {
-	ttl, err := c.rdb.PTTL(ctx, name).Result()
+	ms, err := c.door.Command(ctx, door.Cmd{Args: []any{"pttl", name}, Key: 1}).Int64()
 	if err != nil {
 		return 0, opError(ctx, "ttl", name, err)
 	}
-	return ttl, nil
+	if ms < 0 {
+		return time.Duration(ms), nil // -1 no expiry, -2 no key, as Redis says
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // tokenKeys returns the fencing keys of the lock name: the counter of its

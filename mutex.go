@@ -88,7 +88,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.ForceUnlock.Run(ctx, m.c.batch.Direct(), []any{m.name, m.queue}, m.argChannel, m.c.publish, m.grants, m.c.id).Int64()
+	n, err := m.c.door.Run(ctx, scripts.ForceUnlock, []any{m.name, m.queue}, m.argChannel, m.c.publish, m.grants, m.c.id).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", m.name, err)
 	}
@@ -119,7 +119,7 @@ func (a *acquire) queueMember() string {
 	return a.member
 }
 
-// Undo undoes an attempt whose reply was lost (batch.Undo).
+// Undo undoes an attempt whose reply was lost (door.Undo).
 func (a *acquire) Undo(ctx context.Context) { a.m.abandon(ctx, a) }
 
 func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease, error) {
@@ -263,7 +263,7 @@ func (m *Mutex) abandon(ctx context.Context, a *acquire) {
 	if a.reentrant {
 		keys = append(keys, a.keys[len(a.keys)-1]) // its request marker
 	}
-	if err := scripts.Abandon.Run(ctx, m.c.batch.Direct(), keys, a.owner, m.argChannel, m.c.publish, flag).Err(); err != nil {
+	if err := m.c.door.Run(ctx, scripts.Abandon, keys, a.owner, m.argChannel, m.c.publish, flag).Err(); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", m.name, "lease", a.cfg.lease, "err", err)
 	}

@@ -30,7 +30,7 @@ func (m *Mutex) leaveQueue(a *acquire) {
 	}
 	args := m.unlockArgs(owner, false, nil, a.queueMember())
 	if err := m.c.leave(context.Background(), m.name, func(ctx context.Context) error {
-		return scripts.Unlock.Run(ctx, m.c.batch.Direct(), m.keys, args...).Err()
+		return m.c.door.Run(ctx, scripts.Unlock, m.keys, args...).Err()
 	}); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the Client's next call on it tries again",
 			"name", m.name, "err", err)
@@ -106,7 +106,7 @@ func (m *Mutex) releasePassing(ctx context.Context, l *Lease, w *waiter, keys []
 	case a.sent == 0 && err != nil:
 		// Nothing ran (replica sync could not find its master, say): a
 		// plain release, and the waiter tries itself.
-		r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), l.reentrant, nil, ""), nil)
+		r, err := m.c.door.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), l.reentrant, nil, ""), nil)
 		m.c.local.Settle([]*waiter{w}, -1, nil, true)
 		return r, err
 	case err != nil || a.r >= 0 || a.t == nil:
@@ -133,7 +133,7 @@ type unackedPass struct {
 // Undo removes the hold, as abandon.lua does for a one-shot owner.
 func (h *unackedPass) Undo(ctx context.Context) {
 	m := h.m
-	err := scripts.Abandon.Run(ctx, m.c.batch.Direct(), []any{m.name}, h.owner, m.argChannel, m.c.publish, argZero).Err()
+	err := m.c.door.Run(ctx, scripts.Abandon, []any{m.name}, h.owner, m.argChannel, m.c.publish, argZero).Err()
 	if err != nil {
 		m.c.cfg.logger.Warn("relock: cannot release a passed lock too few replicas acknowledged; it expires with its lease",
 			"name", m.name, "err", err)
@@ -158,7 +158,7 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 	if ws := m.c.local.Claim(m.name, one[:], nil); len(ws) == 1 {
 		return m.releasePassing(ctx, l, ws[0], keys)
 	}
-	return m.c.batch.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), l.reentrant, nil, ""), nil)
+	return m.c.door.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), l.reentrant, nil, ""), nil)
 }
 
 // passNow passes l's lock to w, a waiter of this Client it has claimed,
@@ -170,6 +170,6 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 func (m *Mutex) passNow(l *Lease, w *waiter) bool {
 	return m.c.passRun(l, w, w.Owner, m.group, m.name, func(ctx context.Context, token, reserve any) (int64, error) {
 		args := m.unlockArgs(l.arg(), false, w, "", token, reserve)
-		return m.c.batch.Do(ctx, scripts.Unlock, m.keys, args, nil)
+		return m.c.door.Do(ctx, scripts.Unlock, m.keys, args, nil)
 	})
 }

@@ -1,12 +1,14 @@
 package relock
 
-import "testing"
+import (
+	"testing"
 
-// serverReply is an error reply of the server, as go-redis gives it.
-type serverReply string
+	"github.com/relock-go/relock/internal/door"
+)
 
-func (e serverReply) Error() string { return string(e) }
-func (serverReply) RedisError()     {}
+// serverReply is an error reply of the server, as the door gives it
+// whatever the client library.
+type serverReply = door.Error
 
 // TestIsNoPerm: every form in which a server tells an ACL refusal, to a
 // command or to a script's call, is ErrNoPermission's; no other reply is.

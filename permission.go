@@ -6,9 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
@@ -40,27 +38,30 @@ const probeSHA = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
 func (c *Client) checkScripts(publish string) error {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
 	defer cancel()
-	pipe := c.rdb.Pipeline()
-	eval := pipe.Eval(ctx, probeScript, nil)
-	evalsha := pipe.EvalSha(ctx, probeSHA, nil)
 	// The same script makes the Client known (identity.go), only when
 	// the user may publish; the watchdog's rounds keep it so.
 	channels, patterns := c.publishChannels()
 	keys, args := c.announceArgs()
-	start := scripts.Start.QueueSource(ctx, pipe, keys, append(append([]any{publish, len(channels)}, channels...), args...)...)
-	_ = batch.Exec(ctx, pipe)
+	xs := []door.Exchange{
+		{Cmd: door.Cmd{Args: []any{"eval", probeScript, 0}}},
+		{Cmd: door.Cmd{Args: []any{"evalsha", probeSHA, 0}}},
+		{Cmd: door.Eval(scripts.Start, keys, append(append([]any{publish, len(channels)}, channels...), args...))},
+	}
+	c.door.Pipe(ctx, xs)
+	start := xs[2].Reply
 	var denied, unknown []string
 	var first error
-	for _, cmd := range []*redis.Cmd{eval, evalsha} {
-		err := cmd.Err()
+	for _, x := range xs[:2] {
+		err := x.Reply.Err()
+		name := strings.ToUpper(x.Cmd.Args[0].(string))
 		switch {
-		case redis.IsAuthError(err):
+		case door.ClassOf(err) == door.Auth:
 			// Every call would get the same answer.
 			return fmt.Errorf("relock: the server refuses the Redis client's credentials: %w", err)
 		case isNoPerm(err):
-			denied = append(denied, strings.ToUpper(cmd.Name()))
+			denied = append(denied, name)
 		case isUnknownCommand(err):
-			unknown = append(unknown, strings.ToUpper(cmd.Name()))
+			unknown = append(unknown, name)
 		default:
 			continue
 		}
@@ -128,15 +129,7 @@ func (c *Client) publishChannels() (channels []any, patterns []string) {
 // channel, its user may not. Inside a script the refusal reads "ERR The
 // user executing the script can't ..." on Redis 6.2 and 7.0, and "ERR ACL
 // failure in script: ..." on Redis 7.2 and later and on Valkey.
-func isNoPerm(err error) bool {
-	if err == nil || !isServerError(err) {
-		return false
-	}
-	msg := err.Error()
-	return strings.HasPrefix(msg, "NOPERM") ||
-		strings.Contains(msg, "ACL failure in script") ||
-		strings.Contains(msg, "The user executing the script can't")
-}
+func isNoPerm(err error) bool { return door.ClassOf(err) == door.NoPerm }
 
 // isUnknownCommand reports whether err is the server's answer to a command
 // it does not know ("ERR unknown command 'eval', with args beginning

@@ -95,7 +95,7 @@ func (ps *PermitSemaphore) Available(ctx context.Context) (int, error) {
 	if err := ps.check(ctx, "available", 1); err != nil {
 		return 0, err
 	}
-	v, err := scripts.PermitAvailable.Run(ctx, ps.c.batch.Direct(), ps.counts(), ps.c.argPublish, ps.channel).Int64()
+	v, err := ps.c.door.Run(ctx, scripts.PermitAvailable, ps.counts(), ps.c.argPublish, ps.channel).Int64()
 	if err != nil {
 		return 0, opError(ctx, "available", ps.name, err)
 	}
@@ -255,11 +255,11 @@ func (ps *PermitSemaphore) releaseCall(raw, leaving string) (keys, args []any) {
 func (ps *PermitSemaphore) counts() []any { return ps.keys[:2:2] }
 
 // Undo releases a permit whose acquisition reply was lost, or that too few
-// replicas acknowledged (batch.Undo).
+// replicas acknowledged (door.Undo).
 func (a *permitAttempt) Undo(ctx context.Context) {
 	c := a.ps.c
 	keys, args := a.ps.releaseCall(a.raw, "")
-	if err := scripts.PermitRelease.Run(ctx, c.batch.Direct(), keys, args...).Err(); err != nil {
+	if err := c.door.Run(ctx, scripts.PermitRelease, keys, args...).Err(); err != nil {
 		c.cfg.logger.Warn("relock: cannot undo a permit acquisition (unanswered, or too few replicas acknowledged it); it expires with its lease",
 			"name", a.ps.name, "lease", a.cfg.lease, "err", err)
 	}
@@ -391,7 +391,7 @@ func (a *permitAttempt) Leave() {
 	ps := a.ps
 	keys, args := ps.releaseCall(a.raw, a.member)
 	if err := ps.c.leave(context.Background(), ps.name, func(ctx context.Context) error {
-		return scripts.PermitRelease.Run(ctx, ps.c.batch.Direct(), keys, args...).Err()
+		return ps.c.door.Run(ctx, scripts.PermitRelease, keys, args...).Err()
 	}); err != nil {
 		ps.c.cfg.logger.Warn("relock: cannot leave the queue of a permit semaphore; the Client's next call on it tries again",
 			"name", ps.name, "err", err)

@@ -6,9 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/watchdog"
@@ -60,7 +58,7 @@ func (c *Client) renew(ctx context.Context, entries []*watchdog.Entry) []watchdo
 	}
 	c.sendRenewals(ctx, calls)
 	for _, cl := range calls {
-		held, err := cl.Cmd.Int64Slice() // DoRound ran it by EVAL if the server lacked the script
+		held, err := cl.Reply.Int64Slice() // DoRound ran it by EVAL if the server lacked the script
 		if err != nil || len(held) != cl.n {
 			c.cfg.logger.Warn("relock: renewal failed", "locks", cl.n, "err", err)
 			continue
@@ -95,19 +93,19 @@ func newRenewCall(entries []*watchdog.Entry, first int, lease func(*watchdog.Ent
 			args = append(args, layout.ReaderHolds(e.Key))
 		}
 	}
-	return &renewCall{Call: batch.Call{Script: renewScripts[entries[0].Kind], Keys: keys, Args: args}, first: first, n: n}
+	return &renewCall{Call: door.Call{Script: renewScripts[entries[0].Kind], Keys: keys, Args: args}, first: first, n: n}
 }
 
 // renewCall is one renewal script call of a round.
 type renewCall struct {
-	batch.Call
+	door.Call
 	first, n int         // the entries of the batch it renews
 	t        *syncTarget // how it waits for replicas; nil if it does not
 	short    bool        // too few replicas acknowledged it (replica sync)
 }
 
-// sendRenewals sends a round's calls through the batcher at once
-// (batch.DoRound): in one pipeline for the masters with no replicas to
+// sendRenewals sends a round's calls through the door at once
+// (Door.DoRound): in one pipeline for the masters with no replicas to
 // wait for, and in one pipeline per master that has (replicasync.go), on
 // a connection to it, followed by one WAIT. A WAIT too few replicas
 // answer is logged and counted (Stats.RenewSyncShort), and its calls are
@@ -119,16 +117,16 @@ type renewCall struct {
 // the lock there. Calls a cluster redirected (its map changed) are sent
 // again without a WAIT, and are short too.
 func (c *Client) sendRenewals(ctx context.Context, calls []*renewCall) {
-	round := make([]*batch.Call, len(calls))
+	round := make([]*door.Call, len(calls))
 	for i, cl := range calls {
 		t, err := c.rsync.target(ctx, cl.Keys[0].(string))
 		if err != nil {
 			c.cfg.logger.Debug("relock: renewing without replica sync", "err", err)
 		}
-		cl.t, cl.Acked = t, t.batchSync()
+		cl.t, cl.Acked = t, t.doorSync()
 		round[i] = &cl.Call
 	}
-	c.batch.DoRound(ctx, round)
+	c.door.DoRound(ctx, round)
 	c.judgeRenewals(ctx, calls)
 }
 
@@ -136,7 +134,7 @@ func (c *Client) sendRenewals(ctx context.Context, calls []*renewCall) {
 // when too few replicas acknowledged it, every call it covers is short,
 // and so is a call that went again without a WAIT.
 func (c *Client) judgeRenewals(ctx context.Context, calls []*renewCall) {
-	judged := make(map[redis.Cmder]error)
+	judged := make(map[*door.Reply]error)
 	for _, cl := range calls {
 		if cl.t == nil {
 			continue

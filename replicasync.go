@@ -7,9 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/door"
 )
 
 // Replica-synced acquisition. Redis replicates asynchronously: a master can
@@ -124,12 +122,13 @@ func WithoutReplicaSync() Option {
 // syncer is a Client's replica sync: the settings, and what it learnt of
 // each master. It is safe for concurrent use; a nil *syncer is off.
 type syncer struct {
-	c    *Client
-	cfg  ReplicaSync
-	cc   *redis.ClusterClient // nil unless on a cluster
-	verb string               // "WAIT" or "WAITAOF", for messages
-	off  atomic.Bool          // the server refused WAIT and Fallback is on
-	warn sync.Once
+	c       *Client
+	cfg     ReplicaSync
+	drv     door.Driver // the masters: of a key, every one
+	cluster bool
+	verb    string      // "WAIT" or "WAITAOF", for messages
+	off     atomic.Bool // the server refused WAIT and Fallback is on
+	warn    sync.Once
 	// every is how long, in watchdog clock ns, a replica count is trusted
 	// before a lock call or a renewal asks for it to be read again.
 	every int64
@@ -145,9 +144,9 @@ type syncer struct {
 
 // syncNode is what the syncer knows of one master.
 type syncNode struct {
-	addr   string
-	client atomic.Pointer[redis.Client]
-	ack    func(ctx context.Context, n int) redis.Cmder // queues this node's WAIT
+	addr string
+	node atomic.Pointer[door.Node]
+	ack  func(n int) door.Cmd // this node's WAIT
 
 	mu       sync.Mutex   // serialises probes and reads
 	ready    atomic.Bool  // the replica count was read once
@@ -173,20 +172,17 @@ func newSyncer(c *Client) (*syncer, error) {
 	if cfg.AOF {
 		s.verb = "WAITAOF"
 	}
-	var read time.Duration
-	switch rdb := c.rdb.(type) {
-	case *redis.ClusterClient:
-		s.cc, s.nodes = rdb, make(map[string]*syncNode)
-		read = rdb.Options().ReadTimeout
-	case *redis.Client:
-		s.single = s.newNode(rdb)
-		read = rdb.Options().ReadTimeout
-	default:
-		if c.cfg.syncMode == syncOn {
-			return nil, fmt.Errorf("%w: replica sync needs a *redis.Client or *redis.ClusterClient, not %T", ErrUnsupportedClient, c.rdb)
-		}
+	s.drv = c.door.Driver()
+	if s.cluster = s.drv.Cluster(); s.cluster {
+		s.nodes = make(map[string]*syncNode)
+	} else if n, err := s.drv.Master(c.ctx, ""); err == nil {
+		s.single = s.newNode(n)
+	} else if c.cfg.syncMode == syncOn {
+		return nil, fmt.Errorf("%w: replica sync needs a *redis.Client or *redis.ClusterClient: %w", ErrUnsupportedClient, err)
+	} else {
 		return nil, nil // cannot pin a connection: off by default
 	}
+	read := s.drv.ReadTimeout()
 	// A WAIT must end before the pipeline's read times out, and before the
 	// watchdog's round is cut off.
 	limit := c.cfg.watchdog / 3
@@ -204,17 +200,20 @@ func newSyncer(c *Client) (*syncer, error) {
 	return s, nil
 }
 
-func (s *syncer) newNode(client *redis.Client) *syncNode {
-	n := &syncNode{addr: client.Options().Addr}
-	n.client.Store(client)
+func (s *syncer) newNode(node door.Node) *syncNode {
+	n := &syncNode{addr: node.Addr()}
+	n.node.Store(&node)
 	ms := s.cfg.Timeout.Milliseconds()
+	// A WAIT is never sent again on another connection after a lost
+	// reply: it only covers the writes of its own connection, and the
+	// script it follows would not write again when resent.
 	if s.cfg.AOF {
-		n.ack = func(ctx context.Context, k int) redis.Cmder {
-			return &waitAOFCmd{redis.NewIntSliceCmd(ctx, "waitaof", n.local.Load(), k, ms)}
+		n.ack = func(k int) door.Cmd {
+			return door.Cmd{Args: []any{"waitaof", n.local.Load(), k, ms}, Once: true}
 		}
 	} else {
-		n.ack = func(ctx context.Context, k int) redis.Cmder {
-			return &waitCmd{redis.NewIntCmd(ctx, "wait", k, ms)}
+		n.ack = func(k int) door.Cmd {
+			return door.Cmd{Args: []any{"wait", k, ms}, Once: true}
 		}
 	}
 	return n
@@ -224,16 +223,16 @@ func (s *syncer) newNode(client *redis.Client) *syncNode {
 type syncTarget struct {
 	node *syncNode
 	need int
-	bs   batch.Sync
+	ds   door.Sync
 }
 
-// batchSync returns the replica acknowledgement the batcher asks for with
-// a call to t, nil when t is nil.
-func (t *syncTarget) batchSync() *batch.Sync {
+// doorSync returns the replica acknowledgement the door asks for with a
+// call to t, nil when t is nil.
+func (t *syncTarget) doorSync() *door.Sync {
 	if t == nil {
 		return nil
 	}
-	return &t.bs
+	return &t.ds
 }
 
 // target returns how a write to key must wait for replicas, or nil when
@@ -270,7 +269,7 @@ func (s *syncer) target(ctx context.Context, key string) (*syncTarget, error) {
 		return nil, fmt.Errorf("%w: the server refuses %s (set ReplicaSync.Fallback or WithoutReplicaSync): %w", ErrReplicaSync, s.verb, *p)
 	}
 	t := &syncTarget{node: n, need: need}
-	t.bs = batch.Sync{Node: n.client.Load(), Replicas: need, Ack: n.ack}
+	t.ds = door.Sync{Node: *n.node.Load(), Replicas: need, Ack: n.ack}
 	return t, nil
 }
 
@@ -291,33 +290,33 @@ func (s *syncer) need(n *syncNode) int {
 
 // node returns the master holding key.
 func (s *syncer) node(ctx context.Context, key string) (*syncNode, error) {
-	if s.cc == nil {
+	if !s.cluster {
 		return s.single, nil
 	}
-	client, err := s.cc.MasterForKey(ctx, key)
+	node, err := s.drv.Master(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("relock: replica sync: finding the master of %q: %w", key, err)
 	}
-	return s.nodeOf(client), nil
+	return s.nodeOf(node), nil
 }
 
-// nodeOf returns the syncNode of a cluster master's client.
-func (s *syncer) nodeOf(client *redis.Client) *syncNode {
-	addr := client.Options().Addr
+// nodeOf returns the syncNode of a cluster master.
+func (s *syncer) nodeOf(node door.Node) *syncNode {
+	addr := node.Addr()
 	s.mu.RLock()
 	n := s.nodes[addr]
 	s.mu.RUnlock()
 	if n == nil {
 		s.mu.Lock()
 		if n = s.nodes[addr]; n == nil {
-			n = s.newNode(client)
+			n = s.newNode(node)
 			s.nodes[addr] = n
 		}
 		s.mu.Unlock()
 		s.hasReplicas.Store(true)
 	}
-	if n.client.Load() != client {
-		n.client.Store(client)
+	if cur := n.node.Load(); *cur != node {
+		n.node.Store(&node)
 	}
 	return n
 }
@@ -333,7 +332,7 @@ func (s *syncer) mayWait() bool {
 	if s.cfg.Replicas > 0 || s.saw.Load() {
 		return true
 	}
-	if s.cc == nil {
+	if !s.cluster {
 		return s.single.mayHaveReplicas()
 	}
 	return s.hasReplicas.Load()

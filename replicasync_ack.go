@@ -8,28 +8,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/relock-go/relock/internal/door"
 )
-
-// waitCmd and waitAOFCmd are WAIT and WAITAOF commands that go-redis must
-// not send again on another connection after a lost reply: a WAIT only
-// covers the writes of its own connection, and the script it follows
-// would not write again when resent.
-type waitCmd struct{ *redis.IntCmd }
-
-func (*waitCmd) NoRetry() bool { return true }
-
-type waitAOFCmd struct{ *redis.IntSliceCmd }
-
-func (*waitAOFCmd) NoRetry() bool { return true }
 
 // judge says whether the WAIT that followed a write was answered by
 // enough replicas. When Replicas is 0 and fewer acknowledged than the
 // master had, it reads the replica count again: replicas that went away
 // are no longer waited for. It returns nil, or an error wrapping
 // ErrReplicaSync.
-func (s *syncer) judge(ctx context.Context, t *syncTarget, cmd redis.Cmder) error {
-	local, acked, err := waitReply(cmd)
+func (s *syncer) judge(ctx context.Context, t *syncTarget, ack *door.Reply) error {
+	local, acked, err := s.waitReply(ack)
 	if err != nil {
 		if isServerError(err) && isRefusal(err) {
 			s.refuse(t.node, err)
@@ -65,24 +53,22 @@ func (s *syncer) judge(ctx context.Context, t *syncTarget, cmd redis.Cmder) erro
 
 // waitReply returns what a WAIT or WAITAOF answered: the local fsyncs (0
 // for WAIT) and the replicas that acknowledged.
-func waitReply(cmd redis.Cmder) (local, replicas int64, err error) {
-	switch c := cmd.(type) {
-	case *waitCmd:
-		replicas, err = c.Result()
-		return 0, replicas, err
-	case *waitAOFCmd:
-		v, err := c.Result()
-		if err != nil {
-			return 0, 0, err
-		}
-		if len(v) != 2 {
-			return 0, 0, fmt.Errorf("unexpected WAITAOF reply %v", v)
-		}
-		return v[0], v[1], nil
-	case nil:
+func (s *syncer) waitReply(ack *door.Reply) (local, replicas int64, err error) {
+	switch {
+	case ack == nil:
 		return 0, 0, errors.New("no WAIT was sent")
+	case !s.cfg.AOF:
+		replicas, err = ack.Int64()
+		return 0, replicas, err
 	}
-	return 0, 0, cmd.Err()
+	v, err := ack.Int64Slice()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(v) != 2 {
+		return 0, 0, fmt.Errorf("unexpected WAITAOF reply %v", v)
+	}
+	return v[0], v[1], nil
 }
 
 // isRefusal reports whether a server error means the server does not let

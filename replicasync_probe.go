@@ -2,15 +2,14 @@ package relock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/door"
 )
 
 // What the syncer learns from the servers, and when. A master is probed
@@ -63,21 +62,29 @@ func (s *syncer) stale(n *syncNode) {
 
 // refresh reads the replica count of every master.
 func (s *syncer) refresh(ctx context.Context) {
-	if s.cc == nil {
+	if !s.cluster {
 		if err := s.reread(ctx, s.single); err != nil {
 			s.c.cfg.logger.Debug("relock: replica sync: cannot read the replica count", "node", s.single.addr, "err", err)
 		}
 		return
 	}
+	masters, err := s.drv.Masters(ctx)
 	seen := make(map[*syncNode]bool)
-	var mu sync.Mutex // ForEachMaster calls f concurrently
-	err := s.cc.ForEachMaster(ctx, func(ctx context.Context, client *redis.Client) error {
-		n := s.nodeOf(client)
-		mu.Lock()
+	errs := make([]error, len(masters))
+	var wg sync.WaitGroup // the masters are read at once
+	for i, m := range masters {
+		n := s.nodeOf(m)
 		seen[n] = true
-		mu.Unlock()
-		return s.reread(ctx, n)
-	})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.reread(ctx, n)
+		}()
+	}
+	wg.Wait()
+	if err == nil {
+		err = errors.Join(errs...)
+	}
 	if err != nil {
 		s.c.cfg.logger.Debug("relock: replica sync: cannot read the replica counts", "err", err)
 		return
@@ -161,20 +168,19 @@ func (s *syncer) probeWait(ctx context.Context, n *syncNode) (int64, error) {
 	if n.checked.Load() {
 		return n.replicas.Load(), nil
 	}
-	var cmd redis.Cmder
+	xs := []door.Exchange{{Cmd: door.Cmd{Args: []any{"wait", 0, 1}, Once: true}}}
 	if s.cfg.AOF {
-		cmd = &waitAOFCmd{redis.NewIntSliceCmd(ctx, "waitaof", 0, 0, 1)}
-	} else {
-		cmd = &waitCmd{redis.NewIntCmd(ctx, "wait", 0, 1)}
+		xs[0].Cmd.Args = []any{"waitaof", 0, 0, 1}
 	}
-	err := n.client.Load().Process(ctx, cmd)
+	(*n.node.Load()).Pipe(ctx, xs)
+	err := xs[0].Reply.Err()
 	if err != nil && !isServerError(err) {
 		return 0, fmt.Errorf("relock: replica sync: probing %s on %s: %w", s.verb, n.addr, err)
 	}
 	if isReplicaAnswer(err) {
 		// The node was failed over since the map was read: the call goes
-		// to the new master (batch.Resend).
-		return 0, fmt.Errorf("relock: replica sync: probing %s on %s: %w (%w)", s.verb, n.addr, batch.ErrNotMaster, err)
+		// to the new master (Door.Resend).
+		return 0, fmt.Errorf("relock: replica sync: probing %s on %s: %w (%w)", s.verb, n.addr, door.ErrNotMaster, err)
 	}
 	if err != nil && !isRefusal(err) {
 		// Another answer (NOAUTH, BUSY, LOADING...): the caller's to hear.
@@ -185,7 +191,7 @@ func (s *syncer) probeWait(ctx context.Context, n *syncNode) (int64, error) {
 		return 0, nil
 	}
 	n.checked.Store(true)
-	_, acked, _ := waitReply(cmd)
+	_, acked, _ := s.waitReply(&xs[0].Reply)
 	return acked, nil
 }
 
@@ -193,7 +199,7 @@ func (s *syncer) probeWait(ctx context.Context, n *syncNode) (int64, error) {
 // WAITAOF ("WAIT cannot be used with replica instances"), or to a write
 // (READONLY).
 func isReplicaAnswer(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "cannot be used with replica") || redis.IsReadOnlyError(err))
+	return err != nil && (strings.Contains(err.Error(), "cannot be used with replica") || door.ClassOf(err) == door.ReadOnly)
 }
 
 // read reads n's replica count again.
@@ -208,21 +214,20 @@ func (s *syncer) read(ctx context.Context, n *syncNode) error {
 // readLocked reads INFO replication (and persistence, for WAITAOF) from n.
 // The caller holds n.mu.
 func (s *syncer) readLocked(ctx context.Context, n *syncNode) error {
-	pipe := n.client.Load().Pipeline()
-	repl := pipe.Info(ctx, "replication")
-	var pers *redis.StringCmd
+	xs := []door.Exchange{{Cmd: door.Cmd{Args: []any{"info", "replication"}}}}
 	if s.cfg.AOF {
-		pers = pipe.Info(ctx, "persistence")
+		xs = append(xs, door.Exchange{Cmd: door.Cmd{Args: []any{"info", "persistence"}}})
 	}
-	_, _ = pipe.Exec(ctx)
+	node := *n.node.Load()
+	node.Pipe(ctx, xs)
 	var count int
 	var pending bool
-	if err := repl.Err(); err == nil {
-		count, pending = inSync(repl.Val())
+	if info, err := xs[0].Reply.Text(); err == nil {
+		count, pending = inSync(info)
 	} else if !isServerError(err) {
 		return err
-	} else if count, err = roleReplicas(ctx, n.client.Load()); err != nil {
-		return repl.Err() // refused both: the caller falls back on WAIT
+	} else if count, err = roleReplicas(ctx, node); err != nil {
+		return xs[0].Reply.Err() // refused both: the caller falls back on WAIT
 	} else {
 		n.byRole.Store(true)
 	}
@@ -230,9 +235,9 @@ func (s *syncer) readLocked(ctx context.Context, n *syncNode) error {
 	if count > 0 {
 		s.saw.Store(true)
 	}
-	if pers != nil && pers.Err() == nil {
+	if pers, err := xs[len(xs)-1].Reply.Text(); s.cfg.AOF && err == nil {
 		local := int64(0)
-		if v, _ := infoField(pers.Val(), "aof_enabled"); v == "1" {
+		if v, _ := infoField(pers, "aof_enabled"); v == "1" {
 			local = 1
 		}
 		n.local.Store(local)
@@ -250,8 +255,10 @@ func (s *syncer) readLocked(ctx context.Context, n *syncNode) error {
 // roleReplicas counts the replicas in sync with a master by ROLE, for a
 // user refused INFO (managed servers often allow ROLE): those that have
 // acknowledged some offset, as inSync counts them.
-func roleReplicas(ctx context.Context, client *redis.Client) (int, error) {
-	v, err := client.Do(ctx, "role").Slice()
+func roleReplicas(ctx context.Context, node door.Node) (int, error) {
+	xs := []door.Exchange{{Cmd: door.Cmd{Args: []any{"role"}}}}
+	node.Pipe(ctx, xs)
+	v, err := xs[0].Reply.Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -288,7 +295,7 @@ func (s *syncer) notice(n *syncNode, msg string, args ...any) {
 // replicas in sync, or has not been probed yet. (mayWait reads a single
 // master's state itself.)
 func (s *syncer) recount() {
-	if s.cc == nil {
+	if !s.cluster {
 		return
 	}
 	s.mu.RLock()

@@ -131,7 +131,7 @@ func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := rw.check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.RWForceUnlock.Run(ctx, rw.c.batch.Direct(), []any{rw.name, rw.queue, rw.channel},
+	n, err := rw.c.door.Run(ctx, scripts.RWForceUnlock, []any{rw.name, rw.queue, rw.channel},
 		rw.argChannel, rw.c.publish, rw.holds, rw.grants, rw.c.id).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", rw.name, err)

@@ -55,7 +55,7 @@ type rwAcquire struct {
 }
 
 // Undo undoes an attempt whose reply was lost, if Redis applied it
-// (batch.Undo). A one-shot owner's field can only come from that attempt;
+// (door.Undo). A one-shot owner's field can only come from that attempt;
 // a reentrant owner's is undone only if the attempt's request marker shows
 // it was applied.
 func (a *rwAcquire) Undo(ctx context.Context) {
@@ -68,7 +68,7 @@ func (a *rwAcquire) Undo(ctx context.Context) {
 	if a.reentrant {
 		keys = with(rw.unlockKeys, a.keys[len(a.keys)-1].(string)) // its request marker
 	}
-	if err := rwUnlockScript(a.write).Run(ctx, rw.c.batch.Direct(), keys, rw.unlockArgs(a.field, mode, "")...).Err(); err != nil {
+	if err := rw.c.door.Run(ctx, rwUnlockScript(a.write), keys, rw.unlockArgs(a.field, mode, "")...).Err(); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", rw.name, "write", a.write, "lease", a.cfg.lease, "err", err)
 	}
@@ -315,7 +315,7 @@ func (rw *RWMutex) leaveQueue(a *rwAcquire) {
 	}
 	keys, args := rw.unlockKeys, rw.unlockArgs(field, argZero, a.member)
 	if err := rw.c.leave(context.Background(), rw.name, func(ctx context.Context) error {
-		return rwUnlockScript(a.write).Run(ctx, rw.c.batch.Direct(), keys, args...).Err()
+		return rw.c.door.Run(ctx, rwUnlockScript(a.write), keys, args...).Err()
 	}); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the Client's next call on it tries again",
 			"name", rw.name, "err", err)

@@ -57,19 +57,19 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 	}
 	script, args := rwUnlockScript(write), rw.unlockArgs(l.field, mode, "")
 	if rw.c.rsync.mayWait() {
-		return rw.c.batch.Do(ctx, script, keys, args, nil)
+		return rw.c.door.Do(ctx, script, keys, args, nil)
 	}
 	var one [1]*waiter
 	ws := rw.c.local.Claim(rw.queue, one[:], nil)
 	if len(ws) == 0 {
-		return rw.c.batch.Do(ctx, script, keys, args, nil)
+		return rw.c.door.Do(ctx, script, keys, args, nil)
 	}
 	// A writer of this Client sleeps in the queue: if it is first when
 	// the lock is freed, the script grants it the lock, and its call
 	// returns on this reply with no grant message (rw_queue.lua).
 	w := ws[0]
 	sent := rw.c.wd.Now()
-	r, err := rw.c.batch.Do(ctx, script, keys, append(args, w.Call.(*rwAcquire).named), nil)
+	r, err := rw.c.door.Do(ctx, script, keys, append(args, w.Call.(*rwAcquire).named), nil)
 	switch {
 	case err == nil && r < 0: // -(2t + p)
 		next := &Lease{c: rw.c, rel: &rw.w, name: rw.name, field: w.Owner + ":write", token: uint64(-r) >> 1, end: newEnding()}
@@ -94,6 +94,6 @@ func (rw *RWMutex) passNow(l *Lease, w *waiter) bool {
 	}
 	return rw.c.passRun(l, w, w.Owner+":write", rw.group, rw.queue, func(ctx context.Context, token, reserve any) (int64, error) {
 		args := append(rw.unlockArgs(l.field, argZero, ""), member, token, reserve)
-		return rw.c.batch.Do(ctx, scripts.RWWriteUnlock, rw.unlockKeys, args, nil)
+		return rw.c.door.Do(ctx, scripts.RWWriteUnlock, rw.unlockKeys, args, nil)
 	})
 }

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -211,7 +211,7 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 }
 
 // semUndo undoes an acquisition whose reply was lost, or that too few
-// replicas acknowledged (batch.Undo).
+// replicas acknowledged (door.Undo).
 type semUndo struct {
 	s    *Semaphore
 	n    int
@@ -220,7 +220,7 @@ type semUndo struct {
 
 func (u *semUndo) Undo(ctx context.Context) {
 	c := u.s.c
-	if err := scripts.SemUndo.Run(ctx, c.batch.Direct(), u.keys, u.n, c.argPublish, c.argMarkerTTL, u.s.channel).Err(); err != nil {
+	if err := c.door.Run(ctx, scripts.SemUndo, u.keys, u.n, c.argPublish, c.argMarkerTTL, u.s.channel).Err(); err != nil {
 		c.cfg.logger.Warn("relock: cannot undo a semaphore acquisition (unanswered, or too few replicas acknowledged it); its permits may stay taken",
 			"name", u.s.name, "permits", u.n, "err", err)
 	}
@@ -235,7 +235,7 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 	// A try undone for want of replicas leaves its marker saying "undone"
 	// (and is answered: the marker can go), so each try after it takes a
 	// new marker.
-	r, _, err := s.c.acquire(ctx, s.name, scripts.SemAcquire, keys, args, s.undo(n, marker), isOne, func() ([]any, batch.Undo) {
+	r, _, err := s.c.acquire(ctx, s.name, scripts.SemAcquire, keys, args, s.undo(n, marker), isOne, func() ([]any, door.Undo) {
 		s.req.done(marker)
 		keys, marker = s.req.keys(s.name)
 		return keys, s.undo(n, marker)

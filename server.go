@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/relock-go/relock/internal/door"
 )
 
 // The server. New asks it, in one round trip, for what the Client must
@@ -71,7 +73,7 @@ func within(d time.Duration, f func()) bool {
 func (c *Client) clusterPublish() string {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.cleanup)
 	defer cancel()
-	info, err := c.rdb.Info(ctx, "server").Result()
+	info, err := c.door.Command(ctx, door.Cmd{Args: []any{"info", "server"}}).Text()
 	if err != nil {
 		c.cfg.logger.Warn("relock: cannot read the server version; assuming sharded pub/sub", "err", err)
 		return "spublish"
@@ -88,7 +90,7 @@ func (c *Client) inspect() {
 	defer c.wg.Done()
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.cleanup)
 	defer cancel()
-	vals, err := c.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	vals, err := c.door.Command(ctx, door.Cmd{Args: []any{"config", "get", "maxmemory-policy"}}).StringMap()
 	if err != nil {
 		c.cfg.logger.Debug("relock: cannot read maxmemory-policy", "err", err)
 		return

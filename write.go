@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/scripts"
 )
 
@@ -26,7 +25,7 @@ type writeCall struct {
 	keys    []any
 	args    []any
 	marker  string           // the call's request marker, or "" if it has none
-	direct  bool             // sent on its own, not through the batcher
+	direct  bool             // sent on its own, not through the door's batches
 	changed func(int64) bool // whether a reply means the call changed something
 }
 
@@ -77,26 +76,26 @@ func (c *Client) write(ctx context.Context, w writeCall) (int64, error) {
 // connection's last write as recent as the first send's, so that the WAIT
 // covers the call whichever send applied it. (Where neither applied
 // anything, there is no marker and nothing to cover.)
-func (c *Client) resend(ctx context.Context, t *syncTarget, w *writeCall) (int64, redis.Cmder, error) {
+func (c *Client) resend(ctx context.Context, t *syncTarget, w *writeCall) (int64, *door.Reply, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.cleanup)
 	defer cancel()
 	if t == nil {
-		v, err := w.script.Run(ctx, c.batch.Direct(), w.keys, w.args...).Int64()
+		v, err := c.door.Run(ctx, w.script, w.keys, w.args...).Int64()
 		return v, nil, err
 	}
-	pipe := t.bs.Node.Pipeline()
-	cmd := w.script.QueueSource(ctx, pipe, w.keys, w.args...)
-	pipe.PExpire(ctx, w.marker, c.markerTTL())
-	ack := t.node.ack(ctx, t.need)
-	_ = pipe.Process(ctx, ack)
-	_, _ = pipe.Exec(ctx)
-	v, err := cmd.Int64()
-	return v, ack, err
+	xs := []door.Exchange{
+		{Cmd: door.Eval(w.script, w.keys, w.args)},
+		{Cmd: door.Cmd{Args: []any{"pexpire", w.marker, c.markerTTL().Milliseconds()}, Key: 1}},
+		{Cmd: t.node.ack(t.need)},
+	}
+	t.ds.Node.Pipe(ctx, xs)
+	v, err := xs[0].Reply.Int64()
+	return v, &xs[2].Reply, err
 }
 
 // lostReply reports whether err leaves the outcome of w unknown and w can
 // be run again to settle it: w has a request marker, and err is neither a
-// reply from the server nor the batcher's refusal of a call it never sent.
+// reply from the server nor the door's refusal of a call it never sent.
 func lostReply(w *writeCall, err error) bool {
 	return err != nil && w.marker != "" && !isServerError(err) && !errors.Is(err, ErrClosed)
 }

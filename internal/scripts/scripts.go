@@ -1,20 +1,18 @@
 // Package scripts holds relock's Lua scripts, one embedded file per
-// operation, and runs them by EVALSHA with a fallback to EVAL when the
-// server's script cache does not know them (after a restart or failover).
+// operation, with the digests by which the server caches them; the door
+// (internal/door) runs them by EVALSHA, with EVAL when the server's script
+// cache does not know them (after a restart or failover).
 // Redis does not undo the writes of a script that fails, so each script
 // reads what could make it fail before its first write (see
 // docs/design.md, Scripts).
 package scripts
 
 import (
-	"context"
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
 	"regexp"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 //go:embed *.lua
@@ -218,11 +216,6 @@ func (s *Script) SHA() string { return s.sha }
 // Source returns the Lua source.
 func (s *Script) Source() string { return s.src }
 
-// Runner sends a command: a client runs it, a pipeline queues it.
-type Runner interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-}
-
 // Keys returns key names as command arguments. A caller that runs a
 // script with the same keys again and again keeps the result, so that the
 // names are boxed once.
@@ -234,75 +227,9 @@ func Keys(names ...string) []any {
 	return keys
 }
 
-// Run executes the script by EVALSHA and, if the server answers NOSCRIPT,
-// once more by EVAL, which also loads it into the server's cache. keys are
-// key names, as made by Keys.
-func (s *Script) Run(ctx context.Context, c Runner, keys []any, args ...any) *redis.Cmd {
-	cmd := s.command(ctx, "evalsha", s.shaArg, keys, args)
-	_ = c.Process(ctx, cmd)
-	if IsNoScript(cmd.Err()) {
-		cmd = s.command(ctx, "eval", s.srcArg, keys, args)
-		_ = c.Process(ctx, cmd)
-	}
-	return cmd
-}
-
-// Queue adds an EVALSHA of the script to a pipeline. After the pipeline
-// has run, commands that failed with NOSCRIPT are run again with Retry.
-func (s *Script) Queue(ctx context.Context, p redis.Pipeliner, keys []any, args ...any) *redis.Cmd {
-	cmd := s.command(ctx, "evalsha", s.shaArg, keys, args)
-	_ = p.Process(ctx, cmd)
-	return cmd
-}
-
-// QueueSource adds an EVAL of the script's source to a pipeline.
-func (s *Script) QueueSource(ctx context.Context, p redis.Pipeliner, keys []any, args ...any) *redis.Cmd {
-	cmd := s.command(ctx, "eval", s.srcArg, keys, args)
-	_ = p.Process(ctx, cmd)
-	return cmd
-}
-
-// command builds EVAL or EVALSHA in one slice: the first key is its
-// fourth argument, which a cluster client routes by.
-func (s *Script) command(ctx context.Context, name string, script any, keys, args []any) *redis.Cmd {
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, name, script, len(keys))
-	a = append(a, keys...)
-	a = append(a, args...)
-	cmd := redis.NewCmd(ctx, a...)
-	if len(keys) > 0 {
-		cmd.SetFirstKeyPos(3)
-	}
-	return cmd
-}
-
-// Retry runs a queued command again by EVAL if it failed with NOSCRIPT,
-// and returns the command that holds the outcome.
-func (s *Script) Retry(ctx context.Context, c Runner, queued *redis.Cmd) *redis.Cmd {
-	if !IsNoScript(queued.Err()) {
-		return queued
-	}
-	args := queued.Args() // evalsha sha numkeys key... arg...
-	n := int(toInt64(args[2]))
-	cmd := s.command(ctx, "eval", s.srcArg, args[3:3+n], args[3+n:])
-	_ = c.Process(ctx, cmd)
-	return cmd
-}
-
-// IsNoScript reports whether err is the server's NOSCRIPT reply.
-func IsNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
-}
-
-func toInt64(v any) int64 {
-	switch n := v.(type) {
-	case int:
-		return int64(n)
-	case int64:
-		return n
-	}
-	return 0
-}
+// Boxed returns the digest and the source as command arguments (of
+// EVALSHA and EVAL), boxed once.
+func (s *Script) Boxed() (sha, src any) { return s.shaArg, s.srcArg }
 
 // The election's scripts (see election_proclaim.lua).
 var (

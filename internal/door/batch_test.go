@@ -1,4 +1,4 @@
-package batch
+package door_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/internal/door"
+	"github.com/relock-go/relock/internal/door/goredis"
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/scripts"
@@ -22,6 +24,8 @@ var srv *redistest.Server
 func TestMain(m *testing.M) {
 	os.Exit(redistest.Main(m, func(s *redistest.Server) func() { srv = s; return nil }))
 }
+
+// The tests of the batcher (they were internal/batch's).
 
 // pipelines counts the pipelines carrying script calls, and can hold them
 // after they ran.
@@ -55,14 +59,10 @@ func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-func setup(t *testing.T, p *pipelines, flushers ...int) (*Batcher, *redis.Client) {
+func setup(t *testing.T, p *pipelines) (*door.Door, *redis.Client) {
 	rdb := srv.Client()
 	rdb.AddHook(p)
-	cfg := Config{Client: rdb, Cleanup: 5 * time.Second}
-	if len(flushers) > 0 {
-		cfg.Flushers = flushers[0]
-	}
-	b := New(cfg)
+	b := door.New(door.Config{Driver: goredis.New(rdb), Cleanup: 5 * time.Second})
 	t.Cleanup(func() { b.Close(); _ = rdb.Close() })
 	return b, rdb
 }
@@ -126,19 +126,24 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 // cancelled after it was sent is undone before Do returns.
 func TestCancelledCalls(t *testing.T) {
 	p := &pipelines{hold: make(chan struct{}), ran: make(chan struct{}, 10)}
-	b, rdb := setup(t, p, 1)
-	b.inflight.Add(1) // another call in flight: every call queues
-	defer b.inflight.Add(-1)
+	b, rdb := setup(t, p)
+	defer b.Busy()() // another call in flight: every call queues
 
+	// One sent call per flusher, each held after it ran, so that the next
+	// call stays queued.
 	sentCtx, cancelSent := context.WithCancel(context.Background())
-	undo := &undoCount{rdb: rdb, key: "b:sent"}
-	result := make(chan error, 1)
-	go func() {
-		keys, args := lockArgs("b:sent", "o:1")
-		_, err := b.Do(sentCtx, scripts.Lock, keys, args, undo)
-		result <- err
-	}()
-	<-p.ran // the call ran on the server; its flusher is held
+	undos := make([]*undoCount, door.Flushers)
+	result := make(chan error, door.Flushers)
+	for i := range undos {
+		key := fmt.Sprintf("b:sent:%d", i)
+		undos[i] = &undoCount{rdb: rdb, key: key}
+		go func() {
+			keys, args := lockArgs(key, "o:1")
+			_, err := b.Do(sentCtx, scripts.Lock, keys, args, undos[i])
+			result <- err
+		}()
+		<-p.ran // the call ran on the server; its flusher is held
+	}
 
 	queuedCtx, cancelQueued := context.WithCancel(context.Background())
 	cancelQueued()
@@ -149,18 +154,26 @@ func TestCancelledCalls(t *testing.T) {
 
 	cancelSent()
 	close(p.hold)
-	if err := <-result; !errors.Is(err, context.Canceled) {
-		t.Fatalf("sent call: %v, want context.Canceled", err)
+	for range undos {
+		if err := <-result; !errors.Is(err, context.Canceled) {
+			t.Fatalf("sent call: %v, want context.Canceled", err)
+		}
 	}
-	if undo.n.Load() != 1 {
-		t.Fatalf("sent call undone %d times before Do returned, want 1", undo.n.Load())
+	for i, undo := range undos {
+		if undo.n.Load() != 1 {
+			t.Fatalf("sent call %d undone %d times before Do returned, want 1", i, undo.n.Load())
+		}
 	}
-	b.Close() // the flusher has finished with the queue
+	b.Close() // the flushers have finished with the queue
 	ctx := context.Background()
-	if n := rdb.Exists(ctx, "b:sent", "b:queued").Val(); n != 0 {
+	left := []string{"b:queued"}
+	for _, u := range undos {
+		left = append(left, u.key)
+	}
+	if n := rdb.Exists(ctx, left...).Val(); n != 0 {
 		t.Fatalf("%d keys left: a cancelled call stayed in effect", n)
 	}
-	if _, err := b.Do(ctx, scripts.Lock, keys, args, nil); !errors.Is(err, ErrStopped) {
+	if _, err := b.Do(ctx, scripts.Lock, keys, args, nil); !errors.Is(err, door.ErrStopped) {
 		t.Fatalf("Do after Close: %v, want ErrStopped", err)
 	}
 }
