@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/relock-go/relock/internal/batch"
+	"github.com/relock-go/relock/internal/door/goredis"
 	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/slots"
 	"github.com/relock-go/relock/internal/wait"
@@ -162,7 +163,7 @@ func (c *Client) setArgs(publish string) {
 func (c *Client) start() {
 	cfg := c.cfg
 	c.hub = notify.New(notify.Config{
-		Client:  c.rdb,
+		Client:  goredis.New(c.rdb),
 		Sharded: c.publish == "spublish",
 		Slot:    slots.Of,
 		Linger:  grantLinger,
