@@ -28,22 +28,22 @@ type PubSubDriver interface {
 //
 // A driver may make the connection again by itself after a failure (as
 // go-redis does); it then subscribes the connection's channels again, and
-// their confirmations arrive again as Subscribed events. This is how the
+// their confirmations arrive again as EventSubscribed. This is how the
 // caller learns that the connection was made again.
 type PubSub interface {
 	// Subscribe sends a subscription of channels. It does not wait for
-	// the server's confirmation, which arrives as a Subscribed event per
+	// the server's confirmation, which arrives as an EventSubscribed per
 	// channel; an error says that the command could not be sent.
 	Subscribe(ctx context.Context, channels ...string) error
 	// Unsubscribe sends the end of channels' subscriptions; the server's
-	// answer arrives as an Unsubscribed event per channel.
+	// answer arrives as an EventUnsubscribed per channel.
 	Unsubscribe(ctx context.Context, channels ...string) error
-	// Receive returns the next event, or a Silent one when nothing
+	// Receive returns the next event, or an EventSilent when nothing
 	// arrived within timeout. An error says that the connection failed:
 	// the driver makes it again at the next Receive, unless the error
 	// wraps ErrPubSubClosed.
 	Receive(ctx context.Context, timeout time.Duration) (Event, error)
-	// Ping asks the server for a sign of life: a Pong event follows, or
+	// Ping asks the server for a sign of life: an EventPong follows, or
 	// an error from Receive.
 	Ping(ctx context.Context) error
 	// Close closes the connection; a Receive under way returns.
@@ -60,27 +60,28 @@ type EventKind uint8
 
 // The kinds of Event.
 const (
-	// Message is a message published on Channel, with its Payload.
-	Message EventKind = iota + 1
-	// Subscribed is the server's confirmation of Channel's subscription.
-	Subscribed
-	// Unsubscribed is the end of Channel's subscription: the answer to an
-	// Unsubscribe, or the server's own, when a sharded channel's slot
-	// leaves the node (migrated, or failed over).
-	Unsubscribed
-	// Moved says that the server refused a sharded subscription because
-	// its slot is served elsewhere (MOVED or ASK).
-	Moved
-	// Pong is the answer to a Ping, or any other reply the caller has no
-	// use for: a sign of life.
-	Pong
-	// Silent says that nothing arrived within Receive's timeout.
-	Silent
+	// EventMessage is a message published on Channel, with its Payload.
+	EventMessage EventKind = iota + 1
+	// EventSubscribed is the server's confirmation of Channel's
+	// subscription.
+	EventSubscribed
+	// EventUnsubscribed is the end of Channel's subscription: the answer
+	// to an Unsubscribe, or the server's own, when a sharded channel's
+	// slot leaves the node (migrated, or failed over).
+	EventUnsubscribed
+	// EventMoved says that the server refused a sharded subscription
+	// because its slot is served elsewhere (MOVED or ASK).
+	EventMoved
+	// EventPong is the answer to a Ping, or any other reply the caller
+	// has no use for: a sign of life.
+	EventPong
+	// EventSilent says that nothing arrived within Receive's timeout.
+	EventSilent
 )
 
 // Event is one thing a pub/sub connection received.
 type Event struct {
 	Kind    EventKind
-	Channel string // for Message, Subscribed and Unsubscribed
-	Payload string // for Message
+	Channel string // of a message, a confirmation or an end
+	Payload string // of a message
 }

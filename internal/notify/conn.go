@@ -124,11 +124,11 @@ func (c *conn) subscribe(ch *chanState) {
 // watch arms ch's re-subscription timer, unless it is armed. A command
 // whose write fails may make the driver reconnect at once (go-redis does)
 // and re-subscribe the channels it knew before that command, not the one
-// it was sending;
-// a connection may also be replaced without its loop seeing an error. So
-// a subscription not confirmed within the delay is sent again, with the
-// delay doubling up to maxResend. SUBSCRIBE is idempotent: a duplicate
-// confirmation only wakes the channel's waiters to re-check. c.mu is held.
+// it was sending; a connection may also be replaced without its loop
+// seeing an error. So a subscription not confirmed within the delay is
+// sent again, with the delay doubling up to maxResend. SUBSCRIBE is
+// idempotent: a duplicate confirmation only wakes the channel's waiters
+// to re-check. c.mu is held.
 func (c *conn) watch(ch *chanState) {
 	if ch.retry != nil || c.stopped {
 		return
@@ -256,7 +256,7 @@ func (c *conn) loop(ps door.PubSub, done chan struct{}) {
 			return
 		}
 		switch {
-		case err == nil && (ev.Kind == door.Moved || c.ended(ev)):
+		case err == nil && (ev.Kind == door.EventMoved || c.ended(ev)):
 			// The slot left the node: go where it is now. The map may
 			// still be old for a moment; a new MOVED brings us back here.
 			c.hub.cfg.Client.SlotMoved(ctx)
@@ -267,10 +267,10 @@ func (c *conn) loop(ps door.PubSub, done chan struct{}) {
 				return
 			}
 			pinged = false
-		case err == nil && ev.Kind == door.Silent && !pinged:
+		case err == nil && ev.Kind == door.EventSilent && !pinged:
 			pinged = true
 			_ = ps.Ping(ctx)
-		case err == nil && ev.Kind == door.Silent:
+		case err == nil && ev.Kind == door.EventSilent:
 			// No answer to a ping: the connection is half-open.
 			if ps, done = c.replace(ps, done); ps == nil {
 				return
@@ -294,20 +294,20 @@ func (c *conn) loop(ps door.PubSub, done chan struct{}) {
 		default:
 			backoff, pinged = 0, false
 			switch ev.Kind {
-			case door.Subscribed:
+			case door.EventSubscribed:
 				c.confirmed(ev.Channel)
-			case door.Message:
+			case door.EventMessage:
 				c.deliver(ev.Channel, ev.Payload)
 			}
 		}
 	}
 }
 
-// ended reports whether msg is the server's end of a sharded subscription
+// ended reports whether ev is the server's end of a sharded subscription
 // the hub did not ask to end: Redis 7 sends sunsubscribe to the
 // subscribers of a slot that leaves the node (migrated, or failed over).
 func (c *conn) ended(ev door.Event) bool {
-	if ev.Kind != door.Unsubscribed || !c.hub.cfg.Sharded {
+	if ev.Kind != door.EventUnsubscribed || !c.hub.cfg.Sharded {
 		return false
 	}
 	c.mu.Lock()

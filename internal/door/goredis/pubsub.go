@@ -59,34 +59,34 @@ func (p *pubSub) Receive(ctx context.Context, timeout time.Duration) (door.Event
 	switch {
 	case err == nil:
 	case receiveTimedOut(err):
-		return door.Event{Kind: door.Silent}, nil
+		return door.Event{Kind: door.EventSilent}, nil
 	case subscriptionMoved(err):
-		return door.Event{Kind: door.Moved}, nil
+		return door.Event{Kind: door.EventMoved}, nil
 	default:
 		return door.Event{}, err
 	}
 	switch m := msg.(type) {
 	case *redis.Message:
-		return door.Event{Kind: door.Message, Channel: m.Channel, Payload: m.Payload}, nil
+		return door.Event{Kind: door.EventMessage, Channel: m.Channel, Payload: m.Payload}, nil
 	case *redis.Subscription:
 		switch m.Kind {
 		case "subscribe", "ssubscribe":
-			return door.Event{Kind: door.Subscribed, Channel: m.Channel}, nil
+			return door.Event{Kind: door.EventSubscribed, Channel: m.Channel}, nil
 		case "unsubscribe", "sunsubscribe":
-			return door.Event{Kind: door.Unsubscribed, Channel: m.Channel}, nil
+			return door.Event{Kind: door.EventUnsubscribed, Channel: m.Channel}, nil
 		}
 	}
-	return door.Event{Kind: door.Pong}, nil
+	return door.Event{Kind: door.EventPong}, nil
 }
 
-// receiveTimedOut reports whether err is a receive that found nothing in time.
+// receiveTimedOut reports whether err says that nothing arrived in time.
 func receiveTimedOut(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// subscriptionMoved reports whether err is a cluster's answer that a channel's slot
-// is served elsewhere (or on its way there).
+// subscriptionMoved reports whether err is a cluster's answer that a
+// channel's slot is served elsewhere (or on its way there).
 func subscriptionMoved(err error) bool {
 	var re redis.Error
 	if !errors.As(err, &re) {

@@ -19,7 +19,7 @@ func receive(t *testing.T, ps door.PubSub) door.Event {
 	if err != nil {
 		t.Fatalf("receive: %v", err)
 	}
-	if ev.Kind == door.Silent {
+	if ev.Kind == door.EventSilent {
 		t.Fatal("nothing received")
 	}
 	return ev
@@ -48,25 +48,25 @@ func TestPubSub(t *testing.T) {
 	ctx := context.Background()
 	ps := New(rdb).OpenPubSub(ctx, false, "ps:a")
 	defer ps.Close()
-	expect(t, ps, door.Event{Kind: door.Subscribed, Channel: "ps:a"})
+	expect(t, ps, door.Event{Kind: door.EventSubscribed, Channel: "ps:a"})
 	must(t, rdb.Publish(ctx, "ps:a", "0").Err())
-	expect(t, ps, door.Event{Kind: door.Message, Channel: "ps:a", Payload: "0"})
+	expect(t, ps, door.Event{Kind: door.EventMessage, Channel: "ps:a", Payload: "0"})
 
 	must(t, ps.Subscribe(ctx, "ps:b"))
-	expect(t, ps, door.Event{Kind: door.Subscribed, Channel: "ps:b"})
+	expect(t, ps, door.Event{Kind: door.EventSubscribed, Channel: "ps:b"})
 	must(t, ps.Ping(ctx))
-	expect(t, ps, door.Event{Kind: door.Pong})
+	expect(t, ps, door.Event{Kind: door.EventPong})
 	must(t, ps.Unsubscribe(ctx, "ps:a"))
-	expect(t, ps, door.Event{Kind: door.Unsubscribed, Channel: "ps:a"})
+	expect(t, ps, door.Event{Kind: door.EventUnsubscribed, Channel: "ps:a"})
 	// A message on the channel left is not delivered: the next one is
 	// the message published after it on the other channel.
 	must(t, rdb.Publish(ctx, "ps:a", "1").Err())
 	must(t, rdb.Publish(ctx, "ps:b", "2").Err())
-	expect(t, ps, door.Event{Kind: door.Message, Channel: "ps:b", Payload: "2"})
+	expect(t, ps, door.Event{Kind: door.EventMessage, Channel: "ps:b", Payload: "2"})
 
 	ev, err := ps.Receive(ctx, time.Millisecond)
-	if err != nil || ev.Kind != door.Silent {
-		t.Fatalf("receive with nothing sent: %+v, %v; want a Silent event", ev, err)
+	if err != nil || ev.Kind != door.EventSilent {
+		t.Fatalf("receive with nothing sent: %+v, %v; want EventSilent", ev, err)
 	}
 }
 
@@ -85,7 +85,7 @@ func TestPubSubReconnects(t *testing.T) {
 		got := map[string]bool{}
 		for range 2 {
 			ev := receive(t, ps)
-			if ev.Kind != door.Subscribed {
+			if ev.Kind != door.EventSubscribed {
 				t.Fatalf("received %+v, want a confirmation", ev)
 			}
 			got[ev.Channel] = true
@@ -106,7 +106,7 @@ func TestPubSubReconnects(t *testing.T) {
 		t.Fatalf("confirmed again %v, want rc:a and rc:b", got)
 	}
 	must(t, rdb.Publish(ctx, "rc:b", "0").Err())
-	expect(t, ps, door.Event{Kind: door.Message, Channel: "rc:b", Payload: "0"})
+	expect(t, ps, door.Event{Kind: door.EventMessage, Channel: "rc:b", Payload: "0"})
 }
 
 // TestPubSubClose: Close ends a Receive under way.
@@ -115,7 +115,7 @@ func TestPubSubClose(t *testing.T) {
 	defer rdb.Close()
 	ctx := context.Background()
 	ps := New(rdb).OpenPubSub(ctx, false, "cl:a")
-	expect(t, ps, door.Event{Kind: door.Subscribed, Channel: "cl:a"})
+	expect(t, ps, door.Event{Kind: door.EventSubscribed, Channel: "cl:a"})
 	got := make(chan error, 1)
 	go func() {
 		_, err := ps.Receive(ctx, time.Minute)
@@ -147,9 +147,9 @@ func TestPubSubShardedSlotMove(t *testing.T) {
 	slot := slots.Of(channel)
 	ps := d.OpenPubSub(ctx, true, channel)
 	defer ps.Close()
-	expect(t, ps, door.Event{Kind: door.Subscribed, Channel: channel})
+	expect(t, ps, door.Event{Kind: door.EventSubscribed, Channel: channel})
 	must(t, rdb.SPublish(ctx, channel, "0").Err())
-	expect(t, ps, door.Event{Kind: door.Message, Channel: channel, Payload: "0"})
+	expect(t, ps, door.Event{Kind: door.EventMessage, Channel: channel, Payload: "0"})
 
 	from, err := c.MasterForSlot(ctx, slot)
 	must(t, err)
@@ -161,9 +161,9 @@ func TestPubSubShardedSlotMove(t *testing.T) {
 		}
 	}
 	must(t, c.MigrateSlot(ctx, slot, to))
-	expect(t, ps, door.Event{Kind: door.Unsubscribed, Channel: channel})
+	expect(t, ps, door.Event{Kind: door.EventUnsubscribed, Channel: channel})
 	must(t, ps.Subscribe(ctx, channel))
-	expect(t, ps, door.Event{Kind: door.Moved})
+	expect(t, ps, door.Event{Kind: door.EventMoved})
 	must(t, ps.Close())
 
 	d.SlotMoved(ctx)
@@ -174,9 +174,9 @@ func TestPubSubShardedSlotMove(t *testing.T) {
 	for moved == nil {
 		next := d.OpenPubSub(ctx, true, channel)
 		switch ev := receive(t, next); ev.Kind {
-		case door.Subscribed:
+		case door.EventSubscribed:
 			moved = next
-		case door.Moved:
+		case door.EventMoved:
 			_ = next.Close()
 			if time.Now().After(deadline) {
 				t.Fatal("the subscription still goes to the slot's old master")
@@ -184,7 +184,7 @@ func TestPubSubShardedSlotMove(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		default:
 			_ = next.Close()
-			t.Fatalf("received %+v, want a confirmation or Moved", ev)
+			t.Fatalf("received %+v, want a confirmation or EventMoved", ev)
 		}
 	}
 	defer moved.Close()
@@ -196,5 +196,5 @@ func TestPubSubShardedSlotMove(t *testing.T) {
 		t.Fatalf("the slot's new master counts %d subscribers of the channel, want 1", n[channel])
 	}
 	must(t, rdb.SPublish(ctx, channel, "1").Err())
-	expect(t, moved, door.Event{Kind: door.Message, Channel: channel, Payload: "1"})
+	expect(t, moved, door.Event{Kind: door.EventMessage, Channel: channel, Payload: "1"})
 }
