@@ -9,18 +9,28 @@ import (
 // PubSubDriver is the pub/sub side of a driver: it opens the connections
 // on which the library listens for releases.
 type PubSubDriver interface {
-	// OpenPubSub opens a pub/sub connection and subscribes channels on it
-	// (there may be none yet). A sharded connection subscribes with
-	// SSUBSCRIBE, on the master that serves the channels' slot (all of
-	// them in one slot); a plain one with SUBSCRIBE. Failures to connect
-	// come later, from Receive.
-	OpenPubSub(ctx context.Context, sharded bool, channels ...string) PubSub
+	// OpenPubSub opens a pub/sub connection of the kind given and
+	// subscribes channels on it (there may be none yet). Failures to
+	// connect come later, from Receive.
+	OpenPubSub(ctx context.Context, kind PubSubKind, channels ...string) PubSub
 	// SlotMoved tells the driver that a sharded channel's slot is served
 	// elsewhere now (the server ended the subscription, or answered it
 	// with MOVED), so that its view of the cluster is read again before
 	// the next OpenPubSub goes to the slot's master.
 	SlotMoved(ctx context.Context)
 }
+
+// PubSubKind tells how a pub/sub connection subscribes.
+type PubSubKind uint8
+
+// The kinds of pub/sub connection.
+const (
+	// PubSubPlain subscribes with SUBSCRIBE.
+	PubSubPlain PubSubKind = iota
+	// PubSubSharded subscribes with SSUBSCRIBE, on the master that serves
+	// the channels' slot (all of them in one slot).
+	PubSubSharded
+)
 
 // PubSub is one pub/sub connection. Subscribe, Unsubscribe, Ping and
 // Close may be called while a Receive is under way, by another

@@ -20,9 +20,9 @@ type onceDriver struct {
 	opened atomic.Int32
 }
 
-func (d *onceDriver) OpenPubSub(ctx context.Context, sharded bool, channels ...string) door.PubSub {
+func (d *onceDriver) OpenPubSub(ctx context.Context, kind door.PubSubKind, channels ...string) door.PubSub {
 	d.opened.Add(1)
-	return &oncePubSub{PubSub: d.PubSubDriver.OpenPubSub(ctx, sharded, channels...)}
+	return &oncePubSub{PubSub: d.PubSubDriver.OpenPubSub(ctx, kind, channels...)}
 }
 
 type oncePubSub struct {

@@ -110,7 +110,7 @@ func (c *conn) subscribe(ch *chanState) {
 	c.watch(ch)
 	ctx := c.hub.ctx
 	if c.ps == nil {
-		c.ps = c.hub.cfg.Client.OpenPubSub(ctx, c.hub.cfg.Sharded, ch.name)
+		c.ps = c.hub.cfg.Client.OpenPubSub(ctx, c.hub.kind, ch.name)
 		c.done = make(chan struct{})
 		c.hub.wg.Add(1)
 		go c.loop(c.ps, c.done)
@@ -346,7 +346,7 @@ func (c *conn) replace(old door.PubSub, done chan struct{}) (door.PubSub, chan s
 		names = append(names, name)
 	}
 	c.markBroken()
-	c.ps = c.hub.cfg.Client.OpenPubSub(c.hub.ctx, c.hub.cfg.Sharded, names...)
+	c.ps = c.hub.cfg.Client.OpenPubSub(c.hub.ctx, c.hub.kind, names...)
 	for _, name := range names {
 		c.pending[name]++
 	}

@@ -61,6 +61,7 @@ type Config struct {
 // It is safe for concurrent use.
 type Hub struct {
 	cfg    Config
+	kind   door.PubSubKind // of its connections: from Config.Sharded
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -82,8 +83,12 @@ func New(cfg Config) *Hub {
 		base := time.Now()
 		cfg.Now = func() int64 { return int64(time.Since(base)) }
 	}
+	kind := door.PubSubPlain
+	if cfg.Sharded {
+		kind = door.PubSubSharded
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Hub{cfg: cfg, ctx: ctx, cancel: cancel, conns: make(map[int]*conn)}
+	return &Hub{cfg: cfg, kind: kind, ctx: ctx, cancel: cancel, conns: make(map[int]*conn)}
 }
 
 // ErrClosed is returned by Subscribe on a closed Hub.

@@ -15,8 +15,8 @@ import (
 // OpenPubSub opens a go-redis pub/sub connection subscribed to channels.
 // go-redis makes a failed connection again by itself at the next
 // Receive, subscribing its channels again.
-func (d *Driver) OpenPubSub(ctx context.Context, sharded bool, channels ...string) door.PubSub {
-	if sharded {
+func (d *Driver) OpenPubSub(ctx context.Context, kind door.PubSubKind, channels ...string) door.PubSub {
+	if kind == door.PubSubSharded {
 		return &pubSub{ps: d.c.SSubscribe(ctx, channels...), sharded: true}
 	}
 	return &pubSub{ps: d.c.Subscribe(ctx, channels...)}

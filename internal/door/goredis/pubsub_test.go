@@ -46,7 +46,7 @@ func TestPubSub(t *testing.T) {
 	rdb := srv.Client()
 	defer rdb.Close()
 	ctx := context.Background()
-	ps := New(rdb).OpenPubSub(ctx, false, "ps:a")
+	ps := New(rdb).OpenPubSub(ctx, door.PubSubPlain, "ps:a")
 	defer ps.Close()
 	expect(t, ps, door.Event{Kind: door.EventSubscribed, Channel: "ps:a"})
 	must(t, rdb.Publish(ctx, "ps:a", "0").Err())
@@ -79,7 +79,7 @@ func TestPubSubReconnects(t *testing.T) {
 	rdb := s.Client()
 	defer rdb.Close()
 	ctx := context.Background()
-	ps := New(rdb).OpenPubSub(ctx, false, "rc:a", "rc:b")
+	ps := New(rdb).OpenPubSub(ctx, door.PubSubPlain, "rc:a", "rc:b")
 	defer ps.Close()
 	confirmed := func() map[string]bool {
 		got := map[string]bool{}
@@ -114,7 +114,7 @@ func TestPubSubClose(t *testing.T) {
 	rdb := srv.Client()
 	defer rdb.Close()
 	ctx := context.Background()
-	ps := New(rdb).OpenPubSub(ctx, false, "cl:a")
+	ps := New(rdb).OpenPubSub(ctx, door.PubSubPlain, "cl:a")
 	expect(t, ps, door.Event{Kind: door.EventSubscribed, Channel: "cl:a"})
 	got := make(chan error, 1)
 	go func() {
@@ -145,7 +145,7 @@ func TestPubSubShardedSlotMove(t *testing.T) {
 	d := New(rdb)
 	const channel = "ps:{slot-move}"
 	slot := slots.Of(channel)
-	ps := d.OpenPubSub(ctx, true, channel)
+	ps := d.OpenPubSub(ctx, door.PubSubSharded, channel)
 	defer ps.Close()
 	expect(t, ps, door.Event{Kind: door.EventSubscribed, Channel: channel})
 	must(t, rdb.SPublish(ctx, channel, "0").Err())
@@ -172,7 +172,7 @@ func TestPubSubShardedSlotMove(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	var moved door.PubSub
 	for moved == nil {
-		next := d.OpenPubSub(ctx, true, channel)
+		next := d.OpenPubSub(ctx, door.PubSubSharded, channel)
 		switch ev := receive(t, next); ev.Kind {
 		case door.EventSubscribed:
 			moved = next
