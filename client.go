@@ -26,8 +26,7 @@ import (
 // primitives it makes are cheap handles. A Client is safe for concurrent
 // use. Its zero value is not usable: call New.
 type Client struct {
-	rdb     redis.UniversalClient // for the pub/sub hub; every other call goes through door
-	door    *door.Door
+	door    *door.Door // every call to Redis, pub/sub included
 	cluster bool
 	publish string // "publish", or "spublish" on a cluster with sharded pub/sub
 	numsub  string // "numsub" or "shardnumsub", to match publish
@@ -89,7 +88,6 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		rdb:     rdb,
 		publish: "publish",
 		id:      newUUID(),
 		started: time.Now(),
@@ -164,7 +162,7 @@ func (c *Client) setArgs(publish string) {
 func (c *Client) start() {
 	cfg := c.cfg
 	c.hub = notify.New(notify.Config{
-		Client:  c.rdb,
+		Client:  c.door.Driver(),
 		Sharded: c.publish == "spublish",
 		Slot:    slots.Of,
 		Linger:  grantLinger,

@@ -55,6 +55,8 @@ type Driver interface {
 	// ReadTimeout is the longest the client waits for a reply, 0 for no
 	// bound of its own.
 	ReadTimeout() time.Duration
+	// PubSubDriver opens the pub/sub connections (pubsub.go).
+	PubSubDriver
 }
 
 // Node is one server, to which commands go in order on one connection.

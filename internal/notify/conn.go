@@ -1,13 +1,11 @@
 package notify
 
 import (
-	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/relock-go/relock/internal/door"
 )
 
 // conn is one pub/sub connection and the channels it carries.
@@ -17,7 +15,7 @@ type conn struct {
 	refs int // guarded by hub.mu
 
 	mu      sync.Mutex
-	ps      *redis.PubSub
+	ps      door.PubSub
 	chans   map[string]*chanState
 	pending map[string]int // subscribe commands sent and not yet confirmed
 	leaving map[string]int // unsubscribe commands sent and not yet answered
@@ -112,30 +110,25 @@ func (c *conn) subscribe(ch *chanState) {
 	c.watch(ch)
 	ctx := c.hub.ctx
 	if c.ps == nil {
-		c.ps = c.newPubSub(ctx, ch.name)
+		c.ps = c.hub.cfg.Client.OpenPubSub(ctx, c.hub.kind, ch.name)
 		c.done = make(chan struct{})
 		c.hub.wg.Add(1)
 		go c.loop(c.ps, c.done)
 		return
 	}
-	var err error
-	if c.hub.cfg.Sharded {
-		err = c.ps.SSubscribe(ctx, ch.name)
-	} else {
-		err = c.ps.Subscribe(ctx, ch.name)
-	}
-	if err != nil {
+	if err := c.ps.Subscribe(ctx, ch.name); err != nil {
 		c.hub.cfg.Logger.Debug("relock: subscribe failed", "channel", ch.name, "err", err)
 	}
 }
 
 // watch arms ch's re-subscription timer, unless it is armed. A command
-// whose write fails makes go-redis reconnect at once and re-subscribe
-// the channels it knew before that command, not the one it was sending;
-// a connection may also be replaced without its loop seeing an error. So
-// a subscription not confirmed within the delay is sent again, with the
-// delay doubling up to maxResend. SUBSCRIBE is idempotent: a duplicate
-// confirmation only wakes the channel's waiters to re-check. c.mu is held.
+// whose write fails may make the driver reconnect at once (go-redis does)
+// and re-subscribe the channels it knew before that command, not the one
+// it was sending; a connection may also be replaced without its loop
+// seeing an error. So a subscription not confirmed within the delay is
+// sent again, with the delay doubling up to maxResend. SUBSCRIBE is
+// idempotent: a duplicate confirmation only wakes the channel's waiters
+// to re-check. c.mu is held.
 func (c *conn) watch(ch *chanState) {
 	if ch.retry != nil || c.stopped {
 		return
@@ -180,13 +173,6 @@ func (c *conn) resend(ch *chanState, gen uint64) {
 	c.subscribe(ch)
 }
 
-func (c *conn) newPubSub(ctx context.Context, channels ...string) *redis.PubSub {
-	if c.hub.cfg.Sharded {
-		return c.hub.cfg.Client.SSubscribe(ctx, channels...)
-	}
-	return c.hub.cfg.Client.Subscribe(ctx, channels...)
-}
-
 // remove unregisters w. It reports whether w's channel now lingers with
 // w's reference on c (see linger).
 func (c *conn) remove(w *Waiter) bool {
@@ -222,14 +208,10 @@ func (c *conn) drop(ch *chanState) {
 	if c.ps == nil || c.stopped {
 		return
 	}
-	var err error
 	if c.hub.cfg.Sharded {
 		c.leaving[ch.name]++
-		err = c.ps.SUnsubscribe(c.hub.ctx, ch.name)
-	} else {
-		err = c.ps.Unsubscribe(c.hub.ctx, ch.name)
 	}
-	if err != nil {
+	if err := c.ps.Unsubscribe(c.hub.ctx, ch.name); err != nil {
 		c.hub.cfg.Logger.Debug("relock: unsubscribe failed", "channel", ch.name, "err", err)
 	}
 }
@@ -252,101 +234,95 @@ func (c *conn) close() {
 }
 
 // loop receives from ps until the connection is closed or replaced.
-func (c *conn) loop(ps *redis.PubSub, done chan struct{}) {
+func (c *conn) loop(ps door.PubSub, done chan struct{}) {
 	defer c.hub.wg.Done()
 	defer close(done)
 	ctx := c.hub.ctx
 	health := c.hub.cfg.Health
 	pinged := false
 	backoff := time.Duration(0)
+	pause := func() bool {
+		backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
+		select {
+		case <-time.After(backoff):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, health)
+		ev, err := ps.Receive(ctx, health)
 		if c.isStopped(ps) || ctx.Err() != nil {
 			return
 		}
-		if isMoved(err) || c.ended(msg) {
+		switch {
+		case err == nil && (ev.Kind == door.EventMoved || c.ended(ev)):
 			// The slot left the node: go where it is now. The map may
 			// still be old for a moment; a new MOVED brings us back here.
-			c.hub.reloadSlots(ctx)
-			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
+			c.hub.cfg.Client.SlotMoved(ctx)
+			if !pause() {
 				return
 			}
 			if ps, done = c.replace(ps, done); ps == nil {
 				return
 			}
 			pinged = false
-			continue
-		}
-		if err != nil {
-			if isTimeout(err) && !pinged {
-				pinged = true
-				_ = ps.Ping(ctx)
-				continue
-			}
-			if isTimeout(err) {
-				// No answer to a ping: the connection is half-open.
-				if ps, done = c.replace(ps, done); ps == nil {
-					return
-				}
-				pinged = false
-				continue
-			}
-			c.broken()
-			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
+		case err == nil && ev.Kind == door.EventSilent && !pinged:
+			pinged = true
+			_ = ps.Ping(ctx)
+		case err == nil && ev.Kind == door.EventSilent:
+			// No answer to a ping: the connection is half-open.
+			if ps, done = c.replace(ps, done); ps == nil {
 				return
 			}
-			continue
-		}
-		backoff, pinged = 0, false
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
-				c.confirmed(m.Channel)
+			pinged = false
+		case errors.Is(err, door.ErrPubSubClosed):
+			// The driver does not make this connection again: the hub does.
+			if !pause() {
+				return
 			}
-		case *redis.Message:
-			c.deliver(m.Channel, m.Payload)
+			if ps, done = c.replace(ps, done); ps == nil {
+				return
+			}
+			pinged = false
+		case err != nil:
+			// The driver makes the connection again at the next Receive.
+			c.broken()
+			if !pause() {
+				return
+			}
+		default:
+			backoff, pinged = 0, false
+			switch ev.Kind {
+			case door.EventSubscribed:
+				c.confirmed(ev.Channel)
+			case door.EventMessage:
+				c.deliver(ev.Channel, ev.Payload)
+			}
 		}
 	}
 }
 
-// ended reports whether msg is the server's end of a sharded subscription
+// ended reports whether ev is the server's end of a sharded subscription
 // the hub did not ask to end: Redis 7 sends sunsubscribe to the
 // subscribers of a slot that leaves the node (migrated, or failed over).
-func (c *conn) ended(msg any) bool {
-	m, ok := msg.(*redis.Subscription)
-	if !ok || m.Kind != "sunsubscribe" {
+func (c *conn) ended(ev door.Event) bool {
+	if ev.Kind != door.EventUnsubscribed || !c.hub.cfg.Sharded {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.leaving[m.Channel] > 0 {
-		c.leaving[m.Channel]--
-		if c.leaving[m.Channel] == 0 {
-			delete(c.leaving, m.Channel)
+	if c.leaving[ev.Channel] > 0 {
+		c.leaving[ev.Channel]--
+		if c.leaving[ev.Channel] == 0 {
+			delete(c.leaving, ev.Channel)
 		}
 		return false
 	}
-	return c.chans[m.Channel] != nil
+	return c.chans[ev.Channel] != nil
 }
 
-// isMoved reports whether err is a cluster's answer that the channel's
-// slot is served elsewhere (or on its way there).
-func isMoved(err error) bool {
-	var re redis.Error
-	if err == nil || !errors.As(err, &re) {
-		return false
-	}
-	msg := err.Error()
-	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
-}
-
-func (c *conn) isStopped(ps *redis.PubSub) bool {
+func (c *conn) isStopped(ps door.PubSub) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stopped || c.ps != ps
@@ -358,7 +334,7 @@ func (c *conn) isStopped(ps *redis.PubSub) bool {
 // A connection closed meanwhile (close has run, or runs) gets no new one:
 // replace returns nil, and the loop ends, so that close, which waits for
 // the loop, does not wait for a new connection's receive to time out.
-func (c *conn) replace(old *redis.PubSub, done chan struct{}) (*redis.PubSub, chan struct{}) {
+func (c *conn) replace(old door.PubSub, done chan struct{}) (door.PubSub, chan struct{}) {
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
@@ -370,7 +346,7 @@ func (c *conn) replace(old *redis.PubSub, done chan struct{}) (*redis.PubSub, ch
 		names = append(names, name)
 	}
 	c.markBroken()
-	c.ps = c.newPubSub(c.hub.ctx, names...)
+	c.ps = c.hub.cfg.Client.OpenPubSub(c.hub.ctx, c.hub.kind, names...)
 	for _, name := range names {
 		c.pending[name]++
 	}
@@ -405,7 +381,7 @@ func (c *conn) markBroken() {
 // Its waiters re-check when they see it ready.
 //
 // A confirmation of a channel that was ready before comes from a
-// re-subscription: go-redis's after a reconnect, or the hub's own resend.
+// re-subscription: the driver's after a reconnect, or the hub's own resend.
 // A message may have been missed while the channel was not subscribed,
 // so every waiter of the channel re-checks at once, and the hub's client
 // hears of it (Config.Reconnected). This does not depend on the pending
@@ -424,7 +400,7 @@ func (c *conn) confirmed(channel string) {
 		return
 	}
 	// Any confirmation may follow a break the loop did not see (a
-	// connection go-redis replaced): the channel counts as in force from
+	// connection the driver made again): the channel counts as in force from
 	// its last one.
 	ch.since = c.hub.cfg.Now()
 	select {

@@ -12,11 +12,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/relock-go/relock/internal/door"
 )
 
 // Policy tells how many local waiters a message wakes: a positive number,
@@ -28,8 +27,9 @@ func WakeOne(string) int { return 1 }
 
 // Config sets up a Hub.
 type Config struct {
-	// Client is the user's Redis client; the hub never closes it.
-	Client redis.UniversalClient
+	// Client opens the hub's pub/sub connections (the door's driver of the
+	// user's Redis client, which the hub never closes).
+	Client door.PubSubDriver
 	// Sharded selects SSUBSCRIBE with one connection per cluster slot
 	// (a connection re-subscribes all its channels in one command, which a
 	// cluster accepts only for channels of one slot). Otherwise one
@@ -45,8 +45,8 @@ type Config struct {
 	// unsubscribed at once).
 	Linger func(channel string) time.Duration
 	// Reconnected, if set, is called when a channel that was in force is
-	// confirmed again: its connection was made again (go-redis's reconnect,
-	// or the hub's own), so the server may have restarted or failed over
+	// confirmed again: its connection was made again (the driver's
+	// reconnect, or the hub's own), so the server may have restarted or failed over
 	// meanwhile, and the holders of locks are worth checking now, as the
 	// waiters are woken to. It may be called once per channel of the
 	// connection, and must not block.
@@ -61,6 +61,7 @@ type Config struct {
 // It is safe for concurrent use.
 type Hub struct {
 	cfg    Config
+	kind   door.PubSubKind // of its connections: from Config.Sharded
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -82,8 +83,12 @@ func New(cfg Config) *Hub {
 		base := time.Now()
 		cfg.Now = func() int64 { return int64(time.Since(base)) }
 	}
+	kind := door.PubSubPlain
+	if cfg.Sharded {
+		kind = door.PubSubSharded
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Hub{cfg: cfg, ctx: ctx, cancel: cancel, conns: make(map[int]*conn)}
+	return &Hub{cfg: cfg, kind: kind, ctx: ctx, cancel: cancel, conns: make(map[int]*conn)}
 }
 
 // ErrClosed is returned by Subscribe on a closed Hub.
@@ -130,14 +135,6 @@ func (h *Hub) subscribe(channel string, policy Policy, keep bool) (*Waiter, erro
 		h.release(c) // the reference the channel kept while it lingered
 	}
 	return w, nil
-}
-
-// reloadSlots asks a cluster client to read the slot map again, after a
-// sharded channel's slot was found to have moved.
-func (h *Hub) reloadSlots(ctx context.Context) {
-	if cc, ok := h.cfg.Client.(*redis.ClusterClient); ok {
-		cc.ReloadState(ctx)
-	}
 }
 
 // lingerOf returns how long channel lingers without waiters.
@@ -296,9 +293,4 @@ func (w *Waiter) notify() bool {
 	default:
 		return false
 	}
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/internal/door/goredis"
 	"github.com/relock-go/relock/internal/redistest"
 )
 
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 
 func newHub(t *testing.T) (*Hub, *redis.Client) {
 	rdb := srv.Client()
-	h := New(Config{Client: rdb})
+	h := New(Config{Client: goredis.New(rdb)})
 	t.Cleanup(func() { h.Close(); _ = rdb.Close() })
 	return h, rdb
 }
@@ -196,7 +197,7 @@ func TestSubscribeOnBrokenConnection(t *testing.T) {
 			return &breakingConn{Conn: c, arm: &arm}, nil
 		},
 	})
-	h := New(Config{Client: rdb})
+	h := New(Config{Client: goredis.New(rdb)})
 	t.Cleanup(func() { h.Close(); _ = rdb.Close() })
 
 	a := subscribe(t, h, "c7", WakeOne)
@@ -256,7 +257,7 @@ func TestOutageWakesReadyWaiters(t *testing.T) {
 	s := redistest.Standalone(t)
 	resent := &signalHandler{msg: "subscribing again", got: make(chan struct{}, 1)}
 	rdb := s.Client()
-	h := New(Config{Client: rdb, Logger: slog.New(resent)})
+	h := New(Config{Client: goredis.New(rdb), Logger: slog.New(resent)})
 	t.Cleanup(func() { h.Close(); _ = rdb.Close() })
 	w := subscribe(t, h, "c9", WakeOne)
 	defer w.Close()
@@ -286,7 +287,7 @@ func TestLinger(t *testing.T) {
 	rdb := srv.Client()
 	defer rdb.Close()
 	ctx := context.Background()
-	h := New(Config{Client: rdb, Linger: func(ch string) time.Duration {
+	h := New(Config{Client: goredis.New(rdb), Linger: func(ch string) time.Duration {
 		if strings.HasPrefix(ch, "linger:") {
 			return time.Hour // until the test ends it by closing the hub
 		}
@@ -338,7 +339,7 @@ func TestLingerRunsOut(t *testing.T) {
 	rdb := srv.Client()
 	defer rdb.Close()
 	ctx := context.Background()
-	h := New(Config{Client: rdb, Linger: func(string) time.Duration { return 20 * time.Millisecond }})
+	h := New(Config{Client: goredis.New(rdb), Linger: func(string) time.Duration { return 20 * time.Millisecond }})
 	defer h.Close()
 	w := subscribe(t, h, "linger:b", nil)
 	w.Close()
@@ -357,7 +358,7 @@ func TestConfirmedBefore(t *testing.T) {
 	rdb := srv.Client()
 	defer rdb.Close()
 	var now atomic.Int64
-	h := New(Config{Client: rdb, Now: now.Load})
+	h := New(Config{Client: goredis.New(rdb), Now: now.Load})
 	defer h.Close()
 
 	now.Store(10)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/relock-go/relock/internal/door/goredis"
 )
 
 // TestKeeper: a keeper keeps its channel subscribed and gets its messages
@@ -14,7 +16,7 @@ func TestKeeper(t *testing.T) {
 	rdb := srv.Client()
 	called := make(chan struct{}, 16)
 	heard := make(chan string, 16)
-	h := New(Config{Client: rdb, Reconnected: func() {
+	h := New(Config{Client: goredis.New(rdb), Reconnected: func() {
 		select {
 		case called <- struct{}{}:
 		default:

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relock-go/relock/internal/door/goredis"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/slots"
 )
@@ -18,7 +19,7 @@ import (
 func TestSlotMoveResubscribes(t *testing.T) {
 	c := redistest.NewCluster(t, 3, 1)
 	rdb := c.Client()
-	h := New(Config{Client: rdb, Sharded: true, Slot: slots.Of, Health: time.Second})
+	h := New(Config{Client: goredis.New(rdb), Sharded: true, Slot: slots.Of, Health: time.Second})
 	t.Cleanup(func() { h.Close(); _ = rdb.Close() })
 	ctx := context.Background()
 	const channel = "moved:{slot-move-test}"

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/relock-go/relock/internal/door/goredis"
 )
 
 // TestReconnectedIsCalled: a connection made again calls
@@ -11,7 +13,7 @@ import (
 func TestReconnectedIsCalled(t *testing.T) {
 	rdb := srv.Client()
 	called := make(chan struct{}, 16)
-	h := New(Config{Client: rdb, Reconnected: func() {
+	h := New(Config{Client: goredis.New(rdb), Reconnected: func() {
 		select {
 		case called <- struct{}{}:
 		default:
