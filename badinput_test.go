@@ -285,7 +285,8 @@ func TestBadOptions(t *testing.T) {
 	}
 }
 
-// TestUnsupportedClient: New refuses a *redis.Ring and a nil client.
+// TestUnsupportedClient: New refuses a *redis.Ring and a nil client,
+// NewWithDriver a nil driver.
 func TestUnsupportedClient(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": testkit.Standalone.Addr}})
 	defer ring.Close()
@@ -294,6 +295,9 @@ func TestUnsupportedClient(t *testing.T) {
 	}
 	if _, err := relock.New(nil); !errors.Is(err, relock.ErrUnsupportedClient) {
 		t.Errorf("New(nil): %v, want ErrUnsupportedClient", err)
+	}
+	if _, err := relock.NewWithDriver(nil); !errors.Is(err, relock.ErrUnsupportedClient) || !errors.Is(err, relock.ErrInvalidOption) {
+		t.Errorf("NewWithDriver(nil): %v, want ErrUnsupportedClient and ErrInvalidOption", err)
 	}
 }
 

@@ -83,7 +83,27 @@ type Client struct {
 // nil rdb, or a nil pointer of any client type, fails with an error
 // matching ErrInvalidOption (and ErrUnsupportedClient).
 func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
-	cfg, err := newConfig(rdb, opts)
+	if isNil(rdb) {
+		// Nil matches both: no client is an invalid argument and no client
+		// relock can lock on.
+		return nil, fmt.Errorf("%w: %w: nil redis client %T", ErrInvalidOption, ErrUnsupportedClient, rdb)
+	}
+	if _, ok := rdb.(*redis.Ring); ok {
+		return nil, fmt.Errorf("%w: *redis.Ring shards keys without failover; use a *redis.Client or *redis.ClusterClient", ErrUnsupportedClient)
+	}
+	return NewWithDriver(goredis.New(rdb), opts...)
+}
+
+// NewWithDriver is New for a Redis client library other than go-redis,
+// behind the driver that one of relock's adapter modules makes of it
+// (relock/valkeygo for valkey-go, relock/rueidis for rueidis): their New
+// calls it. Everything New says of the server holds. A nil d fails with
+// an error matching ErrInvalidOption and ErrUnsupportedClient.
+func NewWithDriver(d door.Driver, opts ...Option) (*Client, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%w: %w: nil driver", ErrInvalidOption, ErrUnsupportedClient)
+	}
+	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -97,9 +117,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.info = c.identity()
-	c.door = door.New(door.Config{Driver: goredis.New(rdb), Cleanup: cfg.cleanup, Stopped: ErrClosed})
+	c.door = door.New(door.Config{Driver: d, Cleanup: cfg.cleanup, Stopped: ErrClosed})
 	c.cluster = c.door.Driver().Cluster()
-	// Replica sync's settings are checked against rdb's before New writes
+	// Replica sync's settings are checked against the client's before New writes
 	// anything: an invalid option leaves no trace on the server.
 	if c.rsync, err = newSyncer(c); err != nil {
 		c.cancel()
@@ -119,16 +139,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// newConfig checks rdb and applies opts over the defaults.
-func newConfig(rdb redis.UniversalClient, opts []Option) (config, error) {
-	if isNil(rdb) {
-		// Nil matches both: no client is an invalid argument and no client
-		// relock can lock on.
-		return config{}, fmt.Errorf("%w: %w: nil redis client %T", ErrInvalidOption, ErrUnsupportedClient, rdb)
-	}
-	if _, ok := rdb.(*redis.Ring); ok {
-		return config{}, fmt.Errorf("%w: *redis.Ring shards keys without failover; use a *redis.Client or *redis.ClusterClient", ErrUnsupportedClient)
-	}
+// newConfig applies opts over the defaults.
+func newConfig(opts []Option) (config, error) {
 	cfg := config{watchdog: DefaultWatchdogTimeout, cleanup: 2 * time.Second}
 	if err := applyOptions(&cfg, opts); err != nil {
 		return config{}, err
