@@ -96,7 +96,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 
 // NewWithDriver is New for a Redis client library other than go-redis,
 // behind the driver that one of relock's adapter modules makes of it
-// (relock/valkeygo for valkey-go, relock/rueidis for rueidis): their New
+// (relockvalkey for valkey-go, relockrueidis for rueidis): their New
 // calls it. Everything New says of the server holds. A nil d fails with
 // an error matching ErrInvalidOption and ErrUnsupportedClient.
 func NewWithDriver(d door.Driver, opts ...Option) (*Client, error) {
