@@ -47,15 +47,13 @@ func load(name string) *Script {
 // Named returns the script loaded from the file name + ".lua", or nil.
 func Named(name string) *Script { return byName[name] }
 
-// The scripts. Each file's header names its KEYS, ARGV and return values.
+// The Client's own scripts. Each file's header names its KEYS, ARGV and
+// return values; the primitives' scripts are in the files named for them
+// (lock.go, rw.go, fair.go, synchronizers.go, election.go), each with the
+// request and reply types of its calls.
 var (
-	Lock        = loadWith("lock", "clock", "fence", "queue", "lockhash")
-	Unlock      = loadWith("unlock", "clock", "fence", "queue")
-	Abandon     = load("abandon")
-	Renew       = load("renew")
-	ForceUnlock = loadWith("forceunlock", "clock", "queue", "fence", "lockhash")
-	Announce    = load("announce")
-	Start       = load("start")
+	Announce = load("announce")
+	Start    = load("start")
 )
 
 // loadWith loads a script with the declarations of the library files

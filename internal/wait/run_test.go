@@ -52,8 +52,8 @@ func TestRunTakesBlocks(t *testing.T) {
 	}
 	take(t, r, 14, true) // 3 left of 8
 	take(t, r, 15, false)
-	r.Answer(14, true, false, true, 100)
-	r.Answer(15, false, false, true, 0) // keeps the block queued
+	r.Answer(14, true, wait.Answer{Permit: true, Block: 100})
+	r.Answer(15, false, wait.Answer{Permit: true}) // keeps the block queued
 	take(t, r, 16, false)               // the current block first
 	take(t, r, 17, false)
 	take(t, r, 100, false) // then the queued one, in full
@@ -117,7 +117,7 @@ func TestRunPermission(t *testing.T) {
 			}
 			wantReady(t, r, tc.ready, "before the answers")
 			for _, a := range tc.answers {
-				r.Answer(a.token, a.asked, a.stop, a.permit, a.block)
+				r.Answer(a.token, a.asked, wait.Answer{Stop: a.stop, Permit: a.permit, Block: a.block})
 				wantReady(t, r, a.ready, fmt.Sprintf("after the answer %+v", a))
 			}
 		})
@@ -231,7 +231,7 @@ func TestRunSettled(t *testing.T) {
 	for tok := uint64(1); tok < n; tok++ {
 		go func() {
 			defer func() { answered <- struct{}{} }()
-			r.Answer(tok, false, false, true, 0)
+			r.Answer(tok, false, wait.Answer{Permit: true})
 		}()
 	}
 	for range n - 1 {
@@ -294,7 +294,7 @@ func TestRunPassAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		if r.Ready() {
 			tok, ask := r.Take()
-			r.Answer(tok, ask, false, true, 0)
+			r.Answer(tok, ask, wait.Answer{Permit: true})
 		}
 	})
 	if allocs != 0 {

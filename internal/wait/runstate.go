@@ -106,25 +106,37 @@ func (r *Run) done() {
 	}
 }
 
-// Answer records the answer to the switch of a Mutex's run that passed
-// token, which asked for a block if asked: whether passing on may go on
-// (stop: no, whatever else), and the first token of a block it reserved
-// (0: none). Answers to older switches than the newest answered say
-// nothing about permission.
-func (r *Run) Answer(token uint64, asked, stop, permit bool, block uint64) {
+// Answer is what the answer to a switch of a Mutex's run says of the
+// run: whether passing on must stop (whatever else), else whether it may
+// go on (Permit), and the first token of a block reserved for it (Block,
+// 0: none).
+type Answer struct {
+	Stop   bool
+	Permit bool
+	Block  uint64
+}
+
+// StopPassing is the Answer that ends passing on: the switch failed, or
+// found the run broken.
+var StopPassing = Answer{Stop: true}
+
+// Answer records a, the answer to the switch of a Mutex's run that passed
+// token, which asked for a block if asked. Answers to older switches than
+// the newest answered say nothing about permission.
+func (r *Run) Answer(token uint64, asked bool, a Answer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if asked {
 		r.asking = false
 	}
 	switch {
-	case stop:
+	case a.Stop:
 		r.permit, r.answered = false, ^uint64(0)
 	case token >= r.answered:
-		r.answered, r.permit = token, permit
+		r.answered, r.permit = token, a.Permit
 	}
-	if block != 0 && permit {
-		r.queued = block
+	if a.Block != 0 && a.Permit {
+		r.queued = a.Block
 	}
 	r.done()
 }
