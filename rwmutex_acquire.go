@@ -23,7 +23,7 @@ type rwAcquire struct {
 	req    scripts.RWLockRequest
 	kind   scripts.Kind // its kind of waiter, once it queues; NoQueue if it never does
 	member string       // its place in the queue of waiters, once it queues
-	joined int64  // when the first attempt that may have queued it was sent
+	joined int64        // when the first attempt that may have queued it was sent
 	// named is a one-shot writer's member as a release of its Client that
 	// claims its waiter names it to the script (rw_queue.lua), while it
 	// may be claimed: its member in the queue, or the one it would have.

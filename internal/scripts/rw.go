@@ -25,8 +25,8 @@ type Queued uint8
 
 // Whether an earlier attempt may have queued the call.
 const (
-	NotQueued Queued = iota // "0"
-	MayBeQueued             // "1"
+	NotQueued   Queued = iota // "0"
+	MayBeQueued               // "1"
 	// MayBeQueuedUnheard: it may be queued as a one-shot writer that
 	// does not listen ("o"), whose place its member that listens ("O")
 	// takes. "2"

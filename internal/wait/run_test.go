@@ -54,7 +54,7 @@ func TestRunTakesBlocks(t *testing.T) {
 	take(t, r, 15, false)
 	r.Answer(14, true, wait.Answer{Permit: true, Block: 100})
 	r.Answer(15, false, wait.Answer{Permit: true}) // keeps the block queued
-	take(t, r, 16, false)               // the current block first
+	take(t, r, 16, false)                          // the current block first
 	take(t, r, 17, false)
 	take(t, r, 100, false) // then the queued one, in full
 	for tok := uint64(101); tok <= 103; tok++ {
