@@ -46,8 +46,8 @@ func (c *Client) checkScripts(publish string) error {
 	// The same script makes the Client known (identity.go), only when
 	// the user may publish; the watchdog's rounds keep it so.
 	channels, patterns := c.publishChannels()
-	keys, args := c.announceArgs()
-	start := scripts.Start.QueueSource(ctx, pipe, keys, append(append([]any{publish, len(channels)}, channels...), args...)...)
+	keys, args := scripts.StartRequest{Publish: publish, Channels: channels, Announce: c.announceRequest()}.Build()
+	start := scripts.Start.QueueSource(ctx, pipe, keys, args...)
 	_ = batch.Exec(ctx, pipe)
 	var denied, unknown []string
 	var first error

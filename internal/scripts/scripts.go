@@ -47,14 +47,10 @@ func load(name string) *Script {
 // Named returns the script loaded from the file name + ".lua", or nil.
 func Named(name string) *Script { return byName[name] }
 
-// The Client's own scripts. Each file's header names its KEYS, ARGV and
-// return values; the primitives' scripts are in the files named for them
-// (lock.go, rw.go, fair.go, synchronizers.go, election.go), each with the
-// request and reply types of its calls.
-var (
-	Announce = load("announce")
-	Start    = load("start")
-)
+// The scripts are declared in the files named for what they serve
+// (lock.go, rw.go, fair.go, synchronizers.go, election.go, renew.go,
+// client.go), each with the request type that builds its KEYS and ARGV
+// and the reply type it decodes into.
 
 // loadWith loads a script with the declarations of the library files
 // libs that it uses inserted after its header, in order, so that its
@@ -301,10 +297,3 @@ func toInt64(v any) int64 {
 	}
 	return 0
 }
-
-// The election's scripts (see election_proclaim.lua).
-var (
-	ElectionProclaim = loadWith("election_proclaim", "clock")
-	ElectionResign   = loadWith("election_resign", "clock")
-	ElectionRead     = load("election_read")
-)

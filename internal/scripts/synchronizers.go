@@ -187,3 +187,139 @@ func (r PermitUpdateLeaseRequest) Build() (keys, args []any) {
 // Updated reads the reply of permit_updatelease.lua: whether the permit
 // was held.
 func Updated(r int64) bool { return r == 1 }
+
+// The Semaphore's and the CountDownLatch's calls apply once per request
+// marker (request.lua): their KEYS are the count, the call's marker and
+// the markers of answered requests to delete, which the Client's request
+// bookkeeping makes. Their requests build the ARGV.
+
+// SemAcquireRequest is a call of sem_acquire.lua: take N permits. Its
+// reply is 1 when they were taken (see Taken).
+type SemAcquireRequest struct {
+	N         int
+	MarkerTTL any // the request marker's lifetime in ms
+}
+
+// Args returns the request's ARGV.
+func (r SemAcquireRequest) Args() []any { return []any{r.N, r.MarkerTTL} }
+
+// Taken reads sem_acquire.lua's reply: whether the permits were taken.
+func Taken(r int64) bool { return r == 1 }
+
+// SemUndoRequest is a call of sem_undo.lua: undo an acquisition whose
+// reply was lost.
+type SemUndoRequest struct {
+	Permits   string // the permits' key
+	Marker    string // the acquisition's request marker
+	N         int
+	Publish   any // "publish" or "spublish"
+	MarkerTTL any
+	Channel   any // told the new number available
+}
+
+// Build returns the request's KEYS and ARGV.
+func (r SemUndoRequest) Build() (keys, args []any) {
+	return boxKeys(r.Permits, r.Marker), []any{r.N, r.Publish, r.MarkerTTL, r.Channel}
+}
+
+// SemReleaseRequest is a call of sem_release.lua: give N permits (take
+// them away for a negative N), handing Hand of them to the releasing
+// Client's own waiting calls when no one else listens.
+type SemReleaseRequest struct {
+	N         int
+	Publish   any // "publish" or "spublish"
+	MarkerTTL any
+	Channel   any // told the new number available
+	// Hand is k, 0 < k <= N, the permits handed to the releasing Client's
+	// calls; 0 for none. Numsub, "numsub" or "shardnumsub", goes with it.
+	Hand   int
+	Numsub any
+	// Held says the call is a permit semaphore's: its held permits are
+	// among the KEYS, before the markers.
+	Held bool
+}
+
+// Args returns the request's ARGV.
+func (r SemReleaseRequest) Args() []any {
+	switch {
+	case r.Held:
+		return []any{r.N, r.Publish, r.MarkerTTL, r.Channel, argEmpty, argEmpty, argOne}
+	case r.Hand > 0:
+		return []any{r.N, r.Publish, r.MarkerTTL, r.Channel, r.Hand, r.Numsub}
+	}
+	return []any{r.N, r.Publish, r.MarkerTTL, r.Channel}
+}
+
+// SemReleaseReply is sem_release.lua's answer.
+type SemReleaseReply struct {
+	Available int64 // the permits available after the call
+	Handed    bool  // the Hand permits were handed, left out of Available
+}
+
+// SemReleaseReplyOf decodes sem_release.lua's reply to a request that
+// handed (2 available + 1 when handed) or did not.
+func SemReleaseReplyOf(r int64, hand bool) SemReleaseReply {
+	if !hand {
+		return SemReleaseReply{Available: r}
+	}
+	return SemReleaseReply{Available: r >> 1, Handed: r&1 == 1}
+}
+
+// TrySetRequest is a call of sem_trysetpermits.lua or
+// latch_trysetcount.lua (tryset.lua): set the count to N if it is not
+// set. Its reply is 1 when it set it (see Set).
+type TrySetRequest struct {
+	N         int
+	Publish   any // "publish" or "spublish"
+	MarkerTTL any
+	Channel   any // told the count set
+	// Held says the call is a permit semaphore's: its held permits are
+	// among the KEYS, and checked too.
+	Held bool
+}
+
+// Args returns the request's ARGV.
+func (r TrySetRequest) Args() []any {
+	if r.Held {
+		return []any{r.N, r.Publish, r.MarkerTTL, r.Channel, argOne}
+	}
+	return []any{r.N, r.Publish, r.MarkerTTL, r.Channel}
+}
+
+// Set reads tryset.lua's reply: whether the count was set.
+func Set(r int64) bool { return r == 1 }
+
+// SemDrainRequest is a call of sem_drain.lua: take every available
+// permit. Its reply is the number taken.
+type SemDrainRequest struct {
+	MarkerTTL any
+}
+
+// Args returns the request's ARGV.
+func (r SemDrainRequest) Args() []any { return []any{r.MarkerTTL} }
+
+// LatchCountDownRequest is a call of latch_countdown.lua: count a latch
+// down by one.
+type LatchCountDownRequest struct {
+	Publish   any // "publish" or "spublish"
+	MarkerTTL any
+	Channel   any // told "0" when the count reaches zero
+}
+
+// Args returns the request's ARGV.
+func (r LatchCountDownRequest) Args() []any { return []any{r.Publish, r.MarkerTTL, r.Channel} }
+
+// LatchCountDownReply is latch_countdown.lua's answer.
+type LatchCountDownReply struct {
+	NotSet bool  // the latch was not set: nothing changed
+	Left   int64 // the count left (0: this call opened the latch)
+}
+
+// LatchCountDownReplyOf decodes latch_countdown.lua's reply: the count
+// left, or -1 when the latch was not set.
+func LatchCountDownReplyOf(r int64) LatchCountDownReply {
+	if r < 0 {
+		return LatchCountDownReply{NotSet: true}
+	}
+	return LatchCountDownReply{Left: r}
+}
