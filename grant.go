@@ -204,10 +204,9 @@ func (c *Client) confirmGrant(e *watchdog.Entry, cfg lockConfig, g *grant) {
 
 // passGranted passes next, the hold a release sent at sent had Redis grant
 // to w, a waiter of this Client it claimed, to w's call, with the
-// watchdog's group group: a reply -(2t + 1) (reserved) also reserved the
-// tokens after t for passing the lock on in process, and starts the
-// Client's run of the waiters under name. A call that had gone meanwhile
-// has next released.
+// watchdog's group group: a release that also reserved the tokens after
+// next's (scripts.UnlockReply.Reserved) starts the Client's run of the
+// waiters under name. A call that had gone meanwhile has next released.
 func (c *Client) passGranted(next *Lease, w *waiter, reserved bool, group int, name string, sent int64) {
 	if reserved {
 		next.run = wait.NewRun(next.token+1, runBlock)

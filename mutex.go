@@ -99,7 +99,7 @@ type acquire struct {
 }
 
 // queueMember returns the call's member of the queue of waiters
-// (Client.queueMember), "" when it does not wait.
+// (scripts.Member), "" when it does not wait.
 func (a *acquire) queueMember() string {
 	if a.waits && a.member == "" {
 		a.member = scripts.Member(a.cfg.lease, a.req.Kind, a.owner)

@@ -114,7 +114,7 @@ func (rw *RWMutex) newAcquire(lc lockCall, write, wait bool) *rwAcquire {
 		a.req.ReaderHold = layout.ReaderHold(rw.name, a.owner, 1)
 	}
 	// Calls queue where a release may grant to them: not with replica
-	// sync (see unlockArgs), not when they spin. A writer's attempts
+	// sync (see unlockRequest), not when they spin. A writer's attempts
 	// queue it from the first, as one that does not listen on the
 	// release channel; a reader joins once it listens (see join).
 	if wait && a.cfg.spin == nil && !rw.c.rsync.mayWait() {
