@@ -54,8 +54,7 @@ const fairMaxCandidates = 16
 // releasePassing runs fair_unlock.lua with ws as candidates and passes the lock to
 // the one it passed to, if any.
 func (m *FairMutex) releasePassing(ctx context.Context, req *scripts.FairUnlockRequest, ws []*waiter) (releaseResult, error) {
-	var buf [fairMaxCandidates]scripts.Candidate
-	req.Candidates = buf[:0]
+	req.Candidates = make([]scripts.Candidate, 0, len(ws))
 	for _, w := range ws {
 		req.Candidates = append(req.Candidates, scripts.Candidate{Owner: w.Owner, Lease: heldFor(w).lease})
 	}

@@ -42,8 +42,8 @@ func (m *Mutex) leaveQueue(a *acquire) {
 // unlockRequest returns a call of unlock.lua releasing a hold of owner,
 // with marker, its release marker, for a reentrant hold (else ""), and w,
 // a waiter of this Client to grant the lock to, if any.
-func (m *Mutex) unlockRequest(owner any, marker string, w *waiter) *scripts.UnlockRequest {
-	req := &scripts.UnlockRequest{Keys: m.keys, Owner: owner, Publish: m.c.argPublish, Grants: m.argGrants, Channel: m.argChannel,
+func (m *Mutex) unlockRequest(owner any, marker string, w *waiter) scripts.UnlockRequest {
+	req := scripts.UnlockRequest{Keys: m.keys, Owner: owner, Publish: m.c.argPublish, Grants: m.argGrants, Channel: m.argChannel,
 		// A grant to another Client would return before replicas
 		// acknowledge it.
 		GrantOthers: !m.c.rsync.mayWait(),
@@ -143,9 +143,11 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (releaseResult, error) {
 	}
 	var one [1]*waiter
 	if ws := m.c.local.Claim(m.name, one[:], nil); len(ws) == 1 {
-		return m.releasePassing(ctx, m.unlockRequest(l.arg(), marker, ws[0]), ws[0])
+		req := m.unlockRequest(l.arg(), marker, ws[0])
+		return m.releasePassing(ctx, &req, ws[0])
 	}
-	keys, args := m.unlockRequest(l.arg(), marker, nil).Build()
+	req := m.unlockRequest(l.arg(), marker, nil)
+	keys, args := req.Build()
 	r, err := m.c.batch.Do(ctx, scripts.Unlock, keys, args, nil)
 	return releasedBy(scripts.UnlockReplyOf(r)), err
 }

@@ -14,9 +14,9 @@ import (
 // waiter; the end of a write lock may let every waiting reader in, so "1"
 // wakes them all. Without replica sync a release that frees the lock
 // grants it to the first waiting writer (rw_queue.lua).
-func (rw *RWMutex) unlockRequest(write bool, field any, marker string) *scripts.RWUnlockRequest {
+func (rw *RWMutex) unlockRequest(write bool, field any, marker string) scripts.RWUnlockRequest {
 	c := rw.c
-	return &scripts.RWUnlockRequest{Keys: rw.unlockKeys, Write: write, Field: field, Marker: marker, MarkerTTL: c.argMarkerTTL,
+	return scripts.RWUnlockRequest{Keys: rw.unlockKeys, Write: write, Field: field, Marker: marker, MarkerTTL: c.argMarkerTTL,
 		Channel: rw.argChannel, Publish: c.argPublish, Holds: rw.holds, Numsub: c.argNumsub, ClientID: c.argID,
 		Grants: rw.argGrants, GrantTTL: argGrantTTL,
 		Grant: !c.rsync.mayWait()} // a grant would return before replicas acknowledge it

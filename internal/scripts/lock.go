@@ -148,17 +148,12 @@ type UnlockRequest struct {
 	PassToken uint64
 	Reserve   bool
 	Since     any
-
-	keys []any
-	args [13]any
 }
 
 // Build returns the request's KEYS and ARGV, leaving out the trailing
 // arguments that are "" or "0": a plain release needs none of them, and
-// each costs the server. The slices are the request's own.
+// each costs the server.
 func (r *UnlockRequest) Build() (keys, args []any) {
-	r.keys = r.Keys.with(r.Marker)
-	a := append(r.args[:0], r.Owner, r.Publish, r.Keys.fencing(), r.Grants, argFlag(r.GrantOthers), r.Channel)
 	tail := [7]any{argFlag(r.Listening), argOrEmpty(r.Preferred), argOrEmpty(r.Leaving), argEmpty, argZero, argEmpty, argEmpty}
 	if r.PassToken != 0 {
 		tail[3], tail[4], tail[6] = int64(r.PassToken), argFlag(r.Reserve), r.Since
@@ -170,7 +165,9 @@ func (r *UnlockRequest) Build() (keys, args []any) {
 	for n > 0 && (tail[n-1] == argEmpty || tail[n-1] == argZero) {
 		n--
 	}
-	return r.keys, append(a, tail[:n]...)
+	args = make([]any, 0, 6+n)
+	args = append(args, r.Owner, r.Publish, r.Keys.fencing(), r.Grants, argFlag(r.GrantOthers), r.Channel)
+	return r.Keys.with(r.Marker), append(args, tail[:n]...)
 }
 
 // argOrEmpty boxes s, without an allocation when it is "".

@@ -56,10 +56,9 @@ type RWLockRequest struct {
 	QueueTTL   any // ms the queue outlives the holder's TTL, at least
 	Queued     Queued
 
-	keys    []any // Keys with the last key, made for last
-	last    string
-	fencing any // the write lock's fencing mode
-	args    [8]any
+	keys []any // Keys with the last key, made for last
+	last string
+	args [8]any
 }
 
 // Script returns the script the request calls.
@@ -124,8 +123,6 @@ type RWUnlockRequest struct {
 	// token. Reserve asks for the next block of tokens.
 	PassToken uint64
 	Reserve   bool
-
-	args [16]any
 }
 
 // Script returns the script the request calls.
@@ -136,8 +133,7 @@ func (r *RWUnlockRequest) Script() *Script {
 	return RWReadUnlock
 }
 
-// Build returns the request's KEYS and ARGV. The ARGV are the request's
-// own.
+// Build returns the request's KEYS and ARGV.
 func (r *RWUnlockRequest) Build() (keys, args []any) {
 	mode := argZero
 	switch {
@@ -146,7 +142,14 @@ func (r *RWUnlockRequest) Build() (keys, args []any) {
 	case r.Marker != "":
 		mode = argOne
 	}
-	a := append(r.args[:0], r.Field, r.Channel, r.Publish, mode, r.MarkerTTL, r.Holds,
+	n := 13
+	switch {
+	case r.PassToken != 0:
+		n += 3
+	case r.Writer != "":
+		n++
+	}
+	a := append(make([]any, 0, n), r.Field, r.Channel, r.Publish, mode, r.MarkerTTL, r.Holds,
 		r.Numsub, r.ClientID, r.Grants, r.GrantTTL, argOrEmpty(r.Leaving), argFlag(r.Grant), r.Keys.fencing())
 	switch {
 	case r.PassToken != 0:
