@@ -133,18 +133,18 @@ func (m *FairMutex) passNow(l *Lease, w *waiter, token uint64, ask bool) bool {
 		reply := scripts.FairPassReplyOf(r)
 		switch {
 		case err != nil:
-			run.AnswerHeads(token, ask, true, nil, 0)
+			run.AnswerHeads(token, ask, wait.Answer{Stop: true})
 			m.c.wd.Lose(next.entry, errUnconfirmed)
 		case reply.Switched == scripts.SwitchedOver:
 			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, heldFor(w).lease))
-			run.AnswerHeads(token, ask, false, reply.Heads, reply.First)
+			run.AnswerHeads(token, ask, wait.Answer{Heads: reply.Heads, Block: reply.First})
 		case reply.Switched == scripts.Overtaken && run.Ours(reply.Newer, token):
 			// A newer switch of the run came first: w has passed it on.
 			run.NoNews(token, ask)
 		default:
 			// The run was broken before this switch: w has nothing.
 			m.c.wd.Lose(next.entry, watchdog.ErrGone)
-			run.AnswerHeads(token, ask, true, nil, 0)
+			run.AnswerHeads(token, ask, wait.Answer{Stop: true})
 		}
 	})
 	return true

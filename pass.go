@@ -110,7 +110,7 @@ func (c *Client) passRun(l *Lease, w *waiter, field string, group int, name stri
 		reply := scripts.SwitchReplyOf(r)
 		switch {
 		case err != nil:
-			run.Answer(token, ask, wait.StopPassing)
+			run.Answer(token, ask, wait.Answer{Stop: true})
 			c.wd.Lose(next.entry, errUnconfirmed)
 		case reply.Switched == scripts.SwitchedOver: // w holds it
 			c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, heldFor(w).lease))
@@ -121,7 +121,7 @@ func (c *Client) passRun(l *Lease, w *waiter, field string, group int, name stri
 			// The run was broken before this switch (expired, deleted):
 			// w has nothing.
 			c.wd.Lose(next.entry, watchdog.ErrGone)
-			run.Answer(token, ask, wait.StopPassing)
+			run.Answer(token, ask, wait.Answer{Stop: true})
 		}
 	})
 	return true
