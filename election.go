@@ -50,7 +50,7 @@ type Election struct {
 	channel string
 	log     string // the log of leader records
 
-	keys []any // the lock and the log: KEYS of the election's scripts
+	keys *scripts.ElectionKeys // the lock and the log: KEYS of the election's scripts
 }
 
 // Election returns the Election of the given name. An invalid name is
@@ -72,7 +72,7 @@ func (c *Client) Election(name string) *Election {
 	}
 	e.log = layout.Companion(layout.ElectionLog, name)
 	e.channel = layout.Companion(layout.ElectionChannel, name)
-	e.keys = []any{e.mu.name, e.log}
+	e.keys = scripts.NewElectionKeys(e.mu.name, e.log)
 	return e
 }
 
@@ -236,30 +236,27 @@ type reading struct {
 // read reads the election's leader and up to n log entries after the
 // entry after (none when after is "").
 func (e *Election) read(ctx context.Context, after string, n int) (reading, error) {
-	v, err := e.c.door.Run(ctx, scripts.ElectionRead, e.keys, after, n).Slice()
+	keys, args := scripts.ElectionReadRequest{Keys: e.keys, After: after, Max: n}.Build()
+	v, err := e.c.door.Run(ctx, scripts.ElectionRead, keys, args...).Slice()
 	if err != nil {
 		return reading{}, opError(ctx, "read leader", e.name, err)
 	}
-	var r reading
-	if len(v) < 3 {
-		return r, fmt.Errorf("relock: read leader %q: unexpected reply %v", e.name, v)
+	got, err := scripts.ElectionReadingOf(v)
+	if err != nil {
+		return reading{}, fmt.Errorf("relock: read leader %q: %w", e.name, err)
 	}
-	if s, ok := v[0].(string); ok {
-		if r.leader, err = parseRecord(s); err != nil {
+	r := reading{ttl: got.TTL, last: got.Last}
+	if got.Record != "" {
+		if r.leader, err = parseRecord(got.Record); err != nil {
 			return r, err
 		}
 	}
-	ttl, _ := v[1].(int64)
-	r.ttl = time.Duration(ttl) * time.Millisecond
-	r.last, _ = v[2].(string)
-	for i := 3; i+1 < len(v); i += 2 {
-		id, _ := v[i].(string)
-		s, _ := v[i+1].(string)
-		l, err := parseRecord(s)
+	for _, entry := range got.Entries {
+		l, err := parseRecord(entry.Record)
 		if err != nil {
 			return r, err
 		}
-		r.ids = append(r.ids, id)
+		r.ids = append(r.ids, entry.ID)
 		r.entries = append(r.entries, l)
 	}
 	return r, nil
@@ -507,16 +504,13 @@ func (l *Leadership) proclaim(ctx context.Context, value string, first bool) (bo
 	if err != nil {
 		return false, err
 	}
-	flag := argZero
-	if first {
-		flag = argOne
-	}
-	v, err := c.write(ctx, writeCall{name: l.e.mu.name, script: scripts.ElectionProclaim, keys: l.e.keys,
-		args: []any{l.lease.field, string(body), flag, c.argPublish, c.argMarkerTTL, strconv.FormatUint(l.lease.token, 10), l.e.channel}, changed: isOne})
+	keys, args := scripts.ElectionProclaimRequest{Keys: l.e.keys, Holder: l.lease.field, Record: string(body), NewTerm: first,
+		Publish: c.argPublish, LogTTL: c.argMarkerTTL, Term: l.lease.token, Channel: l.e.channel}.Build()
+	v, err := c.write(ctx, writeCall{name: l.e.mu.name, script: scripts.ElectionProclaim, keys: keys, args: args, changed: isOne})
 	if err != nil {
-		return v == 1, l.e.told("proclaim", opError(ctx, "proclaim", l.e.name, err))
+		return scripts.Written(v), l.e.told("proclaim", opError(ctx, "proclaim", l.e.name, err))
 	}
-	return v == 1, nil
+	return scripts.Written(v), nil
 }
 
 // Resign ends the leadership: the record is withdrawn (observers see the
@@ -537,8 +531,9 @@ func (l *Leadership) Resign(ctx context.Context) error {
 	}
 	rctx, cancel := c.releaseContext(ctx)
 	defer cancel()
-	_, err := c.write(rctx, writeCall{name: l.e.mu.name, script: scripts.ElectionResign, keys: l.e.keys,
-		args: []any{l.lease.field, strconv.FormatUint(l.lease.token, 10), c.argPublish, c.argMarkerTTL, l.e.channel}, changed: isOne})
+	keys, args := scripts.ElectionResignRequest{Keys: l.e.keys, Holder: l.lease.field, Term: l.lease.token,
+		Publish: c.argPublish, LogTTL: c.argMarkerTTL, Channel: l.e.channel}.Build()
+	_, err := c.write(rctx, writeCall{name: l.e.mu.name, script: scripts.ElectionResign, keys: keys, args: args, changed: isOne})
 	if err != nil && !errors.Is(err, ErrUnconfirmed) {
 		// The record stays, and so does the lock, until it expires.
 		l.lease.mu.Lock()

@@ -62,7 +62,8 @@ func (m *FairMutex) acceptGrant(a *fairAcquire, g *grant) *Lease {
 func (m *FairMutex) wakeHead(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
 	defer cancel()
-	if err := m.c.door.Run(ctx, scripts.FairTell, m.queueKeys, m.argWaiters, m.c.publish, m.argGrantPrefix).Err(); err != nil {
+	keys, args := scripts.FairTellRequest{Keys: m.keys, Waiters: m.argWaiters, Publish: m.c.publish, GrantPrefix: m.argGrantPrefix}.Build()
+	if err := m.c.door.Run(ctx, scripts.FairTell, keys, args...).Err(); err != nil {
 		m.c.cfg.logger.Debug("relock: cannot wake the next fair waiter of a fixed lease", "name", m.name, "err", err)
 	}
 }
@@ -152,9 +153,9 @@ func (q *fairQueued) Confirmed(ctx context.Context) bool { return q.m.first(ctx,
 // two comes second finds nothing to free) or a pass whose reply was
 // lost left it. A reentrant owner is never granted the lock by a release.
 func (q *fairQueued) Leave() {
-	mode := fairLeaveOnly
+	mode := scripts.LeaveOnly
 	if !q.a.reentrant {
-		mode = fairUndoOneShot
+		mode = scripts.UndoOneShot
 	}
 	q.m.leave(q.a, mode)
 }

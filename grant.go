@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/wait"
 	"github.com/relock-go/relock/internal/watchdog"
 )
@@ -57,27 +58,18 @@ func grantLinger(channel string) time.Duration {
 	return 0
 }
 
-// queueMember is a waiting call's member in the queue of waiters:
-// "<lease ms>|<kind>|<owner>", kind "r" for a reentrant owner, "w" for a
-// one-shot owner of a Client with replica sync (granted by its own
-// Client's releases only), "o" for other one-shot owners.
-func queueMember(lease time.Duration, kind, owner string) string {
-	return strconv.FormatInt(lease.Milliseconds(), 10) + "|" + kind + "|" + owner
-}
-
-// The kinds of queue members, boxed once as script arguments.
-var argKindOneShot, argKindReentrant, argKindSynced any = "o", "r", "w"
-
-// waiterKind returns the kind of a queue member (see queueMember) as a
-// script argument.
-func (c *Client) waiterKind(reentrant bool) any {
+// waiterKind returns the kind of a waiting call's member in the queue of
+// waiters (scripts.Member): a reentrant owner's, a one-shot owner's of a
+// Client with replica sync (granted by its own Client's releases only),
+// or another one-shot owner's.
+func (c *Client) waiterKind(reentrant bool) scripts.Kind {
 	switch {
 	case reentrant:
-		return argKindReentrant
+		return scripts.Reentrant
 	case c.rsync.mayWait():
-		return argKindSynced
+		return scripts.Synced
 	}
-	return argKindOneShot
+	return scripts.OneShot
 }
 
 // grantChannel returns the channel on which grants to the Client's waiters
@@ -212,10 +204,9 @@ func (c *Client) confirmGrant(e *watchdog.Entry, cfg lockConfig, g *grant) {
 
 // passGranted passes next, the hold a release sent at sent had Redis grant
 // to w, a waiter of this Client it claimed, to w's call, with the
-// watchdog's group group: a reply -(2t + 1) (reserved) also reserved the
-// tokens after t for passing the lock on in process, and starts the
-// Client's run of the waiters under name. A call that had gone meanwhile
-// has next released.
+// watchdog's group group: a release that also reserved the tokens after
+// next's (scripts.UnlockReply.Reserved) starts the Client's run of the
+// waiters under name. A call that had gone meanwhile has next released.
 func (c *Client) passGranted(next *Lease, w *waiter, reserved bool, group int, name string, sent int64) {
 	if reserved {
 		next.run = wait.NewRun(next.token+1, runBlock)

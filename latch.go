@@ -75,11 +75,12 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err := l.check(ctx, "count down", 1); err != nil {
 		return err
 	}
-	v, err := l.writeOnce(ctx, "count down", scripts.LatchCountDown, nonNegative, l.c.argPublish, l.c.argMarkerTTL, l.channel)
+	req := scripts.LatchCountDownRequest{Publish: l.c.argPublish, MarkerTTL: l.c.argMarkerTTL, Channel: l.channel}
+	v, err := l.writeOnce(ctx, "count down", scripts.LatchCountDown, nonNegative, req.Args()...)
 	if err != nil {
 		return err
 	}
-	if v < 0 {
+	if scripts.LatchCountDownReplyOf(v).NotSet {
 		return fmt.Errorf("%w: %q", ErrLatchNotSet, l.name)
 	}
 	return nil

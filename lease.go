@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/wait"
 	"github.com/relock-go/relock/internal/watchdog"
 )
@@ -61,12 +62,40 @@ func (l *Lease) arg() any {
 
 // releaser is the primitive behind a Lease.
 type releaser interface {
-	// release removes one hold of owner and returns 0 if it held none,
-	// 1 if it still holds the lock, 2 if the lock is now free, and a
-	// negative number if it passed the lock on to a waiter.
-	release(ctx context.Context, l *Lease) (int64, error)
+	// release removes one hold of l's owner and says what it did.
+	release(ctx context.Context, l *Lease) (releaseResult, error)
 	// kind names the primitive in traces: "mutex", "fair", "rw".
 	kind() string
+}
+
+// releaseResult is what a release did with a hold.
+type releaseResult uint8
+
+// What a release did.
+const (
+	// notHeld: the owner held nothing (expired, deleted or never held).
+	notHeld releaseResult = iota
+	// stillHeld: one hold released; the lock is still held, by the
+	// owner's other holds or, for a read-write lock, by the other side.
+	stillHeld
+	// freed: the last hold released, and the lock is free.
+	freed
+	// passed: the last hold released, and the lock gone on to a waiter:
+	// granted in Redis, or passed on in process.
+	passed
+)
+
+// releasedBy is what a release script's reply says it did.
+func releasedBy(r scripts.UnlockReply) releaseResult {
+	switch r.Released {
+	case scripts.StillHeld:
+		return stillHeld
+	case scripts.Freed:
+		return freed
+	case scripts.GrantedOther, scripts.Granted:
+		return passed
+	}
+	return notHeld
 }
 
 // Name returns the name of the lock.
@@ -177,7 +206,7 @@ func (l *Lease) unlock(ctx context.Context) error {
 	l.released = true
 	l.unwatch()
 	l.c.wd.Changed(entry)
-	if res == 0 && !l.tried {
+	if res == notHeld && !l.tried {
 		l.finish(ErrLockLost, "unlock found the hold gone")
 		return ErrNotHeld
 	}

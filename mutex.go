@@ -23,20 +23,8 @@ type Mutex struct {
 
 	argGrants any // grants, boxed once
 
-	// KEYS of one-shot owners' calls of lock.lua and unlock.lua, which
-	// have no request marker: shared, never modified. A reentrant owner's
-	// call appends its marker.
-	keys []any
+	keys *scripts.LockKeys // the keys of lock.lua and unlock.lua
 }
-
-// Positions in the ARGV of lock.lua and unlock.lua (0-based).
-const (
-	lockArgJoined      = 5  // "1" once an attempt of the call may have queued it; left out before
-	unlockArgsFixed    = 6  // the arguments every release gives; the rest may be left out
-	unlockArgPassed    = 9  // the token of a hold passed on in process, and the reserve flag
-	unlockArgMarkerTTL = 11 // the release marker's lifetime, with a marker
-	unlockArgSince     = 12 // the start of a hold passed on in process, by the Client's clock
-)
 
 // Mutex returns the Mutex of the given name. An invalid name is reported
 // by every call on it with ErrInvalidName.
@@ -51,7 +39,7 @@ func (c *Client) Mutex(name string) *Mutex {
 	m.queue = layout.Companion(layout.LockQueue, name)
 	m.grants = c.grantChannel(name)
 	m.argGrants = m.grants
-	m.keys = withNamed(m.named, name, m.counter, m.queue)
+	m.keys = scripts.NewLockKeys(name, m.counter, m.queue, m.named)
 	return m
 }
 
@@ -88,22 +76,22 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := m.c.door.Run(ctx, scripts.ForceUnlock, []any{m.name, m.queue}, m.argChannel, m.c.publish, m.grants, m.c.id).Int64()
+	keys, args := scripts.ForceUnlockRequest{Lock: m.name, Queue: m.queue, Channel: m.argChannel,
+		Publish: m.c.publish, Grants: m.grants, ClientID: m.c.id}.Build()
+	n, err := m.c.door.Run(ctx, scripts.ForceUnlock, keys, args...).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", m.name, err)
 	}
-	m.c.forced(m.name, n == 1)
-	return n == 1, nil
+	m.c.forced(m.name, scripts.Deleted(n))
+	return scripts.Deleted(n), nil
 }
 
-// acquire is one lock call's fixed arguments, shared by its attempts.
+// acquire is one lock call, shared by its attempts.
 type acquire struct {
 	lockCall
-	keys   []any
-	args   []any
+	req    scripts.LockRequest // the call of lock.lua, which each attempt sends
 	m      *Mutex
 	waits  bool   // it queues as it finds the lock held
-	kind   any    // its kind of waiter (Client.waiterKind), fixed for all its attempts
 	member string // its place in the queue of waiters, once asked for
 	joined int64  // when the first attempt that may have queued it was sent
 	other  bool   // the holder its last attempt found is not a relock client
@@ -111,10 +99,10 @@ type acquire struct {
 }
 
 // queueMember returns the call's member of the queue of waiters
-// (Client.queueMember), "" when it does not wait.
+// (scripts.Member), "" when it does not wait.
 func (a *acquire) queueMember() string {
 	if a.waits && a.member == "" {
-		a.member = queueMember(a.cfg.lease, a.kind.(string), a.owner)
+		a.member = scripts.Member(a.cfg.lease, a.req.Kind, a.owner)
 	}
 	return a.member
 }
@@ -127,20 +115,14 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	if err != nil {
 		return nil, err
 	}
-	a := &acquire{lockCall: lc, m: m, kind: argEmpty}
+	a := &acquire{lockCall: lc, m: m}
+	a.req = scripts.LockRequest{Keys: m.keys, Lease: a.lease, Owner: a.owner, Now: m.c.nowArg()}
 	if wait && a.cfg.spin == nil {
 		a.waits = true
-		a.kind = m.c.waiterKind(a.reentrant)
+		a.req.Kind = m.c.waiterKind(a.reentrant)
 	}
-	a.keys = m.keys // one-shot owners need no request marker
-	// The last argument, the request marker's lifetime, goes with the
-	// marker only, and the one before it, whether the call may have
-	// queued, only after an attempt or before the lifetime.
-	a.args = []any{a.lease, a.owner, m.c.argFencing, a.kind, m.c.nowArg(), argZero, m.c.argMarkerTTL}
-	if a.reentrant {
-		a.keys = with(m.keys, requestMarker(m.name, a.owner))
-	} else {
-		a.args = a.args[:lockArgJoined]
+	if a.reentrant { // one-shot owners need no request marker
+		a.req.Marker, a.req.MarkerTTL = requestMarker(m.name, a.owner), m.c.argMarkerTTL
 	}
 
 	if a.waits && !a.reentrant && m.c.local.MayJoinRun(m.name, joinable) {
@@ -224,28 +206,28 @@ func lockPolicy(payload string) int {
 // an error. An attempt whose outcome is unknown is undone before returning,
 // and so is one too few replicas acknowledged (see Client.acquire).
 func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration, error) {
-	r, sent, err := m.c.acquire(ctx, m.name, scripts.Lock, a.keys, a.args, a, positive, nil)
+	keys, args := a.req.Build()
+	r, sent, err := m.c.acquire(ctx, m.name, scripts.Lock, keys, args, a, positive, nil)
 	if a.joined == 0 && a.waits {
 		a.joined = sent
-		a.args = a.args[:max(len(a.args), lockArgJoined+1)]
-		a.args[lockArgJoined] = argOne // later attempts leave the queue when they acquire
+		a.req.Joined = true // later attempts leave the queue when they acquire
 	}
 	if err != nil {
 		return nil, 0, opError(ctx, "lock", m.name, err)
 	}
-	if r < 0 {
-		v := -r - 1
-		a.other = v&1 == 1
-		return nil, time.Duration(v>>1-1) * time.Millisecond, nil
+	reply := scripts.LockReplyOf(r)
+	if reply.Held {
+		a.other = reply.Foreign
+		return nil, reply.TTL, nil
 	}
 	l := &Lease{
 		c:         m.c,
 		rel:       m,
 		name:      m.name,
 		field:     a.owner,
-		fieldArg:  a.args[1],
+		fieldArg:  a.req.Owner,
 		reentrant: a.reentrant,
-		token:     uint64(r),
+		token:     reply.Token,
 		end:       newEnding(),
 	}
 	m.c.watch(l, m.group, a.cfg.lease, a.cfg.fixed, sent)
@@ -255,15 +237,9 @@ func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration,
 
 // abandon undoes an acquisition whose reply was lost, if Redis applied it.
 func (m *Mutex) abandon(ctx context.Context, a *acquire) {
-	flag := argZero
-	if a.reentrant {
-		flag = argOne
-	}
-	keys := []any{m.name}
-	if a.reentrant {
-		keys = append(keys, a.keys[len(a.keys)-1]) // its request marker
-	}
-	if err := m.c.door.Run(ctx, scripts.Abandon, keys, a.owner, m.argChannel, m.c.publish, flag).Err(); err != nil {
+	keys, args := scripts.AbandonRequest{Lock: m.name, Marker: a.req.Marker, Owner: a.req.Owner,
+		Channel: m.argChannel, Publish: m.c.publish}.Build()
+	if err := m.c.door.Run(ctx, scripts.Abandon, keys, args...).Err(); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", m.name, "lease", a.cfg.lease, "err", err)
 	}

@@ -43,12 +43,9 @@ type RWMutex struct {
 	grants    string // the Client's grant channel for the lock's slot
 	argGrants any    // grants, boxed once
 
-	// KEYS of one-shot owners' calls, which have no marker: shared, never
-	// modified. lockKeys are the lock scripts', unlockKeys the release
-	// scripts', with the guard (rw_queue.lua). A reentrant owner's call
-	// appends its request or release marker, a one-shot reader's lock
-	// call the hold key it writes (rw_read_lock.lua).
-	lockKeys, unlockKeys []any
+	// The keys of the lock scripts, and of the release scripts, which
+	// have the guard (rw_queue.lua).
+	lockKeys, unlockKeys *scripts.LockKeys
 
 	r ReadLocker
 	w WriteLocker
@@ -69,8 +66,8 @@ func (c *Client) RWMutex(name string) *RWMutex {
 	rw.queue = layout.Companion(layout.RWQueue, name)
 	rw.grants = c.grantChannel(name)
 	rw.argGrants = rw.grants
-	rw.lockKeys = withNamed(rw.named, name, rw.counter, rw.queue)
-	rw.unlockKeys = withNamed(rw.named, name, rw.counter, rw.queue, rw.channel)
+	rw.lockKeys = scripts.NewLockKeys(name, rw.counter, rw.queue, rw.named)
+	rw.unlockKeys = scripts.NewRWUnlockKeys(name, rw.counter, rw.queue, rw.channel, rw.named)
 	return rw
 }
 
@@ -131,13 +128,14 @@ func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := rw.check(); err != nil {
 		return false, err
 	}
-	n, err := rw.c.door.Run(ctx, scripts.RWForceUnlock, []any{rw.name, rw.queue, rw.channel},
-		rw.argChannel, rw.c.publish, rw.holds, rw.grants, rw.c.id).Int64()
+	keys, args := scripts.RWForceUnlockRequest{Lock: rw.name, Queue: rw.queue, Guard: rw.channel, Channel: rw.argChannel,
+		Publish: rw.c.publish, Holds: rw.holds, Grants: rw.grants, ClientID: rw.c.id}.Build()
+	n, err := rw.c.door.Run(ctx, scripts.RWForceUnlock, keys, args...).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", rw.name, err)
 	}
-	rw.c.forced(rw.name, n == 1)
-	return n == 1, nil
+	rw.c.forced(rw.name, scripts.Deleted(n))
+	return scripts.Deleted(n), nil
 }
 
 // RLocker returns the read lock as a Locker, for Multi and helpers that

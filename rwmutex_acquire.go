@@ -11,39 +11,19 @@ import (
 	"github.com/relock-go/relock/internal/wait"
 )
 
-// argUndo selects the undo mode of the read-write unlock scripts.
-var argUndo any = "2"
-
-// argUnheard tells the lock scripts that the call may be queued as a
-// writer that does not listen ("o"), whose place its "O" takes
-// (rw_wait.lua).
-var argUnheard any = "2"
-
-// The kinds of queue member of a waiting reader, and of a one-shot writer
-// that listens on the release channel (rw_queue.lua); other writers take
-// a Mutex call's kinds ("o" one-shot, "r" reentrant).
-var argKindReader, argKindListening any = "R", "O"
-
-// The positions of an RWMutex acquisition's script arguments that change
-// between its attempts: its kind of waiter ("" until it queues) and
-// whether an earlier attempt may have queued it.
-const (
-	rwArgKind   = 5
-	rwArgJoined = 7
-)
-
-// rwAcquire is one RWMutex lock call's fixed arguments, shared by its
-// attempts.
+// rwAcquire is one RWMutex lock call, shared by its attempts.
 type rwAcquire struct {
 	lockCall
-	rw     *RWMutex
-	write  bool
-	field  string // the hold's hash field: owner, or owner + ":write"
-	keys   []any  // a reentrant owner's with its request marker last
-	args   []any
-	kind   any    // its kind of waiter, once it queues; nil if it never does
-	member string // its place in the queue of waiters, once it queues
-	joined int64  // when the first attempt that may have queued it was sent
+	rw    *RWMutex
+	write bool
+	field string // the hold's hash field: owner, or owner + ":write"
+	// req is the call of the lock script each attempt sends: its Kind is
+	// NoQueue until the call queues, and a one-shot writer's is Listening
+	// once it listens on the release channel.
+	req    scripts.RWLockRequest
+	kind   scripts.Kind // its kind of waiter, once it queues; NoQueue if it never does
+	member string       // its place in the queue of waiters, once it queues
+	joined int64        // when the first attempt that may have queued it was sent
 	// named is a one-shot writer's member as a release of its Client that
 	// claims its waiter names it to the script (rw_queue.lua), while it
 	// may be claimed: its member in the queue, or the one it would have.
@@ -60,15 +40,10 @@ type rwAcquire struct {
 // it was applied.
 func (a *rwAcquire) Undo(ctx context.Context) {
 	rw := a.rw
-	mode := argZero
-	if a.reentrant {
-		mode = argUndo
-	}
-	keys := rw.unlockKeys
-	if a.reentrant {
-		keys = with(rw.unlockKeys, a.keys[len(a.keys)-1].(string)) // its request marker
-	}
-	if err := rw.c.door.Run(ctx, rwUnlockScript(a.write), keys, rw.unlockArgs(a.field, mode, "")...).Err(); err != nil {
+	req := rw.unlockRequest(a.write, a.field, a.req.Marker)
+	req.Undo = true
+	keys, args := req.Build()
+	if err := rw.c.door.Run(ctx, req.Script(), keys, args...).Err(); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", rw.name, "write", a.write, "lease", a.cfg.lease, "err", err)
 	}
@@ -86,15 +61,15 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 	// attempt, which may then queue it: every release after that attempt
 	// reaches it, so it owes no attempt once subscribed (see wait).
 	var sub *notify.Waiter
-	if !write && a.kind != nil && rw.listening() {
+	if !write && a.kind != scripts.NoQueue && rw.listening() {
 		if sub, err = rw.c.hub.Subscribe(rw.channel, lockPolicy); err != nil {
 			return nil, ErrClosed
 		}
-		a.args[rwArgKind] = a.kind
+		a.req.Kind = a.kind
 	}
 
 	var turn *turn // the writers' turn, once the call has it
-	if write && a.kind != nil {
+	if write && a.kind != scripts.NoQueue {
 		var now bool
 		if turn, now = rw.takeTurn(a); !now {
 			return rw.wait(ctx, a, -1, turn, nil)
@@ -130,31 +105,25 @@ func (rw *RWMutex) newAcquire(lc lockCall, write, wait bool) *rwAcquire {
 	if write {
 		a.field += ":write"
 	}
-	flag := argZero
-	a.keys = rw.lockKeys // one-shot owners need no request marker
+	a.req = scripts.RWLockRequest{Keys: rw.lockKeys, Write: write, MarkerTTL: rw.c.argMarkerTTL, Lease: a.lease,
+		Owner: a.owner, Holds: rw.holds, QueueTTL: argGrantTTL}
 	switch {
 	case a.reentrant:
-		flag = argOne
-		a.keys = with(rw.lockKeys, requestMarker(rw.name, a.owner))
+		a.req.Marker = requestMarker(rw.name, a.owner)
 	case !write:
-		// The hold key a one-shot reader's lock writes, its first.
-		a.keys = with(rw.lockKeys, layout.ReaderHold(rw.name, a.owner, 1))
-	}
-	a.args = []any{a.lease, a.owner, flag, rw.c.argMarkerTTL, rw.holds, argEmpty, argGrantTTL, argZero}
-	if write {
-		a.args[4] = rw.c.argFencing
+		a.req.ReaderHold = layout.ReaderHold(rw.name, a.owner, 1)
 	}
 	// Calls queue where a release may grant to them: not with replica
-	// sync (see unlockArgs), not when they spin. A writer's attempts
+	// sync (see unlockRequest), not when they spin. A writer's attempts
 	// queue it from the first, as one that does not listen on the
 	// release channel; a reader joins once it listens (see join).
 	if wait && a.cfg.spin == nil && !rw.c.rsync.mayWait() {
 		switch {
 		case !write:
-			a.kind = argKindReader
+			a.kind = scripts.Reader
 		default:
 			a.kind = rw.c.waiterKind(a.reentrant)
-			a.args[rwArgKind] = a.kind
+			a.req.Kind = a.kind
 		}
 	}
 	return a
@@ -176,7 +145,7 @@ func (rw *RWMutex) newAcquire(lc lockCall, write, wait bool) *rwAcquire {
 func (rw *RWMutex) takeTurn(a *rwAcquire) (t *turn, now bool) {
 	t, ok := rw.c.turns.Try(rw.queue)
 	if !ok {
-		a.args[rwArgKind] = argEmpty // it joins once it has the turn
+		a.req.Kind = scripts.NoQueue // it joins once it has the turn
 	}
 	switch {
 	case !ok:
@@ -207,7 +176,7 @@ func (rw *RWMutex) listening() bool {
 func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t *wait.Turn, sub *notify.Waiter) (*Lease, error) {
 	// A one-shot writer that queues may be claimed by a release of its
 	// Client, which passes it the lock.
-	claimable := a.kind != nil && a.write && !a.reentrant
+	claimable := a.kind != scripts.NoQueue && a.write && !a.reentrant
 	wt := waitFor{Op: rwOp(a.write, "lock"), Name: rw.name, Channel: rw.channel, Policy: lockPolicy,
 		Local: rw.queue, Waiter: newWaiter(a.owner, a, claimable), WakeNext: true, Hold: a.cfg.lease} // by its queue's name: never a Mutex's
 	if sub != nil {
@@ -217,7 +186,7 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t 
 	if a.write {
 		wt.Turns, wt.Turn = &rw.c.turns, t
 	}
-	if a.kind != nil {
+	if a.kind != scripts.NoQueue {
 		wt.Grants = rw.grants
 		if a.write {
 			wt.ListenWhen = &a.other
@@ -232,7 +201,7 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t 
 				// by the member it would have), and, with the turn, it
 				// joins its Client's run as a Mutex call does, while the
 				// Client passes the lock on in process.
-				a.named = queueMember(a.cfg.lease, argKindOneShot.(string), a.owner)
+				a.named = scripts.Member(a.cfg.lease, scripts.OneShot, a.owner)
 				wt.Joinable = joinable
 			}
 		}
@@ -278,14 +247,14 @@ func (q *rwQueued) Join() {
 	a := q.a
 	switch {
 	case a.write && !a.reentrant && a.other:
-		if a.args[rwArgKind] != argKindListening {
-			a.args[rwArgKind] = argKindListening
+		if a.req.Kind != scripts.Listening {
+			a.req.Kind = scripts.Listening
 			if a.member != "" {
-				a.args[rwArgJoined] = argUnheard // its "O" takes the place of its "o"
+				a.req.Queued = scripts.MayBeQueuedUnheard // its "O" takes the place of its "o"
 			}
 		}
 	case a.member == "":
-		a.args[rwArgKind] = a.kind
+		a.req.Kind = a.kind
 	}
 }
 
@@ -313,9 +282,11 @@ func (rw *RWMutex) leaveQueue(a *rwAcquire) {
 	if a.write && !a.reentrant {
 		field = a.field
 	}
-	keys, args := rw.unlockKeys, rw.unlockArgs(field, argZero, a.member)
+	req := rw.unlockRequest(a.write, field, "")
+	req.Leaving = a.member
+	keys, args := req.Build()
 	if err := rw.c.leave(context.Background(), rw.name, func(ctx context.Context) error {
-		return rw.c.door.Run(ctx, rwUnlockScript(a.write), keys, args...).Err()
+		return rw.c.door.Run(ctx, req.Script(), keys, args...).Err()
 	}); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the Client's next call on it tries again",
 			"name", rw.name, "err", err)
@@ -326,22 +297,20 @@ func (rw *RWMutex) leaveQueue(a *rwAcquire) {
 // the lock's TTL, or an error. An attempt whose outcome is unknown is
 // undone before returning.
 func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Duration, error) {
-	script := scripts.RWReadLock
 	var rel releaser = &rw.r
+	granted := nonNegative // a reader's reply is the token counter, 0 before any writer
 	if a.write {
-		script, rel = scripts.RWWriteLock, &rw.w
+		rel, granted = &rw.w, positive
 	}
-	granted := positive
-	if !a.write {
-		granted = nonNegative // a reader's reply is the token counter, 0 before any writer
+	keys, args := a.req.Build()
+	r, sent, err := rw.c.acquire(ctx, rw.name, a.req.Script(), keys, args, a, granted, nil)
+	reply := scripts.LockReplyOf(r)
+	if reply.Held {
+		a.other = reply.Foreign
 	}
-	r, sent, err := rw.c.acquire(ctx, rw.name, script, a.keys, a.args, a, granted, nil)
-	if r < 0 {
-		a.other = (-r-1)&1 == 1
-	}
-	kind := a.args[rwArgKind]
-	queues := kind != argEmpty && (err != nil || r < 0 && (kind != argKindOneShot || !a.other))
-	if queues && (a.member == "" || a.args[rwArgJoined] == argUnheard) {
+	kind := a.req.Kind
+	queues := kind != scripts.NoQueue && (err != nil || reply.Held && (kind != scripts.OneShot || !a.other))
+	if queues && (a.member == "" || a.req.Queued == scripts.MayBeQueuedUnheard) {
 		// This attempt may have queued the call, or given it a member
 		// that listens in its place (rw_wait.lua): later attempts leave
 		// the queue when they acquire, and so does the call if it gives
@@ -349,8 +318,8 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		if a.member == "" {
 			a.joined = sent
 		}
-		a.member = queueMember(a.cfg.lease, kind.(string), a.owner)
-		a.args[rwArgJoined] = argOne
+		a.member = scripts.Member(a.cfg.lease, kind, a.owner)
+		a.req.Queued = scripts.MayBeQueued
 		// Before the call sleeps again, and so before any release may
 		// claim its waiter (wait.List's Sleep and Claim share a lock).
 		a.named = a.member
@@ -358,10 +327,10 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 	if err != nil {
 		return nil, 0, opError(ctx, rwOp(a.write, "lock"), rw.name, err)
 	}
-	if r < 0 {
-		return nil, time.Duration((-r-1)>>1-1) * time.Millisecond, nil
+	if reply.Held {
+		return nil, reply.TTL, nil
 	}
-	if a.write && r == 0 {
+	if a.write && reply.Token == 0 {
 		return nil, 0, fmt.Errorf("relock: lock %q: %w", rw.name, ErrUpgrade)
 	}
 	l := &Lease{
@@ -370,7 +339,7 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		name:      rw.name,
 		field:     a.field,
 		reentrant: a.reentrant,
-		token:     uint64(r),
+		token:     reply.Token,
 		end:       newEnding(),
 	}
 	// A writer's hold is the hash field <owner>:write: the Mutex's

@@ -90,8 +90,9 @@ func (s *Semaphore) releasePassing(ctx context.Context, op string, n int, ws []*
 		k += wanted(w)
 	}
 	keys, marker := s.req.keys(s.name)
-	r, err := s.req.run(ctx, scripts.SemRelease, keys, marker, always, n, c.argPublish, c.argMarkerTTL, s.channel, k, c.argNumsub)
-	if err != nil || r&1 == 0 {
+	req := scripts.SemReleaseRequest{N: n, Publish: c.argPublish, MarkerTTL: c.argMarkerTTL, Channel: s.channel, Hand: k, Numsub: c.argNumsub}
+	r, err := s.req.run(ctx, scripts.SemRelease, keys, marker, always, req.Args()...)
+	if err != nil || !scripts.SemReleaseReplyOf(r, true).Handed {
 		c.local.Settle(ws, -1, nil, true)
 		if err != nil {
 			return opError(ctx, op, s.name, err)
@@ -206,21 +207,23 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 	if err := s.check(ctx, "drain", 1); err != nil {
 		return 0, err
 	}
-	v, err := s.writeOnce(ctx, "drain", scripts.SemDrain, positive, s.c.argMarkerTTL)
+	v, err := s.writeOnce(ctx, "drain", scripts.SemDrain, positive, scripts.SemDrainRequest{MarkerTTL: s.c.argMarkerTTL}.Args()...)
 	return int(v), err
 }
 
 // semUndo undoes an acquisition whose reply was lost, or that too few
 // replicas acknowledged (door.Undo).
 type semUndo struct {
-	s    *Semaphore
-	n    int
-	keys []any // permits, marker
+	s      *Semaphore
+	n      int
+	marker string // the acquisition's request marker
 }
 
 func (u *semUndo) Undo(ctx context.Context) {
 	c := u.s.c
-	if err := c.door.Run(ctx, scripts.SemUndo, u.keys, u.n, c.argPublish, c.argMarkerTTL, u.s.channel).Err(); err != nil {
+	keys, args := scripts.SemUndoRequest{Permits: u.s.name, Marker: u.marker, N: u.n, Publish: c.argPublish,
+		MarkerTTL: c.argMarkerTTL, Channel: u.s.channel}.Build()
+	if err := c.door.Run(ctx, scripts.SemUndo, keys, args...).Err(); err != nil {
 		c.cfg.logger.Warn("relock: cannot undo a semaphore acquisition (unanswered, or too few replicas acknowledged it); its permits may stay taken",
 			"name", u.s.name, "permits", u.n, "err", err)
 	}
@@ -231,7 +234,7 @@ func (u *semUndo) Undo(ctx context.Context) {
 // that too few replicas acknowledged, is undone before it returns.
 func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 	keys, marker := s.req.keys(s.name)
-	args := []any{n, s.c.argMarkerTTL}
+	args := scripts.SemAcquireRequest{N: n, MarkerTTL: s.c.argMarkerTTL}.Args()
 	// A try undone for want of replicas leaves its marker saying "undone"
 	// (and is answered: the marker can go), so each try after it takes a
 	// new marker.
@@ -246,7 +249,7 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 	if err != nil {
 		return false, opError(ctx, "acquire", s.name, err)
 	}
-	if r != 1 {
+	if !scripts.Taken(r) {
 		return false, nil
 	}
 	s.req.done(marker)
@@ -255,7 +258,7 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 
 // undo returns the undo of an acquisition of n permits with marker.
 func (s *Semaphore) undo(n int, marker string) *semUndo {
-	return &semUndo{s: s, n: n, keys: []any{s.name, marker}}
+	return &semUndo{s: s, n: n, marker: marker}
 }
 
 // wanted returns the permits the Semaphore call waiting in w asks for.
