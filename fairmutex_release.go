@@ -56,7 +56,7 @@ const fairMaxCandidates = 16
 // releaser: negative when the lock passed on.
 func (m *FairMutex) releasePassing(ctx context.Context, keys []any, args []any, ws []*waiter) (int64, error) {
 	for _, w := range ws {
-		args = append(args, w.Owner, heldFor(w).lease.Milliseconds())
+		args = append(args, w.Owner, w.Lease.Milliseconds())
 	}
 	sent := m.c.wd.Now()
 	v, err := scripts.FairUnlock.Run(ctx, m.c.batch.Direct(), keys, args...).Result()
@@ -84,8 +84,7 @@ func (m *FairMutex) releasePassing(ctx context.Context, keys []any, args []any, 
 		// Tokens reserved for passing it on in process to the next heads.
 		next.run = wait.NewHeadsRun(first, heads, fairRefill)
 	}
-	cfg := heldFor(w)
-	m.c.watch(next, m.group, cfg.lease, cfg.fixed, sent)
+	m.c.watch(next, m.group, w.Lease, w.Fixed, sent)
 	m.c.stats.acquired.Add(1)
 	m.c.stats.handoffs.Add(1)
 	if !m.c.fair.Settle(ws, int(i-1), next, false) {
@@ -129,7 +128,7 @@ func (m *FairMutex) passNow(l *Lease, w *waiter, token uint64, ask bool) bool {
 		heads = argFairHeads
 	}
 	judgeSwitch(m.c, next, func(ctx context.Context) ([]any, error) {
-		return scripts.FairPass.Run(ctx, m.c.batch.Direct(), m.unlockKeys, w.Owner, heldFor(w).lease.Milliseconds(), token, heads, since, m.c.argFencing).Slice()
+		return scripts.FairPass.Run(ctx, m.c.batch.Direct(), m.unlockKeys, w.Owner, w.Lease.Milliseconds(), token, heads, since, m.c.argFencing).Slice()
 	}, func(r []any, err error) {
 		status := int64(-1)
 		if err == nil && len(r) > 0 {
@@ -141,7 +140,7 @@ func (m *FairMutex) passNow(l *Lease, w *waiter, token uint64, ask bool) bool {
 			m.c.wd.Lose(next.entry, errUnconfirmed)
 		case status == 1 && len(r) == 3:
 			heads, first := fairHeadsOf(r[1], r[2])
-			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, heldFor(w).lease))
+			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.Lease))
 			run.AnswerHeads(token, ask, false, heads, first)
 		case status == 2 && len(r) == 2 && run.Ours(uint64(toInt(r[1])), token):
 			// A newer switch of the run came first: w has passed it on.

@@ -10,7 +10,7 @@ import (
 // accept makes the Lease of a grant to call a, or returns nil when the
 // grant may have run out already (see Client.granted).
 func (m *Mutex) accept(a *acquire, g *grant) *Lease {
-	l := &Lease{c: m.c, rel: m, name: m.name, field: a.owner, token: g.token, end: newEnding()}
+	l := &Lease{c: m.c, rel: m, name: m.name, field: a.owner, token: g.Token, end: newEnding()}
 	if !m.c.granted(l, m.group, a.cfg, g, a.joined) {
 		return nil
 	}
@@ -55,7 +55,7 @@ func (m *Mutex) unlockArgs(owner any, marked bool, w *waiter, leaving string, pa
 		remote = argZero // a grant to another Client would return before replicas acknowledge it
 	}
 	if w != nil {
-		preferred = w.Call.(*acquire).member
+		preferred = w.Member
 	}
 	if leaving != "" {
 		left = leaving

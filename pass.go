@@ -116,7 +116,7 @@ func (c *Client) passRun(l *Lease, w *waiter, field string, group int, name stri
 			run.Answer(token, ask, true, false, 0)
 			c.wd.Lose(next.entry, errUnconfirmed)
 		case r&1 == 1: // 4b + 2p + 1: w holds it
-			c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, heldFor(w).lease))
+			c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.Lease))
 			run.Answer(token, ask, false, r&2 == 2, uint64(r>>2))
 		case r&3 == 2 && run.Ours(uint64(r>>2), token): // 4c + 2: a newer switch of the run came first
 			run.NoNews(token, ask)
@@ -138,8 +138,7 @@ func (c *Client) passLease(l *Lease, w *waiter, field string, token uint64, grou
 	sent := c.wd.Now()
 	next := &Lease{c: c, rel: l.rel, name: l.name, field: field, token: token, end: newEnding(),
 		run: l.run, confirmed: make(chan struct{})}
-	cfg := heldFor(w)
-	c.wd.AddUnconfirmed(next.ownEntry(group, cfg.lease, cfg.fixed), min(l.entry.Deadline(), watchdog.DeadlineFor(sent, cfg.lease)))
+	c.wd.AddUnconfirmed(next.ownEntry(group, w.Lease, w.Fixed), min(l.entry.Deadline(), watchdog.DeadlineFor(sent, w.Lease)))
 	if !list.Settle([]*waiter{w}, 0, next, false) {
 		c.wd.Remove(next.entry)
 		close(next.confirmed)

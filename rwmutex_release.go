@@ -69,7 +69,7 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 	// returns on this reply with no grant message (rw_queue.lua).
 	w := ws[0]
 	sent := rw.c.wd.Now()
-	r, err := rw.c.batch.Do(ctx, script, keys, append(args, w.Call.(*rwAcquire).named), nil)
+	r, err := rw.c.batch.Do(ctx, script, keys, append(args, w.Member), nil)
 	switch {
 	case err == nil && r < 0: // -(2t + p)
 		next := &Lease{c: rw.c, rel: &rw.w, name: rw.name, field: w.Owner + ":write", token: uint64(-r) >> 1, end: newEnding()}
@@ -88,9 +88,9 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (int64, er
 // writer of this Client it has claimed, as Mutex.passNow does; the
 // switch is rw_write_unlock.lua's.
 func (rw *RWMutex) passNow(l *Lease, w *waiter) bool {
-	member := w.Call.(*rwAcquire).named
+	member := w.Member
 	if member == "" { // a writer not queued yet: the switch takes nothing out of the queue
-		member = queueMember(heldFor(w).lease, argKindOneShot.(string), w.Owner)
+		member = queueMember(w.Lease, argKindOneShot.(string), w.Owner)
 	}
 	return rw.c.passRun(l, w, w.Owner+":write", rw.group, rw.queue, func(ctx context.Context, token, reserve any) (int64, error) {
 		args := append(rw.unlockArgs(l.field, argZero, ""), member, token, reserve)

@@ -1,8 +1,7 @@
 // Package wait is the one waiting core of relock: the calls of a Client
 // that sleep between attempts (List), the loop every such call runs
-// (Loop), whatever its primitive, the turns that let one call per name
-// wait in Redis's queue (Turns), and the state of a run of holds a Client
-// passes on in process from one of its calls to the next (Run).
+// (Loop), whatever its primitive, and the state of a run of holds a
+// Client passes on in process from one of its calls to the next (Run).
 //
 // Three verbs say how a lock, or a semaphore's permits, move between
 // callers (relock's doc.go has the glossary):
@@ -18,8 +17,9 @@
 //     List.WakeOther, List.WakeEach), by a message on a channel or by a
 //     fellow call that knows better.
 //
-// A primitive brings its own data (Waiter.Call) and its own attempt (the
-// Call of Loop); the core holds no primitive's fields.
+// A primitive brings its own attempt (the Call of Loop), which returns
+// what it got (Result); a release reads what a claimed call asks for from
+// its Waiter.
 package wait
 
 import (
@@ -30,14 +30,20 @@ import (
 	"github.com/relock-go/relock/internal/notify"
 )
 
-// Waiter is one call sleeping between attempts. O is what a release of
-// the Client passes to it (a lease), N the news another Client's release
-// grants it (a grant); both are pointers, nil for none.
-type Waiter[O, N comparable] struct {
+// Waiter is one call sleeping between attempts. P is what a release of
+// the Client passes to it in process (a lease), nil for none.
+type Waiter[P comparable] struct {
 	Owner string // the call's owner id; "" for a call never granted anything
-	// Call is the primitive's own data of the call, for the release that
-	// claims it.
-	Call any
+	// What the call asks for, as a release that claims it reads it: a
+	// lock call's lease (Fixed: not renewed by the watchdog) and its
+	// member in the queue in Redis, as the release names it to its
+	// script; a Semaphore call's permits. Member may change between
+	// attempts, never while the call sleeps (Sleep and Claim share a
+	// lock).
+	Lease   time.Duration
+	Fixed   bool
+	Member  string
+	Permits int
 	// Claimable tells that a release of the Client may claim the call and
 	// pass it what it waits for: only calls of one-shot owners, since a
 	// reentrant owner's attempt could count a passed hold twice.
@@ -48,53 +54,50 @@ type Waiter[O, N comparable] struct {
 	Sub *notify.Waiter
 
 	// guarded by List.mu
-	quiet   bool          // it waits for its turn (Turns; Loop): no news is kept for it, no fellow call wakes it
+	quiet   bool          // it waits for its gate (Wait.Gate): no news is kept for it, no fellow call wakes it
 	asleep  bool          // past its subscriptions and asleep: a release may claim it
 	inRun   bool          // joined its Client's run without an attempt (JoinRun): woken when the run ends
 	claimed bool          // a release that may pass it something runs: no attempts
 	blocked bool          // it woke while claimed and waits for the outcome
 	gone    bool          // it returned while claimed: what it is passed is released
 	passed  bool          // passed what it waits for without an outcome value (PassEach), not yet taken
-	granted N             // granted by another Client's release, not yet taken
+	granted *Grant        // granted by another Client's release, not yet taken
 	recheck time.Duration // to attempt again within this; 0 if not
 	woken   bool          // to attempt now
 
-	outcome chan O        // the outcome of a claim: what was passed, or nil to attempt
+	outcome chan P        // the outcome of a claim: what was passed, or nil to attempt
 	news    chan struct{} // granted, recheck or woken was set
 }
 
-// NewWaiter returns a waiter of owner for a call with data call.
-func NewWaiter[O, N comparable](owner string, call any, claimable bool) *Waiter[O, N] {
-	w := &Waiter[O, N]{Owner: owner, Call: call, Claimable: claimable, news: make(chan struct{}, 1)}
+// NewWaiter returns a waiter of owner, which a release of the Client may
+// claim if claimable.
+func NewWaiter[P comparable](owner string, claimable bool) *Waiter[P] {
+	w := &Waiter[P]{Owner: owner, Claimable: claimable, news: make(chan struct{}, 1)}
 	if claimable {
-		w.outcome = make(chan O, 1)
+		w.outcome = make(chan P, 1)
 	}
 	return w
 }
 
-// Outcome returns the channel on which a claimed waiter learns the
-// outcome of the claim; nil for a waiter that cannot be claimed.
-func (w *Waiter[O, N]) Outcome() <-chan O { return w.outcome }
-
 // List is a Client's waiters of one kind of lock, by name, oldest first.
 // Its zero value is empty and ready.
-type List[O, N comparable] struct {
+type List[P comparable] struct {
 	mu      sync.Mutex
 	n       atomic.Int64 // how many, read without mu
-	byName  map[string][]*Waiter[O, N]
-	byOwner map[string]*Waiter[O, N]
-	mail    map[string]*mailed[N] // by owner: news that came before its waiter was added
-	pruned  time.Time             // when mail was last cleared of old news
-	runs    map[string]O          // by name: the holder of the Client's run (see JoinRun)
-	nRuns   atomic.Int64          // len(runs), read without mu
+	byName  map[string][]*Waiter[P]
+	byOwner map[string]*Waiter[P]
+	mail    map[string]*mailed // by owner: news that came before its waiter was added
+	pruned  time.Time          // when mail was last cleared of old news
+	runs    map[string]P       // by name: the holder of the Client's run (see JoinRun)
+	nRuns   atomic.Int64       // len(runs), read without mu
 }
 
 // Len returns how many waiters the list has, without locking.
-func (r *List[O, N]) Len() int64 { return r.n.Load() }
+func (r *List[P]) Len() int64 { return r.n.Load() }
 
 // Add registers w as a waiter for name, and gives it the news that came
 // for its owner before.
-func (r *List[O, N]) Add(name string, w *Waiter[O, N]) {
+func (r *List[P]) Add(name string, w *Waiter[P]) {
 	r.mu.Lock()
 	r.addLocked(name, w)
 	r.mu.Unlock()
@@ -102,10 +105,10 @@ func (r *List[O, N]) Add(name string, w *Waiter[O, N]) {
 }
 
 // addLocked is Add, with mu held, except for the count.
-func (r *List[O, N]) addLocked(name string, w *Waiter[O, N]) {
+func (r *List[P]) addLocked(name string, w *Waiter[P]) {
 	if r.byName == nil {
-		r.byName = make(map[string][]*Waiter[O, N])
-		r.byOwner = make(map[string]*Waiter[O, N])
+		r.byName = make(map[string][]*Waiter[P])
+		r.byOwner = make(map[string]*Waiter[P])
 	}
 	r.byName[name] = append(r.byName[name], w)
 	r.own(w)
@@ -114,7 +117,7 @@ func (r *List[O, N]) addLocked(name string, w *Waiter[O, N]) {
 // own makes w the waiter of its owner, which news reaches, unless it is
 // quiet, and gives it the news that came for its owner before. Called
 // with mu held.
-func (r *List[O, N]) own(w *Waiter[O, N]) {
+func (r *List[P]) own(w *Waiter[P]) {
 	if w.Owner == "" || w.quiet {
 		return
 	}
@@ -129,7 +132,7 @@ func (r *List[O, N]) own(w *Waiter[O, N]) {
 // frees whatever it passes to w. It returns what was passed to w and w
 // did not take (its call returned for another reason at the same moment),
 // for the caller to release; nil if nothing.
-func (r *List[O, N]) Remove(name string, w *Waiter[O, N]) (unwanted O) {
+func (r *List[P]) Remove(name string, w *Waiter[P]) (unwanted P) {
 	r.mu.Lock()
 	w.gone = w.claimed
 	if r.byOwner[w.Owner] == w {
@@ -163,7 +166,7 @@ func (r *List[O, N]) Remove(name string, w *Waiter[O, N]) (unwanted O) {
 }
 
 // Sleep marks w asleep: a release may now claim it.
-func (r *List[O, N]) Sleep(w *Waiter[O, N]) {
+func (r *List[P]) Sleep(w *Waiter[P]) {
 	r.mu.Lock()
 	w.asleep = true
 	r.mu.Unlock()
@@ -179,7 +182,7 @@ func (r *List[O, N]) Sleep(w *Waiter[O, N]) {
 // release that claims w, and w would attempt while that release passes it
 // the lock: w would take the lock as its own, and the release, finding w
 // gone, would free it under w's feet.
-func (r *List[O, N]) Rise(w *Waiter[O, N]) bool {
+func (r *List[P]) Rise(w *Waiter[P]) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w.claimed {
@@ -198,7 +201,7 @@ func (r *List[O, N]) Rise(w *Waiter[O, N]) bool {
 // claimable waiters of name that fit takes, appending them to buf[:0]. fit
 // is the primitive's claim policy, asked oldest first (nil: any): it
 // reports whether the release may pass to w, and whether to look further.
-func (r *List[O, N]) Claim(name string, buf []*Waiter[O, N], fit func(w *Waiter[O, N]) (take, more bool)) []*Waiter[O, N] {
+func (r *List[P]) Claim(name string, buf []*Waiter[P], fit func(w *Waiter[P]) (take, more bool)) []*Waiter[P] {
 	ws := buf[:0]
 	if r.n.Load() == 0 {
 		return ws
@@ -226,7 +229,7 @@ func (r *List[O, N]) Claim(name string, buf []*Waiter[O, N], fit func(w *Waiter[
 
 // ClaimOwner claims the waiter of owner for name for a release, if it is
 // a sleeping claimable waiter not claimed already; nil otherwise.
-func (r *List[O, N]) ClaimOwner(name, owner string) *Waiter[O, N] {
+func (r *List[P]) ClaimOwner(name, owner string) *Waiter[P] {
 	if r.n.Load() == 0 {
 		return nil
 	}
@@ -246,12 +249,12 @@ func (r *List[O, N]) ClaimOwner(name, owner string) *Waiter[O, N] {
 }
 
 // Settle ends a release's claim on ws. The chosen one (if chosen >= 0) is
-// passed o, and stays claimed: it takes o and never attempts; Settle
-// reports false if that one has gone, leaving o to the caller to release.
+// passed p, and stays claimed: it takes p and never attempts; Settle
+// reports false if that one has gone, leaving p to the caller to release.
 // The others go back to sleep, except those that woke meanwhile, or all of
 // them when the outcome is unknown (retry): they are woken to attempt.
-func (r *List[O, N]) Settle(ws []*Waiter[O, N], chosen int, o O, retry bool) bool {
-	var none O
+func (r *List[P]) Settle(ws []*Waiter[P], chosen int, p P, retry bool) bool {
+	var none P
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delivered := false
@@ -260,7 +263,7 @@ func (r *List[O, N]) Settle(ws []*Waiter[O, N], chosen int, o O, retry bool) boo
 		case i == chosen:
 			if !w.gone {
 				w.asleep = false
-				delivered = w.pass(o)
+				delivered = w.pass(p)
 			}
 		case !w.gone && (retry || w.blocked):
 			w.claimed, w.blocked, w.asleep = false, false, false
@@ -277,8 +280,8 @@ func (r *List[O, N]) Settle(ws []*Waiter[O, N], chosen int, o O, retry bool) boo
 // next attempt takes it (TakePassed) without asking Redis; it never sleeps
 // again before. It returns those that had returned meanwhile, whose share
 // the caller gives back.
-func (r *List[O, N]) PassEach(ws []*Waiter[O, N]) (gone []*Waiter[O, N]) {
-	var none O
+func (r *List[P]) PassEach(ws []*Waiter[P]) (gone []*Waiter[P]) {
+	var none P
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, w := range ws {
@@ -300,7 +303,7 @@ func (r *List[O, N]) PassEach(ws []*Waiter[O, N]) (gone []*Waiter[O, N]) {
 // TakePassed reports whether w was passed what it waits for (PassEach)
 // and has not taken it yet, and takes it. A call is passed at most once:
 // none is claimed while it holds what it has not taken (Claim).
-func (r *List[O, N]) TakePassed(w *Waiter[O, N]) bool {
+func (r *List[P]) TakePassed(w *Waiter[P]) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	passed := w.passed
@@ -312,9 +315,9 @@ func (r *List[O, N]) TakePassed(w *Waiter[O, N]) bool {
 
 // pass gives w an outcome. The channel is empty whenever a release settles
 // w (see Rise); pass never blocks all the same.
-func (w *Waiter[O, N]) pass(o O) bool {
+func (w *Waiter[P]) pass(p P) bool {
 	select {
-	case w.outcome <- o:
+	case w.outcome <- p:
 		return true
 	default:
 		return false
@@ -322,8 +325,8 @@ func (w *Waiter[O, N]) pass(o O) bool {
 }
 
 // firstAwake returns the oldest of ws that may be woken by a fellow call:
-// not one waiting for its turn, which attempts only once it has it.
-func firstAwake[O, N comparable](ws []*Waiter[O, N]) *Waiter[O, N] {
+// not one waiting for its gate, which attempts only once through.
+func firstAwake[P comparable](ws []*Waiter[P]) *Waiter[P] {
 	for _, w := range ws {
 		if !w.quiet {
 			return w

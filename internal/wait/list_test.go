@@ -5,12 +5,8 @@ import (
 	"time"
 )
 
-// lease and grant stand for what a release passes and another Client's
-// release grants.
-type (
-	lease struct{ _ int }
-	grant struct{ token uint64 }
-)
+// lease stands for what a release passes.
+type lease struct{ _ int }
 
 // TestHandoffLeavesNoStaleOutcome: a release claims a waiter just as the
 // waiter wakes for another reason, and tells it to attempt (the lock was
@@ -19,19 +15,19 @@ type (
 // outcome of the next release that claims it, which would let the waiter
 // attempt while that release passes it the lock.
 func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
-	var r List[*lease, *grant]
-	w := NewWaiter[*lease, *grant]("o:1", nil, true)
+	var r List[*lease]
+	w := NewWaiter[*lease]("o:1", true)
 	r.Add("l", w)
 	defer r.Remove("l", w)
 
-	var buf [1]*Waiter[*lease, *grant]
+	var buf [1]*Waiter[*lease]
 	r.Sleep(w)
 	if ws := r.Claim("l", buf[:], nil); len(ws) != 1 || ws[0] != w {
 		t.Fatalf("claim = %v, want the sleeping waiter %p", ws, w)
 	}
 	// The waiter has woken (a message, its timer) and is about to mark
 	// itself awake when the release reports that it did not pass the lock.
-	r.Settle([]*Waiter[*lease, *grant]{w}, -1, nil, true)
+	r.Settle([]*Waiter[*lease]{w}, -1, nil, true)
 	if !r.Rise(w) {
 		t.Fatal("waking an unclaimed waiter failed")
 	}
@@ -48,7 +44,7 @@ func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
 		t.Fatal("the waiter cannot be claimed again")
 	}
 	next := &lease{}
-	if !r.Settle([]*Waiter[*lease, *grant]{w}, 0, next, false) {
+	if !r.Settle([]*Waiter[*lease]{w}, 0, next, false) {
 		t.Fatal("handing a lease failed")
 	}
 	if l := <-w.outcome; l != next {
@@ -64,9 +60,9 @@ func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
 // delivered, and a lease handed just before it left is returned to the
 // caller of remove to release.
 func TestWaiterGoneReleasesWhatItIsHanded(t *testing.T) {
-	var r List[*lease, *grant]
-	var buf [2]*Waiter[*lease, *grant]
-	a, b := NewWaiter[*lease, *grant]("o:1", nil, true), NewWaiter[*lease, *grant]("o:2", nil, true)
+	var r List[*lease]
+	var buf [2]*Waiter[*lease]
+	a, b := NewWaiter[*lease]("o:1", true), NewWaiter[*lease]("o:2", true)
 	r.Add("l", a)
 	r.Add("l", b)
 	r.Sleep(a)
@@ -101,10 +97,10 @@ func TestWaiterGoneReleasesWhatItIsHanded(t *testing.T) {
 // call and the call's sleep) reaches the waiter when it is added; news no
 // waiter takes is dropped after mailLife.
 func TestNewsWaitsForItsWaiter(t *testing.T) {
-	var r List[*lease, *grant]
-	g := &grant{token: 7}
+	var r List[*lease]
+	g := &Grant{Token: 7}
 	r.Grant("o:1", g)
-	w := NewWaiter[*lease, *grant]("o:1", nil, true)
+	w := NewWaiter[*lease]("o:1", true)
 	r.Add("l", w)
 	defer r.Remove("l", w)
 	select {
@@ -133,12 +129,12 @@ func TestNewsWaitsForItsWaiter(t *testing.T) {
 // given. Once it has its turn (Turned) the news reaches it, and it joins
 // its Client's run when the run's holder is joinable.
 func TestQuietUntilTurned(t *testing.T) {
-	var r List[*lease, *grant]
-	w := NewWaiter[*lease, *grant]("o:1", nil, true)
+	var r List[*lease]
+	w := NewWaiter[*lease]("o:1", true)
 	w.quiet = true
 	r.Add("l", w)
 	defer r.Remove("l", w)
-	other := NewWaiter[*lease, *grant]("o:2", nil, true)
+	other := NewWaiter[*lease]("o:2", true)
 	r.Add("l", other)
 	defer r.Remove("l", other)
 
