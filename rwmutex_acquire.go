@@ -208,7 +208,7 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, first result, sub *no
 	wt := waitFor{Op: rwOp(a.write, "lock"), Name: rw.name, Channel: rw.channel, Policy: lockPolicy,
 		Local: rw.queue, Waiter: a.w, Hold: a.cfg.lease} // by its queue's name: never a Mutex's
 	if sub != nil {
-		wt.Sub = sub
+		a.w.Sub = sub
 		wt.Joined, wt.Sent = a.member != "", a.joined
 	}
 	if a.write {

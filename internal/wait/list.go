@@ -49,8 +49,9 @@ type Waiter[P comparable] struct {
 	// reentrant owner's attempt could count a passed hold twice.
 	Claimable bool
 	// Sub is the call's subscription to its release channel, once it
-	// listens there: a release that passes it the lock may close it for
-	// the call, off the call's path.
+	// listens there (see Wait.Waiter for one made before its first
+	// attempt): a release that passes it the lock may close it for the
+	// call, off the call's path.
 	Sub *notify.Waiter
 
 	// guarded by List.mu

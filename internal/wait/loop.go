@@ -97,15 +97,14 @@ type Wait[P comparable] struct {
 	Op, Name string        // the call, for errors
 	Channel  string        // its release channel
 	Policy   notify.Policy // the hub's policy for Channel
-	// Sub, if not nil, is the call's subscription to Channel, made before
-	// its first attempt, which was sent (Sent) once the channel was
-	// confirmed: with Joined, a release after that attempt reaches the
-	// call, which owes no attempt once subscribed.
-	Sub *notify.Waiter
 
 	Local string // the call's name in its list
 	// Waiter is the call's waiter. With Claimable, a release of the
-	// Client may claim it and pass it what it waits for.
+	// Client may claim it and pass it what it waits for. Its Sub, if set,
+	// is the call's subscription to Channel, made before its first
+	// attempt, which was sent (Sent) once the channel was confirmed: with
+	// Joined, a release after that attempt reaches the call, which owes no
+	// attempt once subscribed.
 	Waiter *Waiter[P]
 	// Joinable, if not nil, tells that the call has made no attempt that
 	// queued it: it joins its Client's run (List.JoinRun) if the run's
@@ -139,7 +138,7 @@ type Wait[P comparable] struct {
 // listens on its release channel.
 func Loop[R, P comparable](ctx context.Context, env *Env[P], wt Wait[P], c Call[R], first Result[R]) (got R, passed P, err error) {
 	env.Stats.Waits.Add(1)
-	l := &loop[R, P]{env: env, wt: wt, c: c, w: wt.Waiter, joined: wt.Joined, sent: wt.Sent, clock: newRetryClock()}
+	l := &loop[R, P]{env: env, wt: wt, c: c, w: wt.Waiter, early: wt.Waiter.Sub, joined: wt.Joined, sent: wt.Sent, clock: newRetryClock()}
 	defer l.end()
 	if wt.Gate != nil {
 		if err := l.awaitGate(ctx); err != nil || l.over() {
@@ -173,6 +172,7 @@ type loop[R, P comparable] struct {
 	w   *Waiter[P]
 
 	sub            *notify.Waiter  // on the release channel, once listened to
+	early          *notify.Waiter  // sub, made before the call's first attempt (Waiter.Sub)
 	wakes, ready   <-chan struct{} // its messages and confirmation
 	gsub           *notify.Waiter  // on the grant channel
 	grants, gready <-chan struct{} // its reconnects and confirmation
@@ -214,11 +214,11 @@ func (l *loop[R, P]) subscribe(listen bool) error {
 
 // listen subscribes the release channel, once the call listens there.
 func (l *loop[R, P]) listen(listen bool) error {
-	if l.sub != nil || !listen && l.wt.Sub == nil {
+	if l.sub != nil || !listen && l.early == nil {
 		return nil
 	}
-	if l.wt.Sub != nil {
-		l.sub = l.wt.Sub
+	if l.early != nil {
+		l.sub = l.early
 	} else {
 		sub, err := l.env.Hub.Subscribe(l.wt.Channel, l.wt.Policy)
 		if err != nil {
@@ -261,7 +261,7 @@ func (l *loop[R, P]) add() {
 		if l.gsub != nil && l.env.Hub.ConfirmedBefore(wt.Grants, l.sent) {
 			l.gready = nil
 		}
-		if wt.Sub != nil && l.joined && l.env.Hub.ConfirmedBefore(wt.Channel, l.sent) {
+		if l.early != nil && l.joined && l.env.Hub.ConfirmedBefore(wt.Channel, l.sent) {
 			l.ready = nil
 		}
 	}
