@@ -144,7 +144,7 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 
 	if a.waits && !a.reentrant && m.c.local.MayJoinRun(m.name, joinable) {
 		// While the Client passes the lock on in process, the call joins
-		// the run without an attempt (wait.List.JoinRun).
+		// the run without an attempt (wait.Wait.Joinable).
 		return m.wait(ctx, a, result{Retry: grantTTL}, true)
 	}
 	r, err := a.Attempt(ctx, false)
@@ -168,7 +168,7 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 // channel once the holder may be a client that only publishes there;
 // first is the result of the call's first attempt. A call that has made
 // no attempt (joinRun) joins its Client's run if it may
-// (wait.List.JoinRun), or else attempts first.
+// (wait.Wait.Joinable), or else attempts first.
 func (m *Mutex) wait(ctx context.Context, a *acquire, first result, joinRun bool) (*Lease, error) {
 	w := newWaiter(a.owner, a.cfg, !a.reentrant)
 	w.Member = a.queueMember()

@@ -73,7 +73,7 @@ func (c *Client) passOrEnd(ctx context.Context, l *Lease, name string, pass func
 
 // joinable reports whether a call may join the run that h holds now: h's
 // hold is watched, has time left, and may be passed on as far as the
-// run's answers tell (wait.List.JoinRun).
+// run's answers tell (wait.Wait.Joinable).
 func joinable(h *Lease) bool {
 	return !h.entry.Ended() && h.entry.Deadline()-h.c.wd.Now() > int64(passMargin) && h.run.Ready()
 }

@@ -56,7 +56,13 @@ func (b *backoff) delay(n int, ttl time.Duration) time.Duration {
 func spin[R comparable](ctx context.Context, c *Client, op, name string, b *backoff, first wait.Result[R], q wait.Call[R]) (got R, err error) {
 	c.stats.Waits.Add(1)
 	defer func() { q.End(got == *new(R)) }()
-	timer := time.NewTimer(min(b.delay(0, -1), first.Retry))
+	next := func(n int, r wait.Result[R]) time.Duration {
+		if d := b.delay(n, -1); r.Retry <= 0 || d < r.Retry {
+			return d
+		}
+		return r.Retry
+	}
+	timer := time.NewTimer(next(0, first))
 	defer timer.Stop()
 	for n := 1; ; n++ {
 		select {
@@ -70,6 +76,6 @@ func spin[R comparable](ctx context.Context, c *Client, op, name string, b *back
 		if got = r.Got; got != *new(R) || err != nil {
 			return got, err
 		}
-		timer.Reset(min(b.delay(n, -1), r.Retry))
+		timer.Reset(next(n, r))
 	}
 }

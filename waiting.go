@@ -2,6 +2,7 @@ package relock
 
 import (
 	"context"
+	"time"
 
 	"github.com/relock-go/relock/internal/wait"
 )
@@ -25,8 +26,9 @@ type (
 )
 
 // fallbackRecheck bounds the sleep of a waiter that has no better time to
-// try again (a semaphore's, a latch's).
-const fallbackRecheck = wait.Fallback
+// try again (a semaphore's, a latch's): a missed message costs it at most
+// this long.
+const fallbackRecheck = 2 * time.Second
 
 // newWaitEnv returns what the waiting core needs of c for the calls of
 // list.
@@ -58,7 +60,7 @@ func waitLock(ctx context.Context, env *wait.Env[*Lease], wt waitFor, q wait.Cal
 // waitTries runs the wait of a call that only attempts, with try, and
 // always listens (a Semaphore's, a latch's), on wt: its first attempt
 // failed, and it sleeps fallbackRecheck at most before the next.
-func (c *Client) waitTries(ctx context.Context, wt waitFor, try wait.Tries[bool]) error {
+func (c *Client) waitTries(ctx context.Context, wt waitFor, try wait.Tries) error {
 	_, _, err := wait.Loop(ctx, c.localEnv, wt, try, wait.Result[bool]{Retry: fallbackRecheck, Listen: true})
 	return err
 }

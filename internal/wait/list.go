@@ -14,7 +14,7 @@
 //     that none of them attempts meanwhile, and settles the claim with
 //     the outcome (List.Settle, List.PassEach).
 //   - wake: a waiter is woken to attempt, now or by a time (List.Wake,
-//     List.WakeOther, List.WakeEach), by a message on a channel or by a
+//     List.wakeOther, List.WakeEach), by a message on a channel or by a
 //     fellow call that knows better.
 //
 // A primitive brings its own attempt (the Call of Loop), which returns
@@ -38,26 +38,27 @@ type Waiter[P comparable] struct {
 	// lock call's lease (Fixed: not renewed by the watchdog) and its
 	// member in the queue in Redis, as the release names it to its
 	// script; a Semaphore call's permits. Member may change between
-	// attempts, never while the call sleeps (Sleep and Claim share a
+	// attempts, never while the call sleeps (sleep and Claim share a
 	// lock).
 	Lease   time.Duration
 	Fixed   bool
 	Member  string
 	Permits int
-	// Claimable tells that a release of the Client may claim the call and
-	// pass it what it waits for: only calls of one-shot owners, since a
-	// reentrant owner's attempt could count a passed hold twice.
-	Claimable bool
 	// Sub is the call's subscription to its release channel, once it
 	// listens there (see Wait.Waiter for one made before its first
 	// attempt): a release that passes it the lock may close it for the
 	// call, off the call's path.
 	Sub *notify.Waiter
 
+	// claimable tells that a release of the Client may claim the call and
+	// pass it what it waits for: only calls of one-shot owners, since a
+	// reentrant owner's attempt could count a passed hold twice.
+	claimable bool
+
 	// guarded by List.mu
 	quiet   bool          // it waits for its gate (Wait.Gate): no news is kept for it, no fellow call wakes it
 	asleep  bool          // past its subscriptions and asleep: a release may claim it
-	inRun   bool          // joined its Client's run without an attempt (JoinRun): woken when the run ends
+	inRun   bool          // joined its Client's run without an attempt (joinRun): woken when the run ends
 	claimed bool          // a release that may pass it something runs: no attempts
 	blocked bool          // it woke while claimed and waits for the outcome
 	gone    bool          // it returned while claimed: what it is passed is released
@@ -73,7 +74,7 @@ type Waiter[P comparable] struct {
 // NewWaiter returns a waiter of owner, which a release of the Client may
 // claim if claimable.
 func NewWaiter[P comparable](owner string, claimable bool) *Waiter[P] {
-	w := &Waiter[P]{Owner: owner, Claimable: claimable, news: make(chan struct{}, 1)}
+	w := &Waiter[P]{Owner: owner, claimable: claimable, news: make(chan struct{}, 1)}
 	if claimable {
 		w.outcome = make(chan P, 1)
 	}
@@ -89,23 +90,23 @@ type List[P comparable] struct {
 	byOwner map[string]*Waiter[P]
 	mail    map[string]*mailed // by owner: news that came before its waiter was added
 	pruned  time.Time          // when mail was last cleared of old news
-	runs    map[string]P       // by name: the holder of the Client's run (see JoinRun)
+	runs    map[string]P       // by name: the holder of the Client's run (see joinRun)
 	nRuns   atomic.Int64       // len(runs), read without mu
 }
 
 // Len returns how many waiters the list has, without locking.
 func (r *List[P]) Len() int64 { return r.n.Load() }
 
-// Add registers w as a waiter for name, and gives it the news that came
+// add registers w as a waiter for name, and gives it the news that came
 // for its owner before.
-func (r *List[P]) Add(name string, w *Waiter[P]) {
+func (r *List[P]) add(name string, w *Waiter[P]) {
 	r.mu.Lock()
 	r.addLocked(name, w)
 	r.mu.Unlock()
 	r.n.Add(1)
 }
 
-// addLocked is Add, with mu held, except for the count.
+// addLocked is add, with mu held, except for the count.
 func (r *List[P]) addLocked(name string, w *Waiter[P]) {
 	if r.byName == nil {
 		r.byName = make(map[string][]*Waiter[P])
@@ -129,11 +130,11 @@ func (r *List[P]) own(w *Waiter[P]) {
 	}
 }
 
-// Remove unregisters w as its call returns; a release that claimed it
+// remove unregisters w as its call returns; a release that claimed it
 // frees whatever it passes to w. It returns what was passed to w and w
 // did not take (its call returned for another reason at the same moment),
 // for the caller to release; nil if nothing.
-func (r *List[P]) Remove(name string, w *Waiter[P]) (unwanted P) {
+func (r *List[P]) remove(name string, w *Waiter[P]) (unwanted P) {
 	r.mu.Lock()
 	w.gone = w.claimed
 	if r.byOwner[w.Owner] == w {
@@ -166,14 +167,14 @@ func (r *List[P]) Remove(name string, w *Waiter[P]) (unwanted P) {
 	return unwanted
 }
 
-// Sleep marks w asleep: a release may now claim it.
-func (r *List[P]) Sleep(w *Waiter[P]) {
+// sleep marks w asleep: a release may now claim it.
+func (r *List[P]) sleep(w *Waiter[P]) {
 	r.mu.Lock()
 	w.asleep = true
 	r.mu.Unlock()
 }
 
-// Rise marks w awake before it attempts. It fails, returning false, when
+// rise marks w awake before it attempts. It fails, returning false, when
 // a release has claimed w, which must then wait for the outcome.
 //
 // Rising also drops a stale outcome. A release may claim w just as w
@@ -183,7 +184,7 @@ func (r *List[P]) Sleep(w *Waiter[P]) {
 // release that claims w, and w would attempt while that release passes it
 // the lock: w would take the lock as its own, and the release, finding w
 // gone, would free it under w's feet.
-func (r *List[P]) Rise(w *Waiter[P]) bool {
+func (r *List[P]) rise(w *Waiter[P]) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w.claimed {
@@ -210,7 +211,7 @@ func (r *List[P]) Claim(name string, buf []*Waiter[P], fit func(w *Waiter[P]) (t
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, w := range r.byName[name] {
-		if !w.asleep || w.claimed || !w.Claimable || w.passed {
+		if !w.asleep || w.claimed || !w.claimable || w.passed {
 			continue
 		}
 		take, more := true, true
@@ -237,7 +238,7 @@ func (r *List[P]) ClaimOwner(name, owner string) *Waiter[P] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.byOwner[owner]
-	if w == nil || !w.asleep || w.claimed || !w.Claimable {
+	if w == nil || !w.asleep || w.claimed || !w.claimable {
 		return nil
 	}
 	for _, x := range r.byName[name] {
@@ -315,7 +316,7 @@ func (r *List[P]) TakePassed(w *Waiter[P]) bool {
 }
 
 // pass gives w an outcome. The channel is empty whenever a release settles
-// w (see Rise); pass never blocks all the same.
+// w (see rise); pass never blocks all the same.
 func (w *Waiter[P]) pass(p P) bool {
 	select {
 	case w.outcome <- p:

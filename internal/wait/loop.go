@@ -47,23 +47,24 @@ type Call[R comparable] interface {
 }
 
 // Tries is a Call that is never granted anything and always listens: it
-// only attempts, and got is what it took (a Semaphore's, a latch's).
-type Tries[R comparable] func(ctx context.Context) (got R, retry time.Duration, err error)
+// only attempts, and reports whether it took what it waits for (a
+// Semaphore's, a latch's).
+type Tries func(ctx context.Context) (took bool, retry time.Duration, err error)
 
 // Attempt implements Call.
-func (f Tries[R]) Attempt(ctx context.Context, _ bool) (Result[R], error) {
-	got, retry, err := f(ctx)
-	return Result[R]{Got: got, Retry: retry, Listen: true}, err
+func (f Tries) Attempt(ctx context.Context, _ bool) (Result[bool], error) {
+	took, retry, err := f(ctx)
+	return Result[bool]{Got: took, Retry: retry, Listen: true}, err
 }
 
 // Accept implements Call.
-func (Tries[R]) Accept(*Grant) (none R) { return none }
+func (Tries) Accept(*Grant) bool { return false }
 
 // Join implements Call.
-func (Tries[R]) Join() {}
+func (Tries) Join() {}
 
 // End implements Call.
-func (Tries[R]) End(bool) {}
+func (Tries) End(bool) {}
 
 // Stats are a Client's counters of waiting calls.
 type Stats struct {
@@ -99,7 +100,7 @@ type Wait[P comparable] struct {
 	Policy   notify.Policy // the hub's policy for Channel
 
 	Local string // the call's name in its list
-	// Waiter is the call's waiter. With Claimable, a release of the
+	// Waiter is the call's waiter. If claimable (NewWaiter), a release of the
 	// Client may claim it and pass it what it waits for. Its Sub, if set,
 	// is the call's subscription to Channel, made before its first
 	// attempt, which was sent (Sent) once the channel was confirmed: with
@@ -107,7 +108,7 @@ type Wait[P comparable] struct {
 	// attempt once subscribed.
 	Waiter *Waiter[P]
 	// Joinable, if not nil, tells that the call has made no attempt that
-	// queued it: it joins its Client's run (List.JoinRun) if the run's
+	// queued it: it joins its Client's run (List.joinRun) if the run's
 	// holder is joinable, and then sleeps at once until the run passes it
 	// the lock or ends; otherwise it attempts.
 	Joinable func(holder P) bool
@@ -238,15 +239,15 @@ func (l *loop[R, P]) confirmed() bool { return l.ready == nil && l.gready == nil
 // waited for its gate, and has it join its Client's run if it may.
 func (l *loop[R, P]) add() {
 	w, wt, list := l.w, l.wt, l.env.List
-	if w.Claimable && l.sub != nil {
+	if w.claimable && l.sub != nil {
 		w.Sub = l.sub // a release that passes w the lock may close it for w
 	}
 	switch {
 	case l.added:
 	case wt.Joinable != nil:
-		l.inRun = list.JoinRun(wt.Local, w, wt.Joinable)
+		l.inRun = list.joinRun(wt.Local, w, wt.Joinable)
 	default:
-		list.Add(wt.Local, w)
+		list.add(wt.Local, w)
 	}
 	l.added = true
 	if l.inRun {
@@ -255,7 +256,7 @@ func (l *loop[R, P]) add() {
 	if (l.joined || l.inRun) && l.sent != 0 {
 		// Every grant since the call queued (or joined the run) reaches it
 		// (a grant that came before its waiter was added waits for it; see
-		// News), and a re-subscription from now on wakes it: no attempt is
+		// news), and a re-subscription from now on wakes it: no attempt is
 		// owed. The same for its release channel, if it subscribed before
 		// it queued.
 		if l.gsub != nil && l.env.Hub.ConfirmedBefore(wt.Grants, l.sent) {
@@ -291,7 +292,7 @@ func (l *loop[R, P]) end() {
 		// A grant from another Client left untaken is not released here:
 		// the call either holds what was granted already (its own attempt
 		// found it granted) or leaves the queue (End), which releases it.
-		if unwanted := l.env.List.Remove(l.wt.Local, l.w); unwanted != none {
+		if unwanted := l.env.List.remove(l.wt.Local, l.w); unwanted != none {
 			l.env.Unwanted(unwanted)
 		}
 	}
@@ -316,8 +317,8 @@ func (l *loop[R, P]) sleep(ctx context.Context) (try, confirmed bool, err error)
 	w, list, stats := l.w, l.env.List, l.env.Stats
 	asleep := l.confirmed()
 	if asleep {
-		if w.Claimable {
-			list.Sleep(w)
+		if w.claimable {
+			list.sleep(w)
 		}
 		// Counted once a release may claim it: a call that Stats shows
 		// asleep may be passed the lock.
@@ -339,7 +340,7 @@ func (l *loop[R, P]) sleep(ctx context.Context) (try, confirmed bool, err error)
 	case l.passed = <-w.outcome: // nil channel unless claimable
 		settled = l.passed == none
 	case <-w.news:
-		g, recheck, now := list.News(w)
+		g, recheck, now := list.news(w)
 		if g != nil {
 			l.got = l.c.Accept(g) // if nothing, it may have run out: attempt
 			break
@@ -363,7 +364,7 @@ func (l *loop[R, P]) sleep(ctx context.Context) (try, confirmed bool, err error)
 	if err != nil || l.over() {
 		return false, false, err
 	}
-	if w.Claimable && asleep && !settled && !list.Rise(w) {
+	if w.claimable && asleep && !settled && !list.rise(w) {
 		// A release of this Client may be passing us the lock.
 		l.passed, err = l.awaitOutcome(ctx)
 		return true, confirmed, err
@@ -393,7 +394,7 @@ func (l *loop[R, P]) attempt(ctx context.Context, confirmed bool) error {
 	return nil
 }
 
-// awaitOutcome waits, after Rise failed, for the outcome of the claim on
+// awaitOutcome waits, after rise failed, for the outcome of the claim on
 // the call's waiter: what it is passed, or nothing to attempt.
 func (l *loop[R, P]) awaitOutcome(ctx context.Context) (P, error) {
 	var none P
@@ -415,7 +416,7 @@ func (l *loop[R, P]) ctxErr(ctx context.Context) error {
 // awaitGate waits until the call's gate lets it through (Wait.Gate).
 // Meanwhile it sleeps in its list, quiet: no fellow call wakes it, and
 // news is not kept for it. A release of the Client may claim it (if
-// Claimable) and pass it what it waits for, or settle the claim with
+// claimable) and pass it what it waits for, or settle the claim with
 // nothing: the call then attempts, without joining the queue in Redis,
 // and sleeps on if it fails. Once through, it may join its Client's run
 // (Joinable).
@@ -423,17 +424,17 @@ func (l *loop[R, P]) awaitGate(ctx context.Context) error {
 	var none P
 	w, wt, list := l.w, l.wt, l.env.List
 	w.quiet = true
-	list.Add(wt.Local, w)
+	list.add(wt.Local, w)
 	l.added = true
-	if w.Claimable {
-		list.Sleep(w)
+	if w.claimable {
+		list.sleep(w)
 	}
 	l.env.Stats.Asleep.Add(1) // once a release may claim it, as in sleep
 	defer l.env.Stats.Asleep.Add(-1)
 	for {
 		select {
 		case <-wt.Gate:
-			if w.Claimable && !list.Rise(w) {
+			if w.claimable && !list.rise(w) {
 				// A release of this Client may be passing it what it waits
 				// for; if not, its first attempt through the gate takes
 				// what a release passed it with a lost reply.
@@ -442,7 +443,7 @@ func (l *loop[R, P]) awaitGate(ctx context.Context) error {
 					return err
 				}
 			}
-			l.inRun = list.Turned(wt.Local, w, wt.Joinable)
+			l.inRun = list.turned(wt.Local, w, wt.Joinable)
 			return nil
 		case l.passed = <-w.outcome: // nil channel unless claimable
 			if l.passed != none {
@@ -452,7 +453,7 @@ func (l *loop[R, P]) awaitGate(ctx context.Context) error {
 			if l.got = r.Got; l.over() || err != nil {
 				return err
 			}
-			list.Sleep(w)
+			list.sleep(w)
 		case <-ctx.Done():
 			return l.ctxErr(ctx)
 		case <-l.env.Closing:
@@ -485,5 +486,5 @@ func wakeNext[P comparable](list *List[P], name string, w *Waiter[P], got bool, 
 	default:
 		return
 	}
-	list.WakeOther(name, w, d+time.Millisecond)
+	list.wakeOther(name, w, d+time.Millisecond)
 }

@@ -82,8 +82,8 @@ func forgetOld[V any](m map[string]V, at func(V) time.Time, life time.Duration, 
 	}
 }
 
-// WakeOther wakes one waiter of name other than w to attempt within d.
-func (r *List[P]) WakeOther(name string, w *Waiter[P], d time.Duration) {
+// wakeOther wakes one waiter of name other than w to attempt within d.
+func (r *List[P]) wakeOther(name string, w *Waiter[P], d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, x := range r.byName[name] {
@@ -135,9 +135,9 @@ func (w *Waiter[P]) ring() {
 	}
 }
 
-// News returns and clears what w was granted or woken for: a grant, a time to attempt by,
+// news returns and clears what w was granted or woken for: a grant, a time to attempt by,
 // or to attempt now.
-func (r *List[P]) News(w *Waiter[P]) (g *Grant, recheck time.Duration, now bool) {
+func (r *List[P]) news(w *Waiter[P]) (g *Grant, recheck time.Duration, now bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g, recheck, now = w.granted, w.recheck, w.woken

@@ -4,12 +4,12 @@ package wait
 // its calls to the next, a call of the Client that comes needs no attempt
 // of its own: it joins the list at once, asleep, and the run passes it the
 // lock in turn. The run's holder is recorded by name (SetRun); a call
-// joins only while that holder may pass the lock on (JoinRun, or Turned
+// joins only while that holder may pass the lock on (joinRun, or turned
 // for a call that waited for its gate), and the release that ends the run
 // (it does not pass the lock on) wakes every call that joined so (EndRun),
-// under the same lock as the joining: no call sleeps past the run's end. A call that joined makes its first
-// attempt then, or when its retry time comes, and is a queued call from
-// there.
+// under the same lock as the joining: no call sleeps past the run's end. A
+// call that joined makes its first attempt then, or when its retry time
+// comes, and is a queued call from there.
 
 // SetRun records h as the holder of its Client's run of name.
 func (r *List[P]) SetRun(name string, h P) {
@@ -37,10 +37,10 @@ func (r *List[P]) MayJoinRun(name string, joinable func(holder P) bool) bool {
 	return ok && joinable(h)
 }
 
-// JoinRun adds w as a waiter for name, and has it join its Client's run
+// joinRun adds w as a waiter for name, and has it join its Client's run
 // without an attempt if it still may (MayJoinRun): it reports whether it
 // did.
-func (r *List[P]) JoinRun(name string, w *Waiter[P], joinable func(holder P) bool) bool {
+func (r *List[P]) joinRun(name string, w *Waiter[P], joinable func(holder P) bool) bool {
 	r.mu.Lock()
 	r.addLocked(name, w)
 	in := r.joinRunLocked(name, w, joinable)
@@ -49,11 +49,11 @@ func (r *List[P]) JoinRun(name string, w *Waiter[P], joinable func(holder P) boo
 	return in
 }
 
-// Turned ends the wait of w, a quiet waiter for name, for its gate
+// turned ends the wait of w, a quiet waiter for name, for its gate
 // (Wait.Gate): news for its owner reaches it from now on. With joinable, it
-// joins its Client's run without an attempt, if it may, as in JoinRun,
-// and Turned reports whether it did.
-func (r *List[P]) Turned(name string, w *Waiter[P], joinable func(holder P) bool) bool {
+// joins its Client's run without an attempt, if it may, as in joinRun,
+// and turned reports whether it did.
+func (r *List[P]) turned(name string, w *Waiter[P], joinable func(holder P) bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w.quiet = false
