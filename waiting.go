@@ -57,10 +57,23 @@ func waitLock(ctx context.Context, env *wait.Env[*Lease], wt waitFor, q wait.Cal
 	return got, err
 }
 
-// waitTries runs the wait of a call that only attempts, with try, and
-// always listens (a Semaphore's, a latch's), on wt: its first attempt
-// failed, and it sleeps fallbackRecheck at most before the next.
-func (c *Client) waitTries(ctx context.Context, wt waitFor, try wait.Tries) error {
+// tries is a waiting call that is never granted anything and always
+// listens: it only attempts, and reports whether it took what it waits
+// for (a Semaphore's, a latch's).
+type tries func(ctx context.Context) (took bool, retry time.Duration, err error)
+
+func (f tries) Attempt(ctx context.Context, _ bool) (wait.Result[bool], error) {
+	took, retry, err := f(ctx)
+	return wait.Result[bool]{Got: took, Retry: retry, Listen: true}, err
+}
+
+func (tries) Accept(*grant) bool { return false }
+func (tries) Join()              {}
+func (tries) End(bool)           {}
+
+// waitTries runs the wait of try, whose first attempt failed, on wt: it
+// sleeps fallbackRecheck at most before the next.
+func (c *Client) waitTries(ctx context.Context, wt waitFor, try tries) error {
 	_, _, err := wait.Loop(ctx, c.localEnv, wt, try, wait.Result[bool]{Retry: fallbackRecheck, Listen: true})
 	return err
 }

@@ -14,8 +14,8 @@
 //     that none of them attempts meanwhile, and settles the claim with
 //     the outcome (List.Settle, List.PassEach).
 //   - wake: a waiter is woken to attempt, now or by a time (List.Wake,
-//     List.wakeOther, List.WakeEach), by a message on a channel or by a
-//     fellow call that knows better.
+//     List.WakeEach), by a message on a channel or by a fellow call that
+//     knows better (wakeNext).
 //
 // A primitive brings its own attempt (the Call of Loop), which returns
 // what it got (Result); a release reads what a claimed call asks for from

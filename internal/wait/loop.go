@@ -46,26 +46,6 @@ type Call[R comparable] interface {
 	End(queued bool)
 }
 
-// Tries is a Call that is never granted anything and always listens: it
-// only attempts, and reports whether it took what it waits for (a
-// Semaphore's, a latch's).
-type Tries func(ctx context.Context) (took bool, retry time.Duration, err error)
-
-// Attempt implements Call.
-func (f Tries) Attempt(ctx context.Context, _ bool) (Result[bool], error) {
-	took, retry, err := f(ctx)
-	return Result[bool]{Got: took, Retry: retry, Listen: true}, err
-}
-
-// Accept implements Call.
-func (Tries) Accept(*Grant) bool { return false }
-
-// Join implements Call.
-func (Tries) Join() {}
-
-// End implements Call.
-func (Tries) End(bool) {}
-
 // Stats are a Client's counters of waiting calls.
 type Stats struct {
 	Waits, Wakeups atomic.Uint64 // calls that waited; times they were woken
