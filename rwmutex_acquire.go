@@ -43,12 +43,11 @@ type rwAcquire struct {
 	kind   any    // its kind of waiter, once it queues; nil if it never does
 	member string // its place in the queue of waiters, once it queues
 	joined int64  // when the first attempt that may have queued it was sent
-	// named is a one-shot writer's member as a release of its Client that
-	// claims its waiter names it to the script (rw_queue.lua), while it
-	// may be claimed: its member in the queue, or the one it would have.
-	// Its waiter (w, once it waits) carries it to the release.
-	named string
-	w     *waiter
+	// w is its waiter, once it waits: its Member is a one-shot writer's
+	// member as a release of its Client that claims it names it to the
+	// script (rw_queue.lua): its member in the queue, or the one it would
+	// have.
+	w *waiter
 	// other is set once an attempt found a holder other than a relock
 	// writer (rw_wait.lua): a writer listens on the release channel
 	// from then on.
@@ -223,7 +222,7 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, first result, sub *no
 			wt.Joined, wt.Sent = a.member != "", a.joined
 		}
 		if claimable {
-			a.named = a.member
+			a.w.Member = a.member
 			if a.member == "" {
 				// A writer that has made no attempt that queued it: a
 				// release of its Client may pass it the lock while it
@@ -231,10 +230,9 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, first result, sub *no
 				// by the member it would have), and, with the turn, it
 				// joins its Client's run as a Mutex call does, while the
 				// Client passes the lock on in process.
-				a.named = queueMember(a.cfg.lease, argKindOneShot.(string), a.owner)
+				a.w.Member = queueMember(a.cfg.lease, argKindOneShot.(string), a.owner)
 				wt.Joinable = joinable
 			}
-			a.w.Member = a.named
 		}
 	}
 	first.Listen = a.listens()
@@ -245,9 +243,6 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, first result, sub *no
 // waiting call (wait.Call).
 func (a *rwAcquire) Attempt(ctx context.Context, _ bool) (result, error) {
 	l, ttl, err := a.rw.attempt(ctx, a)
-	if a.w != nil {
-		a.w.Member = a.named // before the call sleeps again, and so before a release may claim it
-	}
 	return result{Got: l, Retry: retryAfter(ttl), Listen: a.listens()}, err
 }
 
@@ -360,9 +355,11 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		}
 		a.member = queueMember(a.cfg.lease, kind.(string), a.owner)
 		a.args[rwArgJoined] = argOne
-		// Before the call sleeps again, and so before any release may
-		// claim its waiter (wait.List's Sleep and Claim share a lock).
-		a.named = a.member
+		if a.w != nil {
+			// Before the call sleeps again, and so before any release may
+			// claim its waiter (wait.List's sleep and Claim share a lock).
+			a.w.Member = a.member
+		}
 	}
 	if err != nil {
 		return nil, 0, opError(ctx, rwOp(a.write, "lock"), rw.name, err)
