@@ -46,9 +46,9 @@ func (c *Client) newWaitEnv(list *waiters) *wait.Env[*Lease] {
 	}
 }
 
-// waitLock runs the wait of q, a lock call of list's env whose first
-// attempt returned first (wait.Loop), and returns the Lease it took or
-// that a release of this Client passed it.
+// waitLock runs the wait of q, a lock call whose first attempt returned
+// first, in env's list (wait.Loop), and returns the Lease it took or that
+// a release of this Client passed it.
 func waitLock(ctx context.Context, env *wait.Env[*Lease], wt waitFor, q wait.Call[*Lease], first result) (*Lease, error) {
 	got, passed, err := wait.Loop(ctx, env, wt, q, first)
 	if passed != nil {
