@@ -31,7 +31,8 @@ import (
 )
 
 // Waiter is one call sleeping between attempts. P is what a release of
-// the Client passes to it in process (a lease), nil for none.
+// the Client passes to it in process, nil for none: relock's *Lease, a
+// type parameter only because this package cannot import it.
 type Waiter[P comparable] struct {
 	Owner string // the call's owner id; "" for a call never granted anything
 	// What the call asks for, as a release that claims it reads it: a
