@@ -50,10 +50,10 @@ type Client struct {
 
 	leftovers leftovers // queue leaves that failed (leftover.go)
 
-	local   waiters                   // waiting calls of every primitive but the FairMutex (internal/wait)
-	fair    waiters                   // FairMutex calls waiting
-	turns   wait.Turns                // RWMutex writers' turns per name
-	waitEnv *wait.Env[*Lease, *grant] // what the waiting core needs of the Client (waiting.go)
+	local             waiters           // waiting calls of every primitive but the FairMutex (internal/wait)
+	fair              waiters           // FairMutex calls waiting
+	turns             writerTurns       // RWMutex writers' turns per name
+	localEnv, fairEnv *wait.Env[*Lease] // what the waiting core needs of the Client, per list (waiting.go)
 
 	closing   chan struct{}
 	clock     atomic.Pointer[clockArg] // see nowArg
@@ -196,7 +196,7 @@ func (c *Client) start() {
 		Busy:     busy,
 		Logger:   cfg.logger,
 	})
-	c.waitEnv = c.newWaitEnv()
+	c.localEnv, c.fairEnv = c.newWaitEnv(&c.local), c.newWaitEnv(&c.fair)
 	c.wg.Add(1)
 	go c.inspect()
 	c.rsync.start()

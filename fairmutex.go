@@ -198,14 +198,14 @@ func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Le
 		a.req.GrantLease = a.lease // another Client's release may grant the lock to the call
 	}
 
-	l, ttl, err := m.attempt(ctx, a)
-	if l != nil || err != nil {
-		return l, err
+	r, err := a.Attempt(ctx, false)
+	if r.Got != nil || err != nil {
+		return r.Got, err
 	}
 	if !wait {
 		return nil, ErrNotAcquired
 	}
-	return m.wait(ctx, a, ttl)
+	return m.wait(ctx, a, r)
 }
 
 // attempt runs fair_lock.lua once. It returns a Lease, or how long to wait

@@ -56,7 +56,7 @@ const fairMaxCandidates = 16
 func (m *FairMutex) releasePassing(ctx context.Context, req *scripts.FairUnlockRequest, ws []*waiter) (releaseResult, error) {
 	req.Candidates = make([]scripts.Candidate, 0, len(ws))
 	for _, w := range ws {
-		req.Candidates = append(req.Candidates, scripts.Candidate{Owner: w.Owner, Lease: heldFor(w).lease})
+		req.Candidates = append(req.Candidates, scripts.Candidate{Owner: w.Owner, Lease: w.Lease})
 	}
 	keys, args := req.Build()
 	sent := m.c.wd.Now()
@@ -82,8 +82,7 @@ func (m *FairMutex) releasePassing(ctx context.Context, req *scripts.FairUnlockR
 		// Tokens reserved for passing it on in process to the next heads.
 		next.run = wait.NewHeadsRun(reply.First, reply.Heads, fairRefill)
 	}
-	cfg := heldFor(w)
-	m.c.watch(next, m.group, cfg.lease, cfg.fixed, sent)
+	m.c.watch(next, m.group, w.Lease, w.Fixed, sent)
 	m.c.stats.acquired.Add(1)
 	m.c.stats.handoffs.Add(1)
 	if !m.c.fair.Settle(ws, reply.Candidate, next, false) {
@@ -122,7 +121,7 @@ func (m *FairMutex) passNow(l *Lease, w *waiter, token uint64, ask bool) bool {
 	// w returns with next at once and leaves its subscription to us, as
 	// after any pass.
 	w.Sub.Close()
-	req := scripts.FairPassRequest{Keys: m.keys, Owner: w.Owner, Lease: heldFor(w).lease, Token: token, Heads: argZero, Now: m.c.nowArg()}
+	req := scripts.FairPassRequest{Keys: m.keys, Owner: w.Owner, Lease: w.Lease, Token: token, Heads: argZero, Now: m.c.nowArg()}
 	if ask {
 		req.Heads = argFairHeads
 	}
@@ -136,7 +135,7 @@ func (m *FairMutex) passNow(l *Lease, w *waiter, token uint64, ask bool) bool {
 			run.AnswerHeads(token, ask, wait.Answer{Stop: true})
 			m.c.wd.Lose(next.entry, errUnconfirmed)
 		case reply.Switched == scripts.SwitchedOver:
-			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, heldFor(w).lease))
+			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.Lease))
 			run.AnswerHeads(token, ask, wait.Answer{Heads: reply.Heads, Block: reply.First})
 		case reply.Switched == scripts.Overtaken && run.Ours(reply.Newer, token):
 			// A newer switch of the run came first: w has passed it on.

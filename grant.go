@@ -78,12 +78,6 @@ func (c *Client) grantChannel(name string) string {
 	return layout.Grants(c.id, name, c.cluster)
 }
 
-// grant is a grant made to a waiter by another Client's release.
-type grant struct {
-	token    uint64
-	ttl, age time.Duration // the lock's life from the grant; time since the waiter joined
-}
-
 // routeGrant is the hub's policy for a grant channel: it passes a grant
 // ("g:<token>:<ttl ms>:<age ms>:<owner>") or a call to check again
 // ("n:<ttl ms>:<owner>", 0 for now) to the waiting Mutex, RWMutex or
@@ -161,7 +155,7 @@ func parseGrant(s string) (g *grant, rest string, ok bool) {
 	if len(f) == 4 {
 		rest = f[3]
 	}
-	return &grant{token: token, ttl: time.Duration(ttl) * time.Millisecond, age: time.Duration(age) * time.Millisecond}, rest, true
+	return &grant{Token: token, TTL: time.Duration(ttl) * time.Millisecond, Age: time.Duration(age) * time.Millisecond}, rest, true
 }
 
 // granted watches l, a lock granted by another Client's release with g,
@@ -185,18 +179,18 @@ func (c *Client) granted(l *Lease, group int, cfg lockConfig, g *grant, from int
 // call whose first attempt that may have queued it was sent at from, or
 // false when the grant may have run out already (see Client.granted).
 func (c *Client) grantDeadline(g *grant, from int64) (int64, bool) {
-	life := g.age + g.ttl
+	life := g.Age + g.TTL
 	deadline := from + int64(life-watchdog.Drift(life))
-	return deadline, deadline-c.wd.Now() >= int64(g.ttl/4)
+	return deadline, deadline-c.wd.Now() >= int64(g.TTL/4)
 }
 
 // confirmGrant has the watchdog renew e, a hold granted with g, to the
 // call's lease a quarter of the grant after it came, if the grant is
 // shorter; and counts the grant.
 func (c *Client) confirmGrant(e *watchdog.Entry, cfg lockConfig, g *grant) {
-	if g.ttl < cfg.lease {
+	if g.TTL < cfg.lease {
 		// A hold shorter than a quarter of the grant never needs it.
-		c.wd.Confirm(e, cfg.lease, g.ttl/4)
+		c.wd.Confirm(e, cfg.lease, g.TTL/4)
 	}
 	c.stats.acquired.Add(1)
 	c.stats.handoffs.Add(1)
@@ -211,8 +205,7 @@ func (c *Client) passGranted(next *Lease, w *waiter, reserved bool, group int, n
 	if reserved {
 		next.run = wait.NewRun(next.token+1, runBlock)
 	}
-	cfg := heldFor(w)
-	c.watch(next, group, cfg.lease, cfg.fixed, sent)
+	c.watch(next, group, w.Lease, w.Fixed, sent)
 	if next.run != nil {
 		c.local.SetRun(name, next)
 	}

@@ -95,7 +95,6 @@ type acquire struct {
 	member string // its place in the queue of waiters, once asked for
 	joined int64  // when the first attempt that may have queued it was sent
 	other  bool   // the holder its last attempt found is not a relock client
-	got    *Lease // what it took while it waited (Client.waitQueued)
 }
 
 // queueMember returns the call's member of the queue of waiters
@@ -127,64 +126,60 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 
 	if a.waits && !a.reentrant && m.c.local.MayJoinRun(m.name, joinable) {
 		// While the Client passes the lock on in process, the call joins
-		// the run without an attempt (wait.List.JoinRun).
-		return m.wait(ctx, a, grantTTL, true)
+		// the run without an attempt (wait.Wait.Joinable).
+		return m.wait(ctx, a, result{Retry: grantTTL}, true)
 	}
-	l, ttl, err := m.attempt(ctx, a)
+	r, err := a.Attempt(ctx, false)
 	if err != nil && !isServerError(err) {
 		m.leaveQueue(a) // it may have joined the queue
 	}
-	if l != nil || err != nil {
-		return l, err
+	if r.Got != nil || err != nil {
+		return r.Got, err
 	}
 	if !wait {
 		return nil, ErrNotAcquired
 	}
 	if a.cfg.spin != nil {
-		return m.c.spinLock(ctx, "lock", m.name, a.cfg.spin, ttl, 0, func(ctx context.Context) (*Lease, time.Duration, error) {
-			return m.attempt(ctx, a)
-		})
+		return spin(ctx, m.c, "lock", m.name, a.cfg.spin, r, a)
 	}
-	return m.wait(ctx, a, retryAfter(ttl), false)
+	return m.wait(ctx, a, r, false)
 }
 
 // wait sleeps between attempts, in the lock's queue of waiters (see
 // grant.go): on the Client's grant channel, and on the lock's release
 // channel once the holder may be a client that only publishes there;
-// retry is how long to sleep first at most. A call that has made no
-// attempt joins its Client's run if it may (wait.List.JoinRun), or else
-// attempts first.
-func (m *Mutex) wait(ctx context.Context, a *acquire, retry time.Duration, first bool) (*Lease, error) {
-	a.queueMember()
+// first is the result of the call's first attempt. A call that has made
+// no attempt (joinRun) joins its Client's run if it may
+// (wait.Wait.Joinable), or else attempts first.
+func (m *Mutex) wait(ctx context.Context, a *acquire, first result, joinRun bool) (*Lease, error) {
+	w := newWaiter(a.owner, a.cfg, !a.reentrant)
+	w.Member = a.queueMember()
 	wt := waitFor{Op: "lock", Name: m.name, Channel: m.channel, Policy: lockPolicy,
-		ListenWhen: &a.other, Local: m.name, Waiter: newWaiter(a.owner, a, !a.reentrant), Grants: m.grants,
-		Joined: true, Sent: a.joined, WakeNext: true, Hold: a.cfg.lease}
-	if first {
+		Local: m.name, Waiter: w, Grants: m.grants, Joined: true, Sent: a.joined, Hold: a.cfg.lease}
+	if joinRun {
 		wt.Joinable = joinable
 	}
-	h, err := m.c.waitQueued(ctx, wt, a, retry)
-	if h != nil || err != nil {
-		return h, err
-	}
-	return a.got, nil
+	return waitLock(ctx, m.c.localEnv, wt, a, first)
 }
 
-// attempt, accept, join and leave make a Mutex call its own queued call
-// as Client.waitQueued runs it: its attempts queue it (lock.lua), and it
-// leaves the queue as it returns without the lock.
-func (a *acquire) Attempt(ctx context.Context) (bool, time.Duration, error) {
+// Attempt, Accept, Join and End make a Mutex call its own waiting call
+// (wait.Call): its attempts queue it (lock.lua), and it leaves the queue
+// as it returns without the lock. It listens on the lock's release
+// channel once an attempt found a holder that is not a relock client.
+func (a *acquire) Attempt(ctx context.Context, _ bool) (result, error) {
 	l, ttl, err := a.m.attempt(ctx, a)
-	a.got = l
-	return l != nil, retryAfter(ttl), err
+	return result{Got: l, Retry: retryAfter(ttl), Listen: a.other}, err
 }
 
-func (a *acquire) Accept(g *grant) bool {
-	a.got = a.m.accept(a, g)
-	return a.got != nil
-}
+func (a *acquire) Accept(g *grant) *Lease { return a.m.accept(a, g) }
 
-func (a *acquire) Join()  {}
-func (a *acquire) Leave() { a.m.leaveQueue(a) }
+func (a *acquire) Join() {}
+
+func (a *acquire) End(queued bool) {
+	if queued {
+		a.m.leaveQueue(a)
+	}
+}
 
 // retryAfter is how long a waiter sleeps, at most, when the holder has ttl
 // left (negative: unknown).

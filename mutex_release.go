@@ -10,7 +10,7 @@ import (
 // accept makes the Lease of a grant to call a, or returns nil when the
 // grant may have run out already (see Client.granted).
 func (m *Mutex) accept(a *acquire, g *grant) *Lease {
-	l := &Lease{c: m.c, rel: m, name: m.name, field: a.owner, token: g.token, end: newEnding()}
+	l := &Lease{c: m.c, rel: m, name: m.name, field: a.owner, token: g.Token, end: newEnding()}
 	if !m.c.granted(l, m.group, a.cfg, g, a.joined) {
 		return nil
 	}
@@ -54,7 +54,7 @@ func (m *Mutex) unlockRequest(owner any, marker string, w *waiter) scripts.Unloc
 		req.Marker, req.MarkerTTL = marker, m.c.argMarkerTTL
 	}
 	if w != nil {
-		req.Preferred = w.Call.(*acquire).member
+		req.Preferred = w.Member
 	}
 	return req
 }

@@ -74,7 +74,7 @@ func (c *Client) passOrEnd(ctx context.Context, l *Lease, name string, pass func
 
 // joinable reports whether a call may join the run that h holds now: h's
 // hold is watched, has time left, and may be passed on as far as the
-// run's answers tell (wait.List.JoinRun).
+// run's answers tell (wait.Wait.Joinable).
 func joinable(h *Lease) bool {
 	return !h.entry.Ended() && h.entry.Deadline()-h.c.wd.Now() > int64(passMargin) && h.run.Ready()
 }
@@ -113,7 +113,7 @@ func (c *Client) passRun(l *Lease, w *waiter, field string, group int, name stri
 			run.Answer(token, ask, wait.Answer{Stop: true})
 			c.wd.Lose(next.entry, errUnconfirmed)
 		case reply.Switched == scripts.SwitchedOver: // w holds it
-			c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, heldFor(w).lease))
+			c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.Lease))
 			run.Answer(token, ask, wait.Answer{Permit: reply.MayPass, Block: reply.Block})
 		case reply.Switched == scripts.Overtaken && run.Ours(reply.Newer, token): // a newer switch of the run came first
 			run.NoNews(token, ask)
@@ -135,8 +135,7 @@ func (c *Client) passLease(l *Lease, w *waiter, field string, token uint64, grou
 	sent := c.wd.Now()
 	next := &Lease{c: c, rel: l.rel, name: l.name, field: field, token: token, end: newEnding(),
 		run: l.run, confirmed: make(chan struct{})}
-	cfg := heldFor(w)
-	c.wd.AddUnconfirmed(next.ownEntry(group, cfg.lease, cfg.fixed), min(l.entry.Deadline(), watchdog.DeadlineFor(sent, cfg.lease)))
+	c.wd.AddUnconfirmed(next.ownEntry(group, w.Lease, w.Fixed), min(l.entry.Deadline(), watchdog.DeadlineFor(sent, w.Lease)))
 	if !list.Settle([]*waiter{w}, 0, next, false) {
 		c.wd.Remove(next.entry)
 		close(next.confirmed)

@@ -12,6 +12,7 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/slots"
+	"github.com/relock-go/relock/internal/wait"
 )
 
 // PermitSemaphore is a distributed semaphore whose permits have ids and
@@ -224,9 +225,8 @@ type permitAttempt struct {
 	// Member is set once the call queues (Join).
 	req scripts.PermitAcquireRequest
 
-	p      *Permit // the Permit taken
-	member string  // its place in the queue of waiters, once it queues
-	joined int64   // when the first attempt that may have queued it was sent
+	member string // its place in the queue of waiters, once it queues
+	joined int64  // when the first attempt that may have queued it was sent
 }
 
 // releaseRequest returns a call of permit_release.lua releasing the
@@ -250,7 +250,7 @@ func (a *permitAttempt) Undo(ctx context.Context) {
 	}
 }
 
-func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait bool) (*Permit, error) {
+func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, waits bool) (*Permit, error) {
 	if err := ps.check(ctx, "acquire", 1); err != nil {
 		return nil, err
 	}
@@ -261,35 +261,30 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 	ps.c.retryLeaves(ctx, ps.name)
 	a := &permitAttempt{ps: ps, cfg: cfg, raw: permitID(ps.c.id, ownerSeq.Add(1))}
 	a.req = scripts.PermitAcquireRequest{Keys: ps.keys, ID: a.raw, Lease: cfg.lease.Milliseconds(), Publish: ps.c.argPublish, QueueTTL: argGrantTTL}
-	done, retry, err := a.Attempt(ctx)
-	if done || err != nil {
-		return a.p, err
+	r, err := a.Attempt(ctx, false)
+	if r.Got != nil || err != nil {
+		return r.Got, err
 	}
-	if !wait {
+	if !waits {
 		return nil, ErrNotAcquired
 	}
 	if cfg.spin != nil {
-		ps.c.stats.Waits.Add(1)
-		err = ps.c.spin(ctx, "acquire", ps.name, cfg.spin, retry, 0, func() (bool, time.Duration, error) { return a.Attempt(ctx) })
-	} else {
-		seq := ownerSeq.Add(1)
-		owner := ps.c.id + ":" + strconv.FormatUint(seq, 10)
-		wt := waitFor{Op: "acquire", Name: ps.name, Channel: ps.channel, Policy: permitPolicy,
-			Local: ps.queue, Waiter: newWaiter(owner, nil, false), WakeNext: true, Hold: cfg.lease}
-		if !ps.c.rsync.mayWait() {
-			// The call queues as owner, asking for the permit id a release
-			// grants it (permit_lib.lua).
-			wt.Grants = ps.grants
-			a.member = scripts.Member(cfg.lease, scripts.OneShot, owner)
-			a.raw = permitID(ps.c.id, seq)
-			a.req.ID = a.raw
-		}
-		_, err = ps.c.waitQueued(ctx, wt, a, retry)
+		return spin(ctx, ps.c, "acquire", ps.name, cfg.spin, r, a)
 	}
-	if err != nil {
-		return nil, err
+	seq := ownerSeq.Add(1)
+	owner := ps.c.id + ":" + strconv.FormatUint(seq, 10)
+	wt := waitFor{Op: "acquire", Name: ps.name, Channel: ps.channel, Policy: permitPolicy,
+		Local: ps.queue, Waiter: wait.NewWaiter[*Lease](owner, false), Hold: cfg.lease}
+	if !ps.c.rsync.mayWait() {
+		// The call queues as owner, asking for the permit id a release
+		// grants it (permit_lib.lua).
+		wt.Grants = ps.grants
+		a.member = scripts.Member(cfg.lease, scripts.OneShot, owner)
+		a.raw = permitID(ps.c.id, seq)
+		a.req.ID = a.raw
 	}
-	return a.p, nil
+	p, _, err := wait.Loop(ctx, ps.c.localEnv, wt, a, r)
+	return p, err
 }
 
 // permitPolicy is the hub's policy for a semaphore's channel when permit
@@ -307,12 +302,19 @@ func permitPolicy(payload string) int {
 	return n
 }
 
+// Attempt, Accept, Join and End make a PermitSemaphore's acquire call its
+// own waiting call (wait.Call), which always listens.
+func (a *permitAttempt) Attempt(ctx context.Context, _ bool) (wait.Result[*Permit], error) {
+	p, retry, err := a.attempt(ctx)
+	return wait.Result[*Permit]{Got: p, Retry: retry, Listen: true}, err
+}
+
 // attempt runs permit_acquire.lua once (with ReplicaSync.Retry, until
-// enough replicas acknowledge a grant): it reports whether the call took
-// its permit (a.p), and if not how long to sleep at most. An attempt whose
-// outcome is unknown, or that too few replicas acknowledged, is undone
-// before it returns.
-func (a *permitAttempt) Attempt(ctx context.Context) (bool, time.Duration, error) {
+// enough replicas acknowledge a grant): it returns the Permit the call
+// took, or else how long to sleep at most. An attempt whose outcome is
+// unknown, or that too few replicas acknowledged, is undone before it
+// returns.
+func (a *permitAttempt) attempt(ctx context.Context) (*Permit, time.Duration, error) {
 	ps := a.ps
 	keys, args := a.req.Build()
 	r, sent, err := ps.c.acquire(ctx, ps.name, scripts.PermitAcquire, keys, args, a, isZero, nil)
@@ -321,21 +323,21 @@ func (a *permitAttempt) Attempt(ctx context.Context) (bool, time.Duration, error
 		a.req.Queued = true // later attempts leave the queue when they acquire
 	}
 	if errors.Is(err, ErrClosed) {
-		return false, 0, ErrClosed
+		return nil, 0, ErrClosed
 	}
 	if err != nil {
-		return false, 0, opError(ctx, "acquire", ps.name, err)
+		return nil, 0, opError(ctx, "acquire", ps.name, err)
 	}
 	switch reply := scripts.PermitAcquireReplyOf(r); {
 	case reply.ExpiresIn > 0:
-		return false, reply.ExpiresIn + time.Millisecond, nil
+		return nil, reply.ExpiresIn + time.Millisecond, nil
 	case !reply.Acquired:
-		return false, fallbackRecheck, nil
+		return nil, fallbackRecheck, nil
 	}
-	a.p = a.permit()
-	a.p.watch(a.cfg.lease, a.cfg.fixed, sent)
+	p := a.permit()
+	p.watch(a.cfg.lease, a.cfg.fixed, sent)
 	ps.c.stats.acquired.Add(1)
-	return true, 0, nil
+	return p, 0, nil
 }
 
 // permit returns the call's Permit, not yet watched.
@@ -343,29 +345,29 @@ func (a *permitAttempt) permit() *Permit {
 	return &Permit{ps: a.ps, raw: a.raw, id: hex.EncodeToString([]byte(a.raw)), end: newEnding()}
 }
 
-// accept takes the permit a release granted the call with g, unless the
+// Accept takes the permit a release granted the call with g, unless the
 // grant may have run out already (see Client.granted).
-func (a *permitAttempt) Accept(g *grant) bool {
+func (a *permitAttempt) Accept(g *grant) *Permit {
 	deadline, ok := a.ps.c.grantDeadline(g, a.joined)
 	if !ok {
-		return false
+		return nil
 	}
-	a.p = a.permit()
-	a.p.watchUntil(a.cfg.lease, a.cfg.fixed, deadline)
-	a.ps.c.confirmGrant(a.p.entry.Load(), a.cfg, g)
-	return true
+	p := a.permit()
+	p.watchUntil(a.cfg.lease, a.cfg.fixed, deadline)
+	a.ps.c.confirmGrant(p.entry.Load(), a.cfg, g)
+	return p
 }
 
-// join makes the call's next attempts queue it.
+// Join makes the call's next attempts queue it.
 func (a *permitAttempt) Join() {
 	a.req.Member = a.member
 }
 
-// leave takes the call out of the queue as it returns without a permit,
-// and releases the permit if one was granted to it meanwhile (the next
-// call then gets it), within the cleanup timeout.
-func (a *permitAttempt) Leave() {
-	if a.joined == 0 {
+// End takes the call out of the queue if it may be there, and releases
+// the permit if one was granted to it meanwhile (the next call then gets
+// it), within the cleanup timeout.
+func (a *permitAttempt) End(queued bool) {
+	if !queued || a.joined == 0 {
 		return
 	}
 	ps := a.ps

@@ -2,6 +2,8 @@ package relock
 
 import (
 	"context"
+	"slices"
+	"sync"
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
@@ -188,4 +190,68 @@ func rwOp(write bool, op string) string {
 		return op
 	}
 	return "r" + op
+}
+
+// writerTurns lets one writer of the Client at a time, per lock, wait in
+// the lock's queue in Redis; the others wait for their turn, quiet
+// (wait.Wait.Gate). The end of a write lock wakes every waiter of its
+// channel, since every waiting reader may enter; without turns it would
+// also wake every writer of the Client, all but one of them to fail
+// again, and a grant or a word to a second writer would find no call to
+// take it. Its zero value is ready.
+type writerTurns struct {
+	mu    sync.Mutex
+	m     map[string]*turnLine // by the lock's queue
+	spare *turnLine            // one line no lock uses, for the next
+}
+
+// turnLine is one lock's writers that take turns: the one that has the
+// turn, and after it those waiting for it, oldest first, each by the gate
+// that lets it through once it has the turn.
+type turnLine struct {
+	waiting []chan struct{}
+}
+
+// take has a writer take part in the turns on name: it has the turn at
+// once if no other writer has it or waits for it (a nil gate), or else
+// waits for it: the gate returned lets it through once it has it.
+func (t *writerTurns) take(name string) (gate chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if line := t.m[name]; line != nil {
+		gate = make(chan struct{}, 1)
+		line.waiting = append(line.waiting, gate)
+		return gate
+	}
+	if t.m == nil {
+		t.m = make(map[string]*turnLine)
+	}
+	line := t.spare
+	if line == nil {
+		line = &turnLine{}
+	}
+	t.spare = nil
+	t.m[name] = line
+	return nil
+}
+
+// leave ends the part in the turns on name of the writer that take gave
+// gate: one still waiting goes; one that has the turn, whether its gate
+// let it through yet or not, hands the turn to the next waiting, if any.
+func (t *writerTurns) leave(name string, gate chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	line := t.m[name]
+	if i := slices.Index(line.waiting, gate); gate != nil && i >= 0 {
+		line.waiting = slices.Delete(line.waiting, i, i+1)
+		return
+	}
+	if len(line.waiting) == 0 {
+		delete(t.m, name)
+		t.spare = line
+		return
+	}
+	next := line.waiting[0]
+	line.waiting = slices.Delete(line.waiting, 0, 1)
+	next <- struct{}{} // never blocks: each gate is sent to once
 }

@@ -60,7 +60,7 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (releaseRe
 	// the lock is freed, the script grants it the lock, and its call
 	// returns on this reply with no grant message (rw_queue.lua).
 	w := ws[0]
-	req.Writer = w.Call.(*rwAcquire).named
+	req.Writer = w.Member
 	sent := rw.c.wd.Now()
 	keys, args := req.Build()
 	r, err := rw.c.door.Do(ctx, req.Script(), keys, args, nil)
@@ -83,9 +83,9 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (releaseRe
 // writer of this Client it has claimed, as Mutex.passNow does; the
 // switch is rw_write_unlock.lua's.
 func (rw *RWMutex) passNow(l *Lease, w *waiter) bool {
-	member := w.Call.(*rwAcquire).named
+	member := w.Member
 	if member == "" { // a writer not queued yet: the switch takes nothing out of the queue
-		member = scripts.Member(heldFor(w).lease, scripts.OneShot, w.Owner)
+		member = scripts.Member(w.Lease, scripts.OneShot, w.Owner)
 	}
 	return rw.c.passRun(l, w, w.Owner+":write", rw.group, rw.queue, func(ctx context.Context, token uint64, reserve bool) (int64, error) {
 		req := rw.unlockRequest(true, l.field, "")

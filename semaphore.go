@@ -8,6 +8,7 @@ import (
 
 	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/wait"
 )
 
 // Semaphore is a distributed counting semaphore on one name, stored in
@@ -87,7 +88,7 @@ func (s *Semaphore) releasePassing(ctx context.Context, op string, n int, ws []*
 	c := s.c
 	k := 0
 	for _, w := range ws {
-		k += wanted(w)
+		k += w.Permits
 	}
 	keys, marker := s.req.keys(s.name)
 	req := scripts.SemReleaseRequest{N: n, Publish: c.argPublish, MarkerTTL: c.argMarkerTTL, Channel: s.channel, Hand: k, Numsub: c.argNumsub}
@@ -102,7 +103,7 @@ func (s *Semaphore) releasePassing(ctx context.Context, op string, n int, ws []*
 	c.stats.handoffs.Add(uint64(len(ws)))
 	back := 0
 	for _, w := range c.local.PassEach(ws) {
-		back += wanted(w)
+		back += w.Permits
 	}
 	if back > 0 {
 		// Calls that returned meanwhile: their permits go to Redis after all.
@@ -149,19 +150,20 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	c := s.c
 	// A release of this Client may pass the call its permits (releasePassing),
 	// but with replica sync.
-	w := newWaiter("", n, !c.rsync.mayWait())
+	w := wait.NewWaiter[*Lease]("", !c.rsync.mayWait())
+	w.Permits = n
 	wt := waitFor{Op: "acquire", Name: s.name, Channel: s.channel, Local: s.channel, Waiter: w,
 		Policy: func(payload string) int {
 			c.local.WakeEach(s.channel, fits(payload))
 			return 0 // a reconnect still wakes every call, through the hub
 		}}
-	_, err = c.waitQueued(ctx, wt, tries(func(ctx context.Context) (bool, time.Duration, error) {
+	err = c.waitTries(ctx, wt, func(ctx context.Context) (bool, time.Duration, error) {
 		if c.local.TakePassed(w) {
 			return true, 0, nil
 		}
 		ok, err := s.attempt(ctx, n)
 		return ok, fallbackRecheck, err
-	}), fallbackRecheck)
+	})
 	if err != nil && c.local.TakePassed(w) {
 		s.restorePermits(n) // passed as the call gave up
 	}
@@ -261,15 +263,12 @@ func (s *Semaphore) undo(n int, marker string) *semUndo {
 	return &semUndo{s: s, n: n, marker: marker}
 }
 
-// wanted returns the permits the Semaphore call waiting in w asks for.
-func wanted(w *waiter) int { return w.Call.(int) }
-
 // fitting is a release's claim policy for n permits: it claims, oldest
 // first, the waiting calls whose requests fit in n together, skipping a
 // request too large, as fits does.
 func fitting(n int) func(*waiter) (take, more bool) {
 	return func(w *waiter) (bool, bool) {
-		k := wanted(w)
+		k := w.Permits
 		if k <= 0 || k > n {
 			return false, true
 		}
@@ -297,8 +296,8 @@ func fits(payload string) func(*waiter) bool {
 			return pick
 		case all:
 			return true
-		case wanted(w) <= free:
-			free -= wanted(w)
+		case w.Permits <= free:
+			free -= w.Permits
 			return true
 		}
 		return false
