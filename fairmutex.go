@@ -19,13 +19,14 @@ import (
 // Holds are Mutex holds: a FairMutex and a Mutex of one name exclude each
 // other, but only FairMutex waiters keep the order.
 //
-// A waiter keeps its place by refreshing its queue entry every third of
-// the waiter timeout (see WithWaiterTimeout). A waiter whose process died
-// stops refreshing; once its liveness deadline passes, the next call on
-// the lock removes it and the waiter after it moves up, however long
-// nobody called on the lock before. Deadlines are the server's clock. A waiter that gives up leaves the queue before its Lock
-// call returns. The queue keys are deleted when the last waiter leaves;
-// they never get a TTL, since Redisson's waiters share them.
+// A waiter keeps its place by refreshing its queue entry every third of the
+// waiter timeout (see WithWaiterTimeout). A waiter whose process died stops
+// refreshing; once its liveness deadline passes, the next call on the lock
+// removes it and the waiter after it moves up, however long nobody called
+// on the lock before. Deadlines are the server's clock. A waiter that gives
+// up leaves the queue before its Lock call returns. The queue keys are
+// deleted when the last waiter leaves; they never get a TTL, since
+// Redisson's waiters share them.
 //
 // With Redisson clients on the same name, one queue serves both in
 // arrival order: relock keeps Redisson's scores in the shared timeout set

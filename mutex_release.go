@@ -110,7 +110,8 @@ func (m *Mutex) releasePassing(ctx context.Context, req *scripts.UnlockRequest, 
 	return passed, nil
 }
 
-// unackedPass is a one-shot waiter's hold granted by a release that passed it, which too few replicas acknowledged: to be undone.
+// unackedPass is a one-shot waiter's hold granted by a release that passed
+// it, which too few replicas acknowledged: to be undone.
 type unackedPass struct {
 	m     *Mutex
 	owner string

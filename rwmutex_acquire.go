@@ -13,9 +13,9 @@ import (
 // rwAcquire is one RWMutex lock call, shared by its attempts.
 type rwAcquire struct {
 	lockCall
-	rw     *RWMutex
-	write  bool
-	field  string // the hold's hash field: owner, or owner + ":write"
+	rw    *RWMutex
+	write bool
+	field string // the hold's hash field: owner, or owner + ":write"
 	// req is the call of the lock script each attempt sends: its Kind is
 	// NoQueue until the call queues, and a one-shot writer's is Listening
 	// once it listens on the release channel.
@@ -40,7 +40,7 @@ type rwAcquire struct {
 }
 
 // Undo undoes an attempt whose reply was lost, if Redis applied it
-// (batch.Undo). A one-shot owner's field can only come from that attempt;
+// (door.Undo). A one-shot owner's field can only come from that attempt;
 // a reentrant owner's is undone only if the attempt's request marker shows
 // it was applied.
 func (a *rwAcquire) Undo(ctx context.Context) {

@@ -10,13 +10,14 @@ import (
 )
 
 // WithSpin makes a lock call, or a PermitSemaphore's Acquire, wait by
-// polling instead of sleeping on the lock's release channel: after a failed attempt it sleeps a random time
-// between min and a bound that doubles with every attempt up to max (never
-// past the holder's remaining TTL), then tries again. It subscribes to
-// nothing, so it suits deployments with very many locks or without pub/sub,
-// at the price of slower handoffs and more attempts under contention. The
-// backoff keeps no state between calls. min must be positive and max at
-// least min, or the call fails with ErrInvalidOption.
+// polling instead of sleeping on the lock's release channel: after a failed
+// attempt it sleeps a random time between min and a bound that doubles with
+// every attempt up to max (never past the holder's remaining TTL), then
+// tries again. It subscribes to nothing, so it suits deployments with very
+// many locks or without pub/sub, at the price of slower handoffs and more
+// attempts under contention. The backoff keeps no state between calls. min
+// must be positive and max at least min, or the call fails with
+// ErrInvalidOption.
 func WithSpin(min, max time.Duration) LockOption {
 	return func(c *lockConfig) error {
 		if min <= 0 || max < min {

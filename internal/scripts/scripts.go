@@ -1,12 +1,12 @@
 // Package scripts holds relock's Lua scripts, one embedded file per
 // operation, with the digests by which the server caches them; the door
 // (internal/door) runs them by EVALSHA, with EVAL when the server's script
-// cache does not know them (after a restart or failover). Each script has a request type that builds its KEYS and ARGV from named
-// fields, in the order its header names them, and a reply type it decodes
-// into, so that no caller knows an argument's position or a reply's
-// encoding. Redis does not undo the writes of a script that fails, so each
-// script reads what could make it fail before its first write (see
-// docs/design.md, Scripts).
+// cache does not know them (after a restart or failover). Each script has a
+// request type that builds its KEYS and ARGV from named fields, in the
+// order its header names them, and a reply type it decodes into, so that no
+// caller knows an argument's position or a reply's encoding. Redis does not
+// undo the writes of a script that fails, so each script reads what could
+// make it fail before its first write (see docs/design.md, Scripts).
 package scripts
 
 import (
