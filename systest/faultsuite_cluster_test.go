@@ -42,7 +42,7 @@ func TestFaultCluster(t *testing.T) {
 			clients[i] = append(clients[i], testkit.NewClient(t, rdb(), append([]relock.Option{relock.WithWatchdogTimeout(lease)}, m.opts...)...))
 		}
 	}
-	n := rounds(1, 4)
+	n := testkit.Rounds(1, 4)
 	kill, graceful := make([]outcome, len(modes)), make([]outcome, len(modes))
 	for r := range n {
 		victim := c.Masters[r%len(c.Masters)]

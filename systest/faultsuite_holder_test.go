@@ -94,7 +94,7 @@ func TestFaultHolderPaused(t *testing.T) {
 	t.Parallel()
 	const lease = time.Second
 	srv := redistest.Standalone(t)
-	n := rounds(1, 10)
+	n := testkit.Rounds(1, 10)
 	for r := 0; r < n; r++ {
 		report, ok := pausedHolder(t, srv, lease)
 		for attempt := 0; !ok && attempt < 3; attempt++ {
@@ -113,7 +113,7 @@ func TestFaultHolderPaused(t *testing.T) {
 		}
 		t.Logf("round %d: %s", r, report)
 	}
-	safety(t, "holder-process-paused", "runs", n, "double_grants", 0, "loss_before_next", n, "loss_after_next", 0, "first_err_after_resume", "ErrLockLost")
+	testkit.Safety(t, "holder-process-paused", "runs", n, "double_grants", 0, "loss_before_next", n, "loss_after_next", 0, "first_err_after_resume", "ErrLockLost")
 }
 
 // pausedHolder runs one child holding a lock on srv: it returns the

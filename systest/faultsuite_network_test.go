@@ -53,7 +53,7 @@ func TestFaultNetwork(t *testing.T) {
 	}
 
 	episodes := []string{"delay", "drop", "stall", "delay", "drop", "stall"}
-	if soaking() {
+	if testkit.Soaking() {
 		for range 60 {
 			episodes = append(episodes, []string{"delay", "drop", "stall", "calm"}[rand.N(4)])
 		}

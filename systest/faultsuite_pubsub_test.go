@@ -46,7 +46,7 @@ func TestFaultPubSubKilled(t *testing.T) {
 func pubsubStorm(t *testing.T, k lockKind, rdb func() redis.UniversalClient, kill func(context.Context) (int, error), opts ...relock.Option) (outcome, int) {
 	t.Helper()
 	const workers = 16
-	per := rounds(25, 500)
+	per := testkit.Rounds(25, 500)
 	clients := []*relock.Client{testkit.NewClient(t, rdb(), opts...), testkit.NewClient(t, rdb(), opts...)}
 	w := newWorkloadOf(t, k, 10*time.Second)
 	locks := names(t, "ps", 2)

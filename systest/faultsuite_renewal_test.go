@@ -87,7 +87,7 @@ func TestFaultReplicaSyncRenewalGap(t *testing.T) {
 	} else if !errors.Is(holderErr, relock.ErrLockLost) {
 		t.Errorf("holder's Err = %v, want ErrLockLost", holderErr)
 	}
-	safety(t, "replica-sync-renewal-gap", "runs", 1, "sync", "on-replicas-1", "double_grants", doubleGrants,
+	testkit.Safety(t, "replica-sync-renewal-gap", "runs", 1, "sync", "on-replicas-1", "double_grants", doubleGrants,
 		"lease", lease)
 
 	// Let the holder's client reach the new master, so that it closes

@@ -28,7 +28,7 @@ func TestFaultServerPaused(t *testing.T) {
 	}
 	kinds := lockKinds()
 	holder := func(k lockKind, i int) string { return fmt.Sprintf("%s%d.holder%d", k.tag("c"), i%len(clients), i) }
-	n := rounds(2, 10)
+	n := testkit.Rounds(2, 10)
 	total := make([]outcome, len(kinds))
 	for r := range n {
 		ws := make([]*workload, len(kinds))
@@ -122,7 +122,7 @@ func TestFaultServerRestarted(t *testing.T) {
 		testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)),
 	}
 	waiter := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease))
-	n := rounds(1, 5)
+	n := testkit.Rounds(1, 5)
 	var total outcome
 	early := 0 // locks granted again before Restart returned
 	for r := range n {
