@@ -65,7 +65,9 @@ func MutexHammer(t *testing.T) {
 	})
 }
 
-// Reentrancy: TODO
+// Reentrancy: calls whose contexts carry one owner re-enter the lock,
+// sharing the holder's token; other owners and plain contexts are
+// excluded; the lock is free once every hold of the owner is unlocked.
 func Reentrancy(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		c := top.NewClient(t)
@@ -123,7 +125,9 @@ func Reentrancy(t *testing.T) {
 	})
 }
 
-// TryLockAndTTL: TODO
+// TryLockAndTTL: TTL follows PTTL (-2 for a free lock, the lease while
+// held), TryLock of a held lock fails with ErrNotAcquired, and Unlock ends
+// the lease with ErrReleased and a closed Done.
 func TryLockAndTTL(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		m := top.NewClient(t).Mutex(testkit.LockName(t))
@@ -155,7 +159,8 @@ func TryLockAndTTL(t *testing.T) {
 	})
 }
 
-// FencingTokensGrow: TODO
+// FencingTokensGrow: every acquisition, by either of two Clients, gets a
+// larger token than the one before.
 func FencingTokensGrow(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		a, b := top.NewClient(t), top.NewClient(t)
@@ -217,7 +222,8 @@ func FixedLeaseExpires(t *testing.T) {
 	})
 }
 
-// LeaseContext: TODO
+// LeaseContext: a lease's context ends with ErrLockLost as its cause
+// when another Client force-unlocks the lock.
 func LeaseContext(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		a, b := top.NewClient(t), top.NewClient(t)
