@@ -63,7 +63,7 @@ func TestHolderKilled(t *testing.T) {
 	}
 	// Let its watchdog renew at least once, so that expiry after the kill
 	// is the watchdog's lease and not the first one.
-	c := testkit.NewClient(t, testkit.Standalone.Client())
+	c := testkit.Topologies()[0].NewClient(t)
 	m := c.Mutex(name)
 	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	if _, err := m.TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
@@ -97,8 +97,8 @@ func TestLossSignalled(t *testing.T) { conformance.LossSignalled(t) }
 func TestLossBeforeOthersAcquire(t *testing.T) {
 	srv := redistest.Standalone(t)
 	const timeout = 400 * time.Millisecond
-	c := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(timeout))
-	other := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()))
+	c := testkit.Deployment{Addr: srv.Addr}.Open(t, relock.WithWatchdogTimeout(timeout))
+	other := testkit.Deployment{Addr: srv.Addr}.Open(t)
 	name := testkit.LockName(t)
 	ctx := testkit.CtxTimeout(t, 20*time.Second)
 	l, err := c.Mutex(name).Lock(ctx)

@@ -148,7 +148,7 @@ func pausedHolder(t *testing.T, srv *redistest.Server, lease time.Duration) (str
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	c := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()))
+	c := testkit.Deployment{Addr: srv.Addr}.Open(t)
 	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	l, err := c.Mutex(name).Lock(ctx) // granted once the stopped holder's key expires
 	if err != nil {

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/faultproxy"
 	"github.com/relock-go/relock/internal/redistest"
@@ -37,7 +35,7 @@ func TestFaultReplicaSyncRenewalGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	holder := testkit.NewClient(t, testkit.CloseLater(t, redis.NewClient(&redis.Options{Addr: p.Addr()})),
+	holder := testkit.Deployment{Addr: p.Addr()}.Open(t,
 		relock.WithWatchdogTimeout(lease), relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1}))
 	name := testkit.LockName(t)
 	ctx := testkit.CtxTimeout(t, 30*time.Second)

@@ -57,7 +57,7 @@ func TestFaultSentinel(t *testing.T) {
 	for i, m := range modes {
 		for range 3 {
 			opts := append([]relock.Option{relock.WithWatchdogTimeout(lease)}, m.opts...)
-			clients[i] = append(clients[i], testkit.NewClient(t, testkit.CloseLater(t, s.FailoverClient()), opts...))
+			clients[i] = append(clients[i], testkit.Deployment{MasterName: s.MasterName, Sentinels: s.SentinelAddrs()}.Open(t, opts...))
 		}
 	}
 	var plain, cut [][]sentinelTotal // kinds by modes

@@ -24,7 +24,7 @@ func TestFaultServerPaused(t *testing.T) {
 	srv := redistest.Standalone(t)
 	var clients []*relock.Client
 	for range 3 {
-		clients = append(clients, testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)))
+		clients = append(clients, testkit.Deployment{Addr: srv.Addr}.Open(t, relock.WithWatchdogTimeout(lease)))
 	}
 	kinds := lockKinds()
 	holder := func(k lockKind, i int) string { return fmt.Sprintf("%s%d.holder%d", k.tag("c"), i%len(clients), i) }
@@ -118,10 +118,10 @@ func TestFaultServerRestarted(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	srv := redistest.Standalone(t)
 	holders := []*relock.Client{
-		testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)),
-		testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)),
+		testkit.Deployment{Addr: srv.Addr}.Open(t, relock.WithWatchdogTimeout(lease)),
+		testkit.Deployment{Addr: srv.Addr}.Open(t, relock.WithWatchdogTimeout(lease)),
 	}
-	waiter := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease))
+	waiter := testkit.Deployment{Addr: srv.Addr}.Open(t, relock.WithWatchdogTimeout(lease))
 	n := testkit.Rounds(1, 5)
 	var total outcome
 	early := 0 // locks granted again before Restart returned

@@ -45,7 +45,7 @@ func TestFaultReplicaSyncCost(t *testing.T) {
 	ctx := testkit.CtxTimeout(t, 2*time.Minute)
 	failures := 0
 	measure := func(opts ...relock.Option) time.Duration {
-		c := testkit.NewClient(t, testkit.CloseLater(t, r.Master.Client()), opts...)
+		c := testkit.Deployment{Addr: r.Master.Addr}.Open(t, opts...)
 		m := c.Mutex(testkit.LockName(t))
 		for range 20 { // warm up: connections, scripts, the replica count
 			failures += cycle(t, ctx, m)
