@@ -45,6 +45,8 @@ var tests = []struct {
 	{"LossSignalled", LossSignalled},
 	{"CancelledWaiterLeavesNothing", CancelledWaiterLeavesNothing},
 	{"WaiterWokenByRelease", WaiterWokenByRelease},
+	// A server's error reply, through the driver, read as its class.
+	{"QueueOfAnotherType", QueueOfAnotherType},
 	// The other primitives.
 	{"FairMutexOrder", FairMutexOrder},
 	{"FairMutexHammer", FairMutexHammer},

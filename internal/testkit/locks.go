@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -336,4 +337,37 @@ func TakeInQueueOrder(t *testing.T, ctx context.Context, rdb redis.UniversalClie
 	}
 	wg.Wait()
 	return order, tokens
+}
+
+// DumpKeys returns the keys of name and its companions on rdb (the
+// fencing counter included) with their values and whether they expire,
+// for a test to compare what a call changed.
+func DumpKeys(t testing.TB, rdb *redis.Client, name string) map[string]string {
+	t.Helper()
+	ctx := CtxTimeout(t, 5*time.Second)
+	keys := append(KeysOf(t, rdb, name), layout.Fencing(name, false))
+	out := make(map[string]string, len(keys))
+	for _, k := range keys {
+		typ := rdb.Type(ctx, k).Val()
+		var v any
+		switch typ {
+		case "none":
+			continue
+		case "string":
+			v = rdb.Get(ctx, k).Val()
+		case "hash":
+			v = rdb.HGetAll(ctx, k).Val() // fmt prints a map sorted
+		case "zset":
+			v = rdb.ZRangeWithScores(ctx, k, 0, -1).Val()
+		case "list":
+			v = rdb.LRange(ctx, k, 0, -1).Val()
+		case "set":
+			v = rdb.SMembers(ctx, k).Val()
+			slices.Sort(v.([]string))
+		case "stream":
+			v = rdb.XRange(ctx, k, "-", "+").Val()
+		}
+		out[k] = fmt.Sprintf("%s %v expires:%v", typ, v, rdb.PTTL(ctx, k).Val() != -1)
+	}
+	return out
 }
