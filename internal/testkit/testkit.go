@@ -1,8 +1,10 @@
 // Package testkit holds what relock's test packages share: the Redis
 // servers a test binary starts once (Main), the topologies behaviour tests
-// run on, and helpers for clients, names, waits and Redis state. The
-// behaviour tests live beside the code; the whole-system suites (fault
-// injection, hammers, soak) in systest/.
+// run on, the Opener that says which client library the binary's Clients
+// use (driver.go), and helpers for clients, names, waits and Redis state.
+// The behaviour tests live beside the code; the whole-system suites (fault
+// injection, hammers, soak) in systest/; the tests every client library
+// runs in internal/conformance.
 package testkit
 
 import (
