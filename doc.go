@@ -19,16 +19,16 @@
 // PermitSemaphore's Acquire, wait by jittered backoff instead of pub/sub.
 //
 // A Client (New) owns the watchdog, the owner ids and the shared pub/sub
-// connections; primitives such as [Client.Mutex] are cheap handles made from
-// it. Every acquisition returns a [Lease]: its Done channel closes and its
-// Err turns to [ErrLockLost] when the hold is found gone or can no longer
-// be trusted (see What is guaranteed).
-// [Lease.Unlock] (like every release: Permit.Release, Semaphore.Release,
-// Leadership.Resign) goes out even when its context has ended, within the
-// Client's cleanup timeout (a server that does not answer at all holds it
-// for the Redis client's read timeout), and stops renewal whatever its outcome: a
-// hold whose release failed expires within its lease. [Lease.Extend]
-// lengthens a fixed lease (WithLease).
+// connections; primitives such as [Client.Mutex] are cheap handles made
+// from it. Every acquisition returns a [Lease]: its Done channel closes and
+// its Err turns to [ErrLockLost] when the hold is found gone or can no
+// longer be trusted (see What is guaranteed). [Lease.Unlock] (like every
+// release: Permit.Release, Semaphore.Release, Leadership.Resign) goes out
+// even when its context has ended, within the Client's cleanup timeout (a
+// server that does not answer at all holds it for the Redis client's read
+// timeout), and stops renewal whatever its outcome: a hold whose release
+// failed expires within its lease. [Lease.Extend] lengthens a fixed lease
+// (WithLease).
 //
 // # Ownership
 //

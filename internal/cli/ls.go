@@ -292,12 +292,11 @@ func isCompanion(prefix, key string) bool {
 	return ok
 }
 
-// inspectCounts finds the synchronizers among string keys of one server:
-// a permit semaphore (a number with its zset of held permits beside it,
-// whose holders are its permits),
-// and a semaphore or latch someone waits on (a number whose channel has
-// subscribers; an idle one cannot be told from any counter, and is left
-// to show). Their lockInfo carries count.
+// inspectCounts finds the synchronizers among string keys of one server: a
+// permit semaphore (a number with its zset of held permits beside it, whose
+// holders are its permits), and a semaphore or latch someone waits on (a
+// number whose channel has subscribers; an idle one cannot be told from any
+// counter, and is left to show). Their lockInfo carries count.
 func inspectCounts(ctx context.Context, node *redis.Client, keys []string, found func(*lockInfo)) error {
 	if len(keys) == 0 {
 		return nil

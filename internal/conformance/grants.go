@@ -19,9 +19,9 @@ import (
 // listener on the release channel that does not queue (as a Redisson
 // waiter) turns grants off; a waiter granted the lock that has died costs
 // the next one the short grant, whose end it finds by attempting at least
-// that often; and nothing is left
-// in Redis. With replica sync a Client grants to its own waiters only (a
-// grant pushed to another would return before replicas acknowledged it).
+// that often; and nothing is left in Redis. With replica sync a Client
+// grants to its own waiters only (a grant pushed to another would return
+// before replicas acknowledged it).
 func Grants(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
 		ctx := testkit.CtxTimeout(t, 30*time.Second)

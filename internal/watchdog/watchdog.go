@@ -315,11 +315,10 @@ type round struct {
 
 // Confirm renews e to lease after the given time, outside the periodic
 // rounds, without waiting: a hold taken with a short first lease (granted
-// by another client's release) is extended to its own lease if it is
-// still watched by then. Confirmations due together go in one round,
-// after any round in flight. Held
-// extends e's deadline by lease from the renewal's sending; otherwise the
-// deadline stands.
+// by another client's release) is extended to its own lease if it is still
+// watched by then. Confirmations due together go in one round, after any
+// round in flight. Held extends e's deadline by lease from the renewal's
+// sending; otherwise the deadline stands.
 func (w *Watchdog) Confirm(e *Entry, lease, after time.Duration) {
 	probe := &Entry{Key: e.Key, Owner: e.Owner, Kind: e.Kind, Group: e.Group, Lease: lease, Data: e}
 	due := w.Now() + int64(after)
