@@ -3,16 +3,16 @@
 // go-redis one, and everything relock.New says holds.
 //
 // It is a module of its own, so that a go-redis user of relock never
-// downloads rueidis. Its sibling relockvalkey does the same for valkey-go,
-// rueidis's fork with the same API; the two packages are alike line for
-// line but for the client library's name.
+// downloads rueidis. Its sibling relockvalkey does the same for
+// valkey-go, the fork of rueidis with the same API; the two packages are
+// alike line for line but for the client library's name.
 //
 // The client stays the caller's: relock never closes it, and it must
 // outlive the relock.Client. rueidis pipelines concurrent calls by
-// itself, so relock's own batching and rueidis's auto-pipelining combine.
-// Calls are bounded by their contexts (rueidis has no read timeout of its
-// own); replica sync's WAIT goes on a dedicated connection, the one that
-// wrote.
+// itself, so relock's own batching and rueidis's auto-pipelining
+// combine. Calls are bounded by their contexts (rueidis has no read
+// timeout of its own); replica sync's WAIT goes on a dedicated
+// connection, the one that wrote.
 package relockrueidis
 
 import (

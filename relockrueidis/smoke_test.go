@@ -190,6 +190,7 @@ func otherMaster(c *redistest.Cluster, not *redistest.Server) *redistest.Server 
 func TestReplicaSync(t *testing.T) {
 	r := redistest.NewReplicated(t, 1)
 	ctx := testkit.CtxTimeout(t, 30*time.Second)
+	waitAcking(t, r.Master, 1)
 	c := client(t, []string{r.Master.Addr})
 	locks := newLocks(t, c, relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1}))
 	name := testkit.LockName(t)
@@ -214,6 +215,26 @@ func TestReplicaSync(t *testing.T) {
 	}
 }
 
+// waitAcking waits until master has n replicas online that have
+// acknowledged an offset: until then a WAIT may count none of them.
+func waitAcking(t testing.TB, master *redistest.Server, n int) {
+	t.Helper()
+	testkit.Eventually(t, 30*time.Second, strconv.Itoa(n)+" replicas acknowledging", func() bool {
+		v, err := master.Do(context.Background(), "INFO", "replication")
+		if err != nil {
+			t.Fatal(err)
+		}
+		acking := 0
+		for _, line := range strings.Split(v.(string), "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "slave") && strings.Contains(line, "state=online") && !strings.Contains(line+",", ",offset=0,") {
+				acking++
+			}
+		}
+		return acking == n
+	})
+}
+
 // waits returns the calls of WAIT s has answered.
 func waits(t testing.TB, s *redistest.Server) int64 {
 	t.Helper()
@@ -234,16 +255,42 @@ func waits(t testing.TB, s *redistest.Server) int64 {
 }
 
 // TestSentinel: through rueidis's Sentinel client, a Mutex is handed
-// over to a waiter listening on the master.
+// over to a waiter listening on the master; after the master is killed
+// and a replica promoted, a lock is taken on the new master and handed
+// over again.
 func TestSentinel(t *testing.T) {
 	s := redistest.NewSentinel(t)
 	opt := rueidis.ClientOption{Sentinel: rueidis.SentinelOption{MasterSet: s.MasterName}}
 	a := newLocks(t, client(t, s.SentinelAddrs(), opt))
 	b := newLocks(t, client(t, s.SentinelAddrs(), opt))
-	m, err := s.CurrentMaster(context.Background())
+	ctx := testkit.CtxTimeout(t, 90*time.Second)
+	on := func(m *redistest.Server) {
+		t.Helper()
+		rdb := testkit.CloseLater(t, m.Client())
+		handOver(t, a, b, rdb, false, func(ch string) int64 { return numSub(t, m, ch) })
+	}
+	old, err := s.CurrentMaster(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := testkit.CloseLater(t, m.Client())
-	handOver(t, a, b, rdb, false, func(ch string) int64 { return numSub(t, m, ch) })
+	on(old)
+	if err := old.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.WaitForNewMaster(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// rueidis follows the sentinels to the new master; the first calls
+	// after the switch may fail while it does.
+	name := testkit.LockName(t)
+	var l *relock.Lease
+	testkit.Eventually(t, 30*time.Second, "a lock on the new master", func() bool {
+		l, err = a.Mutex(name).TryLock(ctx)
+		return err == nil
+	})
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	on(m)
 }
