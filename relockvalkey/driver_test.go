@@ -1,8 +1,11 @@
 package relockvalkey
 
 import (
+	"context"
 	"errors"
+	"net"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,7 +32,7 @@ func TestNewNil(t *testing.T) {
 // is its own command's.
 func TestReplies(t *testing.T) {
 	ctx := testkit.CtxTimeout(t, 10*time.Second)
-	d := newDriver(client(t, []string{testkit.Standalone.Addr}))
+	d := open(t, deployment{Addr: testkit.Standalone.Addr})
 	eval := func(script string, args ...any) door.Cmd {
 		return door.Cmd{Args: append([]any{"eval", script, 0}, args...)}
 	}
@@ -77,7 +80,7 @@ func TestReplies(t *testing.T) {
 func TestClusterNodes(t *testing.T) {
 	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	c := testkit.Cluster
-	d := newDriver(client(t, c.Addrs()))
+	d := open(t, deployment{Addrs: c.Addrs()})
 	if !d.Cluster() {
 		t.Fatal("a cluster client is not a cluster's")
 	}
@@ -120,7 +123,7 @@ func TestClusterNodes(t *testing.T) {
 func TestReplicaSyncCluster(t *testing.T) {
 	c := redistest.NewCluster(t, 3, 1)
 	ctx := testkit.CtxTimeout(t, 30*time.Second)
-	locks := newLocks(t, client(t, c.Addrs()), relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1}))
+	locks := newLocks(t, deployment{Addrs: c.Addrs()}, relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1}))
 	name := testkit.LockName(t)
 	master, err := c.MasterForSlot(ctx, slots.Of(name))
 	if err != nil {
@@ -137,5 +140,23 @@ func TestReplicaSyncCluster(t *testing.T) {
 	}
 	if err := lease.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDeploymentDialer: the tests' deployments hand their dialer to the
+// client, as fault proxies need: its connections are the dialer's.
+func TestDeploymentDialer(t *testing.T) {
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	var dials atomic.Int64
+	var dialer net.Dialer
+	d := open(t, deployment{Addr: testkit.Standalone.Addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dialer.DialContext(ctx, network, addr)
+	}})
+	if s, err := d.Do(ctx, door.Cmd{Args: []any{"ping"}}).Text(); err != nil || s != "PONG" {
+		t.Fatalf("ping: %q, %v", s, err)
+	}
+	if dials.Load() == 0 {
+		t.Fatal("the client did not dial through the deployment's dialer")
 	}
 }
