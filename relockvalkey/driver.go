@@ -52,6 +52,8 @@ func build(b valkey.Builder, cmd door.Cmd) valkey.Completed {
 // the same values.
 func text(a any) string {
 	switch v := a.(type) {
+	case nil:
+		return ""
 	case string:
 		return v
 	case []byte:
@@ -315,15 +317,20 @@ type node struct {
 }
 
 // Addr returns the server's address; that of the master of the moment
-// for a standalone or Sentinel client.
+// for a standalone or Sentinel client. Such a client that also sends to
+// replicas names them too: the least address is then a stable name of
+// the one node, if not the master's.
 func (n *node) Addr() string {
 	if n.addr != "" {
 		return n.addr
 	}
+	least := ""
 	for addr := range n.d.c.Nodes() {
-		return addr // a standalone or Sentinel client names its master alone
+		if least == "" || addr < least {
+			least = addr
+		}
 	}
-	return ""
+	return least
 }
 
 // Pipe sends xs in order on one dedicated connection of the server: a
@@ -339,8 +346,20 @@ func (n *node) Pipe(ctx context.Context, xs []door.Exchange) {
 			return
 		}
 	}
-	_ = c.Dedicated(func(dc valkey.DedicatedClient) error {
+	ran := false
+	err := c.Dedicated(func(dc valkey.DedicatedClient) error {
+		ran = true
 		pipe(ctx, dc, xs)
 		return nil
 	})
+	if !ran {
+		// No connection to send on: every command gets the reason, so
+		// that none reads as a nil value.
+		if err == nil {
+			err = fmt.Errorf("relock: no dedicated connection to %s", n.Addr())
+		}
+		for i := range xs {
+			xs[i].Reply = door.Failed(err)
+		}
+	}
 }
