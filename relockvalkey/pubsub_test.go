@@ -3,8 +3,11 @@ package relockvalkey
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
+
+	valkey "github.com/valkey-io/valkey-go"
 
 	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/redistest"
@@ -165,4 +168,45 @@ func TestPubSubShardedSlotMove(t *testing.T) {
 	}
 	must(t, rdb.SPublish(ctx, channel, "1").Err())
 	expect(t, moved, door.Event{Kind: door.EventMessage, Channel: channel, Payload: "1"})
+}
+
+// TestPubSubPausedServer: opening a connection to a server that does not
+// answer, and subscribing on it, hold up no caller (the hub calls them
+// under its lock): the connection is made in the background. Once the
+// server answers again, the subscription is confirmed, or the connection
+// reports its end and the caller opens another.
+func TestPubSubPausedServer(t *testing.T) {
+	s := redistest.Standalone(t)
+	ctx := context.Background()
+	// A long dial timeout also bounds the handshake: a connection made
+	// in OpenPubSub would hold it up well past the test's bound.
+	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{s.Addr}, Dialer: net.Dialer{Timeout: time.Minute}})
+	must(t, err)
+	defer c.Close()
+	d := newDriver(c)
+	must(t, s.Pause())
+	returned := make(chan door.PubSub, 1)
+	go func() {
+		ps := d.OpenPubSub(ctx, door.PubSubPlain, "paused:a")
+		_ = ps.Subscribe(ctx, "paused:b")
+		_ = ps.Ping(ctx)
+		returned <- ps
+	}()
+	var ps door.PubSub
+	select {
+	case ps = <-returned:
+	case <-time.After(10 * time.Second):
+		_ = s.Resume()
+		t.Fatal("OpenPubSub, Subscribe or Ping waited for the paused server")
+	}
+	defer ps.Close()
+	must(t, s.Resume())
+	ev, err := ps.Receive(ctx, 30*time.Second)
+	switch {
+	case errors.Is(err, door.ErrPubSubClosed):
+	case err != nil:
+		t.Fatalf("receive: %v, want an event or ErrPubSubClosed", err)
+	case ev != door.Event{Kind: door.EventSubscribed, Channel: "paused:a"}:
+		t.Fatalf("received %+v, want paused:a's confirmation", ev)
+	}
 }
