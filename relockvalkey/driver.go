@@ -81,10 +81,11 @@ func text(a any) string {
 	return fmt.Sprint(a)
 }
 
-// reply returns valkey-go's result as the door's reply.
-func reply(r valkey.ValkeyResult) door.Reply {
+// reply returns valkey-go's result, of a call made with ctx, as the door's
+// reply.
+func reply(ctx context.Context, r valkey.ValkeyResult) door.Reply {
 	if err := r.NonValkeyError(); err != nil {
-		return door.Failed(err)
+		return door.Failed(cut(ctx, err))
 	}
 	m, err := r.ToMessage()
 	if err != nil {
@@ -95,6 +96,17 @@ func reply(r valkey.ValkeyResult) door.Reply {
 		return door.Failed(err)
 	}
 	return door.Value(v)
+}
+
+// cut returns a transport error err of a call made with ctx; once ctx
+// has ended, an error that also matches ctx's: valkey-go reports a dial cut
+// short by ctx's deadline as an I/O timeout, and callers ask errors.Is
+// whether their context ended.
+func cut(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
 }
 
 // asDoor returns a server's error reply as a door.Error (door.Nil for a
@@ -156,7 +168,7 @@ func value(m *valkey.ValkeyMessage) (any, error) {
 // Do sends cmd and returns its reply. valkey-go pipelines concurrent calls
 // on a connection by itself.
 func (d *driver) Do(ctx context.Context, cmd door.Cmd) door.Reply {
-	return reply(d.c.Do(ctx, build(d.c.B(), cmd)))
+	return reply(ctx, d.c.Do(ctx, build(d.c.B(), cmd)))
 }
 
 // Pipe sends xs together; on a cluster valkey-go splits them by slot.
@@ -171,7 +183,7 @@ func pipe(ctx context.Context, c valkey.CoreClient, xs []door.Exchange) {
 		cmds[i] = build(c.B(), x.Cmd)
 	}
 	for i, r := range c.DoMulti(ctx, cmds...) {
-		xs[i].Reply = reply(r)
+		xs[i].Reply = reply(ctx, r)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"reflect"
 	"sync/atomic"
 	"testing"
@@ -158,5 +159,29 @@ func TestDeploymentDialer(t *testing.T) {
 	}
 	if dials.Load() == 0 {
 		t.Fatal("the client did not dial through the deployment's dialer")
+	}
+}
+
+// TestCutByContext: a transport error of a call whose context has ended
+// also matches the context's error (valkey-go may report a dial cut short
+// by the deadline as a bare I/O timeout, as net does); while the context
+// lives, the error is left as it is.
+func TestCutByContext(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	ended, cancel := context.WithDeadline(context.Background(), time.Now())
+	defer cancel()
+	<-ended.Done()
+	err := cut(ended, dial)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("cut by an ended context: %v, want it to match both the context's error and the dial's", err)
+	}
+	if door.ClassOf(err) != door.Transport {
+		t.Fatalf("cut by an ended context: class %v, want Transport", door.ClassOf(err))
+	}
+	if err := cut(ended, context.DeadlineExceeded); err != context.DeadlineExceeded {
+		t.Fatalf("the context's own error: %v, want it unchanged", err)
+	}
+	if err := cut(context.Background(), dial); err != dial {
+		t.Fatalf("with a live context: %v, want the dial's error unchanged", err)
 	}
 }
