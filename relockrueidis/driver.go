@@ -36,7 +36,7 @@ func newDriver(c rueidis.Client) *driver {
 // build returns cmd as rueidis's command: the arguments before the key,
 // the key (by which a cluster client routes it), the arguments after.
 // rueidis sends none of these again after a lost reply (it only retries
-// commands built read-only), so a Once command needs nothing more.
+// commands built read-only): Do and Pipe decide (see retries).
 func build(b rueidis.Builder, cmd door.Cmd) rueidis.Completed {
 	args := make([]string, len(cmd.Args))
 	for i, a := range cmd.Args {
@@ -165,14 +165,54 @@ func value(m *rueidis.RedisMessage) (any, error) {
 	return m.ToString()
 }
 
+// retries is how many times Do and Pipe send a command that is not Once
+// again after a transport error, as go-redis does by default: a call on a
+// connection found broken (the server restarted) fails, and the next goes
+// on a new one. rueidis itself sends again only read-only commands, and
+// then until the context ends.
+const retries = 3
+
+// again reports whether a command whose reply is r may be sent again.
+func again(ctx context.Context, cmd door.Cmd, r door.Reply) bool {
+	err := r.Err()
+	return !cmd.Once && err != nil && door.ClassOf(err) == door.Transport &&
+		ctx.Err() == nil && !errors.Is(err, rueidis.ErrClosing)
+}
+
 // Do sends cmd and returns its reply. rueidis pipelines concurrent calls
 // on a connection by itself.
 func (d *driver) Do(ctx context.Context, cmd door.Cmd) door.Reply {
-	return reply(ctx, d.c.Do(ctx, build(d.c.B(), cmd)))
+	for n := 0; ; n++ {
+		r := reply(ctx, d.c.Do(ctx, build(d.c.B(), cmd)))
+		if n == retries || !again(ctx, cmd, r) {
+			return r
+		}
+	}
 }
 
-// Pipe sends xs together; on a cluster rueidis splits them by slot.
-func (d *driver) Pipe(ctx context.Context, xs []door.Exchange) { pipe(ctx, d.c, xs) }
+// Pipe sends xs together; on a cluster rueidis splits them by slot. The
+// commands that failed on a broken connection and may be sent again go
+// again, together.
+func (d *driver) Pipe(ctx context.Context, xs []door.Exchange) {
+	pipe(ctx, d.c, xs)
+	for n := 0; n < retries; n++ {
+		var redo []door.Exchange
+		var at []int
+		for i, x := range xs {
+			if again(ctx, x.Cmd, x.Reply) {
+				redo = append(redo, door.Exchange{Cmd: x.Cmd})
+				at = append(at, i)
+			}
+		}
+		if len(redo) == 0 {
+			return
+		}
+		pipe(ctx, d.c, redo)
+		for j, i := range at {
+			xs[i].Reply = redo[j].Reply
+		}
+	}
+}
 
 func pipe(ctx context.Context, c rueidis.CoreClient, xs []door.Exchange) {
 	if len(xs) == 0 {
@@ -257,6 +297,9 @@ func (d *driver) ReadTimeout() time.Duration { return 0 }
 func (d *driver) reload(ctx context.Context) error {
 	ranges, err := d.c.Do(ctx, d.c.B().Arbitrary("CLUSTER", "SLOTS").Build()).ToArray()
 	if err != nil {
+		if !door.IsServer(asDoor(err)) {
+			err = cut(ctx, err)
+		}
 		return fmt.Errorf("relock: reading the cluster's slot map: %w", asDoor(err))
 	}
 	m := make(map[int]string, 1<<14)

@@ -185,3 +185,31 @@ func TestCutByContext(t *testing.T) {
 		t.Fatalf("with a live context: %v, want the dial's error unchanged", err)
 	}
 }
+
+// TestSentAgainAfterRestart: after the server restarted, the connection
+// valkey-go holds is broken; a command that is not Once, by itself or in a
+// pipeline, is sent again on a new connection instead of failing.
+func TestSentAgainAfterRestart(t *testing.T) {
+	s := redistest.Standalone(t)
+	d := open(t, deployment{Addr: s.Addr})
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	ping := door.Cmd{Args: []any{"ping"}}
+	for _, call := range []func() error{
+		func() error { return d.Do(ctx, ping).Err() },
+		func() error {
+			xs := []door.Exchange{{Cmd: ping}, {Cmd: door.Cmd{Args: []any{"echo", "x"}}}}
+			d.Pipe(ctx, xs)
+			return errors.Join(xs[0].Reply.Err(), xs[1].Reply.Err())
+		},
+	} {
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		if err := call(); err != nil {
+			t.Fatalf("the first call after a restart: %v", err)
+		}
+	}
+}
