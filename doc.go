@@ -20,7 +20,10 @@
 //
 // A Client (New) owns the watchdog, the owner ids and the shared pub/sub
 // connections; primitives such as [Client.Mutex] are cheap handles made
-// from it. Every acquisition returns a [Lease]: its Done channel closes and
+// from it. New takes a go-redis v9 client; the modules relockvalkey and
+// relockrueidis (github.com/relock-go/relock/relockvalkey, .../relockrueidis)
+// make a Client on a valkey-go or a rueidis client, with everything else
+// the same. Every acquisition returns a [Lease]: its Done channel closes and
 // its Err turns to [ErrLockLost] when the hold is found gone or can no
 // longer be trusted (see What is guaranteed). [Lease.Unlock] (like every
 // release: Permit.Release, Semaphore.Release, Leadership.Resign) goes out

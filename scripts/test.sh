@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs relock's test suite, and that of its gocronlock module, on Redis
-# and then on Valkey. Installs what the tests need when it is missing,
+# Runs relock's test suite, and those of its modules (gocronlock and the
+# client adapters relockrueidis and relockvalkey), on Redis and then on
+# Valkey. Installs what the tests need when it is missing,
 # from Debian packages: redis-server, redis-sentinel and redis-cli;
 # valkey-server and valkey-cli (Valkey 8.0 from bookworm-backports on
 # Debian 12, whose suite is added to apt's sources when it is not there);
@@ -50,14 +51,15 @@ if [ -n "$unformatted" ]; then
 	echo "gofmt needed: $unformatted" >&2
 	exit 1
 fi
+# The gocron adapters and the client adapters are modules of their own
+# (each with its go.mod), which the root's ./... does not reach.
+modules=(gocronlock relockrueidis relockvalkey)
 go vet ./...
-# The gocron adapters are a module of their own (gocronlock/go.mod), which
-# the root's ./... does not reach.
-(cd gocronlock && go vet ./...)
+for m in "${modules[@]}"; do (cd "$m" && go vet ./...); done
 # staticcheck from the module proxy, pinned; skipped only when it cannot be fetched.
 if go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -version >/dev/null 2>&1; then
 	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
-	(cd gocronlock && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...)
+	for m in "${modules[@]}"; do (cd "$m" && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...); done
 else
 	echo "staticcheck could not be fetched; skipping it" >&2
 fi
@@ -67,12 +69,16 @@ fi
 status=0
 echo "--- tests on $(redis-server --version | cut -d' ' -f1-3)"
 RELOCK_TEST_SERVER=redis go test -race -count=1 -timeout 12m ./... "$@" || status=1
-(cd gocronlock && RELOCK_TEST_SERVER=redis go test -race -count=1 -timeout 5m ./... "$@") || status=1
+for m in "${modules[@]}"; do
+	(cd "$m" && RELOCK_TEST_SERVER=redis go test -race -count=1 -timeout 5m ./... "$@") || status=1
+done
 # On Valkey, every package but internal/cli: the relock command reaches the
 # server only through the library, whose tests run here, and its browser
 # test checks the web page in Chromium, not the server.
 echo "--- tests on $(valkey-server --version | cut -d' ' -f1-3)"
 RELOCK_TEST_SERVER=valkey go test -race -count=1 -timeout 12m \
 	$(go list ./... | grep -v '/internal/cli$') "$@" || status=1
-(cd gocronlock && RELOCK_TEST_SERVER=valkey go test -race -count=1 -timeout 5m ./... "$@") || status=1
+for m in "${modules[@]}"; do
+	(cd "$m" && RELOCK_TEST_SERVER=valkey go test -race -count=1 -timeout 5m ./... "$@") || status=1
+done
 exit $status

@@ -1,0 +1,420 @@
+package relockvalkey
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	valkey "github.com/valkey-io/valkey-go"
+
+	"github.com/relock-go/relock/internal/door"
+	"github.com/relock-go/relock/internal/slots"
+)
+
+// driver is a valkey-go client as a driver of relock's door. It never
+// closes the client.
+type driver struct {
+	c       valkey.Client
+	cluster bool
+
+	mu    sync.Mutex
+	slots map[int]string // a cluster's slot map as last read: slot to master's address
+	nodes map[string]*node
+}
+
+var _ door.Driver = (*driver)(nil)
+
+func newDriver(c valkey.Client) *driver {
+	return &driver{c: c, cluster: c.Mode() == valkey.ClientModeCluster, nodes: make(map[string]*node)}
+}
+
+// build returns cmd as valkey-go's command: the arguments before the key,
+// the key (by which a cluster client routes it), the arguments after.
+// valkey-go sends none of these again after a lost reply (it only retries
+// commands built read-only): Do and Pipe decide (see retries).
+func build(b valkey.Builder, cmd door.Cmd) valkey.Completed {
+	args := make([]string, len(cmd.Args))
+	for i, a := range cmd.Args {
+		args[i] = text(a)
+	}
+	if cmd.Key <= 0 || cmd.Key >= len(args) {
+		return b.Arbitrary(args...).Build()
+	}
+	return b.Arbitrary(args[:cmd.Key]...).Keys(args[cmd.Key]).Args(args[cmd.Key+1:]...).Build()
+}
+
+// text returns an argument as Redis reads it, the way go-redis writes
+// the same values.
+func text(a any) string {
+	switch v := a.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	case int:
+		return strconv.Itoa(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case int32:
+		return strconv.FormatInt(int64(v), 10)
+	case uint64:
+		return strconv.FormatUint(v, 10)
+	case uint32:
+		return strconv.FormatUint(uint64(v), 10)
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	case bool:
+		if v {
+			return "1"
+		}
+		return "0"
+	case time.Duration:
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return fmt.Sprint(a)
+}
+
+// reply returns valkey-go's result, of a call made with ctx, as the door's
+// reply.
+func reply(ctx context.Context, r valkey.ValkeyResult) door.Reply {
+	if err := r.NonValkeyError(); err != nil {
+		return door.Failed(cut(ctx, err))
+	}
+	m, err := r.ToMessage()
+	if err != nil {
+		return door.Failed(asDoor(err))
+	}
+	v, err := value(&m)
+	if err != nil {
+		return door.Failed(err)
+	}
+	return door.Value(v)
+}
+
+// cut returns a transport error err of a call made with ctx; once ctx
+// has ended, an error that also matches ctx's: valkey-go reports a dial cut
+// short by ctx's deadline as an I/O timeout, and callers ask errors.Is
+// whether their context ended.
+func cut(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
+}
+
+// asDoor returns a server's error reply as a door.Error (door.Nil for a
+// nil reply), and any other error as it is.
+func asDoor(err error) error {
+	var re *valkey.ValkeyError
+	if !errors.As(err, &re) {
+		return err
+	}
+	if re.IsNil() {
+		return door.Nil
+	}
+	return door.Error(re.Error())
+}
+
+// value returns a reply that is no error as the door's value: an int64, a
+// string, a bool, a float64, a []any or a map[any]any; in an array or a
+// map, a nil element is nil and an error element its door.Error.
+func value(m *valkey.ValkeyMessage) (any, error) {
+	switch {
+	case m.IsNil():
+		return nil, nil
+	case m.Error() != nil:
+		return asDoor(m.Error()), nil
+	case m.IsInt64():
+		return m.AsInt64()
+	case m.IsBool():
+		return m.AsBool()
+	case m.IsFloat64():
+		return m.AsFloat64()
+	case m.IsArray():
+		a, err := m.ToArray()
+		if err != nil {
+			return nil, err
+		}
+		out := make([]any, len(a))
+		for i := range a {
+			if out[i], err = value(&a[i]); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case m.IsMap():
+		mm, err := m.ToMap()
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[any]any, len(mm))
+		for k, x := range mm {
+			if out[k], err = value(&x); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return m.ToString()
+}
+
+// retries is how many times Do and Pipe send a command that is not Once
+// again after a transport error, as go-redis does by default: a call on a
+// connection found broken (the server restarted) fails, and the next goes
+// on a new one. valkey-go itself sends again only read-only commands, and
+// then until the context ends.
+const retries = 3
+
+// again reports whether a command whose reply is r may be sent again.
+func again(ctx context.Context, cmd door.Cmd, r door.Reply) bool {
+	err := r.Err()
+	return !cmd.Once && err != nil && door.ClassOf(err) == door.Transport &&
+		ctx.Err() == nil && !errors.Is(err, valkey.ErrClosing)
+}
+
+// Do sends cmd and returns its reply. valkey-go pipelines concurrent calls
+// on a connection by itself.
+func (d *driver) Do(ctx context.Context, cmd door.Cmd) door.Reply {
+	for n := 0; ; n++ {
+		r := reply(ctx, d.c.Do(ctx, build(d.c.B(), cmd)))
+		if n == retries || !again(ctx, cmd, r) {
+			return r
+		}
+	}
+}
+
+// Pipe sends xs together; on a cluster valkey-go splits them by slot. The
+// commands that failed on a broken connection and may be sent again go
+// again, together.
+func (d *driver) Pipe(ctx context.Context, xs []door.Exchange) {
+	pipe(ctx, d.c, xs)
+	for n := 0; n < retries; n++ {
+		var redo []door.Exchange
+		var at []int
+		for i, x := range xs {
+			if again(ctx, x.Cmd, x.Reply) {
+				redo = append(redo, door.Exchange{Cmd: x.Cmd})
+				at = append(at, i)
+			}
+		}
+		if len(redo) == 0 {
+			return
+		}
+		pipe(ctx, d.c, redo)
+		for j, i := range at {
+			xs[i].Reply = redo[j].Reply
+		}
+	}
+}
+
+func pipe(ctx context.Context, c valkey.CoreClient, xs []door.Exchange) {
+	if len(xs) == 0 {
+		return
+	}
+	cmds := make(valkey.Commands, len(xs))
+	for i, x := range xs {
+		cmds[i] = build(c.B(), x.Cmd)
+	}
+	for i, r := range c.DoMulti(ctx, cmds...) {
+		xs[i].Reply = reply(ctx, r)
+	}
+}
+
+// Cluster reports whether the client is a cluster client.
+func (d *driver) Cluster() bool { return d.cluster }
+
+// Master returns the master of key's slot on a cluster, by the slot map
+// the driver reads itself (valkey-go does not expose its own), or the one
+// server of a standalone or Sentinel client, whose dedicated connections
+// go to the master of the moment.
+func (d *driver) Master(ctx context.Context, key string) (door.Node, error) {
+	if !d.cluster {
+		return d.node(""), nil
+	}
+	slot := slots.Of(key)
+	d.mu.Lock()
+	addr, ok := d.slots[slot]
+	d.mu.Unlock()
+	if !ok {
+		if err := d.reload(ctx); err != nil {
+			return nil, err
+		}
+		d.mu.Lock()
+		addr, ok = d.slots[slot]
+		d.mu.Unlock()
+		if !ok {
+			return nil, fmt.Errorf("relock: no master serves slot %d", slot)
+		}
+	}
+	return d.node(addr), nil
+}
+
+// Masters returns every master of a cluster, from its slot map read
+// again, or the one server.
+func (d *driver) Masters(ctx context.Context) ([]door.Node, error) {
+	if !d.cluster {
+		return []door.Node{d.node("")}, nil
+	}
+	if err := d.reload(ctx); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	seen := make(map[string]bool)
+	var addrs []string
+	for _, addr := range d.slots {
+		if !seen[addr] {
+			seen[addr] = true
+			addrs = append(addrs, addr)
+		}
+	}
+	d.mu.Unlock()
+	nodes := make([]door.Node, len(addrs))
+	for i, addr := range addrs {
+		nodes[i] = d.node(addr)
+	}
+	return nodes, nil
+}
+
+// Reload reads a cluster's slot map again. valkey-go refreshes its own
+// when a server answers MOVED.
+func (d *driver) Reload(ctx context.Context) {
+	if d.cluster {
+		_ = d.reload(ctx)
+	}
+}
+
+// ReadTimeout is 0: valkey-go bounds a call by its context alone.
+func (d *driver) ReadTimeout() time.Duration { return 0 }
+
+// reload reads the cluster's slot map with CLUSTER SLOTS.
+func (d *driver) reload(ctx context.Context) error {
+	ranges, err := d.c.Do(ctx, d.c.B().Arbitrary("CLUSTER", "SLOTS").Build()).ToArray()
+	if err != nil {
+		if !door.IsServer(asDoor(err)) {
+			err = cut(ctx, err)
+		}
+		return fmt.Errorf("relock: reading the cluster's slot map: %w", asDoor(err))
+	}
+	m := make(map[int]string, 1<<14)
+	for _, r := range ranges {
+		f, err := r.ToArray()
+		if err != nil || len(f) < 3 {
+			return fmt.Errorf("relock: unexpected CLUSTER SLOTS reply: %v", r.String())
+		}
+		from, err1 := f[0].AsInt64()
+		to, err2 := f[1].AsInt64()
+		addr, err3 := d.address(f[2])
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return fmt.Errorf("relock: unexpected CLUSTER SLOTS reply: %w", err)
+		}
+		for s := from; s <= to; s++ {
+			m[int(s)] = addr
+		}
+	}
+	d.mu.Lock()
+	d.slots = m
+	d.mu.Unlock()
+	return nil
+}
+
+// address returns the address of a master as CLUSTER SLOTS gives it
+// (host, port, ...), named as valkey-go names its nodes. A server that does
+// not know its own host gives none: the node of valkey-go on that port is
+// the one.
+func (d *driver) address(m valkey.ValkeyMessage) (string, error) {
+	f, err := m.ToArray()
+	if err != nil || len(f) < 2 {
+		return "", fmt.Errorf("relock: unexpected node %v", m.String())
+	}
+	host, _ := f[0].ToString()
+	port, err := f[1].AsInt64()
+	if err != nil {
+		return "", err
+	}
+	p := strconv.FormatInt(port, 10)
+	if host != "" && host != "?" {
+		return net.JoinHostPort(host, p), nil
+	}
+	for addr := range d.c.Nodes() {
+		if strings.HasSuffix(addr, ":"+p) {
+			return addr, nil
+		}
+	}
+	return "", fmt.Errorf("relock: no node known on port %s", p)
+}
+
+// node returns the node of addr, "" for the one server of a client that
+// is not a cluster's. A node is made once per address, so that the
+// library sees the same master as the same node.
+func (d *driver) node(addr string) *node {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.nodes[addr]
+	if n == nil {
+		n = &node{d: d, addr: addr}
+		d.nodes[addr] = n
+	}
+	return n
+}
+
+// node is one server as a door.Node: a cluster's master by its address,
+// or the client itself (addr "") where it has one master.
+type node struct {
+	d    *driver
+	addr string
+}
+
+// Addr returns the server's address; that of the master of the moment
+// for a standalone or Sentinel client. Such a client that also sends to
+// replicas names them too: the least address is then a stable name of
+// the one node, if not the master's.
+func (n *node) Addr() string {
+	if n.addr != "" {
+		return n.addr
+	}
+	least := ""
+	for addr := range n.d.c.Nodes() {
+		if least == "" || addr < least {
+			least = addr
+		}
+	}
+	return least
+}
+
+// Pipe sends xs in order on one dedicated connection of the server: a
+// WAIT among them covers the writes before it.
+func (n *node) Pipe(ctx context.Context, xs []door.Exchange) {
+	c := n.d.c
+	if n.addr != "" {
+		if c = n.d.c.Nodes()[n.addr]; c == nil {
+			err := fmt.Errorf("relock: no connection to %s", n.addr)
+			for i := range xs {
+				xs[i].Reply = door.Failed(err)
+			}
+			return
+		}
+	}
+	ran := false
+	err := c.Dedicated(func(dc valkey.DedicatedClient) error {
+		ran = true
+		pipe(ctx, dc, xs)
+		return nil
+	})
+	if !ran {
+		// No connection to send on: every command gets the reason, so
+		// that none reads as a nil value.
+		if err == nil {
+			err = fmt.Errorf("relock: no dedicated connection to %s", n.Addr())
+		}
+		for i := range xs {
+			xs[i].Reply = door.Failed(err)
+		}
+	}
+}

@@ -1,0 +1,215 @@
+package relockvalkey
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/door"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/slots"
+	"github.com/relock-go/relock/internal/testkit"
+)
+
+// TestNewNil: a nil client is refused as an invalid option and an
+// unsupported client.
+func TestNewNil(t *testing.T) {
+	_, err := New(nil)
+	if !errors.Is(err, relock.ErrInvalidOption) || !errors.Is(err, relock.ErrUnsupportedClient) {
+		t.Fatalf("New(nil): %v, want ErrInvalidOption and ErrUnsupportedClient", err)
+	}
+}
+
+// TestReplies: the driver turns valkey-go's replies into the door's values
+// (integers, strings, nested arrays with their nil elements, maps), a nil
+// reply into door.Nil, and a server's error into a door.Error of the
+// server's text, whose class the door reads; in a pipeline, each reply
+// is its own command's.
+func TestReplies(t *testing.T) {
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	d := open(t, deployment{Addr: testkit.Standalone.Addr})
+	eval := func(script string, args ...any) door.Cmd {
+		return door.Cmd{Args: append([]any{"eval", script, 0}, args...)}
+	}
+	v, err := d.Do(ctx, eval("return {1, 'a', {ARGV[1], ARGV[2]}, redis.call('get', 'nothing:here'), 2}", 7, true)).Result()
+	if want := []any{int64(1), "a", []any{"7", "1"}, nil, int64(2)}; err != nil || !reflect.DeepEqual(v, want) {
+		t.Fatalf("array reply %#v, %v; want %#v", v, err, want)
+	}
+	if err := d.Do(ctx, door.Cmd{Args: []any{"get", "nothing:here"}, Key: 1}).Err(); !errors.Is(err, door.Nil) {
+		t.Fatalf("nil reply: %v, want door.Nil", err)
+	}
+	err = d.Do(ctx, eval("return redis.error_reply('WRONGTYPE not a list')")).Err()
+	if door.ClassOf(err) != door.WrongType || err.Error() != "WRONGTYPE not a list" {
+		t.Fatalf("error reply %q of class %v, want the server's text of class WrongType", err, door.ClassOf(err))
+	}
+	m, err := d.Do(ctx, door.Cmd{Args: []any{"config", "get", "maxmemory-policy"}}).StringMap()
+	if err != nil || m["maxmemory-policy"] == "" {
+		t.Fatalf("map reply %v, %v; want the policy", m, err)
+	}
+
+	xs := []door.Exchange{
+		{Cmd: door.Cmd{Args: []any{"set", "replies:k", 1.5}, Key: 1}},
+		{Cmd: door.Cmd{Args: []any{"incr", "replies:k"}, Key: 1}},
+		{Cmd: door.Cmd{Args: []any{"get", "replies:k"}, Key: 1}},
+		{Cmd: door.Cmd{Args: []any{"del", "replies:k"}, Key: 1}},
+	}
+	d.Pipe(ctx, xs)
+	if s, err := xs[0].Reply.Text(); err != nil || s != "OK" {
+		t.Fatalf("set: %q, %v", s, err)
+	}
+	if door.ClassOf(xs[1].Reply.Err()) != door.Other {
+		t.Fatalf("incr of 1.5: %v, want a server's error", xs[1].Reply.Err())
+	}
+	if s, err := xs[2].Reply.Text(); err != nil || s != "1.5" {
+		t.Fatalf("get: %q, %v; want 1.5", s, err)
+	}
+	if n, err := xs[3].Reply.Int64(); err != nil || n != 1 {
+		t.Fatalf("del: %d, %v; want 1", n, err)
+	}
+}
+
+// TestClusterNodes: on a cluster, Master finds the master of a key's slot
+// by the driver's own slot map, and its Pipe runs on that server alone:
+// a command for a key of another master's slot gets MOVED from it, while
+// one of its own slot runs. Masters lists every master once.
+func TestClusterNodes(t *testing.T) {
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	c := testkit.Cluster
+	d := open(t, deployment{Addrs: c.Addrs()})
+	if !d.Cluster() {
+		t.Fatal("a cluster client is not a cluster's")
+	}
+	masters, err := d.Masters(ctx)
+	if err != nil || len(masters) != len(c.Masters) {
+		t.Fatalf("masters %v, %v; want %d", masters, err, len(c.Masters))
+	}
+	const mine, theirs = "nodes:{a}", "nodes:{b}"
+	n, err := d.Master(ctx, mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := c.MasterForSlot(ctx, slots.Of(mine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Addr() != want.Addr {
+		t.Fatalf("master of %s: %s, want %s", mine, n.Addr(), want.Addr)
+	}
+	other, err := c.MasterForSlot(ctx, slots.Of(theirs))
+	if err != nil || other == want {
+		t.Fatalf("the test's keys must be on two masters: %v", err)
+	}
+	xs := []door.Exchange{
+		{Cmd: door.Cmd{Args: []any{"exists", mine}, Key: 1}},
+		{Cmd: door.Cmd{Args: []any{"exists", theirs}, Key: 1}},
+	}
+	n.Pipe(ctx, xs)
+	if _, err := xs[0].Reply.Int64(); err != nil {
+		t.Fatalf("a key of the node's slot: %v", err)
+	}
+	if door.ClassOf(xs[1].Reply.Err()) != door.Moved {
+		t.Fatalf("a key of another master's slot: %v, want MOVED", xs[1].Reply.Err())
+	}
+}
+
+// TestReplicaSyncCluster: on a cluster with replicas, an acquisition
+// waits for the replica of its slot's master, by a WAIT on the dedicated
+// connection to that master.
+func TestReplicaSyncCluster(t *testing.T) {
+	c := redistest.NewCluster(t, 3, 1)
+	ctx := testkit.CtxTimeout(t, 30*time.Second)
+	locks := newLocks(t, deployment{Addrs: c.Addrs()}, relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1}))
+	name := testkit.LockName(t)
+	master, err := c.MasterForSlot(ctx, slots.Of(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAcking(t, master, 1)
+	before := waits(t, master)
+	lease, err := locks.Mutex(name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := waits(t, master); after <= before {
+		t.Fatalf("the slot's master counts %d WAITs, as many as before the lock", after)
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeploymentDialer: the tests' deployments hand their dialer to the
+// client, as fault proxies need: its connections are the dialer's.
+func TestDeploymentDialer(t *testing.T) {
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	var dials atomic.Int64
+	var dialer net.Dialer
+	d := open(t, deployment{Addr: testkit.Standalone.Addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dialer.DialContext(ctx, network, addr)
+	}})
+	if s, err := d.Do(ctx, door.Cmd{Args: []any{"ping"}}).Text(); err != nil || s != "PONG" {
+		t.Fatalf("ping: %q, %v", s, err)
+	}
+	if dials.Load() == 0 {
+		t.Fatal("the client did not dial through the deployment's dialer")
+	}
+}
+
+// TestCutByContext: a transport error of a call whose context has ended
+// also matches the context's error (valkey-go may report a dial cut short
+// by the deadline as a bare I/O timeout, as net does); while the context
+// lives, the error is left as it is.
+func TestCutByContext(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	ended, cancel := context.WithDeadline(context.Background(), time.Now())
+	defer cancel()
+	<-ended.Done()
+	err := cut(ended, dial)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("cut by an ended context: %v, want it to match both the context's error and the dial's", err)
+	}
+	if door.ClassOf(err) != door.Transport {
+		t.Fatalf("cut by an ended context: class %v, want Transport", door.ClassOf(err))
+	}
+	if err := cut(ended, context.DeadlineExceeded); err != context.DeadlineExceeded {
+		t.Fatalf("the context's own error: %v, want it unchanged", err)
+	}
+	if err := cut(context.Background(), dial); err != dial {
+		t.Fatalf("with a live context: %v, want the dial's error unchanged", err)
+	}
+}
+
+// TestSentAgainAfterRestart: after the server restarted, the connection
+// valkey-go holds is broken; a command that is not Once, by itself or in a
+// pipeline, is sent again on a new connection instead of failing.
+func TestSentAgainAfterRestart(t *testing.T) {
+	s := redistest.Standalone(t)
+	d := open(t, deployment{Addr: s.Addr})
+	ctx := testkit.CtxTimeout(t, 20*time.Second)
+	ping := door.Cmd{Args: []any{"ping"}}
+	for _, call := range []func() error{
+		func() error { return d.Do(ctx, ping).Err() },
+		func() error {
+			xs := []door.Exchange{{Cmd: ping}, {Cmd: door.Cmd{Args: []any{"echo", "x"}}}}
+			d.Pipe(ctx, xs)
+			return errors.Join(xs[0].Reply.Err(), xs[1].Reply.Err())
+		},
+	} {
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		if err := call(); err != nil {
+			t.Fatalf("the first call after a restart: %v", err)
+		}
+	}
+}

@@ -1,0 +1,35 @@
+package relockvalkey_test
+
+import (
+	"context"
+	"fmt"
+
+	valkey "github.com/valkey-io/valkey-go"
+
+	"github.com/relock-go/relock/internal/testkit"
+	"github.com/relock-go/relock/relockvalkey"
+)
+
+func ExampleNew() {
+	ctx := context.Background()
+	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{testkit.Standalone.Addr}})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close() // after locks.Close: relock never closes the client
+	locks, err := relockvalkey.New(c)
+	if err != nil {
+		panic(err)
+	}
+	defer locks.Close()
+
+	lease, err := locks.Mutex("example:invoice:42").Lock(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("charging the card once")
+	if err := lease.Unlock(ctx); err != nil {
+		panic(err)
+	}
+	// Output: charging the card once
+}
