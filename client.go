@@ -50,10 +50,10 @@ type Client struct {
 
 	leftovers leftovers // queue leaves that failed (leftover.go)
 
-	local   waiters                   // waiting calls of every primitive but the FairMutex (internal/wait)
-	fair    waiters                   // FairMutex calls waiting
-	turns   wait.Turns                // RWMutex writers' turns per name
-	waitEnv *wait.Env[*Lease, *grant] // what the waiting core needs of the Client (waiting.go)
+	local             waiters           // waiting calls of every primitive but the FairMutex (internal/wait)
+	fair              waiters           // FairMutex calls waiting
+	turns             writerTurns       // RWMutex writers' turns per name
+	localEnv, fairEnv *wait.Env[*Lease] // what the waiting core needs of the Client, per list (waiting.go)
 
 	closing   chan struct{}
 	clock     atomic.Pointer[clockArg] // see nowArg
@@ -96,7 +96,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 
 // NewWithDriver is New for a Redis client library other than go-redis,
 // behind the driver that one of relock's adapter modules makes of it
-// (relock/valkeygo for valkey-go, relock/rueidis for rueidis): their New
+// (relockvalkey for valkey-go, relockrueidis for rueidis): their New
 // calls it. Everything New says of the server holds. A nil d fails with
 // an error matching ErrInvalidOption and ErrUnsupportedClient.
 func NewWithDriver(d door.Driver, opts ...Option) (*Client, error) {
@@ -196,7 +196,7 @@ func (c *Client) start() {
 		Busy:     busy,
 		Logger:   cfg.logger,
 	})
-	c.waitEnv = c.newWaitEnv()
+	c.localEnv, c.fairEnv = c.newWaitEnv(&c.local), c.newWaitEnv(&c.fair)
 	c.wg.Add(1)
 	go c.inspect()
 	c.rsync.start()

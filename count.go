@@ -98,12 +98,10 @@ func (h *countName) trySet(ctx context.Context, op string, s *scripts.Script, n 
 	if err := h.check(ctx, op, n); err != nil {
 		return false, err
 	}
-	args := []any{n, h.c.argPublish, h.c.argMarkerTTL, h.channel}
-	if h.held != nil {
-		args = append(args, argOne) // the held permits are checked too (tryset.lua)
-	}
-	v, err := h.writeOnce(ctx, op, s, isOne, args...)
-	return v == 1, err
+	req := scripts.TrySetRequest{N: n, Publish: h.c.argPublish, MarkerTTL: h.c.argMarkerTTL, Channel: h.channel,
+		Held: h.held != nil} // the held permits are checked too (tryset.lua)
+	v, err := h.writeOnce(ctx, op, s, isOne, req.Args()...)
+	return scripts.Set(v), err
 }
 
 // writeOnce runs s on the count with a fresh request marker, so that it

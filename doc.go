@@ -63,19 +63,19 @@
 //
 // # Options and Try calls
 //
-// Settings come as options of three scopes, each checked where it is
-// given and refused with [ErrInvalidOption]: an [Option] configures the
-// Client (New fails), a [LockOption] one lock call such as Lock or
-// Acquire (that call fails), and a [FairOption] or [RedLockOption] the
-// handle made by Client.FairMutex or NewRedLock (every call on the handle
-// fails, as for an invalid name). Every Try call (TryLock, TryRLock,
-// TryAcquire) makes one attempt and returns [ErrNotAcquired] when what it
-// asks for is taken, and returns within a bound whatever its ctx: an
-// answer that will not change (a refused password, a busy server) comes
-// back at once, a cluster without a master for the slot is asked again
-// for 5 seconds at most, and a server that does not answer holds it for
-// the Redis client's read timeout (times its retries); TrySetPermits and TrySetCount, Redisson's names for
-// "set if not set", report with a bool whether they set it.
+// Settings come as options of three scopes, each checked where it is given
+// and refused with [ErrInvalidOption]: an [Option] configures the Client
+// (New fails), a [LockOption] one lock call such as Lock or Acquire (that
+// call fails), and a [FairOption] or [RedLockOption] the handle made by
+// Client.FairMutex or NewRedLock (every call on the handle fails, as for an
+// invalid name). Every Try call (TryLock, TryRLock, TryAcquire) makes one
+// attempt and returns [ErrNotAcquired] when what it asks for is taken, and
+// returns within a bound whatever its ctx: an answer that will not change
+// (a refused password, a busy server) comes back at once, a cluster without
+// a master for the slot is asked again for 5 seconds at most, and a server
+// that does not answer holds it for the Redis client's read timeout (times
+// its retries); TrySetPermits and TrySetCount, Redisson's names for "set if
+// not set", report with a bool whether they set it.
 //
 // # What is guaranteed
 //

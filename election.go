@@ -3,14 +3,10 @@ package relock
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/layout"
@@ -50,7 +46,7 @@ type Election struct {
 	channel string
 	log     string // the log of leader records
 
-	keys []any // the lock and the log: KEYS of the election's scripts
+	keys *scripts.ElectionKeys // the lock and the log: KEYS of the election's scripts
 }
 
 // Election returns the Election of the given name. An invalid name is
@@ -72,7 +68,7 @@ func (c *Client) Election(name string) *Election {
 	}
 	e.log = layout.Companion(layout.ElectionLog, name)
 	e.channel = layout.Companion(layout.ElectionChannel, name)
-	e.keys = []any{e.mu.name, e.log}
+	e.keys = scripts.NewElectionKeys(e.mu.name, e.log)
 	return e
 }
 
@@ -236,30 +232,27 @@ type reading struct {
 // read reads the election's leader and up to n log entries after the
 // entry after (none when after is "").
 func (e *Election) read(ctx context.Context, after string, n int) (reading, error) {
-	v, err := e.c.door.Run(ctx, scripts.ElectionRead, e.keys, after, n).Slice()
+	keys, args := scripts.ElectionReadRequest{Keys: e.keys, After: after, Max: n}.Build()
+	v, err := e.c.door.Run(ctx, scripts.ElectionRead, keys, args...).Slice()
 	if err != nil {
 		return reading{}, opError(ctx, "read leader", e.name, err)
 	}
-	var r reading
-	if len(v) < 3 {
-		return r, fmt.Errorf("relock: read leader %q: unexpected reply %v", e.name, v)
+	got, err := scripts.ElectionReadingOf(v)
+	if err != nil {
+		return reading{}, fmt.Errorf("relock: read leader %q: %w", e.name, err)
 	}
-	if s, ok := v[0].(string); ok {
-		if r.leader, err = parseRecord(s); err != nil {
+	r := reading{ttl: got.TTL, last: got.Last}
+	if got.Record != "" {
+		if r.leader, err = parseRecord(got.Record); err != nil {
 			return r, err
 		}
 	}
-	ttl, _ := v[1].(int64)
-	r.ttl = time.Duration(ttl) * time.Millisecond
-	r.last, _ = v[2].(string)
-	for i := 3; i+1 < len(v); i += 2 {
-		id, _ := v[i].(string)
-		s, _ := v[i+1].(string)
-		l, err := parseRecord(s)
+	for _, entry := range got.Entries {
+		l, err := parseRecord(entry.Record)
 		if err != nil {
 			return r, err
 		}
-		r.ids = append(r.ids, id)
+		r.ids = append(r.ids, entry.ID)
 		r.entries = append(r.entries, l)
 	}
 	return r, nil
@@ -275,281 +268,6 @@ func (r reading) recheck(idle time.Duration) time.Duration {
 		return r.ttl + time.Millisecond
 	}
 	return idle
-}
-
-// Observe returns a channel that receives the election's leader and then
-// every change of leader or value, in order and without repeats, from
-// any process: a new leader, a new value, and, as a Leader with an empty
-// Holder, the end of a term with no successor yet. Changes come from the
-// election's log as they are announced; a term that ends by its lock
-// expiring (its leader died) is seen when the lock would have expired. An
-// observer that is disconnected from Redis reads the log again on
-// reconnecting and sends what it missed, in order (changes more than the
-// log's length ago are skipped).
-//
-// The channel is closed when ctx ends or the Client is closed, or at once
-// when the election's name is invalid (Leader reports why). A receiver
-// that does not keep up holds the observer back, never the election.
-func (e *Election) Observe(ctx context.Context) <-chan Leader {
-	out := make(chan Leader)
-	if e.check() != nil || ctx.Err() != nil {
-		close(out)
-		return out
-	}
-	hw, err := e.c.hub.Subscribe(e.channel, wakeAll)
-	if err != nil {
-		close(out)
-		return out
-	}
-	o := &observer{e: e, out: out}
-	go func() {
-		defer close(out)
-		defer hw.Close()
-		o.run(ctx, hw.Ready(), hw.Wake())
-	}()
-	return out
-}
-
-// wakeAll wakes every local observer of an election's channel.
-func wakeAll(string) int { return -1 }
-
-// observer is one Observe call's state.
-type observer struct {
-	e    *Election
-	out  chan<- Leader
-	last Leader // the last value sent
-	sent bool
-	seen string // the id of the last log entry read; "" before the first read
-}
-
-// observeBatch is the most log entries an observer reads at once.
-const observeBatch = 64
-
-// run reads and sends until ctx ends or the Client closes. It reads once
-// subscribed (ready), then whenever woken (a change announced, or a
-// reconnect) or when the leader's lock would expire.
-func (o *observer) run(ctx context.Context, ready, wake <-chan struct{}) {
-	c := o.e.c
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ready:
-			ready = nil
-		case <-wake:
-		case <-timer.C:
-		case <-ctx.Done():
-			return
-		case <-c.closing:
-			return
-		}
-		if ready != nil {
-			continue // nothing is read before the subscription is in place
-		}
-		next, ok := o.catchUp(ctx)
-		if !ok {
-			return
-		}
-		timer.Reset(next)
-	}
-}
-
-// catchUp reads the log since the last entry seen and the current leader,
-// sends every change, and returns when to look again. It returns false
-// when ctx ended or the Client closed.
-func (o *observer) catchUp(ctx context.Context) (time.Duration, bool) {
-	c := o.e.c
-	for {
-		n := observeBatch
-		if o.seen == "" {
-			n = 0 // the first read starts from the current leader
-		}
-		r, err := o.e.read(ctx, o.seen, n)
-		if err != nil {
-			if ctx.Err() != nil {
-				return 0, false
-			}
-			c.cfg.logger.Debug("relock: cannot read the election; trying again", "name", o.e.name, "err", err)
-			return fallbackRecheck, true
-		}
-		for i, l := range r.entries {
-			if !o.send(ctx, l) {
-				return 0, false
-			}
-			o.seen = r.ids[i]
-		}
-		if o.seen == "" {
-			o.seen = r.last
-			if o.seen == "" {
-				o.seen = "0-0" // no log yet: every entry to come is new
-			}
-		}
-		if len(r.entries) == n && n > 0 {
-			continue // more to read
-		}
-		if !o.send(ctx, r.leader) {
-			return 0, false
-		}
-		return r.recheck(c.cfg.watchdog), true
-	}
-}
-
-// send sends l unless it repeats the last value sent or is older than it.
-// A value without a leader carries the term of the last leader sent. It
-// returns false when ctx ended or the Client closed.
-func (o *observer) send(ctx context.Context, l Leader) bool {
-	if l.Holder == "" {
-		if !o.sent || o.last.Holder == "" {
-			return true // nothing ended that an observer was told of
-		}
-		if l.Term == 0 || l.Term < o.last.Term {
-			l.Term = o.last.Term
-		}
-	}
-	if o.sent && (l.Term < o.last.Term || sameLeader(l, o.last)) {
-		return true
-	}
-	select {
-	case o.out <- l:
-		o.last, o.sent = l, true
-		return true
-	case <-ctx.Done():
-	case <-o.e.c.closing:
-	}
-	return false
-}
-
-// sameLeader reports whether a and b tell the same: the same term, holder
-// and value.
-func sameLeader(a, b Leader) bool {
-	return a.Term == b.Term && a.Holder == b.Holder && a.Value == b.Value
-}
-
-// Leadership is a won election: the leader's hold of the election's lock.
-// It ends when Resign is called or the lock is lost, which Done and Err
-// report as a Lease's do. A Leadership is safe for concurrent use.
-type Leadership struct {
-	e     *Election
-	lease *Lease
-
-	mu    sync.Mutex // serialises Proclaim and Resign
-	value string
-}
-
-// Name returns the election's name.
-func (l *Leadership) Name() string { return l.e.name }
-
-// Term returns the leadership's term: a fencing token greater than every
-// earlier leader's of the election, to give to the storage the leader
-// writes to, as Lease.Token.
-func (l *Leadership) Term() uint64 { return l.lease.Token() }
-
-// Value returns the value last published.
-func (l *Leadership) Value() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.value
-}
-
-// Done returns a channel closed when the leadership ends: resigned, or
-// lost (the lock expired or was deleted, or the Client was closed). A
-// leadership whose lock could not be renewed is ended by its local
-// deadline, before the lock expires in Redis: before any other campaigner
-// can be elected.
-func (l *Leadership) Done() <-chan struct{} { return l.lease.Done() }
-
-// Err returns nil while the leadership holds, and after it ended
-// ErrReleased (resigned) or an error wrapping ErrLockLost (lost).
-func (l *Leadership) Err() error { return l.lease.Err() }
-
-// Context returns a copy of parent that is cancelled when the leadership
-// ends, with Err as its cause; call cancel when done with it.
-func (l *Leadership) Context(parent context.Context) (context.Context, context.CancelFunc) {
-	return l.lease.Context(parent)
-}
-
-// Proclaim publishes a new value, any bytes, without a new election: the
-// term stays, and observers see the change. It returns an error wrapping ErrNotHeld
-// when the leadership has ended, ErrInvalidValue for a value longer than
-// MaxValueLen, and Redis errors, wrapped. With replica sync, a value too
-// few replicas acknowledged stays published on the master, with an error
-// wrapping ErrUnconfirmed.
-func (l *Leadership) Proclaim(ctx context.Context, value string) error {
-	if len(value) > MaxValueLen {
-		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidValue, len(value), MaxValueLen)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.lease.Err(); err != nil {
-		return fmt.Errorf("relock: proclaim %q: %w (%w)", l.e.name, ErrNotHeld, err)
-	}
-	ok, err := l.proclaim(ctx, value, false)
-	if ok && (err == nil || errors.Is(err, ErrUnconfirmed)) {
-		l.value = value
-	}
-	if err == nil && !ok {
-		return fmt.Errorf("relock: proclaim %q: %w", l.e.name, ErrNotHeld)
-	}
-	return err
-}
-
-// proclaim writes the leader's record with value (election_proclaim.lua),
-// for a new term when first, and reports whether the hold was still there
-// to write it.
-func (l *Leadership) proclaim(ctx context.Context, value string, first bool) (bool, error) {
-	c := l.e.c
-	rb := recordBody{Term: l.lease.token, Value: value, Holder: l.lease.field,
-		Host: c.infoField("host"), PID: os.Getpid(), Program: c.infoField("program"), Client: c.cfg.name}
-	if !utf8.ValidString(value) {
-		rb.Value64 = []byte(value)
-	}
-	body, err := json.Marshal(rb)
-	if err != nil {
-		return false, err
-	}
-	flag := argZero
-	if first {
-		flag = argOne
-	}
-	v, err := c.write(ctx, writeCall{name: l.e.mu.name, script: scripts.ElectionProclaim, keys: l.e.keys,
-		args: []any{l.lease.field, string(body), flag, c.argPublish, c.argMarkerTTL, strconv.FormatUint(l.lease.token, 10), l.e.channel}, changed: isOne})
-	if err != nil {
-		return v == 1, l.e.told("proclaim", opError(ctx, "proclaim", l.e.name, err))
-	}
-	return v == 1, nil
-}
-
-// Resign ends the leadership: the record is withdrawn (observers see the
-// term end), then the lock is released and granted to the next campaigner.
-// It returns an error wrapping ErrNotHeld when the leadership had already
-// ended. Resign goes out even when ctx has ended, bounded as
-// Lease.Unlock's is. If it fails, the error says whether it was not sent,
-// got no answer or was refused, and the leadership is no longer renewed:
-// it ends within its lease (Done closes, Err reports ErrLockLost), when
-// the next campaigner can be elected, unless Resign, called again
-// meanwhile, ends it at once.
-func (l *Leadership) Resign(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.e.c
-	if err := c.checkOpen(); err != nil {
-		return err
-	}
-	rctx, cancel := c.releaseContext(ctx)
-	defer cancel()
-	_, err := c.write(rctx, writeCall{name: l.e.mu.name, script: scripts.ElectionResign, keys: l.e.keys,
-		args: []any{l.lease.field, strconv.FormatUint(l.lease.token, 10), c.argPublish, c.argMarkerTTL, l.e.channel}, changed: isOne})
-	if err != nil && !errors.Is(err, ErrUnconfirmed) {
-		// The record stays, and so does the lock, until it expires.
-		l.lease.mu.Lock()
-		if !l.lease.released {
-			l.lease.abandon()
-		}
-		l.lease.mu.Unlock()
-		return notReleased(rctx, "resign", l.e.name, err)
-	}
-	// A hold gone already makes Unlock report ErrNotHeld.
-	return l.e.told("resign", l.lease.Unlock(ctx))
 }
 
 // told returns err, an error of the election's lock, told as an error of

@@ -19,13 +19,14 @@ import (
 // Holds are Mutex holds: a FairMutex and a Mutex of one name exclude each
 // other, but only FairMutex waiters keep the order.
 //
-// A waiter keeps its place by refreshing its queue entry every third of
-// the waiter timeout (see WithWaiterTimeout). A waiter whose process died
-// stops refreshing; once its liveness deadline passes, the next call on
-// the lock removes it and the waiter after it moves up, however long
-// nobody called on the lock before. Deadlines are the server's clock. A waiter that gives up leaves the queue before its Lock
-// call returns. The queue keys are deleted when the last waiter leaves;
-// they never get a TTL, since Redisson's waiters share them.
+// A waiter keeps its place by refreshing its queue entry every third of the
+// waiter timeout (see WithWaiterTimeout). A waiter whose process died stops
+// refreshing; once its liveness deadline passes, the next call on the lock
+// removes it and the waiter after it moves up, however long nobody called
+// on the lock before. Deadlines are the server's clock. A waiter that gives
+// up leaves the queue before its Lock call returns. The queue keys are
+// deleted when the last waiter leaves; they never get a TTL, since
+// Redisson's waiters share them.
 //
 // With Redisson clients on the same name, one queue serves both in
 // arrival order: relock keeps Redisson's scores in the shared timeout set
@@ -47,14 +48,8 @@ type FairMutex struct {
 	waiterTimeout time.Duration
 	argWaiter     any // waiterTimeout in ms, boxed
 
-	// KEYS shared by the calls of one-shot owners, never modified (see
-	// fair_queue.lua): queueKeys, the four every fair script takes, which
-	// are fair_tell.lua's; guarded, with the guard, fair_leave.lua's and
-	// fair_forceunlock.lua's; lockKeys, fair_lock.lua's; unlockKeys,
-	// fair_unlock.lua's and fair_pass.lua's. A reentrant owner's call
-	// appends its request or release marker.
-	queueKeys, guarded, lockKeys, unlockKeys []any
-	queue                                    string // the FIFO of waiters
+	keys  *scripts.FairKeys // the keys of its scripts (fair_queue.lua)
+	queue string            // the FIFO of waiters
 }
 
 // DefaultWaiterTimeout is the waiter timeout of a FairMutex made without
@@ -114,10 +109,8 @@ func (c *Client) newFairMutex(name string, nameErr error, opts []FairOption) *Fa
 	m.counter, m.named = c.tokenKeys(name)
 	m.group = slots.Of(name)
 	m.queue = layout.Companion(layout.FairQueue, name)
-	m.queueKeys = []any{name, m.queue, layout.Companion(layout.FairTimeout, name), layout.Companion(layout.FairAlive, name)}
-	m.guarded = append(m.queueKeys[:4:4], m.channel)
-	m.lockKeys = withNamed(m.named, append(m.queueKeys[:4:4], m.counter)...)
-	m.unlockKeys = withNamed(m.named, append(m.queueKeys[:4:4], m.counter, m.channel)...)
+	m.keys = scripts.NewFairKeys(name, m.queue, layout.Companion(layout.FairTimeout, name), layout.Companion(layout.FairAlive, name),
+		m.counter, m.channel, m.named)
 	return m
 }
 
@@ -154,23 +147,20 @@ func (m *FairMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := m.c.door.Run(ctx, scripts.FairForceUnlock, m.guarded, m.argWaiters, m.c.publish, m.argGrantPrefix).Int64()
+	keys, args := scripts.FairForceUnlockRequest{Keys: m.keys, Waiters: m.argWaiters, Publish: m.c.publish,
+		GrantPrefix: m.argGrantPrefix}.Build()
+	n, err := m.c.door.Run(ctx, scripts.FairForceUnlock, keys, args...).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", m.name, err)
 	}
-	m.c.forced(m.name, n == 1)
-	return n == 1, nil
+	m.c.forced(m.name, scripts.Deleted(n))
+	return scripts.Deleted(n), nil
 }
 
-// fairLockArgs is how many arguments fair_lock.lua takes but for the one
-// a first attempt of a one-shot owner adds.
-const fairLockArgs = 11
-
-// fairAcquire is one lock call's fixed arguments, shared by its attempts.
+// fairAcquire is one lock call, shared by its attempts.
 type fairAcquire struct {
 	lockCall
-	keys   []any
-	args   []any
+	req    scripts.FairLockRequest // the call of fair_lock.lua, which each attempt sends
 	m      *FairMutex
 	waits  bool  // its attempts queue it
 	joined int64 // when its first attempt, which may have queued it, was sent
@@ -180,74 +170,64 @@ type fairAcquire struct {
 // Undo undoes an attempt whose reply was lost (door.Undo): the hold it
 // may have taken, and its queue entry.
 func (a *fairAcquire) Undo(ctx context.Context) {
-	mode := fairUndoOneShot
+	mode := scripts.UndoOneShot
 	if a.reentrant {
-		mode = fairUndoReentrant
+		mode = scripts.UndoReentrant
 	}
 	a.m.leave(a, mode)
 }
-
-// Modes of fair_leave.lua, boxed once.
-var (
-	fairLeaveOnly     any = "0" // leave the queue
-	fairUndoOneShot   any = "1" // and undo a one-shot owner's hold
-	fairUndoReentrant any = "2" // and undo a reentrant owner's applied request
-)
 
 func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease, error) {
 	lc, err := m.c.startLock(ctx, m.check(), "lock", m.name, opts)
 	if err != nil {
 		return nil, err
 	}
-	a := &fairAcquire{lockCall: lc, m: m, keys: m.lockKeys}
-	queueFor, flag := argZero, argZero // how long the call keeps its place in the queue unrefreshed
+	a := &fairAcquire{lockCall: lc, m: m}
+	// A one-shot owner's id is new: its first attempt need not look for it
+	// in the queue.
+	a.req = scripts.FairLockRequest{Keys: m.keys, MarkerTTL: m.c.argMarkerTTL, Lease: a.lease, Owner: a.owner,
+		QueueFor: argZero, Waiters: m.argWaiters, Publish: m.c.argPublish, GrantLease: argZero, Now: m.c.nowArg(),
+		GrantPrefix: m.argGrantPrefix, New: !a.reentrant}
 	if wait {
-		queueFor = m.argWaiter
+		a.req.QueueFor = m.argWaiter // how long the call keeps its place in the queue unrefreshed
 		a.waits = true
 	}
 	if a.reentrant {
-		flag = argOne
-		a.keys = with(m.lockKeys, requestMarker(m.name, a.owner))
+		a.req.Marker = requestMarker(m.name, a.owner)
 	}
-	grants := argZero // the lease for which another Client's release may grant the lock to the call
 	if wait && !a.reentrant && a.cfg.spin == nil && !m.c.rsync.mayWait() {
-		grants = a.lease
-	}
-	// A one-shot owner's id is new: its first attempt need not look for it
-	// in the queue (the last argument, which later attempts leave out).
-	a.args = []any{a.lease, a.owner, flag, m.c.argMarkerTTL, queueFor, m.argWaiters, m.c.argPublish, m.c.argFencing, grants, m.c.nowArg(), m.argGrantPrefix, argOne}
-	if a.reentrant {
-		a.args = a.args[:fairLockArgs]
+		a.req.GrantLease = a.lease // another Client's release may grant the lock to the call
 	}
 
-	l, ttl, err := m.attempt(ctx, a)
-	if l != nil || err != nil {
-		return l, err
+	r, err := a.Attempt(ctx, false)
+	if r.Got != nil || err != nil {
+		return r.Got, err
 	}
 	if !wait {
 		return nil, ErrNotAcquired
 	}
-	return m.wait(ctx, a, ttl)
+	return m.wait(ctx, a, r)
 }
 
 // attempt runs fair_lock.lua once. It returns a Lease, or how long to wait
 // before trying again (negative: unknown), or an error. An attempt whose
 // outcome is unknown is undone before returning.
 func (m *FairMutex) attempt(ctx context.Context, a *fairAcquire) (*Lease, time.Duration, error) {
-	r, sent, err := m.c.acquire(ctx, m.name, scripts.FairLock, a.keys, a.args, a, positive, nil)
-	a.args = a.args[:fairLockArgs]
+	keys, args := a.req.Build()
+	r, sent, err := m.c.acquire(ctx, m.name, scripts.FairLock, keys, args, a, positive, nil)
+	a.req.New = false
 	if a.joined == 0 && a.waits {
 		a.joined = sent
 	}
 	if err != nil {
 		return nil, 0, opError(ctx, "lock", m.name, err)
 	}
-	if r <= 0 {
-		v := -r - 1
-		a.other = v%2 == 1
-		return nil, time.Duration(v/2-1) * time.Millisecond, nil
+	reply := scripts.FairLockReplyOf(r)
+	if reply.Held {
+		a.other = reply.Foreign
+		return nil, reply.TTL, nil
 	}
-	l := m.newLease(a.owner, a.reentrant, uint64(r))
+	l := m.newLease(a.owner, a.reentrant, reply.Token)
 	m.c.watch(l, m.group, a.cfg.lease, a.cfg.fixed, sent)
 	m.c.stats.acquired.Add(1)
 	return l, 0, nil
@@ -268,13 +248,11 @@ func (m *FairMutex) newLease(owner string, reentrant bool, token uint64) *Lease 
 // leave runs fair_leave.lua, within the cleanup timeout: takes the call's
 // owner out of the queue and, by mode, undoes a hold whose reply was lost.
 // A leave that fails is sent again by the Client's next call on the lock.
-func (m *FairMutex) leave(a *fairAcquire, mode any) {
-	keys := m.guarded
-	if mode == fairUndoReentrant {
-		keys = with(m.guarded, a.keys[len(a.keys)-1].(string)) // its request marker
-	}
+func (m *FairMutex) leave(a *fairAcquire, mode scripts.LeaveMode) {
+	keys, args := scripts.FairLeaveRequest{Keys: m.keys, Owner: a.req.Owner, Waiters: m.argWaiters, Publish: m.c.publish,
+		Leave: mode, Marker: a.req.Marker, GrantPrefix: m.argGrantPrefix}.Build()
 	err := m.c.leave(context.Background(), m.name, func(ctx context.Context) error {
-		return m.c.door.Run(ctx, scripts.FairLeave, keys, a.owner, m.argWaiters, m.c.publish, mode, m.argGrantPrefix).Err()
+		return m.c.door.Run(ctx, scripts.FairLeave, keys, args...).Err()
 	})
 	if err != nil {
 		m.c.cfg.logger.Warn("relock: cannot leave a fair lock's queue; the Client's next call on it tries again",

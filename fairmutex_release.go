@@ -2,7 +2,6 @@ package relock
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
@@ -13,82 +12,80 @@ import (
 // release implements releaser. When waiters of the same Client sleep in
 // the lock's queue, the release passes the lock straight to the first of
 // the queue if it is one of them.
-func (m *FairMutex) release(ctx context.Context, l *Lease) (int64, error) {
-	keys, flag := m.unlockKeys, argZero
+func (m *FairMutex) release(ctx context.Context, l *Lease) (releaseResult, error) {
+	req := scripts.FairUnlockRequest{Keys: m.keys, Owner: l.field, Waiters: m.argWaiters, Publish: m.c.argPublish,
+		MarkerTTL: m.c.argMarkerTTL, GrantTTL: argGrantTTL, Heads: argFairHeads, GrantPrefix: m.argGrantPrefix}
 	if l.reentrant {
-		keys, flag = with(m.unlockKeys, layout.Marker(layout.UnlockLatch, m.name, l.request)), argOne
+		req.Marker = layout.Marker(layout.UnlockLatch, m.name, l.request)
 	}
 	// A lock passed in the release script would skip the waiter's
 	// WAIT: with replica sync, the queue's head acquires for itself.
-	grants := argGrantTTL
 	if m.c.rsync.mayWait() {
-		grants = argZero
+		req.GrantTTL = argZero
 	}
-	args := []any{l.field, m.argWaiters, m.c.argPublish, flag, m.c.argMarkerTTL, m.c.argFencing, grants, argFairHeads, m.argGrantPrefix}
 	if m.c.passable(l) {
 		if head := l.run.Next(); head != "" {
 			if w := m.c.fair.ClaimOwner(m.name, head); w != nil {
 				if token, ask, ok := l.run.TakeHead(head); !ok {
 					m.c.fair.Settle([]*waiter{w}, -1, nil, false) // an answer came meanwhile
 				} else if m.passNow(l, w, token, ask) {
-					return 3, nil
+					return passed, nil
 				}
 			}
 		}
 	}
 	if err := l.awaitConfirmed(ctx); err != nil {
-		return 0, err
+		return notHeld, err
 	}
 	if !m.c.rsync.mayWait() {
 		var buf [fairMaxCandidates]*waiter
 		if ws := m.c.fair.Claim(m.name, buf[:], nil); len(ws) > 0 {
-			return m.releasePassing(ctx, keys, args, ws)
+			return m.releasePassing(ctx, &req, ws)
 		}
 	}
-	return m.c.door.Do(ctx, scripts.FairUnlock, keys, args, nil)
+	keys, args := req.Build()
+	r, err := m.c.door.Do(ctx, scripts.FairUnlock, keys, args, nil)
+	return releasedBy(scripts.UnlockReplyOf(r)), err
 }
 
 // fairMaxCandidates caps the candidates of one release.
 const fairMaxCandidates = 16
 
 // releasePassing runs fair_unlock.lua with ws as candidates and passes the lock to
-// the one it passed to, if any. It returns what Lease.Unlock expects of a
-// releaser: negative when the lock passed on.
-func (m *FairMutex) releasePassing(ctx context.Context, keys []any, args []any, ws []*waiter) (int64, error) {
+// the one it passed to, if any.
+func (m *FairMutex) releasePassing(ctx context.Context, req *scripts.FairUnlockRequest, ws []*waiter) (releaseResult, error) {
+	req.Candidates = make([]scripts.Candidate, 0, len(ws))
 	for _, w := range ws {
-		args = append(args, w.Owner, heldFor(w).lease.Milliseconds())
+		req.Candidates = append(req.Candidates, scripts.Candidate{Owner: w.Owner, Lease: w.Lease})
 	}
+	keys, args := req.Build()
 	sent := m.c.wd.Now()
 	v, err := m.c.door.Run(ctx, scripts.FairUnlock, keys, args...).Result()
 	if err != nil {
 		// Unknown outcome: a candidate given the lock finds it holds it
 		// when it attempts, and takes it as its own.
 		m.c.fair.Settle(ws, -1, nil, true)
-		return 0, err
+		return notHeld, err
 	}
-	r, ok := v.([]any)
-	if !ok || len(r) != 4 {
-		m.c.fair.Settle(ws, -1, nil, false)
-		n, _ := v.(int64)
-		return n, nil
-	}
-	token, _ := r[0].(int64)
-	i, _ := r[1].(int64)
-	if i < 1 || int(i) > len(ws) || token <= 0 {
+	reply, err := scripts.FairUnlockReplyOf(v, len(ws))
+	switch {
+	case err != nil:
 		m.c.fair.Settle(ws, -1, nil, true)
-		return 0, fmt.Errorf("unexpected reply %v", v)
+		return notHeld, err
+	case reply.Released != scripts.Granted:
+		m.c.fair.Settle(ws, -1, nil, false)
+		return releasedBy(scripts.UnlockReply{Released: reply.Released}), nil
 	}
-	w := ws[i-1]
-	next := m.newLease(w.Owner, false, uint64(token))
-	if heads, first := fairHeadsOf(r[2], r[3]); len(heads) > 0 {
+	w := ws[reply.Candidate]
+	next := m.newLease(w.Owner, false, reply.Token)
+	if len(reply.Heads) > 0 {
 		// Tokens reserved for passing it on in process to the next heads.
-		next.run = wait.NewHeadsRun(first, heads, fairRefill)
+		next.run = wait.NewHeadsRun(reply.First, reply.Heads, fairRefill)
 	}
-	cfg := heldFor(w)
-	m.c.watch(next, m.group, cfg.lease, cfg.fixed, sent)
+	m.c.watch(next, m.group, w.Lease, w.Fixed, sent)
 	m.c.stats.acquired.Add(1)
 	m.c.stats.handoffs.Add(1)
-	if !m.c.fair.Settle(ws, int(i-1), next, false) {
+	if !m.c.fair.Settle(ws, reply.Candidate, next, false) {
 		m.c.releaseUnwanted(next)
 	} else {
 		// w returns with next at once and leaves its subscription, if
@@ -96,7 +93,7 @@ func (m *FairMutex) releasePassing(ctx context.Context, keys []any, args []any, 
 		// pass.
 		w.Sub.Close() // nil without one
 	}
-	return -1, nil
+	return passed, nil
 }
 
 // fairHeads is how many of the queue's next heads an answer names at
@@ -124,52 +121,30 @@ func (m *FairMutex) passNow(l *Lease, w *waiter, token uint64, ask bool) bool {
 	// w returns with next at once and leaves its subscription to us, as
 	// after any pass.
 	w.Sub.Close()
-	heads, since := argZero, m.c.nowArg()
+	req := scripts.FairPassRequest{Keys: m.keys, Owner: w.Owner, Lease: w.Lease, Token: token, Heads: argZero, Now: m.c.nowArg()}
 	if ask {
-		heads = argFairHeads
+		req.Heads = argFairHeads
 	}
+	keys, args := req.Build()
 	judgeSwitch(m.c, next, func(ctx context.Context) ([]any, error) {
-		return m.c.door.Run(ctx, scripts.FairPass, m.unlockKeys, w.Owner, heldFor(w).lease.Milliseconds(), token, heads, since, m.c.argFencing).Slice()
+		return m.c.door.Run(ctx, scripts.FairPass, keys, args...).Slice()
 	}, func(r []any, err error) {
-		status := int64(-1)
-		if err == nil && len(r) > 0 {
-			status, _ = r[0].(int64)
-		}
+		reply := scripts.FairPassReplyOf(r)
 		switch {
 		case err != nil:
-			run.AnswerHeads(token, ask, true, nil, 0)
+			run.AnswerHeads(token, ask, wait.Answer{Stop: true})
 			m.c.wd.Lose(next.entry, errUnconfirmed)
-		case status == 1 && len(r) == 3:
-			heads, first := fairHeadsOf(r[1], r[2])
-			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, heldFor(w).lease))
-			run.AnswerHeads(token, ask, false, heads, first)
-		case status == 2 && len(r) == 2 && run.Ours(uint64(toInt(r[1])), token):
+		case reply.Switched == scripts.SwitchedOver:
+			m.c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.Lease))
+			run.AnswerHeads(token, ask, wait.Answer{Heads: reply.Heads, Block: reply.First})
+		case reply.Switched == scripts.Overtaken && run.Ours(reply.Newer, token):
 			// A newer switch of the run came first: w has passed it on.
 			run.NoNews(token, ask)
 		default:
 			// The run was broken before this switch: w has nothing.
 			m.c.wd.Lose(next.entry, watchdog.ErrGone)
-			run.AnswerHeads(token, ask, true, nil, 0)
+			run.AnswerHeads(token, ask, wait.Answer{Stop: true})
 		}
 	})
 	return true
-}
-
-// fairHeadsOf reads the heads and first reserved token of a fair
-// script's answer.
-func fairHeadsOf(list, first any) ([]string, uint64) {
-	xs, _ := list.([]any)
-	heads := make([]string, 0, len(xs))
-	for _, x := range xs {
-		if h, ok := x.(string); ok {
-			heads = append(heads, h)
-		}
-	}
-	return heads, uint64(toInt(first))
-}
-
-// toInt reads an integer reply, 0 if it is none.
-func toInt(v any) int64 {
-	n, _ := v.(int64)
-	return n
 }

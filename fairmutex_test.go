@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,87 +15,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
-	"github.com/relock-go/relock/internal/history"
+	"github.com/relock-go/relock/internal/conformance"
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
-// TestFairMutexOrder: 50 waiters over 3 Clients, queued one at a time,
-// acquire in the order they queued, and each release wakes only the first.
-func TestFairMutexOrder(t *testing.T) {
-	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		rdb := top.RDB(t)
-		clients := []*relock.Client{top.NewClient(t), top.NewClient(t), top.NewClient(t)}
-		name := testkit.LockName(t)
-		ctx := testkit.CtxTimeout(t, time.Minute)
-		const waiters = 50
-		order, _ := takeInQueueOrder(t, ctx, rdb, name, waiters, func(i int) *relock.FairMutex {
-			return clients[i%len(clients)].FairMutex(name)
-		})
-		for i, got := range order {
-			if got != i {
-				t.Fatalf("acquisition order %v, want 0..%d", order, waiters-1)
-			}
-		}
-		if len(order) != waiters {
-			t.Fatalf("%d of %d waiters acquired", len(order), waiters)
-		}
-		var wakeups, handoffs uint64
-		for _, c := range clients {
-			s := c.Stats()
-			wakeups += s.Wakeups
-			handoffs += s.Handoffs
-			if s.Held != 0 || s.Asleep != 0 || s.Channels != 0 {
-				t.Fatalf("state left behind: %+v", s)
-			}
-		}
-		// One wake per handover at most: a release tells only the first.
-		if wakeups+handoffs > waiters {
-			t.Fatalf("%d wakeups and %d handoffs for %d handovers: more than the first waiter was woken", wakeups, handoffs, waiters)
-		}
-		testkit.NoKeysLeft(t, rdb, name)
-	})
-}
-
-// takeInQueueOrder takes the FairMutex of name through mutex(0), queues n
-// Lock calls behind that hold one at a time, the i-th on mutex(i), and
-// releases it; each call unlocks at once. It returns the order in which
-// the calls took the lock and the tokens they were given, in that order.
-func takeInQueueOrder(t *testing.T, ctx context.Context, rdb redis.UniversalClient, name string, n int, mutex func(i int) *relock.FairMutex) ([]int, []uint64) {
-	t.Helper()
-	holder, err := mutex(0).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var order []int
-	var tokens []uint64
-	var wg sync.WaitGroup
-	for i := range n {
-		m := mutex(i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := m.Lock(ctx)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			order, tokens = append(order, i), append(tokens, l.Token())
-			mu.Unlock()
-			if err := l.Unlock(ctx); err != nil {
-				t.Error(err)
-			}
-		}()
-		testkit.WaitQueued(t, rdb, name, i+1)
-	}
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	return order, tokens
-}
+func TestFairMutexOrder(t *testing.T) { conformance.FairMutexOrder(t) }
 
 // TestFairMutexCancelInQueue: waiters that give up in the middle of the
 // queue (cancelled, or past their deadline) leave it before Lock returns,
@@ -173,75 +96,7 @@ func TestFairMutexCancelInQueue(t *testing.T) {
 	})
 }
 
-// TestFairMutexHammer: goroutines over two Clients guard an unsynchronised
-// counter with the fair lock; -race and the history checker catch any
-// overlap. The second round gives up at random points of the wait.
-func TestFairMutexHammer(t *testing.T) {
-	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		for _, cancelling := range []bool{false, true} {
-			t.Run(fmt.Sprintf("cancelling=%v", cancelling), func(t *testing.T) {
-				clients := []*relock.Client{top.NewClient(t), top.NewClient(t)}
-				name := testkit.LockName(t)
-				rec := history.New()
-				ctx := testkit.CtxTimeout(t, time.Minute)
-				const workers, rounds = 12, 25
-				counter := 0
-				var acquired, gaveUp atomic.Int64
-				var wg sync.WaitGroup
-				for i := 0; i < workers; i++ {
-					m := clients[i%len(clients)].FairMutex(name)
-					wg.Add(1)
-					go func(seed int64) {
-						defer wg.Done()
-						rnd := rand.New(rand.NewSource(seed))
-						for j := 0; j < rounds; j++ {
-							wctx, cancel := testkit.GivingUp(ctx, cancelling, time.Duration(rnd.Intn(3000))*time.Microsecond)
-							l, err := m.Lock(wctx)
-							cancel()
-							if err != nil {
-								if cancelling && errors.Is(err, context.DeadlineExceeded) {
-									gaveUp.Add(1)
-									continue
-								}
-								t.Error(err)
-								return
-							}
-							acquired.Add(1)
-							h := rec.Begin(fmt.Sprint(seed), name, l.Token())
-							v := counter
-							runtime.Gosched()
-							counter = v + 1
-							h.End()
-							if err := l.Unlock(ctx); err != nil {
-								t.Error(err)
-								return
-							}
-						}
-					}(int64(i))
-				}
-				wg.Wait()
-				if counter != int(acquired.Load()) {
-					t.Fatalf("counter = %d, want %d", counter, acquired.Load())
-				}
-				if !cancelling && counter != workers*rounds {
-					t.Fatalf("counter = %d, want %d", counter, workers*rounds)
-				}
-				if cancelling && (acquired.Load() == 0 || gaveUp.Load() == 0) {
-					t.Fatalf("acquired %d, gave up %d: one path only", acquired.Load(), gaveUp.Load())
-				}
-				if v := rec.Check(); len(v) > 0 {
-					t.Fatalf("%d violations, first: %+v", len(v), v[0])
-				}
-				for _, c := range clients {
-					if s := c.Stats(); s.Held != 0 || s.Channels != 0 || s.Asleep != 0 {
-						t.Fatalf("state left behind: %+v", s)
-					}
-				}
-				testkit.NoKeysLeft(t, top.RDB(t), name)
-			})
-		}
-	})
-}
+func TestFairMutexHammer(t *testing.T) { conformance.FairMutexHammer(t) }
 
 func TestFairMutexReentrancy(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {

@@ -16,7 +16,7 @@ import (
 // A Lock call that cannot have the lock at once joins the queue in Redis in
 // that same attempt, and sleeps until it is woken or granted the lock, the holder's TTL runs
 // out, its heartbeat is due, ctx ends, or the Client is closed, in the one
-// waiting loop (Client.waitQueued). Every attempt refreshes the call's
+// waiting loop (wait.Loop). Every attempt refreshes the call's
 // queue entry, so the heartbeat is simply an attempt every third of the
 // waiter timeout.
 //
@@ -46,7 +46,7 @@ import (
 // Client.granted). The grant's age counts from when a's queue entry was
 // made, by its first attempt or a later one: not before a.joined.
 func (m *FairMutex) acceptGrant(a *fairAcquire, g *grant) *Lease {
-	l := m.newLease(a.owner, false, g.token)
+	l := m.newLease(a.owner, false, g.Token)
 	if !m.c.granted(l, m.group, a.cfg, g, a.joined) {
 		return nil
 	}
@@ -62,7 +62,8 @@ func (m *FairMutex) acceptGrant(a *fairAcquire, g *grant) *Lease {
 func (m *FairMutex) wakeHead(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.cfg.cleanup)
 	defer cancel()
-	if err := m.c.door.Run(ctx, scripts.FairTell, m.queueKeys, m.argWaiters, m.c.publish, m.argGrantPrefix).Err(); err != nil {
+	keys, args := scripts.FairTellRequest{Keys: m.keys, Waiters: m.argWaiters, Publish: m.c.publish, GrantPrefix: m.argGrantPrefix}.Build()
+	if err := m.c.door.Run(ctx, scripts.FairTell, keys, args...).Err(); err != nil {
 		m.c.cfg.logger.Debug("relock: cannot wake the next fair waiter of a fixed lease", "name", m.name, "err", err)
 	}
 }
@@ -79,84 +80,66 @@ func (m *FairMutex) nextTry(ttl time.Duration) time.Duration {
 	return d
 }
 
-// wait sleeps in the queue between attempts, in Client.waitQueued, on the
-// Client's grant channel, and on the call's own channel once a Redisson
-// client may wake it there. Whatever ends it without the lock, the call
-// leaves the queue before it returns.
-func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, ttl time.Duration) (*Lease, error) {
-	q := &fairQueued{m: m, a: a, ctx: ctx}
+// wait sleeps in the queue between attempts (wait.Loop), on the Client's
+// grant channel, and on the call's own channel once a Redisson client may
+// wake it there; first is the result of its first attempt. Whatever ends
+// it without the lock, the call leaves the queue before it returns.
+func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, first result) (*Lease, error) {
+	var l *Lease
+	var err error
 	if a.cfg.spin != nil {
 		// An attempt refreshes the call's place in the queue: the heartbeat
-		// bounds every sleep.
-		l, err := m.c.spinLock(ctx, "lock", m.name, a.cfg.spin, ttl, m.waiterTimeout/3, func(ctx context.Context) (*Lease, time.Duration, error) {
-			return m.attempt(ctx, a)
-		})
-		switch {
-		case l == nil:
-			q.Leave()
-		case a.cfg.fixed:
-			m.wakeHead(ctx)
-		}
-		return l, err
+		// bounds every sleep (nextTry).
+		l, err = spin(ctx, m.c, "lock", m.name, a.cfg.spin, first, a)
+	} else {
+		// Only Redisson's releases publish on the call's own channel.
+		// A one-shot call's waiter a release of this Client may claim.
+		wt := waitFor{Op: "lock", Name: m.name, Channel: layout.WaiterChannel(m.channel, a.owner), Policy: notify.WakeOne,
+			Local: m.name, Waiter: newWaiter(a.owner, a.cfg, !a.reentrant), Grants: m.grants,
+			Joined: true, Sent: a.joined}
+		l, err = waitLock(ctx, m.c.fairEnv, wt, a, first)
 	}
-	// Only Redisson's releases publish on the call's own channel.
-	// A one-shot call's waiter a release of this Client may claim.
-	w := newWaiter(a.owner, a, !a.reentrant)
-	wt := waitFor{Op: "lock", Name: m.name, Channel: layout.WaiterChannel(m.channel, a.owner), Policy: notify.WakeOne,
-		ListenWhen: &a.other, List: &m.c.fair, Local: m.name, Waiter: w, Grants: m.grants,
-		Joined: true, Sent: a.joined}
-	l, err := m.c.waitQueued(ctx, wt, q, m.nextTry(ttl))
-	if err != nil {
-		return nil, err
-	}
-	if l == nil {
-		l = q.l
-	}
-	if a.cfg.fixed {
+	if l != nil && a.cfg.fixed {
 		m.wakeHead(ctx)
 	}
-	return l, nil
+	return l, err
 }
 
-// fairQueued is a FairMutex call as Client.waitQueued runs it. Its attempts
-// queue it and refresh its place (fair_lock.lua).
-type fairQueued struct {
-	m   *FairMutex
-	a   *fairAcquire
-	ctx context.Context // the call's, for leave
-	l   *Lease          // once taken
-}
-
-func (q *fairQueued) Attempt(ctx context.Context) (bool, time.Duration, error) {
-	l, ttl, err := q.m.attempt(ctx, q.a)
-	q.l = l
-	return l != nil, q.m.nextTry(ttl), err
-}
-
-func (q *fairQueued) Accept(g *grant) bool {
-	q.l = q.m.acceptGrant(q.a, g)
-	return q.l != nil
-}
-
-func (q *fairQueued) Join() {}
-
-// confirmed reports whether the call may be first in the queue, once it
-// listens on its channel: only the first of the queue is ever woken, so a
-// message before the subscription can only have been meant for the first.
-func (q *fairQueued) Confirmed(ctx context.Context) bool { return q.m.first(ctx, q.a.owner) }
-
-// leave takes the call out of the queue. A one-shot owner that leaves
-// wants nothing: a hold of its id is undone with the queue entry, whether
-// another Client's release granted it (a release of this Client that had
-// claimed the call may be granting it at the same time: whichever of the
-// two comes second finds nothing to free) or a pass whose reply was
-// lost left it. A reentrant owner is never granted the lock by a release.
-func (q *fairQueued) Leave() {
-	mode := fairLeaveOnly
-	if !q.a.reentrant {
-		mode = fairUndoOneShot
+// Attempt, Accept, Join and End make a FairMutex call its own waiting
+// call (wait.Call): its attempts queue it and refresh its place
+// (fair_lock.lua). It listens on its own channel once an attempt found a
+// holder, or waiters ahead, that are not relock's; once that channel is
+// confirmed, it checks whether it may be first in place of an attempt
+// (first): only the first of the queue is ever woken, so a message before
+// the subscription can only have been meant for the first.
+func (a *fairAcquire) Attempt(ctx context.Context, confirmed bool) (result, error) {
+	if confirmed && !a.m.first(ctx, a.owner) {
+		return result{}, nil // no attempt: it sleeps on
 	}
-	q.m.leave(q.a, mode)
+	l, ttl, err := a.m.attempt(ctx, a)
+	return result{Got: l, Retry: a.m.nextTry(ttl), Listen: a.other}, err
+}
+
+func (a *fairAcquire) Accept(g *grant) *Lease { return a.m.acceptGrant(a, g) }
+
+func (a *fairAcquire) Join() {}
+
+// End takes the call out of the queue if it may be there. A one-shot
+// owner that leaves wants nothing: a hold of its id is undone with the
+// queue entry, whether another Client's release granted it (a release of
+// this Client that had claimed the call may be granting it at the same
+// time: whichever of the two comes second finds nothing to free) or a
+// pass whose reply was lost left it. A reentrant owner is never granted
+// the lock by a release.
+func (a *fairAcquire) End(queued bool) {
+	if !queued {
+		return
+	}
+	mode := scripts.LeaveOnly
+	if !a.reentrant {
+		mode = scripts.UndoOneShot
+	}
+	a.m.leave(a, mode)
 }
 
 // first reports whether owner may be first in the queue, or hold the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/layout"
+	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/wait"
 	"github.com/relock-go/relock/internal/watchdog"
 )
@@ -57,39 +58,24 @@ func grantLinger(channel string) time.Duration {
 	return 0
 }
 
-// queueMember is a waiting call's member in the queue of waiters:
-// "<lease ms>|<kind>|<owner>", kind "r" for a reentrant owner, "w" for a
-// one-shot owner of a Client with replica sync (granted by its own
-// Client's releases only), "o" for other one-shot owners.
-func queueMember(lease time.Duration, kind, owner string) string {
-	return strconv.FormatInt(lease.Milliseconds(), 10) + "|" + kind + "|" + owner
-}
-
-// The kinds of queue members, boxed once as script arguments.
-var argKindOneShot, argKindReentrant, argKindSynced any = "o", "r", "w"
-
-// waiterKind returns the kind of a queue member (see queueMember) as a
-// script argument.
-func (c *Client) waiterKind(reentrant bool) any {
+// waiterKind returns the kind of a waiting call's member in the queue of
+// waiters (scripts.Member): a reentrant owner's, a one-shot owner's of a
+// Client with replica sync (granted by its own Client's releases only),
+// or another one-shot owner's.
+func (c *Client) waiterKind(reentrant bool) scripts.Kind {
 	switch {
 	case reentrant:
-		return argKindReentrant
+		return scripts.Reentrant
 	case c.rsync.mayWait():
-		return argKindSynced
+		return scripts.Synced
 	}
-	return argKindOneShot
+	return scripts.OneShot
 }
 
 // grantChannel returns the channel on which grants to the Client's waiters
 // for locks of name's slot arrive.
 func (c *Client) grantChannel(name string) string {
 	return layout.Grants(c.id, name, c.cluster)
-}
-
-// grant is a grant made to a waiter by another Client's release.
-type grant struct {
-	token    uint64
-	ttl, age time.Duration // the lock's life from the grant; time since the waiter joined
 }
 
 // routeGrant is the hub's policy for a grant channel: it passes a grant
@@ -169,7 +155,7 @@ func parseGrant(s string) (g *grant, rest string, ok bool) {
 	if len(f) == 4 {
 		rest = f[3]
 	}
-	return &grant{token: token, ttl: time.Duration(ttl) * time.Millisecond, age: time.Duration(age) * time.Millisecond}, rest, true
+	return &grant{Token: token, TTL: time.Duration(ttl) * time.Millisecond, Age: time.Duration(age) * time.Millisecond}, rest, true
 }
 
 // granted watches l, a lock granted by another Client's release with g,
@@ -193,18 +179,18 @@ func (c *Client) granted(l *Lease, group int, cfg lockConfig, g *grant, from int
 // call whose first attempt that may have queued it was sent at from, or
 // false when the grant may have run out already (see Client.granted).
 func (c *Client) grantDeadline(g *grant, from int64) (int64, bool) {
-	life := g.age + g.ttl
+	life := g.Age + g.TTL
 	deadline := from + int64(life-watchdog.Drift(life))
-	return deadline, deadline-c.wd.Now() >= int64(g.ttl/4)
+	return deadline, deadline-c.wd.Now() >= int64(g.TTL/4)
 }
 
 // confirmGrant has the watchdog renew e, a hold granted with g, to the
 // call's lease a quarter of the grant after it came, if the grant is
 // shorter; and counts the grant.
 func (c *Client) confirmGrant(e *watchdog.Entry, cfg lockConfig, g *grant) {
-	if g.ttl < cfg.lease {
+	if g.TTL < cfg.lease {
 		// A hold shorter than a quarter of the grant never needs it.
-		c.wd.Confirm(e, cfg.lease, g.ttl/4)
+		c.wd.Confirm(e, cfg.lease, g.TTL/4)
 	}
 	c.stats.acquired.Add(1)
 	c.stats.handoffs.Add(1)
@@ -212,16 +198,14 @@ func (c *Client) confirmGrant(e *watchdog.Entry, cfg lockConfig, g *grant) {
 
 // passGranted passes next, the hold a release sent at sent had Redis grant
 // to w, a waiter of this Client it claimed, to w's call, with the
-// watchdog's group group: a reply -(2t + 1) (reserved) also reserved the
-// tokens after t for passing the lock on in process, and starts the
-// Client's run of the waiters under name. A call that had gone meanwhile
-// has next released.
+// watchdog's group group: a release that also reserved the tokens after
+// next's (scripts.UnlockReply.Reserved) starts the Client's run of the
+// waiters under name. A call that had gone meanwhile has next released.
 func (c *Client) passGranted(next *Lease, w *waiter, reserved bool, group int, name string, sent int64) {
 	if reserved {
 		next.run = wait.NewRun(next.token+1, runBlock)
 	}
-	cfg := heldFor(w)
-	c.watch(next, group, cfg.lease, cfg.fixed, sent)
+	c.watch(next, group, w.Lease, w.Fixed, sent)
 	if next.run != nil {
 		c.local.SetRun(name, next)
 	}

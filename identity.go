@@ -94,15 +94,15 @@ func (c *Client) infoKey() string { return layout.ClientKey(c.id) }
 // infoTTL is how long the hash outlives the last round that wrote it.
 func (c *Client) infoTTL() time.Duration { return 2 * c.cfg.watchdog }
 
-// announceArgs returns the KEYS and ARGV of announce.lua.
-func (c *Client) announceArgs() ([]any, []any) {
-	return []any{c.infoKey()}, append([]any{c.infoTTL().Milliseconds()}, c.info...)
+// announceRequest returns the call of announce.lua.
+func (c *Client) announceRequest() scripts.AnnounceRequest {
+	return scripts.AnnounceRequest{Key: c.infoKey(), TTL: c.infoTTL(), Fields: c.info}
 }
 
 // announce writes the Client's hash with a fresh TTL (announce.lua). New
 // writes it first, in its one round trip; the watchdog's rounds keep it.
 func (c *Client) announce(ctx context.Context) {
-	keys, args := c.announceArgs()
+	keys, args := c.announceRequest().Build()
 	if err := c.door.Once(ctx, scripts.Announce, keys, args...).Err(); err != nil {
 		c.cfg.logger.Debug("relock: cannot write the client's identity", "key", c.infoKey(), "err", err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/wait"
 )
 
 // msgLatchZero is published on a latch's channel when its count reaches
@@ -75,11 +76,12 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err := l.check(ctx, "count down", 1); err != nil {
 		return err
 	}
-	v, err := l.writeOnce(ctx, "count down", scripts.LatchCountDown, nonNegative, l.c.argPublish, l.c.argMarkerTTL, l.channel)
+	req := scripts.LatchCountDownRequest{Publish: l.c.argPublish, MarkerTTL: l.c.argMarkerTTL, Channel: l.channel}
+	v, err := l.writeOnce(ctx, "count down", scripts.LatchCountDown, nonNegative, req.Args()...)
 	if err != nil {
 		return err
 	}
-	if v < 0 {
+	if scripts.LatchCountDownReplyOf(v).NotSet {
 		return fmt.Errorf("%w: %q", ErrLatchNotSet, l.name)
 	}
 	return nil
@@ -119,12 +121,11 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 		return err
 	}
 	wt := waitFor{Op: "await", Name: l.name, Channel: l.channel, Policy: latchPolicy,
-		Local: l.channel, Waiter: newWaiter("", nil, false)}
-	_, err = l.c.waitQueued(ctx, wt, tries(func(ctx context.Context) (bool, time.Duration, error) {
+		Local: l.channel, Waiter: wait.NewWaiter[*Lease]("", false)}
+	return l.c.waitTries(ctx, wt, func(ctx context.Context) (bool, time.Duration, error) {
 		n, err := l.count(ctx, "await") // an error matches ctx's once it ended
 		return n == 0 && err == nil, fallbackRecheck, err
-	}), fallbackRecheck)
-	return err
+	})
 }
 
 // latchPolicy wakes every awaiter when the count reached zero, and none

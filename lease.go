@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
+	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/wait"
 	"github.com/relock-go/relock/internal/watchdog"
 )
@@ -61,12 +61,40 @@ func (l *Lease) arg() any {
 
 // releaser is the primitive behind a Lease.
 type releaser interface {
-	// release removes one hold of owner and returns 0 if it held none,
-	// 1 if it still holds the lock, 2 if the lock is now free, and a
-	// negative number if it passed the lock on to a waiter.
-	release(ctx context.Context, l *Lease) (int64, error)
+	// release removes one hold of l's owner and says what it did.
+	release(ctx context.Context, l *Lease) (releaseResult, error)
 	// kind names the primitive in traces: "mutex", "fair", "rw".
 	kind() string
+}
+
+// releaseResult is what a release did with a hold.
+type releaseResult uint8
+
+// What a release did.
+const (
+	// notHeld: the owner held nothing (expired, deleted or never held).
+	notHeld releaseResult = iota
+	// stillHeld: one hold released; the lock is still held, by the
+	// owner's other holds or, for a read-write lock, by the other side.
+	stillHeld
+	// freed: the last hold released, and the lock is free.
+	freed
+	// passed: the last hold released, and the lock gone on to a waiter:
+	// granted in Redis, or passed on in process.
+	passed
+)
+
+// releasedBy is what a release script's reply says it did.
+func releasedBy(r scripts.UnlockReply) releaseResult {
+	switch r.Released {
+	case scripts.StillHeld:
+		return stillHeld
+	case scripts.Freed:
+		return freed
+	case scripts.GrantedOther, scripts.Granted:
+		return passed
+	}
+	return notHeld
 }
 
 // Name returns the name of the lock.
@@ -177,7 +205,7 @@ func (l *Lease) unlock(ctx context.Context) error {
 	l.released = true
 	l.unwatch()
 	l.c.wd.Changed(entry)
-	if res == 0 && !l.tried {
+	if res == notHeld && !l.tried {
 		l.finish(ErrLockLost, "unlock found the hold gone")
 		return ErrNotHeld
 	}
@@ -300,148 +328,4 @@ func (l *Lease) unwatch() {
 		return
 	}
 	l.c.wd.Remove(l.entry)
-}
-
-// holdKey names the shared hold of a reentrant owner on one lock.
-type holdKey struct{ name, owner string }
-
-// hold is one reentrant owner's watchdog-kept hold on one lock, shared by
-// all of the owner's watchdog leases of that lock: one entry renews them
-// all, and its loss ends them all.
-type hold struct {
-	c      *Client
-	key    holdKey
-	entry  *watchdog.Entry
-	leases map[*Lease]bool // true for a lease whose release failed
-	failed int             // how many leases' releases failed
-}
-
-// watch starts watching a new lease: on its own entry, or, for a reentrant
-// watchdog lease, on the owner's shared hold.
-func (c *Client) watch(l *Lease, group int, lease time.Duration, fixed bool, sent int64) {
-	c.watchUntil(l, group, lease, fixed, watchdog.DeadlineFor(sent, lease))
-}
-
-// watchUntil is watch with the hold's local deadline given.
-func (c *Client) watchUntil(l *Lease, group int, lease time.Duration, fixed bool, deadline int64) {
-	if fixed || !l.reentrant {
-		c.wd.Add(l.ownEntry(group, lease, fixed), deadline)
-		return
-	}
-	key := holdKey{l.name, l.field}
-	if l.renewal == kindRead {
-		key.owner += readHold
-	}
-	c.holdsMu.Lock()
-	defer c.holdsMu.Unlock()
-	h := c.holds[key]
-	if h == nil {
-		h = &hold{c: c, key: key, leases: make(map[*Lease]bool)}
-		h.entry = &watchdog.Entry{Key: l.name, Owner: l.field, Kind: l.renewal, Group: group, Lease: lease, Data: watched(h)}
-		c.holds[key] = h
-		c.wd.Add(h.entry, deadline)
-	} else {
-		// The owner may have taken the lock afresh after the hold's last
-		// release, which a renewal sent before may have found gone.
-		c.wd.Retaken(h.entry)
-		h.entry.Extend(deadline)
-	}
-	h.leases[l] = false
-	l.hold, l.entry = h, h.entry
-}
-
-// ownEntry makes the watchdog entry of a lease not sharing a hold.
-func (l *Lease) ownEntry(group int, lease time.Duration, fixed bool) *watchdog.Entry {
-	renew := lease
-	if fixed {
-		renew = 0 // checked, never extended
-	}
-	l.own = watchdog.Entry{Key: l.name, Owner: l.field, Kind: l.renewal, Group: group, Lease: renew, Data: watched(l)}
-	l.entry = &l.own
-	return l.entry
-}
-
-// watched is what a watchdog entry stands for (its Data): a Lease, a
-// reentrant owner's shared hold, or a Permit. Every entry is made with a
-// watched value, so a new kind of hold must say how it is lost.
-type watched interface {
-	lost(err error)
-}
-
-var (
-	_ watched = (*Lease)(nil)
-	_ watched = (*hold)(nil)
-	_ watched = (*Permit)(nil)
-)
-
-// lost is the watchdog's Config.Lost: it ends what the entry stands for.
-func (c *Client) lost(e *watchdog.Entry, err error) {
-	e.Data.(watched).lost(err)
-}
-
-// lost ends every lease of the shared hold.
-func (h *hold) lost(err error) {
-	c := h.c
-	c.holdsMu.Lock()
-	h.retire()
-	leases := make([]*Lease, 0, len(h.leases))
-	for l := range h.leases {
-		leases = append(leases, l)
-	}
-	clear(h.leases)
-	h.failed = 0
-	c.holdsMu.Unlock()
-	for _, l := range leases {
-		l.lost(err)
-	}
-}
-
-// leaveHold takes l out of its shared hold, which is no longer renewed
-// once no lease is left in it whose release has not failed.
-func (c *Client) leaveHold(l *Lease) {
-	h := l.hold
-	c.holdsMu.Lock()
-	defer c.holdsMu.Unlock()
-	failed, ok := h.leases[l]
-	if !ok {
-		return // lost, or left already
-	}
-	delete(h.leases, l)
-	if failed {
-		h.failed--
-	}
-	if len(h.leases) == 0 {
-		h.retire()
-		c.wd.Remove(h.entry)
-	} else if h.failed == len(h.leases) {
-		h.retire()
-		c.wd.StopRenewal(h.entry)
-	}
-}
-
-// abandonHold marks l, whose release failed, in its shared hold: once
-// every lease left in the hold has failed a release, the hold is no longer
-// renewed and its leases end at its local deadline. The owner's next
-// acquisition then starts a hold of its own.
-func (c *Client) abandonHold(l *Lease) {
-	h := l.hold
-	c.holdsMu.Lock()
-	defer c.holdsMu.Unlock()
-	if failed, ok := h.leases[l]; !ok || failed {
-		return
-	}
-	h.leases[l] = true
-	h.failed++
-	if h.failed == len(h.leases) {
-		h.retire()
-		c.wd.StopRenewal(h.entry)
-	}
-}
-
-// retire makes h no longer the hold that the owner's acquisitions join.
-// The caller holds holdsMu.
-func (h *hold) retire() {
-	if h.c.holds[h.key] == h {
-		delete(h.c.holds, h.key)
-	}
 }

@@ -155,7 +155,7 @@ func (c *Client) ttl(ctx context.Context, name string) (time.Duration, error) {
 // slot and, for a Client with WithPerNameTokens, its own token key; named
 // is "" for any other Client, whose scripts neither read nor write that
 // key, and so do not have it among their KEYS (see fence.lua and
-// withNamed).
+// scripts.LockKeys).
 func (c *Client) tokenKeys(name string) (counter, named string) {
 	counter = layout.Fencing(name, c.cluster)
 	if c.cfg.perNameTokens {

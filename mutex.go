@@ -23,20 +23,8 @@ type Mutex struct {
 
 	argGrants any // grants, boxed once
 
-	// KEYS of one-shot owners' calls of lock.lua and unlock.lua, which
-	// have no request marker: shared, never modified. A reentrant owner's
-	// call appends its marker.
-	keys []any
+	keys *scripts.LockKeys // the keys of lock.lua and unlock.lua
 }
-
-// Positions in the ARGV of lock.lua and unlock.lua (0-based).
-const (
-	lockArgJoined      = 5  // "1" once an attempt of the call may have queued it; left out before
-	unlockArgsFixed    = 6  // the arguments every release gives; the rest may be left out
-	unlockArgPassed    = 9  // the token of a hold passed on in process, and the reserve flag
-	unlockArgMarkerTTL = 11 // the release marker's lifetime, with a marker
-	unlockArgSince     = 12 // the start of a hold passed on in process, by the Client's clock
-)
 
 // Mutex returns the Mutex of the given name. An invalid name is reported
 // by every call on it with ErrInvalidName.
@@ -51,7 +39,7 @@ func (c *Client) Mutex(name string) *Mutex {
 	m.queue = layout.Companion(layout.LockQueue, name)
 	m.grants = c.grantChannel(name)
 	m.argGrants = m.grants
-	m.keys = withNamed(m.named, name, m.counter, m.queue)
+	m.keys = scripts.NewLockKeys(name, m.counter, m.queue, m.named)
 	return m
 }
 
@@ -88,33 +76,32 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	n, err := m.c.door.Run(ctx, scripts.ForceUnlock, []any{m.name, m.queue}, m.argChannel, m.c.publish, m.grants, m.c.id).Int64()
+	keys, args := scripts.ForceUnlockRequest{Lock: m.name, Queue: m.queue, Channel: m.argChannel,
+		Publish: m.c.publish, Grants: m.grants, ClientID: m.c.id}.Build()
+	n, err := m.c.door.Run(ctx, scripts.ForceUnlock, keys, args...).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", m.name, err)
 	}
-	m.c.forced(m.name, n == 1)
-	return n == 1, nil
+	m.c.forced(m.name, scripts.Deleted(n))
+	return scripts.Deleted(n), nil
 }
 
-// acquire is one lock call's fixed arguments, shared by its attempts.
+// acquire is one lock call, shared by its attempts.
 type acquire struct {
 	lockCall
-	keys   []any
-	args   []any
+	req    scripts.LockRequest // the call of lock.lua, which each attempt sends
 	m      *Mutex
 	waits  bool   // it queues as it finds the lock held
-	kind   any    // its kind of waiter (Client.waiterKind), fixed for all its attempts
 	member string // its place in the queue of waiters, once asked for
 	joined int64  // when the first attempt that may have queued it was sent
 	other  bool   // the holder its last attempt found is not a relock client
-	got    *Lease // what it took while it waited (Client.waitQueued)
 }
 
 // queueMember returns the call's member of the queue of waiters
-// (Client.queueMember), "" when it does not wait.
+// (scripts.Member), "" when it does not wait.
 func (a *acquire) queueMember() string {
 	if a.waits && a.member == "" {
-		a.member = queueMember(a.cfg.lease, a.kind.(string), a.owner)
+		a.member = scripts.Member(a.cfg.lease, a.req.Kind, a.owner)
 	}
 	return a.member
 }
@@ -127,82 +114,72 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	if err != nil {
 		return nil, err
 	}
-	a := &acquire{lockCall: lc, m: m, kind: argEmpty}
+	a := &acquire{lockCall: lc, m: m}
+	a.req = scripts.LockRequest{Keys: m.keys, Lease: a.lease, Owner: a.owner, Now: m.c.nowArg()}
 	if wait && a.cfg.spin == nil {
 		a.waits = true
-		a.kind = m.c.waiterKind(a.reentrant)
+		a.req.Kind = m.c.waiterKind(a.reentrant)
 	}
-	a.keys = m.keys // one-shot owners need no request marker
-	// The last argument, the request marker's lifetime, goes with the
-	// marker only, and the one before it, whether the call may have
-	// queued, only after an attempt or before the lifetime.
-	a.args = []any{a.lease, a.owner, m.c.argFencing, a.kind, m.c.nowArg(), argZero, m.c.argMarkerTTL}
-	if a.reentrant {
-		a.keys = with(m.keys, requestMarker(m.name, a.owner))
-	} else {
-		a.args = a.args[:lockArgJoined]
+	if a.reentrant { // one-shot owners need no request marker
+		a.req.Marker, a.req.MarkerTTL = requestMarker(m.name, a.owner), m.c.argMarkerTTL
 	}
 
 	if a.waits && !a.reentrant && m.c.local.MayJoinRun(m.name, joinable) {
 		// While the Client passes the lock on in process, the call joins
-		// the run without an attempt (wait.List.JoinRun).
-		return m.wait(ctx, a, grantTTL, true)
+		// the run without an attempt (wait.Wait.Joinable).
+		return m.wait(ctx, a, result{Retry: grantTTL}, true)
 	}
-	l, ttl, err := m.attempt(ctx, a)
+	r, err := a.Attempt(ctx, false)
 	if err != nil && !isServerError(err) {
 		m.leaveQueue(a) // it may have joined the queue
 	}
-	if l != nil || err != nil {
-		return l, err
+	if r.Got != nil || err != nil {
+		return r.Got, err
 	}
 	if !wait {
 		return nil, ErrNotAcquired
 	}
 	if a.cfg.spin != nil {
-		return m.c.spinLock(ctx, "lock", m.name, a.cfg.spin, ttl, 0, func(ctx context.Context) (*Lease, time.Duration, error) {
-			return m.attempt(ctx, a)
-		})
+		return spin(ctx, m.c, "lock", m.name, a.cfg.spin, r, a)
 	}
-	return m.wait(ctx, a, retryAfter(ttl), false)
+	return m.wait(ctx, a, r, false)
 }
 
 // wait sleeps between attempts, in the lock's queue of waiters (see
 // grant.go): on the Client's grant channel, and on the lock's release
 // channel once the holder may be a client that only publishes there;
-// retry is how long to sleep first at most. A call that has made no
-// attempt joins its Client's run if it may (wait.List.JoinRun), or else
-// attempts first.
-func (m *Mutex) wait(ctx context.Context, a *acquire, retry time.Duration, first bool) (*Lease, error) {
-	a.queueMember()
+// first is the result of the call's first attempt. A call that has made
+// no attempt (joinRun) joins its Client's run if it may
+// (wait.Wait.Joinable), or else attempts first.
+func (m *Mutex) wait(ctx context.Context, a *acquire, first result, joinRun bool) (*Lease, error) {
+	w := newWaiter(a.owner, a.cfg, !a.reentrant)
+	w.Member = a.queueMember()
 	wt := waitFor{Op: "lock", Name: m.name, Channel: m.channel, Policy: lockPolicy,
-		ListenWhen: &a.other, Local: m.name, Waiter: newWaiter(a.owner, a, !a.reentrant), Grants: m.grants,
-		Joined: true, Sent: a.joined, WakeNext: true, Hold: a.cfg.lease}
-	if first {
+		Local: m.name, Waiter: w, Grants: m.grants, Joined: true, Sent: a.joined, Hold: a.cfg.lease}
+	if joinRun {
 		wt.Joinable = joinable
 	}
-	h, err := m.c.waitQueued(ctx, wt, a, retry)
-	if h != nil || err != nil {
-		return h, err
-	}
-	return a.got, nil
+	return waitLock(ctx, m.c.localEnv, wt, a, first)
 }
 
-// attempt, accept, join and leave make a Mutex call its own queued call
-// as Client.waitQueued runs it: its attempts queue it (lock.lua), and it
-// leaves the queue as it returns without the lock.
-func (a *acquire) Attempt(ctx context.Context) (bool, time.Duration, error) {
+// Attempt, Accept, Join and End make a Mutex call its own waiting call
+// (wait.Call): its attempts queue it (lock.lua), and it leaves the queue
+// as it returns without the lock. It listens on the lock's release
+// channel once an attempt found a holder that is not a relock client.
+func (a *acquire) Attempt(ctx context.Context, _ bool) (result, error) {
 	l, ttl, err := a.m.attempt(ctx, a)
-	a.got = l
-	return l != nil, retryAfter(ttl), err
+	return result{Got: l, Retry: retryAfter(ttl), Listen: a.other}, err
 }
 
-func (a *acquire) Accept(g *grant) bool {
-	a.got = a.m.accept(a, g)
-	return a.got != nil
-}
+func (a *acquire) Accept(g *grant) *Lease { return a.m.accept(a, g) }
 
-func (a *acquire) Join()  {}
-func (a *acquire) Leave() { a.m.leaveQueue(a) }
+func (a *acquire) Join() {}
+
+func (a *acquire) End(queued bool) {
+	if queued {
+		a.m.leaveQueue(a)
+	}
+}
 
 // retryAfter is how long a waiter sleeps, at most, when the holder has ttl
 // left (negative: unknown).
@@ -224,28 +201,28 @@ func lockPolicy(payload string) int {
 // an error. An attempt whose outcome is unknown is undone before returning,
 // and so is one too few replicas acknowledged (see Client.acquire).
 func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration, error) {
-	r, sent, err := m.c.acquire(ctx, m.name, scripts.Lock, a.keys, a.args, a, positive, nil)
+	keys, args := a.req.Build()
+	r, sent, err := m.c.acquire(ctx, m.name, scripts.Lock, keys, args, a, positive, nil)
 	if a.joined == 0 && a.waits {
 		a.joined = sent
-		a.args = a.args[:max(len(a.args), lockArgJoined+1)]
-		a.args[lockArgJoined] = argOne // later attempts leave the queue when they acquire
+		a.req.Joined = true // later attempts leave the queue when they acquire
 	}
 	if err != nil {
 		return nil, 0, opError(ctx, "lock", m.name, err)
 	}
-	if r < 0 {
-		v := -r - 1
-		a.other = v&1 == 1
-		return nil, time.Duration(v>>1-1) * time.Millisecond, nil
+	reply := scripts.LockReplyOf(r)
+	if reply.Held {
+		a.other = reply.Foreign
+		return nil, reply.TTL, nil
 	}
 	l := &Lease{
 		c:         m.c,
 		rel:       m,
 		name:      m.name,
 		field:     a.owner,
-		fieldArg:  a.args[1],
+		fieldArg:  a.req.Owner,
 		reentrant: a.reentrant,
-		token:     uint64(r),
+		token:     reply.Token,
 		end:       newEnding(),
 	}
 	m.c.watch(l, m.group, a.cfg.lease, a.cfg.fixed, sent)
@@ -255,15 +232,9 @@ func (m *Mutex) attempt(ctx context.Context, a *acquire) (*Lease, time.Duration,
 
 // abandon undoes an acquisition whose reply was lost, if Redis applied it.
 func (m *Mutex) abandon(ctx context.Context, a *acquire) {
-	flag := argZero
-	if a.reentrant {
-		flag = argOne
-	}
-	keys := []any{m.name}
-	if a.reentrant {
-		keys = append(keys, a.keys[len(a.keys)-1]) // its request marker
-	}
-	if err := m.c.door.Run(ctx, scripts.Abandon, keys, a.owner, m.argChannel, m.c.publish, flag).Err(); err != nil {
+	keys, args := scripts.AbandonRequest{Lock: m.name, Marker: a.req.Marker, Owner: a.req.Owner,
+		Channel: m.argChannel, Publish: m.c.publish}.Build()
+	if err := m.c.door.Run(ctx, scripts.Abandon, keys, args...).Err(); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", m.name, "lease", a.cfg.lease, "err", err)
 	}

@@ -10,7 +10,7 @@ import (
 // accept makes the Lease of a grant to call a, or returns nil when the
 // grant may have run out already (see Client.granted).
 func (m *Mutex) accept(a *acquire, g *grant) *Lease {
-	l := &Lease{c: m.c, rel: m, name: m.name, field: a.owner, token: g.token, end: newEnding()}
+	l := &Lease{c: m.c, rel: m, name: m.name, field: a.owner, token: g.Token, end: newEnding()}
 	if !m.c.granted(l, m.group, a.cfg, g, a.joined) {
 		return nil
 	}
@@ -24,67 +24,51 @@ func (m *Mutex) leaveQueue(a *acquire) {
 	if !a.waits {
 		return
 	}
-	owner := any(a.owner)
+	owner := a.req.Owner
 	if a.reentrant {
 		owner = argEmpty // never granted; its holds, if any, are not this call's
 	}
-	args := m.unlockArgs(owner, false, nil, a.queueMember())
+	req := m.unlockRequest(owner, "", nil)
+	req.Leaving = a.queueMember()
+	keys, args := req.Build()
 	if err := m.c.leave(context.Background(), m.name, func(ctx context.Context) error {
-		return m.c.door.Run(ctx, scripts.Unlock, m.keys, args...).Err()
+		return m.c.door.Run(ctx, scripts.Unlock, keys, args...).Err()
 	}); err != nil {
 		m.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the Client's next call on it tries again",
 			"name", m.name, "err", err)
 	}
 }
 
-// unlockArgs returns the ARGV of unlock.lua releasing a hold of owner:
-// marked when its keys hold a release marker (a reentrant hold), w the
-// waiter of this Client to grant the lock to (nil for none), leaving the
-// queue member of a call leaving the queue ("" for none), and passed, for
-// a hold passed on in process, its token and whether to reserve more (the
-// Client's clock goes with them, as the hold's start).
-// The arguments past the fifth that are "" or "0" at the end are left out,
-// as a plain release needs none of them and each costs the server.
-func (m *Mutex) unlockArgs(owner any, marked bool, w *waiter, leaving string, passed ...any) []any {
-	listen, remote, preferred, left := argZero, argOne, argEmpty, argEmpty
-	// Only the Mutex calls of a Client listen on a Mutex's release channel.
-	if m.c.local.Len() > 0 && m.c.hub.Listening(m.channel) {
-		listen = argOne
-	}
-	if m.c.rsync.mayWait() {
-		remote = argZero // a grant to another Client would return before replicas acknowledge it
+// unlockRequest returns a call of unlock.lua releasing a hold of owner,
+// with marker, its release marker, for a reentrant hold (else ""), and w,
+// a waiter of this Client to grant the lock to, if any.
+func (m *Mutex) unlockRequest(owner any, marker string, w *waiter) scripts.UnlockRequest {
+	req := scripts.UnlockRequest{Keys: m.keys, Owner: owner, Publish: m.c.argPublish, Grants: m.argGrants, Channel: m.argChannel,
+		// A grant to another Client would return before replicas
+		// acknowledge it.
+		GrantOthers: !m.c.rsync.mayWait(),
+		// Only the Mutex calls of a Client listen on a Mutex's release
+		// channel.
+		Listening: m.c.local.Len() > 0 && m.c.hub.Listening(m.channel)}
+	if marker != "" {
+		req.Marker, req.MarkerTTL = marker, m.c.argMarkerTTL
 	}
 	if w != nil {
-		preferred = w.Call.(*acquire).member
+		req.Preferred = w.Member
 	}
-	if leaving != "" {
-		left = leaving
-	}
-	args := []any{owner, m.c.argPublish, m.c.argFencing, m.argGrants, remote, m.argChannel, listen, preferred, left, argEmpty, argZero, argEmpty, argEmpty}
-	if len(passed) > 0 {
-		copy(args[unlockArgPassed:], passed)
-		args[unlockArgSince] = m.c.nowArg()
-	}
-	if marked {
-		args[unlockArgMarkerTTL] = m.c.argMarkerTTL
-	}
-	n := len(args)
-	for n > unlockArgsFixed && (args[n-1] == argEmpty || args[n-1] == argZero) {
-		n--
-	}
-	return args[:n]
+	return req
 }
 
 // settle ends the claim on w of the release that claimed it, sent at
 // sent: w is passed the lock if it was granted to w, goes back to sleep if
 // it was granted to another waiter, or attempts.
-func (m *Mutex) settle(w *waiter, r int64, err error, sent int64) {
+func (m *Mutex) settle(w *waiter, r scripts.UnlockReply, err error, sent int64) {
 	ws := []*waiter{w}
 	switch {
-	case err == nil && r < 0:
-		next := &Lease{c: m.c, rel: m, name: m.name, field: w.Owner, token: uint64(-r) >> 1, end: newEnding()}
-		m.c.passGranted(next, w, r&1 == 1, m.group, m.name, sent)
-	case err == nil && r == 3:
+	case err == nil && r.Released == scripts.Granted:
+		next := &Lease{c: m.c, rel: m, name: m.name, field: w.Owner, token: r.Token, end: newEnding()}
+		m.c.passGranted(next, w, r.Reserved, m.group, m.name, sent)
+	case err == nil && r.Released == scripts.GrantedOther:
 		m.c.local.Settle(ws, -1, nil, false)
 	default:
 		// Not passed on (or unknown): the waiter tries itself. A one-shot
@@ -93,38 +77,41 @@ func (m *Mutex) settle(w *waiter, r int64, err error, sent int64) {
 	}
 }
 
-// releasePassing is a release that may grant the lock to w, a waiter of
-// this Client, on the send path (send.go): where the master has replicas
-// to wait for, w is passed its Lease only if enough replicas acknowledged
-// it; otherwise w's
-// hold is released again and w tries for itself. With replica sync no
-// grant goes to another Client.
-func (m *Mutex) releasePassing(ctx context.Context, l *Lease, w *waiter, keys []any) (int64, error) {
-	args := m.unlockArgs(l.arg(), l.reentrant, w, "")
+// releasePassing is a release, req, that may grant the lock to w, a
+// waiter of this Client, on the send path (send.go): where the master has
+// replicas to wait for, w is passed its Lease only if enough replicas
+// acknowledged it; otherwise w's hold is released again and w tries for
+// itself. With replica sync no grant goes to another Client.
+func (m *Mutex) releasePassing(ctx context.Context, req *scripts.UnlockRequest, w *waiter) (releaseResult, error) {
+	keys, args := req.Build()
 	a, err := m.c.send(ctx, &call{name: m.name, script: scripts.Unlock, keys: keys, args: args})
+	reply := scripts.UnlockReplyOf(a.r)
 	switch {
 	case a.sent == 0 && err != nil:
 		// Nothing ran (replica sync could not find its master, say): a
 		// plain release, and the waiter tries itself.
-		r, err := m.c.door.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), l.reentrant, nil, ""), nil)
+		req.Preferred = ""
+		keys, args := req.Build()
+		r, err := m.c.door.Do(ctx, scripts.Unlock, keys, args, nil)
 		m.c.local.Settle([]*waiter{w}, -1, nil, true)
-		return r, err
-	case err != nil || a.r >= 0 || a.t == nil:
-		m.settle(w, a.r, err, a.sent)
-		return a.r, err
+		return releasedBy(scripts.UnlockReplyOf(r)), err
+	case err != nil || reply.Released != scripts.Granted || a.t == nil:
+		m.settle(w, reply, err, a.sent)
+		return releasedBy(reply), err
 	}
 	if serr := m.c.rsync.judge(ctx, a.t, a.ack); serr != nil {
 		// Released, but the waiter may not have it: free it again.
 		m.c.stats.syncShort.Add(1)
 		m.c.undo(ctx, &unackedPass{m: m, owner: w.Owner})
 		m.c.local.Settle([]*waiter{w}, -1, nil, true) // it tries itself
-		return 2, nil
+		return freed, nil
 	}
-	m.settle(w, a.r, nil, a.sent)
-	return a.r, nil
+	m.settle(w, reply, nil, a.sent)
+	return passed, nil
 }
 
-// unackedPass is a one-shot waiter's hold granted by a release that passed it, which too few replicas acknowledged: to be undone.
+// unackedPass is a one-shot waiter's hold granted by a release that passed
+// it, which too few replicas acknowledged: to be undone.
 type unackedPass struct {
 	m     *Mutex
 	owner string
@@ -133,7 +120,8 @@ type unackedPass struct {
 // Undo removes the hold, as abandon.lua does for a one-shot owner.
 func (h *unackedPass) Undo(ctx context.Context) {
 	m := h.m
-	err := m.c.door.Run(ctx, scripts.Abandon, []any{m.name}, h.owner, m.argChannel, m.c.publish, argZero).Err()
+	keys, args := scripts.AbandonRequest{Lock: m.name, Owner: h.owner, Channel: m.argChannel, Publish: m.c.publish}.Build()
+	err := m.c.door.Run(ctx, scripts.Abandon, keys, args...).Err()
 	if err != nil {
 		m.c.cfg.logger.Warn("relock: cannot release a passed lock too few replicas acknowledged; it expires with its lease",
 			"name", m.name, "err", err)
@@ -143,22 +131,26 @@ func (h *unackedPass) Undo(ctx context.Context) {
 // release implements releaser. When the hold was the last, the lock is
 // granted to the next waiter in its queue, if any (see grant.go); when that
 // is a call of this Client, it is passed its Lease here.
-func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
-	keys := m.keys
+func (m *Mutex) release(ctx context.Context, l *Lease) (releaseResult, error) {
+	marker := ""
 	if l.reentrant {
-		keys = with(m.keys, layout.Marker(layout.UnlockLatch, m.name, l.request))
+		marker = layout.Marker(layout.UnlockLatch, m.name, l.request)
 	}
-	switch passed, err := m.c.passOrEnd(ctx, l, m.name, m.passNow); {
+	switch passedOn, err := m.c.passOrEnd(ctx, l, m.name, m.passNow); {
 	case err != nil:
-		return 0, err
-	case passed:
-		return 3, nil
+		return notHeld, err
+	case passedOn:
+		return passed, nil
 	}
 	var one [1]*waiter
 	if ws := m.c.local.Claim(m.name, one[:], nil); len(ws) == 1 {
-		return m.releasePassing(ctx, l, ws[0], keys)
+		req := m.unlockRequest(l.arg(), marker, ws[0])
+		return m.releasePassing(ctx, &req, ws[0])
 	}
-	return m.c.door.Do(ctx, scripts.Unlock, keys, m.unlockArgs(l.arg(), l.reentrant, nil, ""), nil)
+	req := m.unlockRequest(l.arg(), marker, nil)
+	keys, args := req.Build()
+	r, err := m.c.door.Do(ctx, scripts.Unlock, keys, args, nil)
+	return releasedBy(scripts.UnlockReplyOf(r)), err
 }
 
 // passNow passes l's lock to w, a waiter of this Client it has claimed,
@@ -168,8 +160,10 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (int64, error) {
 // try is not answered). It reports false, having done nothing, if w has
 // gone: the release then goes on as if it had not claimed w.
 func (m *Mutex) passNow(l *Lease, w *waiter) bool {
-	return m.c.passRun(l, w, w.Owner, m.group, m.name, func(ctx context.Context, token, reserve any) (int64, error) {
-		args := m.unlockArgs(l.arg(), false, w, "", token, reserve)
-		return m.c.door.Do(ctx, scripts.Unlock, m.keys, args, nil)
+	return m.c.passRun(l, w, w.Owner, m.group, m.name, func(ctx context.Context, token uint64, reserve bool) (int64, error) {
+		req := m.unlockRequest(l.arg(), "", w)
+		req.PassToken, req.Reserve, req.Since = token, reserve, m.c.nowArg()
+		keys, args := req.Build()
+		return m.c.door.Do(ctx, scripts.Unlock, keys, args, nil)
 	})
 }

@@ -3,9 +3,10 @@ package relock
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
+	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/wait"
 	"github.com/relock-go/relock/internal/watchdog"
 )
 
@@ -73,7 +74,7 @@ func (c *Client) passOrEnd(ctx context.Context, l *Lease, name string, pass func
 
 // joinable reports whether a call may join the run that h holds now: h's
 // hold is watched, has time left, and may be passed on as far as the
-// run's answers tell (wait.List.JoinRun).
+// run's answers tell (wait.Wait.Joinable).
 func joinable(h *Lease) bool {
 	return !h.entry.Ended() && h.entry.Deadline()-h.c.wd.Now() > int64(passMargin) && h.run.Ready()
 }
@@ -91,11 +92,10 @@ func (c *Client) passable(l *Lease) bool {
 // to w, as passNow tells: the new hold's field in the lock's hash is
 // field, its watchdog group group, and it holds the run of the Client's
 // waiters under name from then; send sends the switch that passes the
-// hold with token, and the switch's reserve argument ("1" to ask Redis to
-// reserve the next block). Its answer is unlock.lua's to a switch
-// (rw_write_unlock.lua's is the same).
+// hold with token, reserve asking Redis to reserve the next block. Its
+// answer is unlock.lua's to a switch (rw_write_unlock.lua's is the same).
 func (c *Client) passRun(l *Lease, w *waiter, field string, group int, name string,
-	send func(ctx context.Context, token, reserve any) (int64, error)) bool {
+	send func(ctx context.Context, token uint64, reserve bool) (int64, error)) bool {
 	run := l.run
 	token, ask := run.Take()
 	next, sent, ok := c.passLease(l, w, field, token, group, &c.local)
@@ -104,27 +104,24 @@ func (c *Client) passRun(l *Lease, w *waiter, field string, group int, name stri
 		return false
 	}
 	c.local.SetRun(name, next)
-	tok, reserve := strconv.FormatUint(token, 10), argZero
-	if ask {
-		reserve = argOne
-	}
 	judgeSwitch(c, next, func(ctx context.Context) (int64, error) {
-		return send(ctx, tok, reserve)
+		return send(ctx, token, ask)
 	}, func(r int64, err error) {
+		reply := scripts.SwitchReplyOf(r)
 		switch {
 		case err != nil:
-			run.Answer(token, ask, true, false, 0)
+			run.Answer(token, ask, wait.Answer{Stop: true})
 			c.wd.Lose(next.entry, errUnconfirmed)
-		case r&1 == 1: // 4b + 2p + 1: w holds it
-			c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, heldFor(w).lease))
-			run.Answer(token, ask, false, r&2 == 2, uint64(r>>2))
-		case r&3 == 2 && run.Ours(uint64(r>>2), token): // 4c + 2: a newer switch of the run came first
+		case reply.Switched == scripts.SwitchedOver: // w holds it
+			c.wd.Confirmed(next.entry, watchdog.DeadlineFor(sent, w.Lease))
+			run.Answer(token, ask, wait.Answer{Permit: reply.MayPass, Block: reply.Block})
+		case reply.Switched == scripts.Overtaken && run.Ours(reply.Newer, token): // a newer switch of the run came first
 			run.NoNews(token, ask)
 		default:
 			// The run was broken before this switch (expired, deleted):
 			// w has nothing.
 			c.wd.Lose(next.entry, watchdog.ErrGone)
-			run.Answer(token, ask, true, false, 0)
+			run.Answer(token, ask, wait.Answer{Stop: true})
 		}
 	})
 	return true
@@ -138,8 +135,7 @@ func (c *Client) passLease(l *Lease, w *waiter, field string, token uint64, grou
 	sent := c.wd.Now()
 	next := &Lease{c: c, rel: l.rel, name: l.name, field: field, token: token, end: newEnding(),
 		run: l.run, confirmed: make(chan struct{})}
-	cfg := heldFor(w)
-	c.wd.AddUnconfirmed(next.ownEntry(group, cfg.lease, cfg.fixed), min(l.entry.Deadline(), watchdog.DeadlineFor(sent, cfg.lease)))
+	c.wd.AddUnconfirmed(next.ownEntry(group, w.Lease, w.Fixed), min(l.entry.Deadline(), watchdog.DeadlineFor(sent, w.Lease)))
 	if !list.Settle([]*waiter{w}, 0, next, false) {
 		c.wd.Remove(next.entry)
 		close(next.confirmed)

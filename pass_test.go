@@ -305,7 +305,7 @@ func TestFairPassKeepsOrder(t *testing.T) {
 		name := testkit.LockName(t) + ":" + strconv.Itoa(nclients)
 		ctx := testkit.CtxTimeout(t, time.Minute)
 		const waiters = 20
-		order, tokens := takeInQueueOrder(t, ctx, rdb, name, waiters, func(i int) *relock.FairMutex {
+		order, tokens := testkit.TakeInQueueOrder(t, ctx, rdb, name, waiters, func(i int) *relock.FairMutex {
 			return clients[(i/3)%nclients].FairMutex(name) // runs of three per Client
 		})
 		passed := 0
@@ -351,7 +351,7 @@ func TestFairPassAsksForHeadsWhenLow(t *testing.T) {
 	name := testkit.LockName(t)
 	ctx := testkit.CtxTimeout(t, time.Minute)
 	const waiters = 12
-	order, tokens := takeInQueueOrder(t, ctx, rdb, name, waiters, func(int) *relock.FairMutex { return c.FairMutex(name) })
+	order, tokens := testkit.TakeInQueueOrder(t, ctx, rdb, name, waiters, func(int) *relock.FairMutex { return c.FairMutex(name) })
 	for i, got := range order {
 		if got != i || (i > 0 && tokens[i] <= tokens[i-1]) {
 			t.Fatalf("acquisition order %v with tokens %v, want 0..%d with growing tokens", order, tokens, waiters-1)

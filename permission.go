@@ -41,11 +41,11 @@ func (c *Client) checkScripts(publish string) error {
 	// The same script makes the Client known (identity.go), only when
 	// the user may publish; the watchdog's rounds keep it so.
 	channels, patterns := c.publishChannels()
-	keys, args := c.announceArgs()
+	keys, args := scripts.StartRequest{Publish: publish, Channels: channels, Announce: c.announceRequest()}.Build()
 	xs := []door.Exchange{
 		{Cmd: door.Cmd{Args: []any{"eval", probeScript, 0}}},
 		{Cmd: door.Cmd{Args: []any{"evalsha", probeSHA, 0}}},
-		{Cmd: door.Eval(scripts.Start, keys, append(append([]any{publish, len(channels)}, channels...), args...))},
+		{Cmd: door.Eval(scripts.Start, keys, args)},
 	}
 	c.door.Pipe(ctx, xs)
 	start := xs[2].Reply

@@ -92,7 +92,7 @@ func (p *Permit) Release(ctx context.Context) error {
 	// As for a Lease: a renewal crossing the release is judged by it.
 	entry := p.entry.Load()
 	c.wd.Changing(entry)
-	keys, args := p.ps.releaseCall(p.raw, "")
+	keys, args := p.ps.releaseRequest(p.raw, "").Build()
 	r, err := c.write(ctx, writeCall{name: p.ps.name, script: scripts.PermitRelease, keys: keys,
 		args: args, changed: nonZero})
 	if err != nil && !isUnconfirmed(err) {
@@ -106,7 +106,7 @@ func (p *Permit) Release(ctx context.Context) error {
 	p.released = true
 	c.wd.Remove(entry)
 	c.wd.Changed(entry)
-	if r == 1 || r == 0 && p.tried {
+	if released := scripts.PermitReleasedBy(r); released == scripts.PermitFreed || released == scripts.PermitUnknown && p.tried {
 		// After an unanswered attempt, "not held" means that attempt
 		// released it.
 		p.finish(ErrReleased, "")

@@ -56,10 +56,8 @@ func (p *permits) AddPermits(ctx context.Context, n int) error {
 // which wakes the waiters on the channel: a Semaphore's Release, and the
 // AddPermits of both semaphores; op names the call in errors.
 func (p *permits) add(ctx context.Context, op string, n int) error {
-	args := []any{n, p.c.argPublish, p.c.argMarkerTTL, p.channel}
-	if p.held != nil {
-		args = append(args, argEmpty, argEmpty, argOne) // the held permits are checked too (sem_release.lua)
-	}
-	_, err := p.writeOnce(ctx, op, scripts.SemRelease, always, args...)
+	req := scripts.SemReleaseRequest{N: n, Publish: p.c.argPublish, MarkerTTL: p.c.argMarkerTTL, Channel: p.channel,
+		Held: p.held != nil} // the held permits are checked too (sem_release.lua)
+	_, err := p.writeOnce(ctx, op, scripts.SemRelease, always, req.Args()...)
 	return err
 }

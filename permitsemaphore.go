@@ -12,6 +12,7 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/slots"
+	"github.com/relock-go/relock/internal/wait"
 )
 
 // PermitSemaphore is a distributed semaphore whose permits have ids and
@@ -38,7 +39,7 @@ type PermitSemaphore struct {
 	permits
 	timeoutKey string
 	group      int
-	keys       []any  // free permits, held permits, channel (as a guard), queue: shared, never modified
+	keys       *scripts.PermitKeys
 	queue      string // the queue of waiting calls (permit_lib.lua)
 	grants     string // the Client's grant channel for the semaphore's slot
 	argGrants  any    // grants, boxed once
@@ -56,7 +57,7 @@ func (c *Client) PermitSemaphore(name string) *PermitSemaphore {
 	ps.held = ps.timeoutKey
 	ps.group = slots.Of(name)
 	ps.queue = layout.Companion(layout.PermitQueue, name)
-	ps.keys = []any{name, ps.timeoutKey, ps.channel, ps.queue}
+	ps.keys = scripts.NewPermitKeys(name, ps.timeoutKey, ps.channel, ps.queue)
 	ps.grants = c.grantChannel(name)
 	ps.argGrants = ps.grants
 	return ps
@@ -95,7 +96,8 @@ func (ps *PermitSemaphore) Available(ctx context.Context) (int, error) {
 	if err := ps.check(ctx, "available", 1); err != nil {
 		return 0, err
 	}
-	v, err := ps.c.door.Run(ctx, scripts.PermitAvailable, ps.counts(), ps.c.argPublish, ps.channel).Int64()
+	keys, args := scripts.PermitAvailableRequest{Keys: ps.keys, Publish: ps.c.argPublish, Channel: ps.channel}.Build()
+	v, err := ps.c.door.Run(ctx, scripts.PermitAvailable, keys, args...).Int64()
 	if err != nil {
 		return 0, opError(ctx, "available", ps.name, err)
 	}
@@ -119,16 +121,16 @@ func (ps *PermitSemaphore) Release(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	keys, args := ps.releaseCall(raw, "")
+	keys, args := ps.releaseRequest(raw, "").Build()
 	r, err := ps.c.write(ctx, writeCall{name: ps.name, script: scripts.PermitRelease, keys: keys,
 		args: args, direct: true, changed: nonZero})
 	if err != nil && !isUnconfirmed(err) {
 		return opError(ctx, "release", ps.name, err)
 	}
-	switch r {
-	case 0:
+	switch scripts.PermitReleasedBy(r) {
+	case scripts.PermitUnknown:
 		return fmt.Errorf("%w: %s of %q", ErrUnknownPermit, id, ps.name)
-	case 2:
+	case scripts.PermitExpired:
 		return fmt.Errorf("%w: %s of %q had expired", ErrUnknownPermit, id, ps.name)
 	}
 	if err != nil {
@@ -167,12 +169,13 @@ func (ps *PermitSemaphore) UpdateLease(ctx context.Context, id string, d time.Du
 // held. An update applied on the master that too few replicas
 // acknowledged reports true, with an error for which isUnconfirmed holds.
 func (ps *PermitSemaphore) updateLease(ctx context.Context, raw string, d time.Duration) (bool, error) {
-	r, err := ps.c.write(ctx, writeCall{name: ps.name, script: scripts.PermitUpdateLease, keys: ps.counts(),
-		args: []any{raw, d.Milliseconds(), ps.c.argPublish, ps.channel}, direct: true, changed: isOne})
+	keys, args := scripts.PermitUpdateLeaseRequest{Keys: ps.keys, ID: raw, Lease: d, Publish: ps.c.argPublish, Channel: ps.channel}.Build()
+	r, err := ps.c.write(ctx, writeCall{name: ps.name, script: scripts.PermitUpdateLease, keys: keys,
+		args: args, direct: true, changed: isOne})
 	if err != nil {
-		return r == 1 && isUnconfirmed(err), opError(ctx, "update lease", ps.name, err)
+		return scripts.Updated(r) && isUnconfirmed(err), opError(ctx, "update lease", ps.name, err)
 	}
-	return r == 1, nil
+	return scripts.Updated(r), nil
 }
 
 func (ps *PermitSemaphore) checkID(ctx context.Context, op, id string) (string, error) {
@@ -211,61 +214,43 @@ func permitID(clientID string, seq uint64) string {
 	return string(b[:])
 }
 
-// permitAttempt is one acquire call's fixed arguments, shared by its
-// attempts: they all use one permit id, so that a retried or repeated
-// attempt never takes a second permit.
+// permitAttempt is one acquire call, shared by its attempts: they all use
+// one permit id, so that a retried or repeated attempt never takes a
+// second permit.
 type permitAttempt struct {
-	ps    *PermitSemaphore
-	cfg   lockConfig
-	raw   string
-	lease int64 // ms
-	args  []any
+	ps  *PermitSemaphore
+	cfg lockConfig
+	raw string
+	// req is the call of permit_acquire.lua each attempt sends: its
+	// Member is set once the call queues (Join).
+	req scripts.PermitAcquireRequest
 
-	p      *Permit // the Permit taken
-	member string  // its place in the queue of waiters, once it queues
-	joined int64   // when the first attempt that may have queued it was sent
+	member string // its place in the queue of waiters, once it queues
+	joined int64  // when the first attempt that may have queued it was sent
 }
 
-// The positions of a permit acquisition's script arguments that change
-// when the call queues: its member and whether it may be queued.
-const (
-	permitArgMember = 3
-	permitArgJoined = 5
-)
-
-// releaseCall returns the KEYS and ARGV of permit_release.lua releasing
-// the permit raw; leaving is the member of a call leaving the queue, or
-// "". Without replica sync the permit is granted to the first queued
-// call. The queue is among the KEYS only where the call looks at it: to
-// grant the permit, or to take a call out.
-func (ps *PermitSemaphore) releaseCall(raw, leaving string) (keys, args []any) {
+// releaseRequest returns a call of permit_release.lua releasing the
+// permit raw; leaving is the member of a call leaving the queue, or "".
+// Without replica sync the permit is granted to the first queued call.
+func (ps *PermitSemaphore) releaseRequest(raw, leaving string) scripts.PermitReleaseRequest {
 	c := ps.c
-	keys, allow := ps.keys, argOne
-	if c.rsync.mayWait() {
-		allow = argZero // a grant would return before replicas acknowledge it
-		if leaving == "" {
-			keys = ps.keys[:3:3]
-		}
-	}
-	return keys, []any{raw, c.argPublish, c.argNumsub, c.argID, ps.argGrants, argGrantTTL, allow, leaving}
+	return scripts.PermitReleaseRequest{Keys: ps.keys, ID: raw, Publish: c.argPublish, Numsub: c.argNumsub,
+		ClientID: c.argID, Grants: ps.argGrants, GrantTTL: argGrantTTL, Leaving: leaving,
+		Grant: !c.rsync.mayWait()} // a grant would return before replicas acknowledge it
 }
-
-// counts returns the KEYS of the permit scripts that take no guard and do
-// not look at the queue: the free permits and the held ones.
-func (ps *PermitSemaphore) counts() []any { return ps.keys[:2:2] }
 
 // Undo releases a permit whose acquisition reply was lost, or that too few
 // replicas acknowledged (door.Undo).
 func (a *permitAttempt) Undo(ctx context.Context) {
 	c := a.ps.c
-	keys, args := a.ps.releaseCall(a.raw, "")
+	keys, args := a.ps.releaseRequest(a.raw, "").Build()
 	if err := c.door.Run(ctx, scripts.PermitRelease, keys, args...).Err(); err != nil {
 		c.cfg.logger.Warn("relock: cannot undo a permit acquisition (unanswered, or too few replicas acknowledged it); it expires with its lease",
 			"name", a.ps.name, "lease", a.cfg.lease, "err", err)
 	}
 }
 
-func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait bool) (*Permit, error) {
+func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, waits bool) (*Permit, error) {
 	if err := ps.check(ctx, "acquire", 1); err != nil {
 		return nil, err
 	}
@@ -274,37 +259,32 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, wait 
 		return nil, err
 	}
 	ps.c.retryLeaves(ctx, ps.name)
-	a := &permitAttempt{ps: ps, cfg: cfg, raw: permitID(ps.c.id, ownerSeq.Add(1)), lease: cfg.lease.Milliseconds()}
-	a.args = []any{a.raw, a.lease, ps.c.argPublish, argEmpty, argGrantTTL, argZero}
-	done, retry, err := a.Attempt(ctx)
-	if done || err != nil {
-		return a.p, err
+	a := &permitAttempt{ps: ps, cfg: cfg, raw: permitID(ps.c.id, ownerSeq.Add(1))}
+	a.req = scripts.PermitAcquireRequest{Keys: ps.keys, ID: a.raw, Lease: cfg.lease.Milliseconds(), Publish: ps.c.argPublish, QueueTTL: argGrantTTL}
+	r, err := a.Attempt(ctx, false)
+	if r.Got != nil || err != nil {
+		return r.Got, err
 	}
-	if !wait {
+	if !waits {
 		return nil, ErrNotAcquired
 	}
 	if cfg.spin != nil {
-		ps.c.stats.Waits.Add(1)
-		err = ps.c.spin(ctx, "acquire", ps.name, cfg.spin, retry, 0, func() (bool, time.Duration, error) { return a.Attempt(ctx) })
-	} else {
-		seq := ownerSeq.Add(1)
-		owner := ps.c.id + ":" + strconv.FormatUint(seq, 10)
-		wt := waitFor{Op: "acquire", Name: ps.name, Channel: ps.channel, Policy: permitPolicy,
-			Local: ps.queue, Waiter: newWaiter(owner, nil, false), WakeNext: true, Hold: cfg.lease}
-		if !ps.c.rsync.mayWait() {
-			// The call queues as owner, asking for the permit id a release
-			// grants it (permit_lib.lua).
-			wt.Grants = ps.grants
-			a.member = queueMember(cfg.lease, argKindOneShot.(string), owner)
-			a.raw = permitID(ps.c.id, seq)
-			a.args[0] = a.raw
-		}
-		_, err = ps.c.waitQueued(ctx, wt, a, retry)
+		return spin(ctx, ps.c, "acquire", ps.name, cfg.spin, r, a)
 	}
-	if err != nil {
-		return nil, err
+	seq := ownerSeq.Add(1)
+	owner := ps.c.id + ":" + strconv.FormatUint(seq, 10)
+	wt := waitFor{Op: "acquire", Name: ps.name, Channel: ps.channel, Policy: permitPolicy,
+		Local: ps.queue, Waiter: wait.NewWaiter[*Lease](owner, false), Hold: cfg.lease}
+	if !ps.c.rsync.mayWait() {
+		// The call queues as owner, asking for the permit id a release
+		// grants it (permit_lib.lua).
+		wt.Grants = ps.grants
+		a.member = scripts.Member(cfg.lease, scripts.OneShot, owner)
+		a.raw = permitID(ps.c.id, seq)
+		a.req.ID = a.raw
 	}
-	return a.p, nil
+	p, _, err := wait.Loop(ctx, ps.c.localEnv, wt, a, r)
+	return p, err
 }
 
 // permitPolicy is the hub's policy for a semaphore's channel when permit
@@ -322,38 +302,42 @@ func permitPolicy(payload string) int {
 	return n
 }
 
+// Attempt, Accept, Join and End make a PermitSemaphore's acquire call its
+// own waiting call (wait.Call), which always listens.
+func (a *permitAttempt) Attempt(ctx context.Context, _ bool) (wait.Result[*Permit], error) {
+	p, retry, err := a.attempt(ctx)
+	return wait.Result[*Permit]{Got: p, Retry: retry, Listen: true}, err
+}
+
 // attempt runs permit_acquire.lua once (with ReplicaSync.Retry, until
-// enough replicas acknowledge a grant): it reports whether the call took
-// its permit (a.p), and if not how long to sleep at most. An attempt whose
-// outcome is unknown, or that too few replicas acknowledged, is undone
-// before it returns.
-func (a *permitAttempt) Attempt(ctx context.Context) (bool, time.Duration, error) {
+// enough replicas acknowledge a grant): it returns the Permit the call
+// took, or else how long to sleep at most. An attempt whose outcome is
+// unknown, or that too few replicas acknowledged, is undone before it
+// returns.
+func (a *permitAttempt) attempt(ctx context.Context) (*Permit, time.Duration, error) {
 	ps := a.ps
-	keys := ps.keys
-	if a.args[permitArgMember] == argEmpty && a.args[permitArgJoined] == argZero {
-		keys = ps.keys[:3:3] // a call that neither queues nor may be queued
-	}
-	r, sent, err := ps.c.acquire(ctx, ps.name, scripts.PermitAcquire, keys, a.args, a, isZero, nil)
-	if a.joined == 0 && a.args[permitArgMember] != argEmpty {
+	keys, args := a.req.Build()
+	r, sent, err := ps.c.acquire(ctx, ps.name, scripts.PermitAcquire, keys, args, a, isZero, nil)
+	if a.joined == 0 && a.req.Member != "" {
 		a.joined = sent
-		a.args[permitArgJoined] = argOne // later attempts leave the queue when they acquire
+		a.req.Queued = true // later attempts leave the queue when they acquire
 	}
 	if errors.Is(err, ErrClosed) {
-		return false, 0, ErrClosed
+		return nil, 0, ErrClosed
 	}
 	if err != nil {
-		return false, 0, opError(ctx, "acquire", ps.name, err)
+		return nil, 0, opError(ctx, "acquire", ps.name, err)
 	}
-	if r > 0 {
-		return false, time.Duration(r)*time.Millisecond + time.Millisecond, nil
+	switch reply := scripts.PermitAcquireReplyOf(r); {
+	case reply.ExpiresIn > 0:
+		return nil, reply.ExpiresIn + time.Millisecond, nil
+	case !reply.Acquired:
+		return nil, fallbackRecheck, nil
 	}
-	if r < 0 {
-		return false, fallbackRecheck, nil
-	}
-	a.p = a.permit()
-	a.p.watch(a.cfg.lease, a.cfg.fixed, sent)
+	p := a.permit()
+	p.watch(a.cfg.lease, a.cfg.fixed, sent)
 	ps.c.stats.acquired.Add(1)
-	return true, 0, nil
+	return p, 0, nil
 }
 
 // permit returns the call's Permit, not yet watched.
@@ -361,35 +345,33 @@ func (a *permitAttempt) permit() *Permit {
 	return &Permit{ps: a.ps, raw: a.raw, id: hex.EncodeToString([]byte(a.raw)), end: newEnding()}
 }
 
-// accept takes the permit a release granted the call with g, unless the
+// Accept takes the permit a release granted the call with g, unless the
 // grant may have run out already (see Client.granted).
-func (a *permitAttempt) Accept(g *grant) bool {
+func (a *permitAttempt) Accept(g *grant) *Permit {
 	deadline, ok := a.ps.c.grantDeadline(g, a.joined)
 	if !ok {
-		return false
+		return nil
 	}
-	a.p = a.permit()
-	a.p.watchUntil(a.cfg.lease, a.cfg.fixed, deadline)
-	a.ps.c.confirmGrant(a.p.entry.Load(), a.cfg, g)
-	return true
+	p := a.permit()
+	p.watchUntil(a.cfg.lease, a.cfg.fixed, deadline)
+	a.ps.c.confirmGrant(p.entry.Load(), a.cfg, g)
+	return p
 }
 
-// join makes the call's next attempts queue it.
+// Join makes the call's next attempts queue it.
 func (a *permitAttempt) Join() {
-	if a.member != "" {
-		a.args[permitArgMember] = a.member
-	}
+	a.req.Member = a.member
 }
 
-// leave takes the call out of the queue as it returns without a permit,
-// and releases the permit if one was granted to it meanwhile (the next
-// call then gets it), within the cleanup timeout.
-func (a *permitAttempt) Leave() {
-	if a.joined == 0 {
+// End takes the call out of the queue if it may be there, and releases
+// the permit if one was granted to it meanwhile (the next call then gets
+// it), within the cleanup timeout.
+func (a *permitAttempt) End(queued bool) {
+	if !queued || a.joined == 0 {
 		return
 	}
 	ps := a.ps
-	keys, args := ps.releaseCall(a.raw, a.member)
+	keys, args := ps.releaseRequest(a.raw, a.member).Build()
 	if err := ps.c.leave(context.Background(), ps.name, func(ctx context.Context) error {
 		return ps.c.door.Run(ctx, scripts.PermitRelease, keys, args...).Err()
 	}); err != nil {

@@ -5,118 +5,20 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/conformance"
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
-// TestPermitSemaphoreHammer: goroutines over three Clients hold one of
-// two permits at a time, some giving up at random points; never more than
-// two are held, more than one is, and every permit is back at the end.
-func TestPermitSemaphoreHammer(t *testing.T) {
-	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		const permits, workers, rounds = 2, 9, 20
-		clients := []*relock.Client{top.NewClient(t), top.NewClient(t), top.NewClient(t)}
-		name := testkit.NewPermits(t, clients[0], permits).Name()
-		ctx := testkit.CtxTimeout(t, time.Minute)
-		var g gauge
-		var acquired, gaveUp atomic.Int64
-		var wg sync.WaitGroup
-		for i := 0; i < workers; i++ {
-			ps := clients[i%len(clients)].PermitSemaphore(name)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for j := 0; j < rounds; j++ {
-					wctx, cancel := testkit.GivingUp(ctx, j%3 == i%3, time.Duration(j*150)*time.Microsecond)
-					p, err := ps.Acquire(wctx)
-					cancel()
-					if errors.Is(err, context.DeadlineExceeded) {
-						gaveUp.Add(1)
-						continue
-					}
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					acquired.Add(1)
-					if v := g.enter(1); v > permits {
-						t.Errorf("%d permits held", v)
-					}
-					time.Sleep(200 * time.Microsecond) // work
-					g.leave(1)
-					if err := p.Release(ctx); err != nil {
-						t.Error(err)
-						return
-					}
-					if !errors.Is(p.Err(), relock.ErrReleased) {
-						t.Errorf("Err after Release: %v", p.Err())
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		if p := g.peak.Load(); p != permits {
-			t.Fatalf("at most %d permits held at once; want %d", p, permits)
-		}
-		if acquired.Load() == 0 || gaveUp.Load() == 0 {
-			t.Fatalf("acquired %d, gave up %d: the test exercised one path only", acquired.Load(), gaveUp.Load())
-		}
-		if n, err := clients[1].PermitSemaphore(name).Available(ctx); n != permits || err != nil {
-			t.Fatalf("%d permits free at the end (%v), want %d", n, err, permits)
-		}
-		if n := top.RDB(t).ZCard(ctx, layout.PermitTimeouts(name)).Val(); n != 0 {
-			t.Fatalf("%d permits still held", n)
-		}
-		for _, c := range clients {
-			if s := c.Stats(); s.Channels != 0 || s.Asleep != 0 || s.Held != 0 {
-				t.Fatalf("state left behind: %+v", s)
-			}
-		}
-	})
-}
+func TestPermitSemaphoreHammer(t *testing.T) { conformance.PermitSemaphoreHammer(t) }
 
-// TestPermitLeaseExpires: a permit with a fixed lease expires by the
-// server's clock, says so, and goes to the waiter, who sleeps until the
-// expiry it was told of.
-func TestPermitLeaseExpires(t *testing.T) {
-	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		a, b := top.NewClient(t), top.NewClient(t)
-		ps := testkit.NewPermits(t, a, 1)
-		ctx := testkit.CtxTimeout(t, 10*time.Second)
-		stale, err := ps.Acquire(ctx, relock.WithLease(150*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		next, err := b.PermitSemaphore(ps.Name()).Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !errors.Is(stale.Err(), relock.ErrLockLost) {
-			t.Fatalf("expired permit's Err = %v, want ErrLockLost", stale.Err())
-		}
-		waitPermitDone(t, stale, time.Second)
-		if err := stale.Release(ctx); !errors.Is(err, relock.ErrNotHeld) {
-			t.Fatalf("stale Release: %v, want ErrNotHeld", err)
-		}
-		if err := next.Err(); err != nil {
-			t.Fatalf("new holder disturbed: %v", err)
-		}
-		if n, _ := ps.Available(ctx); n != 0 {
-			t.Fatalf("stale Release freed a permit: %d free", n)
-		}
-		if err := next.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-	})
-}
+func TestPermitLeaseExpires(t *testing.T) { conformance.PermitLeaseExpires(t) }
 
 // TestPermitRenewed: a watchdog-kept permit outlives three leases.
 func TestPermitRenewed(t *testing.T) {
@@ -175,7 +77,7 @@ func TestPermitByID(t *testing.T) {
 		if err := top.NewClient(t).PermitSemaphore(ps.Name()).Release(ctx, p.ID()); err != nil {
 			t.Fatal(err)
 		}
-		waitPermitDone(t, p, 5*time.Second)
+		testkit.WaitPermitDone(t, p, 5*time.Second)
 		if !errors.Is(p.Err(), relock.ErrLockLost) {
 			t.Fatalf("Err = %v, want ErrLockLost", p.Err())
 		}
@@ -194,7 +96,7 @@ func TestPermitByID(t *testing.T) {
 		if err := q.UpdateLease(ctx, 100*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
-		waitPermitDone(t, q, 5*time.Second)
+		testkit.WaitPermitDone(t, q, 5*time.Second)
 		if !errors.Is(q.Err(), relock.ErrLockLost) {
 			t.Fatalf("Err after the updated lease ran out: %v", q.Err())
 		}
@@ -468,7 +370,7 @@ func TestPermitSemaphoreRedissonInterop(t *testing.T) {
 		if v, err := java.release(ctx, p.ID()); v != 1 || err != nil {
 			t.Fatalf("Java release of relock's permit %s: %v %v", p.ID(), v, err)
 		}
-		waitPermitDone(t, p, 5*time.Second)
+		testkit.WaitPermitDone(t, p, 5*time.Second)
 		if !errors.Is(p.Err(), relock.ErrLockLost) {
 			t.Fatalf("Err = %v", p.Err())
 		}

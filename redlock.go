@@ -63,6 +63,9 @@ const (
 )
 
 // redLockRetry is the random pause between the acquisition rounds of Lock.
+// A RedLock does not wait through the wait contract (wait.Loop, spin): a
+// round spans every node's Client, and no one Client's release channel or
+// queue can tell when a quorum may be free.
 var redLockRetry = backoff{min: 5 * time.Millisecond, max: 200 * time.Millisecond}
 
 // A RedLockOption configures a RedLock, given to NewRedLock. An invalid

@@ -3,13 +3,9 @@ package relock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
-	"slices"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/layout"
@@ -95,13 +91,13 @@ func TestReleaseRefusedWritesNothing(t *testing.T) {
 				}
 				return false
 			})
-			before := dumpKeys(t, direct, name)
+			before := testkit.DumpKeys(t, direct, name)
 
 			err = l.Unlock(ctx)
 			if !errors.Is(err, relock.ErrNoPermission) {
-				t.Fatalf("Unlock = %v, want ErrNoPermission\nbefore %v\nafter %v", err, before, dumpKeys(t, direct, name))
+				t.Fatalf("Unlock = %v, want ErrNoPermission\nbefore %v\nafter %v", err, before, testkit.DumpKeys(t, direct, name))
 			}
-			if after := dumpKeys(t, direct, name); !maps.Equal(before, after) {
+			if after := testkit.DumpKeys(t, direct, name); !maps.Equal(before, after) {
 				t.Fatalf("the refused release wrote:\nbefore %v\nafter  %v", before, after)
 			}
 			stopWaiting()
@@ -110,37 +106,4 @@ func TestReleaseRefusedWritesNothing(t *testing.T) {
 			}
 		})
 	}
-}
-
-// dumpKeys returns the keys of name and its companions on rdb (the
-// fencing counter included) with their values and whether they expire,
-// for a test to compare what a call changed.
-func dumpKeys(t testing.TB, rdb *redis.Client, name string) map[string]string {
-	t.Helper()
-	ctx := testkit.CtxTimeout(t, 5*time.Second)
-	keys := append(testkit.KeysOf(t, rdb, name), layout.Fencing(name, false))
-	out := make(map[string]string, len(keys))
-	for _, k := range keys {
-		typ := rdb.Type(ctx, k).Val()
-		var v any
-		switch typ {
-		case "none":
-			continue
-		case "string":
-			v = rdb.Get(ctx, k).Val()
-		case "hash":
-			v = rdb.HGetAll(ctx, k).Val() // fmt prints a map sorted
-		case "zset":
-			v = rdb.ZRangeWithScores(ctx, k, 0, -1).Val()
-		case "list":
-			v = rdb.LRange(ctx, k, 0, -1).Val()
-		case "set":
-			v = rdb.SMembers(ctx, k).Val()
-			slices.Sort(v.([]string))
-		case "stream":
-			v = rdb.XRange(ctx, k, "-", "+").Val()
-		}
-		out[k] = fmt.Sprintf("%s %v expires:%v", typ, v, rdb.PTTL(ctx, k).Val() != -1)
-	}
-	return out
 }

@@ -3,7 +3,6 @@ package relock
 import (
 	"context"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/relock-go/relock/internal/door"
@@ -58,14 +57,18 @@ func (c *Client) renew(ctx context.Context, entries []*watchdog.Entry) []watchdo
 	}
 	c.sendRenewals(ctx, calls)
 	for _, cl := range calls {
-		held, err := cl.Reply.Int64Slice() // DoRound ran it by EVAL if the server lacked the script
-		if err != nil || len(held) != cl.n {
+		v, err := cl.Reply.Int64Slice() // DoRound ran it by EVAL if the server lacked the script
+		var held []bool
+		if err == nil {
+			held, err = scripts.RenewReplyOf(v, cl.n)
+		}
+		if err != nil {
 			c.cfg.logger.Warn("relock: renewal failed", "locks", cl.n, "err", err)
 			continue
 		}
 		for i, h := range held {
 			switch {
-			case h != 1:
+			case !h:
 				results[cl.first+i] = watchdog.Gone
 			case !cl.short:
 				results[cl.first+i] = watchdog.Held
@@ -81,19 +84,15 @@ func (c *Client) renew(ctx context.Context, entries []*watchdog.Entry) []watchdo
 // cluster slot, the first of them at index first of its round, each to
 // lease(e) ("0" checks it only).
 func newRenewCall(entries []*watchdog.Entry, first int, lease func(*watchdog.Entry) time.Duration) *renewCall {
-	n := len(entries)
-	keys := make([]any, n)
-	args := make([]any, 0, 2*n)
+	req := scripts.RenewRequest{Holds: make([]scripts.RenewHold, len(entries)), Readers: entries[0].Kind == kindRead}
 	for i, e := range entries {
-		keys[i] = e.Key
-		args = append(args, e.Owner, strconv.FormatInt(lease(e).Milliseconds(), 10))
-	}
-	if entries[0].Kind == kindRead {
-		for _, e := range entries {
-			args = append(args, layout.ReaderHolds(e.Key))
+		req.Holds[i] = scripts.RenewHold{Key: e.Key, Owner: e.Owner, Lease: lease(e)}
+		if req.Readers {
+			req.Holds[i].ReaderHolds = layout.ReaderHolds(e.Key)
 		}
 	}
-	return &renewCall{Call: door.Call{Script: renewScripts[entries[0].Kind], Keys: keys, Args: args}, first: first, n: n}
+	keys, args := req.Build()
+	return &renewCall{Call: door.Call{Script: renewScripts[entries[0].Kind], Keys: keys, Args: args}, first: first, n: len(entries)}
 }
 
 // renewCall is one renewal script call of a round.

@@ -25,7 +25,7 @@ var benchSyncModes = []struct {
 // sync costs an uncontended cycle on this machine.
 func BenchmarkReplicaSync(b *testing.B) {
 	r := redistest.NewReplicated(b, 2)
-	rsWaitOnline(b, r.Master, 2)
+	testkit.WaitReplicasOnline(b, r.Master, 2)
 	for _, bc := range benchSyncModes {
 		b.Run(bc.name, func(b *testing.B) {
 			c := testkit.NewClient(b, testkit.CloseLater(b, r.Master.Client()), bc.opt)
@@ -53,7 +53,7 @@ func BenchmarkReplicaSync(b *testing.B) {
 // both calls of a cycle wait for the replicas with sync on.
 func BenchmarkReplicaSyncSynchronizers(b *testing.B) {
 	r := redistest.NewReplicated(b, 2)
-	rsWaitOnline(b, r.Master, 2)
+	testkit.WaitReplicasOnline(b, r.Master, 2)
 	for _, bc := range benchSyncModes {
 		b.Run("semaphore/"+bc.name, func(b *testing.B) {
 			c := testkit.NewClient(b, testkit.CloseLater(b, r.Master.Client()), bc.opt)

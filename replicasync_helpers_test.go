@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -138,39 +137,6 @@ func (s *rsSink) String() string {
 
 func (s *rsSink) logger() relock.Option {
 	return relock.WithLogger(slog.New(slog.NewTextHandler(s, nil)))
-}
-
-// rsReplicas returns how many replicas master lists, and how many of
-// them are online and have acknowledged some offset, that is answer WAIT:
-// a replica that has just synchronised with its master starts to only
-// after its first heartbeat.
-func rsReplicas(t testing.TB, master *redistest.Server) (listed, acking int) {
-	t.Helper()
-	v, err := master.Do(context.Background(), "INFO", "replication")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(v.(string), "\n") {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "slave") || !strings.Contains(line, "state=") {
-			continue
-		}
-		listed++
-		if strings.Contains(line, "state=online") && !strings.Contains(line+",", ",offset=0,") {
-			acking++
-		}
-	}
-	return listed, acking
-}
-
-// rsWaitOnline waits until master has n replicas and all of them answer
-// WAIT.
-func rsWaitOnline(t testing.TB, master *redistest.Server, n int) {
-	t.Helper()
-	testkit.Eventually(t, 30*time.Second, strconv.Itoa(n)+" replicas acknowledging", func() bool {
-		listed, acking := rsReplicas(t, master)
-		return listed == n && acking == n
-	})
 }
 
 // rsExists reports whether key exists on the server, replicas included.
@@ -310,7 +276,7 @@ func (d *rsDropPiped) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 func clusterWithLog(t *testing.T) (*relock.Client, *redis.ClusterClient, *rsLog) {
 	t.Helper()
 	for _, m := range testkit.Cluster.Masters {
-		rsWaitOnline(t, m, 1)
+		testkit.WaitReplicasOnline(t, m, 1)
 	}
 	log := new(rsLog)
 	cc := testkit.CloseLater(t, testkit.Cluster.Client())

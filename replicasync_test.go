@@ -51,7 +51,7 @@ func TestReplicaSync(t *testing.T) {
 	ctx := testkit.CtxTimeout(t, time.Minute)
 	dead := r.Replicas[1]
 	// A replica past its first synchronisation (online) answers WAIT.
-	rsWaitOnline(t, r.Master, 2)
+	testkit.WaitReplicasOnline(t, r.Master, 2)
 
 	// Made before the replica dies: each has read the replica count.
 	var allLog rsLog
@@ -135,7 +135,7 @@ func TestReplicaSync(t *testing.T) {
 	if err := dead.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	rsWaitOnline(t, r.Master, 1)
+	testkit.WaitReplicasOnline(t, r.Master, 1)
 
 	t.Run("too few", func(t *testing.T) {
 		m := two.Mutex(testkit.LockName(t))
@@ -254,7 +254,7 @@ func TestReplicaSync(t *testing.T) {
 func TestReplicaSyncAllGone(t *testing.T) {
 	t.Parallel()
 	r := redistest.NewReplicated(t, 1)
-	rsWaitOnline(t, r.Master, 1)
+	testkit.WaitReplicasOnline(t, r.Master, 1)
 	ctx := testkit.CtxTimeout(t, 30*time.Second)
 	c := syncedClient(t, r.Master, nil)
 	m := c.Mutex(testkit.LockName(t))
@@ -268,7 +268,7 @@ func TestReplicaSyncAllGone(t *testing.T) {
 	if err := r.Replicas[0].Kill(); err != nil {
 		t.Fatal(err)
 	}
-	rsWaitOnline(t, r.Master, 0)
+	testkit.WaitReplicasOnline(t, r.Master, 0)
 	if _, err := m.Lock(ctx); !errors.Is(err, relock.ErrReplicaSync) {
 		t.Fatalf("Lock on a master that lost its replica: %v, want ErrReplicaSync", err)
 	}
@@ -374,7 +374,7 @@ func TestReplicaSyncProbeQuiet(t *testing.T) {
 func TestReplicaSyncUserRefused(t *testing.T) {
 	t.Parallel()
 	r := redistest.NewReplicated(t, 1)
-	rsWaitOnline(t, r.Master, 1)
+	testkit.WaitReplicasOnline(t, r.Master, 1)
 	ctx := testkit.CtxTimeout(t, 20*time.Second)
 	for _, tc := range []struct {
 		deny   []string
@@ -437,7 +437,7 @@ type syncFixture struct {
 func newSyncFixture(t *testing.T, ctx context.Context) *syncFixture {
 	t.Helper()
 	f := &syncFixture{r: redistest.NewReplicated(t, 1)}
-	rsWaitOnline(t, f.r.Master, 1)
+	testkit.WaitReplicasOnline(t, f.r.Master, 1)
 	one := relock.ReplicaSync{Replicas: 1}
 	f.c = syncedClient(t, f.r.Master, &f.log, relock.WithReplicaSync(one))
 	one.Retry = true
@@ -803,7 +803,7 @@ func syncRetry(t *testing.T, ctx context.Context, f *syncFixture) {
 func TestReplicaSyncLostWriteReply(t *testing.T) {
 	t.Parallel()
 	r := redistest.NewReplicated(t, 1)
-	rsWaitOnline(t, r.Master, 1)
+	testkit.WaitReplicasOnline(t, r.Master, 1)
 	ctx := testkit.CtxTimeout(t, time.Minute)
 	master := testkit.CloseLater(t, r.Master.Client())
 	for _, tc := range []struct {
@@ -876,7 +876,7 @@ func TestReplicaSyncLostWriteReply(t *testing.T) {
 func TestReplicaSyncSynchronizersPlain(t *testing.T) {
 	t.Parallel()
 	r := redistest.NewReplicated(t, 1)
-	rsWaitOnline(t, r.Master, 1)
+	testkit.WaitReplicasOnline(t, r.Master, 1)
 	for _, tc := range []struct {
 		name string
 		srv  *redistest.Server

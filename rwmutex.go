@@ -2,6 +2,8 @@ package relock
 
 import (
 	"context"
+	"slices"
+	"sync"
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
@@ -43,12 +45,9 @@ type RWMutex struct {
 	grants    string // the Client's grant channel for the lock's slot
 	argGrants any    // grants, boxed once
 
-	// KEYS of one-shot owners' calls, which have no marker: shared, never
-	// modified. lockKeys are the lock scripts', unlockKeys the release
-	// scripts', with the guard (rw_queue.lua). A reentrant owner's call
-	// appends its request or release marker, a one-shot reader's lock
-	// call the hold key it writes (rw_read_lock.lua).
-	lockKeys, unlockKeys []any
+	// The keys of the lock scripts, and of the release scripts, which
+	// have the guard (rw_queue.lua).
+	lockKeys, unlockKeys *scripts.LockKeys
 
 	r ReadLocker
 	w WriteLocker
@@ -69,8 +68,8 @@ func (c *Client) RWMutex(name string) *RWMutex {
 	rw.queue = layout.Companion(layout.RWQueue, name)
 	rw.grants = c.grantChannel(name)
 	rw.argGrants = rw.grants
-	rw.lockKeys = withNamed(rw.named, name, rw.counter, rw.queue)
-	rw.unlockKeys = withNamed(rw.named, name, rw.counter, rw.queue, rw.channel)
+	rw.lockKeys = scripts.NewLockKeys(name, rw.counter, rw.queue, rw.named)
+	rw.unlockKeys = scripts.NewRWUnlockKeys(name, rw.counter, rw.queue, rw.channel, rw.named)
 	return rw
 }
 
@@ -131,13 +130,14 @@ func (rw *RWMutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := rw.check(); err != nil {
 		return false, err
 	}
-	n, err := rw.c.door.Run(ctx, scripts.RWForceUnlock, []any{rw.name, rw.queue, rw.channel},
-		rw.argChannel, rw.c.publish, rw.holds, rw.grants, rw.c.id).Int64()
+	keys, args := scripts.RWForceUnlockRequest{Lock: rw.name, Queue: rw.queue, Guard: rw.channel, Channel: rw.argChannel,
+		Publish: rw.c.publish, Holds: rw.holds, Grants: rw.grants, ClientID: rw.c.id}.Build()
+	n, err := rw.c.door.Run(ctx, scripts.RWForceUnlock, keys, args...).Int64()
 	if err != nil {
 		return false, opError(ctx, "force unlock", rw.name, err)
 	}
-	rw.c.forced(rw.name, n == 1)
-	return n == 1, nil
+	rw.c.forced(rw.name, scripts.Deleted(n))
+	return scripts.Deleted(n), nil
 }
 
 // RLocker returns the read lock as a Locker, for Multi and helpers that
@@ -190,4 +190,68 @@ func rwOp(write bool, op string) string {
 		return op
 	}
 	return "r" + op
+}
+
+// writerTurns lets one writer of the Client at a time, per lock, wait in
+// the lock's queue in Redis; the others wait for their turn, quiet
+// (wait.Wait.Gate). The end of a write lock wakes every waiter of its
+// channel, since every waiting reader may enter; without turns it would
+// also wake every writer of the Client, all but one of them to fail
+// again, and a grant or a word to a second writer would find no call to
+// take it. Its zero value is ready.
+type writerTurns struct {
+	mu    sync.Mutex
+	m     map[string]*turnLine // by the lock's queue
+	spare *turnLine            // one line no lock uses, for the next
+}
+
+// turnLine is one lock's writers that take turns: the one that has the
+// turn, and after it those waiting for it, oldest first, each by the gate
+// that lets it through once it has the turn.
+type turnLine struct {
+	waiting []chan struct{}
+}
+
+// take has a writer take part in the turns on name: it has the turn at
+// once if no other writer has it or waits for it (a nil gate), or else
+// waits for it: the gate returned lets it through once it has it.
+func (t *writerTurns) take(name string) (gate chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if line := t.m[name]; line != nil {
+		gate = make(chan struct{}, 1)
+		line.waiting = append(line.waiting, gate)
+		return gate
+	}
+	if t.m == nil {
+		t.m = make(map[string]*turnLine)
+	}
+	line := t.spare
+	if line == nil {
+		line = &turnLine{}
+	}
+	t.spare = nil
+	t.m[name] = line
+	return nil
+}
+
+// leave ends the part in the turns on name of the writer that take gave
+// gate: one still waiting goes; one that has the turn, whether its gate
+// let it through yet or not, hands the turn to the next waiting, if any.
+func (t *writerTurns) leave(name string, gate chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	line := t.m[name]
+	if i := slices.Index(line.waiting, gate); gate != nil && i >= 0 {
+		line.waiting = slices.Delete(line.waiting, i, i+1)
+		return
+	}
+	if len(line.waiting) == 0 {
+		delete(t.m, name)
+		t.spare = line
+		return
+	}
+	next := line.waiting[0]
+	line.waiting = slices.Delete(line.waiting, 0, 1)
+	next <- struct{}{} // never blocks: each gate is sent to once
 }

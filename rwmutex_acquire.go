@@ -8,50 +8,35 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
-	"github.com/relock-go/relock/internal/wait"
 )
 
-// argUndo selects the undo mode of the read-write unlock scripts.
-var argUndo any = "2"
-
-// argUnheard tells the lock scripts that the call may be queued as a
-// writer that does not listen ("o"), whose place its "O" takes
-// (rw_wait.lua).
-var argUnheard any = "2"
-
-// The kinds of queue member of a waiting reader, and of a one-shot writer
-// that listens on the release channel (rw_queue.lua); other writers take
-// a Mutex call's kinds ("o" one-shot, "r" reentrant).
-var argKindReader, argKindListening any = "R", "O"
-
-// The positions of an RWMutex acquisition's script arguments that change
-// between its attempts: its kind of waiter ("" until it queues) and
-// whether an earlier attempt may have queued it.
-const (
-	rwArgKind   = 5
-	rwArgJoined = 7
-)
-
-// rwAcquire is one RWMutex lock call's fixed arguments, shared by its
-// attempts.
+// rwAcquire is one RWMutex lock call, shared by its attempts.
 type rwAcquire struct {
 	lockCall
-	rw     *RWMutex
-	write  bool
-	field  string // the hold's hash field: owner, or owner + ":write"
-	keys   []any  // a reentrant owner's with its request marker last
-	args   []any
-	kind   any    // its kind of waiter, once it queues; nil if it never does
-	member string // its place in the queue of waiters, once it queues
-	joined int64  // when the first attempt that may have queued it was sent
-	// named is a one-shot writer's member as a release of its Client that
-	// claims its waiter names it to the script (rw_queue.lua), while it
-	// may be claimed: its member in the queue, or the one it would have.
-	named string
+	rw    *RWMutex
+	write bool
+	field string // the hold's hash field: owner, or owner + ":write"
+	// req is the call of the lock script each attempt sends: its Kind is
+	// NoQueue until the call queues, and a one-shot writer's is Listening
+	// once it listens on the release channel.
+	req    scripts.RWLockRequest
+	kind   scripts.Kind // its kind of waiter, once it queues; NoQueue if it never does
+	member string       // its place in the queue of waiters, once it queues
+	joined int64        // when the first attempt that may have queued it was sent
+	// w is its waiter, once it waits: its Member is a one-shot writer's
+	// member as a release of its Client that claims it names it to the
+	// script (rw_queue.lua): its member in the queue, or the one it would
+	// have.
+	w *waiter
 	// other is set once an attempt found a holder other than a relock
 	// writer (rw_wait.lua): a writer listens on the release channel
 	// from then on.
 	other bool
+	// inTurns tells that a writer takes part in its Client's writers'
+	// turns on the lock (writerTurns); gate is the one it waited or waits
+	// for, nil if it had the turn at once.
+	inTurns bool
+	gate    chan struct{}
 }
 
 // Undo undoes an attempt whose reply was lost, if Redis applied it
@@ -60,15 +45,10 @@ type rwAcquire struct {
 // it was applied.
 func (a *rwAcquire) Undo(ctx context.Context) {
 	rw := a.rw
-	mode := argZero
-	if a.reentrant {
-		mode = argUndo
-	}
-	keys := rw.unlockKeys
-	if a.reentrant {
-		keys = with(rw.unlockKeys, a.keys[len(a.keys)-1].(string)) // its request marker
-	}
-	if err := rw.c.door.Run(ctx, rwUnlockScript(a.write), keys, rw.unlockArgs(a.field, mode, "")...).Err(); err != nil {
+	req := rw.unlockRequest(a.write, a.field, a.req.Marker)
+	req.Undo = true
+	keys, args := req.Build()
+	if err := rw.c.door.Run(ctx, req.Script(), keys, args...).Err(); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot undo an unanswered lock attempt; it expires with its lease",
 			"name", rw.name, "write", a.write, "lease", a.cfg.lease, "err", err)
 	}
@@ -86,40 +66,32 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 	// attempt, which may then queue it: every release after that attempt
 	// reaches it, so it owes no attempt once subscribed (see wait).
 	var sub *notify.Waiter
-	if !write && a.kind != nil && rw.listening() {
+	if !write && a.kind != scripts.NoQueue && rw.listening() {
 		if sub, err = rw.c.hub.Subscribe(rw.channel, lockPolicy); err != nil {
 			return nil, ErrClosed
 		}
-		a.args[rwArgKind] = a.kind
+		a.req.Kind = a.kind
 	}
 
-	var turn *turn // the writers' turn, once the call has it
-	if write && a.kind != nil {
-		var now bool
-		if turn, now = rw.takeTurn(a); !now {
-			return rw.wait(ctx, a, -1, turn, nil)
-		}
+	if write && a.kind != scripts.NoQueue && !rw.takeTurn(a) {
+		return rw.wait(ctx, a, result{Retry: retryAfter(-1)}, nil)
 	}
-	l, ttl, err := rw.attempt(ctx, a)
+	r, err := a.Attempt(ctx, false)
 	if err != nil && !isServerError(err) {
 		rw.leaveQueue(a) // it may have joined the queue
 	}
-	if l != nil || err != nil || !wait {
+	if r.Got != nil || err != nil || !wait {
 		sub.Close() // after leaving the queue
-		if turn != nil {
-			rw.c.turns.Leave(rw.queue, turn)
-		}
-		if l == nil && err == nil {
+		a.leaveTurn()
+		if r.Got == nil && err == nil {
 			err = ErrNotAcquired
 		}
-		return l, err
+		return r.Got, err
 	}
 	if a.cfg.spin != nil {
-		return rw.c.spinLock(ctx, rwOp(a.write, "lock"), rw.name, a.cfg.spin, ttl, 0, func(ctx context.Context) (*Lease, time.Duration, error) {
-			return rw.attempt(ctx, a)
-		})
+		return spin(ctx, rw.c, rwOp(a.write, "lock"), rw.name, a.cfg.spin, r, a)
 	}
-	return rw.wait(ctx, a, ttl, turn, sub)
+	return rw.wait(ctx, a, r, sub)
 }
 
 // newAcquire returns the fixed arguments of an RWMutex lock call with lc,
@@ -130,61 +102,52 @@ func (rw *RWMutex) newAcquire(lc lockCall, write, wait bool) *rwAcquire {
 	if write {
 		a.field += ":write"
 	}
-	flag := argZero
-	a.keys = rw.lockKeys // one-shot owners need no request marker
+	a.req = scripts.RWLockRequest{Keys: rw.lockKeys, Write: write, MarkerTTL: rw.c.argMarkerTTL, Lease: a.lease,
+		Owner: a.owner, Holds: rw.holds, QueueTTL: argGrantTTL}
 	switch {
 	case a.reentrant:
-		flag = argOne
-		a.keys = with(rw.lockKeys, requestMarker(rw.name, a.owner))
+		a.req.Marker = requestMarker(rw.name, a.owner)
 	case !write:
-		// The hold key a one-shot reader's lock writes, its first.
-		a.keys = with(rw.lockKeys, layout.ReaderHold(rw.name, a.owner, 1))
-	}
-	a.args = []any{a.lease, a.owner, flag, rw.c.argMarkerTTL, rw.holds, argEmpty, argGrantTTL, argZero}
-	if write {
-		a.args[4] = rw.c.argFencing
+		a.req.ReaderHold = layout.ReaderHold(rw.name, a.owner, 1)
 	}
 	// Calls queue where a release may grant to them: not with replica
-	// sync (see unlockArgs), not when they spin. A writer's attempts
+	// sync (see unlockRequest), not when they spin. A writer's attempts
 	// queue it from the first, as one that does not listen on the
 	// release channel; a reader joins once it listens (see join).
 	if wait && a.cfg.spin == nil && !rw.c.rsync.mayWait() {
 		switch {
 		case !write:
-			a.kind = argKindReader
+			a.kind = scripts.Reader
 		default:
 			a.kind = rw.c.waiterKind(a.reentrant)
-			a.args[rwArgKind] = a.kind
+			a.req.Kind = a.kind
 		}
 	}
 	return a
 }
 
-// takeTurn takes the writers' turn for call a, a writer that queues, if
-// no other writer of its Client has it or waits for it, and reports
-// whether a attempts now. Only the writer that has its Client's turn may
-// be in the queue: a grant or a word to another would find no call to
-// take it (wait.Turns). A writer without the turn attempts without
-// queueing, and joins the queue once it has the turn (wait.Loop): a
-// reentrant writer attempts now, so that a re-entry never waits behind
-// another writer of the Client; a one-shot writer waits for the turn
-// without an attempt (another writer of the Client cannot be
-// re-entering, so an attempt now would only fail): it returns now false,
-// and no turn. It returns now false with the turn for a one-shot writer
-// that joins its Client's run without an attempt, while the Client passes
-// the lock on in process (see wait).
-func (rw *RWMutex) takeTurn(a *rwAcquire) (t *turn, now bool) {
-	t, ok := rw.c.turns.Try(rw.queue)
-	if !ok {
-		a.args[rwArgKind] = argEmpty // it joins once it has the turn
-	}
+// takeTurn has call a, a writer that queues, take part in its Client's
+// writers' turns on the lock, and reports whether a attempts now. Only
+// the writer that has its Client's turn may be in the queue: a grant or a
+// word to another would find no call to take it (writerTurns). A writer
+// without the turn attempts without queueing, and joins the queue once it
+// has the turn (wait.Wait.Gate): a reentrant writer attempts now, so that
+// a re-entry never waits behind another writer of the Client; a one-shot
+// writer waits for the turn without an attempt (another writer of the
+// Client cannot be re-entering, so an attempt now would only fail). A
+// one-shot writer with the turn does not attempt either when it joins its
+// Client's run, while the Client passes the lock on in process (see
+// wait).
+func (rw *RWMutex) takeTurn(a *rwAcquire) (now bool) {
+	a.inTurns, a.gate = true, rw.c.turns.take(rw.queue)
 	switch {
-	case !ok:
-		return nil, a.reentrant
+	case a.gate != nil:
+		a.req.Kind = scripts.NoQueue // it joins once it has the turn
+		return a.reentrant
 	case !a.reentrant && rw.c.local.MayJoinRun(rw.queue, joinable):
-		return t, false
+		return false
 	}
-	return t, true
+	return true
 }
 
 // listening reports whether the Client has the lock's release channel and
@@ -201,30 +164,34 @@ func (rw *RWMutex) listening() bool {
 // grant it to a waiting writer, whose Lock then returns on the grant;
 // readers attempt when a release message wakes them, and writers not
 // granted when a release message or a word on the grant channel does.
-// Writers take turns (see takeTurn): t is the turn when the call has it
-// already. A reader's subscription to the release channel (sub) is given
-// when it subscribed before its first attempt.
-func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t *wait.Turn, sub *notify.Waiter) (*Lease, error) {
+// Writers take turns (see takeTurn), waiting for theirs first if they do
+// not have it. A reader's subscription to the release channel (sub) is
+// given when it subscribed before its first attempt. first is the result
+// of the call's first attempt.
+func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, first result, sub *notify.Waiter) (*Lease, error) {
 	// A one-shot writer that queues may be claimed by a release of its
 	// Client, which passes it the lock.
-	claimable := a.kind != nil && a.write && !a.reentrant
+	claimable := a.kind != scripts.NoQueue && a.write && !a.reentrant
+	a.w = newWaiter(a.owner, a.cfg, claimable)
 	wt := waitFor{Op: rwOp(a.write, "lock"), Name: rw.name, Channel: rw.channel, Policy: lockPolicy,
-		Local: rw.queue, Waiter: newWaiter(a.owner, a, claimable), WakeNext: true, Hold: a.cfg.lease} // by its queue's name: never a Mutex's
+		Local: rw.queue, Waiter: a.w, Hold: a.cfg.lease} // by its queue's name: never a Mutex's
 	if sub != nil {
-		wt.Sub = sub
+		a.w.Sub = sub
 		wt.Joined, wt.Sent = a.member != "", a.joined
 	}
 	if a.write {
-		wt.Turns, wt.Turn = &rw.c.turns, t
+		if !a.inTurns {
+			a.inTurns, a.gate = true, rw.c.turns.take(rw.queue)
+		}
+		wt.Gate = a.gate
 	}
-	if a.kind != nil {
+	if a.kind != scripts.NoQueue {
 		wt.Grants = rw.grants
 		if a.write {
-			wt.ListenWhen = &a.other
 			wt.Joined, wt.Sent = a.member != "", a.joined
 		}
 		if claimable {
-			a.named = a.member
+			a.w.Member = a.member
 			if a.member == "" {
 				// A writer that has made no attempt that queued it: a
 				// release of its Client may pass it the lock while it
@@ -232,69 +199,75 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, ttl time.Duration, t 
 				// by the member it would have), and, with the turn, it
 				// joins its Client's run as a Mutex call does, while the
 				// Client passes the lock on in process.
-				a.named = queueMember(a.cfg.lease, argKindOneShot.(string), a.owner)
+				a.w.Member = scripts.Member(a.cfg.lease, scripts.OneShot, a.owner)
 				wt.Joinable = joinable
 			}
 		}
 	}
-	q := &rwQueued{rw: rw, a: a}
-	passed, err := rw.c.waitQueued(ctx, wt, q, retryAfter(ttl))
-	if err != nil {
-		return nil, err
+	first.Listen = a.listens()
+	return waitLock(ctx, rw.c.localEnv, wt, a, first)
+}
+
+// Attempt, Accept, Join and End make an RWMutex lock call its own
+// waiting call (wait.Call).
+func (a *rwAcquire) Attempt(ctx context.Context, _ bool) (result, error) {
+	l, ttl, err := a.rw.attempt(ctx, a)
+	return result{Got: l, Retry: retryAfter(ttl), Listen: a.listens()}, err
+}
+
+// listens reports whether the call listens on the lock's release
+// channel: a writer that queues only once it has seen a holder other than
+// a relock writer.
+func (a *rwAcquire) listens() bool { return !a.write || a.kind == scripts.NoQueue || a.other }
+
+func (a *rwAcquire) Accept(g *grant) *Lease {
+	if !a.write {
+		return nil // readers are never granted
 	}
-	if passed != nil {
-		return passed, nil
-	}
-	return q.l, nil
+	return a.rw.accept(a, g)
 }
 
-// rwQueued is an RWMutex lock call as Client.waitQueued waits for it.
-type rwQueued struct {
-	rw *RWMutex
-	a  *rwAcquire
-	l  *Lease // the Lease taken
-}
-
-func (q *rwQueued) Attempt(ctx context.Context) (bool, time.Duration, error) {
-	l, ttl, err := q.rw.attempt(ctx, q.a)
-	q.l = l
-	return l != nil, retryAfter(ttl), err
-}
-
-func (q *rwQueued) Accept(g *grant) bool {
-	if !q.a.write {
-		return false // readers are never granted
-	}
-	q.l = q.rw.accept(q.a, g)
-	return q.l != nil
-}
-
-// join makes the call's next attempts queue it, as one that listens on
+// Join makes the call's next attempts queue it, as one that listens on
 // the release channel when it does: a reader, or a one-shot writer that
-// has seen another holder (Client.waitQueued calls join once both
-// channels are confirmed, or the grant channel only while the call does
-// not listen). A call in the queue keeps its member.
-func (q *rwQueued) Join() {
-	a := q.a
+// has seen another holder (wait.Loop calls Join once both channels are
+// confirmed, or the grant channel only while the call does not listen).
+// A call in the queue keeps its member.
+func (a *rwAcquire) Join() {
 	switch {
 	case a.write && !a.reentrant && a.other:
-		if a.args[rwArgKind] != argKindListening {
-			a.args[rwArgKind] = argKindListening
+		if a.req.Kind != scripts.Listening {
+			a.req.Kind = scripts.Listening
 			if a.member != "" {
-				a.args[rwArgJoined] = argUnheard // its "O" takes the place of its "o"
+				a.req.Queued = scripts.MayBeQueuedUnheard // its "O" takes the place of its "o"
 			}
 		}
 	case a.member == "":
-		a.args[rwArgKind] = a.kind
+		a.req.Kind = a.kind
 	}
 }
 
-func (q *rwQueued) Leave() { q.rw.leaveQueue(q.a) }
+// End leaves the queue if the call may be in it, and then the writers'
+// turn, so that the next writer to have it finds the channels subscribed.
+func (a *rwAcquire) End(queued bool) {
+	if queued {
+		a.rw.leaveQueue(a)
+	}
+	a.leaveTurn()
+}
+
+// leaveTurn ends the call's part in its Client's writers' turns, if it
+// takes part.
+func (a *rwAcquire) leaveTurn() {
+	if a.inTurns {
+		a.inTurns = false
+		a.rw.c.turns.leave(a.rw.queue, a.gate)
+	}
+}
 
 // accept makes the write Lease of a grant to call a, or returns nil when
 // the grant may have run out already (see Client.granted).
 func (rw *RWMutex) accept(a *rwAcquire, g *grant) *Lease {
-	l := &Lease{c: rw.c, rel: &rw.w, name: rw.name, field: a.field, token: g.token, end: newEnding()}
+	l := &Lease{c: rw.c, rel: &rw.w, name: rw.name, field: a.field, token: g.Token, end: newEnding()}
 	if !rw.c.granted(l, rw.group, a.cfg, g, a.joined) {
 		return nil
 	}
@@ -313,9 +286,11 @@ func (rw *RWMutex) leaveQueue(a *rwAcquire) {
 	if a.write && !a.reentrant {
 		field = a.field
 	}
-	keys, args := rw.unlockKeys, rw.unlockArgs(field, argZero, a.member)
+	req := rw.unlockRequest(a.write, field, "")
+	req.Leaving = a.member
+	keys, args := req.Build()
 	if err := rw.c.leave(context.Background(), rw.name, func(ctx context.Context) error {
-		return rw.c.door.Run(ctx, rwUnlockScript(a.write), keys, args...).Err()
+		return rw.c.door.Run(ctx, req.Script(), keys, args...).Err()
 	}); err != nil {
 		rw.c.cfg.logger.Warn("relock: cannot leave the queue of a lock; the Client's next call on it tries again",
 			"name", rw.name, "err", err)
@@ -326,22 +301,20 @@ func (rw *RWMutex) leaveQueue(a *rwAcquire) {
 // the lock's TTL, or an error. An attempt whose outcome is unknown is
 // undone before returning.
 func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Duration, error) {
-	script := scripts.RWReadLock
 	var rel releaser = &rw.r
+	granted := nonNegative // a reader's reply is the token counter, 0 before any writer
 	if a.write {
-		script, rel = scripts.RWWriteLock, &rw.w
+		rel, granted = &rw.w, positive
 	}
-	granted := positive
-	if !a.write {
-		granted = nonNegative // a reader's reply is the token counter, 0 before any writer
+	keys, args := a.req.Build()
+	r, sent, err := rw.c.acquire(ctx, rw.name, a.req.Script(), keys, args, a, granted, nil)
+	reply := scripts.LockReplyOf(r)
+	if reply.Held {
+		a.other = reply.Foreign
 	}
-	r, sent, err := rw.c.acquire(ctx, rw.name, script, a.keys, a.args, a, granted, nil)
-	if r < 0 {
-		a.other = (-r-1)&1 == 1
-	}
-	kind := a.args[rwArgKind]
-	queues := kind != argEmpty && (err != nil || r < 0 && (kind != argKindOneShot || !a.other))
-	if queues && (a.member == "" || a.args[rwArgJoined] == argUnheard) {
+	kind := a.req.Kind
+	queues := kind != scripts.NoQueue && (err != nil || reply.Held && (kind != scripts.OneShot || !a.other))
+	if queues && (a.member == "" || a.req.Queued == scripts.MayBeQueuedUnheard) {
 		// This attempt may have queued the call, or given it a member
 		// that listens in its place (rw_wait.lua): later attempts leave
 		// the queue when they acquire, and so does the call if it gives
@@ -349,19 +322,21 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		if a.member == "" {
 			a.joined = sent
 		}
-		a.member = queueMember(a.cfg.lease, kind.(string), a.owner)
-		a.args[rwArgJoined] = argOne
-		// Before the call sleeps again, and so before any release may
-		// claim its waiter (wait.List's Sleep and Claim share a lock).
-		a.named = a.member
+		a.member = scripts.Member(a.cfg.lease, kind, a.owner)
+		a.req.Queued = scripts.MayBeQueued
+		if a.w != nil {
+			// Before the call sleeps again, and so before any release may
+			// claim its waiter (wait.List's sleep and Claim share a lock).
+			a.w.Member = a.member
+		}
 	}
 	if err != nil {
 		return nil, 0, opError(ctx, rwOp(a.write, "lock"), rw.name, err)
 	}
-	if r < 0 {
-		return nil, time.Duration((-r-1)>>1-1) * time.Millisecond, nil
+	if reply.Held {
+		return nil, reply.TTL, nil
 	}
-	if a.write && r == 0 {
+	if a.write && reply.Token == 0 {
 		return nil, 0, fmt.Errorf("relock: lock %q: %w", rw.name, ErrUpgrade)
 	}
 	l := &Lease{
@@ -370,7 +345,7 @@ func (rw *RWMutex) attempt(ctx context.Context, a *rwAcquire) (*Lease, time.Dura
 		name:      rw.name,
 		field:     a.field,
 		reentrant: a.reentrant,
-		token:     uint64(r),
+		token:     reply.Token,
 		end:       newEnding(),
 	}
 	// A writer's hold is the hash field <owner>:write: the Mutex's

@@ -8,6 +8,7 @@ import (
 
 	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/wait"
 )
 
 // Semaphore is a distributed counting semaphore on one name, stored in
@@ -87,11 +88,12 @@ func (s *Semaphore) releasePassing(ctx context.Context, op string, n int, ws []*
 	c := s.c
 	k := 0
 	for _, w := range ws {
-		k += wanted(w)
+		k += w.Permits
 	}
 	keys, marker := s.req.keys(s.name)
-	r, err := s.req.run(ctx, scripts.SemRelease, keys, marker, always, n, c.argPublish, c.argMarkerTTL, s.channel, k, c.argNumsub)
-	if err != nil || r&1 == 0 {
+	req := scripts.SemReleaseRequest{N: n, Publish: c.argPublish, MarkerTTL: c.argMarkerTTL, Channel: s.channel, Hand: k, Numsub: c.argNumsub}
+	r, err := s.req.run(ctx, scripts.SemRelease, keys, marker, always, req.Args()...)
+	if err != nil || !scripts.SemReleaseReplyOf(r, true).Handed {
 		c.local.Settle(ws, -1, nil, true)
 		if err != nil {
 			return opError(ctx, op, s.name, err)
@@ -101,7 +103,7 @@ func (s *Semaphore) releasePassing(ctx context.Context, op string, n int, ws []*
 	c.stats.handoffs.Add(uint64(len(ws)))
 	back := 0
 	for _, w := range c.local.PassEach(ws) {
-		back += wanted(w)
+		back += w.Permits
 	}
 	if back > 0 {
 		// Calls that returned meanwhile: their permits go to Redis after all.
@@ -148,19 +150,20 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	c := s.c
 	// A release of this Client may pass the call its permits (releasePassing),
 	// but with replica sync.
-	w := newWaiter("", n, !c.rsync.mayWait())
+	w := wait.NewWaiter[*Lease]("", !c.rsync.mayWait())
+	w.Permits = n
 	wt := waitFor{Op: "acquire", Name: s.name, Channel: s.channel, Local: s.channel, Waiter: w,
 		Policy: func(payload string) int {
 			c.local.WakeEach(s.channel, fits(payload))
 			return 0 // a reconnect still wakes every call, through the hub
 		}}
-	_, err = c.waitQueued(ctx, wt, tries(func(ctx context.Context) (bool, time.Duration, error) {
+	err = c.waitTries(ctx, wt, func(ctx context.Context) (bool, time.Duration, error) {
 		if c.local.TakePassed(w) {
 			return true, 0, nil
 		}
 		ok, err := s.attempt(ctx, n)
 		return ok, fallbackRecheck, err
-	}), fallbackRecheck)
+	})
 	if err != nil && c.local.TakePassed(w) {
 		s.restorePermits(n) // passed as the call gave up
 	}
@@ -206,21 +209,23 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 	if err := s.check(ctx, "drain", 1); err != nil {
 		return 0, err
 	}
-	v, err := s.writeOnce(ctx, "drain", scripts.SemDrain, positive, s.c.argMarkerTTL)
+	v, err := s.writeOnce(ctx, "drain", scripts.SemDrain, positive, scripts.SemDrainRequest{MarkerTTL: s.c.argMarkerTTL}.Args()...)
 	return int(v), err
 }
 
 // semUndo undoes an acquisition whose reply was lost, or that too few
 // replicas acknowledged (door.Undo).
 type semUndo struct {
-	s    *Semaphore
-	n    int
-	keys []any // permits, marker
+	s      *Semaphore
+	n      int
+	marker string // the acquisition's request marker
 }
 
 func (u *semUndo) Undo(ctx context.Context) {
 	c := u.s.c
-	if err := c.door.Run(ctx, scripts.SemUndo, u.keys, u.n, c.argPublish, c.argMarkerTTL, u.s.channel).Err(); err != nil {
+	keys, args := scripts.SemUndoRequest{Permits: u.s.name, Marker: u.marker, N: u.n, Publish: c.argPublish,
+		MarkerTTL: c.argMarkerTTL, Channel: u.s.channel}.Build()
+	if err := c.door.Run(ctx, scripts.SemUndo, keys, args...).Err(); err != nil {
 		c.cfg.logger.Warn("relock: cannot undo a semaphore acquisition (unanswered, or too few replicas acknowledged it); its permits may stay taken",
 			"name", u.s.name, "permits", u.n, "err", err)
 	}
@@ -231,7 +236,7 @@ func (u *semUndo) Undo(ctx context.Context) {
 // that too few replicas acknowledged, is undone before it returns.
 func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 	keys, marker := s.req.keys(s.name)
-	args := []any{n, s.c.argMarkerTTL}
+	args := scripts.SemAcquireRequest{N: n, MarkerTTL: s.c.argMarkerTTL}.Args()
 	// A try undone for want of replicas leaves its marker saying "undone"
 	// (and is answered: the marker can go), so each try after it takes a
 	// new marker.
@@ -246,7 +251,7 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 	if err != nil {
 		return false, opError(ctx, "acquire", s.name, err)
 	}
-	if r != 1 {
+	if !scripts.Taken(r) {
 		return false, nil
 	}
 	s.req.done(marker)
@@ -255,18 +260,15 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 
 // undo returns the undo of an acquisition of n permits with marker.
 func (s *Semaphore) undo(n int, marker string) *semUndo {
-	return &semUndo{s: s, n: n, keys: []any{s.name, marker}}
+	return &semUndo{s: s, n: n, marker: marker}
 }
-
-// wanted returns the permits the Semaphore call waiting in w asks for.
-func wanted(w *waiter) int { return w.Call.(int) }
 
 // fitting is a release's claim policy for n permits: it claims, oldest
 // first, the waiting calls whose requests fit in n together, skipping a
 // request too large, as fits does.
 func fitting(n int) func(*waiter) (take, more bool) {
 	return func(w *waiter) (bool, bool) {
-		k := wanted(w)
+		k := w.Permits
 		if k <= 0 || k > n {
 			return false, true
 		}
@@ -294,8 +296,8 @@ func fits(payload string) func(*waiter) bool {
 			return pick
 		case all:
 			return true
-		case wanted(w) <= free:
-			free -= wanted(w)
+		case w.Permits <= free:
+			free -= w.Permits
 			return true
 		}
 		return false

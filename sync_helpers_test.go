@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,21 +13,6 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/testkit"
 )
-
-// gauge tracks how many permits are in use, and the most seen at once.
-type gauge struct{ now, peak atomic.Int64 }
-
-func (g *gauge) enter(n int) int64 {
-	v := g.now.Add(int64(n))
-	for {
-		p := g.peak.Load()
-		if v <= p || g.peak.CompareAndSwap(p, v) {
-			return v
-		}
-	}
-}
-
-func (g *gauge) leave(n int) { g.now.Add(-int64(n)) }
 
 // waitCancelled runs wait once with a deadline and once with a context
 // cancelled while it sleeps, and checks it returns the context's error.
@@ -114,15 +98,6 @@ func javaPublish(top testkit.Topology) string {
 		return "spublish"
 	}
 	return "publish"
-}
-
-func waitPermitDone(t testing.TB, p *relock.Permit, bound time.Duration) {
-	t.Helper()
-	select {
-	case <-p.Done():
-	case <-time.After(bound):
-		t.Fatalf("permit %s not done within %v", p.ID(), bound)
-	}
 }
 
 // javaSemaphore acts on a semaphore the way Redisson's RSemaphore does:

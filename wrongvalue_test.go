@@ -192,7 +192,7 @@ func wrongValueCall(t *testing.T, key func(string) string, v wrongValue, call sy
 			direct.Del(context.Background(), k)
 		}
 	})
-	before := dumpKeys(t, direct, name)
+	before := testkit.DumpKeys(t, direct, name)
 	// A call that waited for what never comes would end with this ctx.
 	callCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -200,7 +200,7 @@ func wrongValueCall(t *testing.T, key func(string) string, v wrongValue, call sy
 	if !errors.Is(err, relock.ErrWrongType) {
 		t.Errorf("%s = %v, want ErrWrongType", call.name, err)
 	}
-	if after := dumpKeys(t, direct, name); !maps.Equal(before, after) {
+	if after := testkit.DumpKeys(t, direct, name); !maps.Equal(before, after) {
 		t.Errorf("%s wrote:\nbefore %v\nafter  %v", call.name, before, after)
 	}
 }

@@ -4,7 +4,9 @@
 // hammers of MultiLock, RWMutex and Election, and the soak. Every run is
 // checked by the history checker (internal/history) and reported in the
 // safety lines docs/safety.md collects. The behaviour tests of each
-// primitive live beside its code in the repository's root.
+// primitive live beside its code in the repository's root; the tests
+// every client library runs (the live reshard among them, whose test
+// here calls it) in internal/conformance.
 //
 // The quick suite runs with the others (go test -race ./...); the soak
 // repeats every scenario many more times:

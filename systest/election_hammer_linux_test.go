@@ -204,7 +204,7 @@ func TestElectionHammer(t *testing.T) {
 	for _, top := range tops {
 		t.Run(top.name, func(t *testing.T) {
 			t.Parallel()
-			hammerElection(t, top.desc(t), watchdog, time.Duration(rounds(6, 30))*time.Second)
+			hammerElection(t, top.desc(t), watchdog, time.Duration(testkit.Rounds(6, 30))*time.Second)
 		})
 	}
 }

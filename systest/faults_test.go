@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/conformance"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/testkit"
 )
@@ -62,7 +63,7 @@ func TestHolderKilled(t *testing.T) {
 	}
 	// Let its watchdog renew at least once, so that expiry after the kill
 	// is the watchdog's lease and not the first one.
-	c := testkit.NewClient(t, testkit.Standalone.Client())
+	c := testkit.Topologies()[0].NewClient(t)
 	m := c.Mutex(name)
 	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	if _, err := m.TryLock(ctx); !errors.Is(err, relock.ErrNotAcquired) {
@@ -89,57 +90,15 @@ func TestHolderKilled(t *testing.T) {
 	}
 }
 
-// TestLossSignalled: a hold whose key is deleted or force-unlocked by
-// another client reports ErrLockLost through Done and Err.
-func TestLossSignalled(t *testing.T) {
-	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		for _, how := range []string{"deleted", "force-unlocked", "taken over"} {
-			t.Run(how, func(t *testing.T) {
-				c := top.NewClient(t, relock.WithWatchdogTimeout(300*time.Millisecond))
-				other := top.NewClient(t)
-				rdb := top.RDB(t)
-				name := testkit.LockName(t)
-				ctx := testkit.CtxTimeout(t, 10*time.Second)
-				l, err := c.Mutex(name).Lock(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				switch how {
-				case "deleted":
-					err = rdb.Del(ctx, name).Err()
-				case "force-unlocked":
-					_, err = other.Mutex(name).ForceUnlock(ctx)
-				case "taken over":
-					err = rdb.Del(ctx, name).Err()
-					if err == nil {
-						_, err = other.Mutex(name).TryLock(ctx)
-					}
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				testkit.WaitDone(t, l, 5*time.Second)
-				if !errors.Is(l.Err(), relock.ErrLockLost) {
-					t.Fatalf("Err = %v, want ErrLockLost", l.Err())
-				}
-				if err := l.Unlock(ctx); !errors.Is(err, relock.ErrNotHeld) {
-					t.Fatalf("Unlock of a lost lease: %v, want ErrNotHeld", err)
-				}
-				if s := c.Stats(); s.Lost != 1 || s.Held != 0 {
-					t.Fatalf("stats %+v: want 1 lost, 0 held", s)
-				}
-			})
-		}
-	})
-}
+func TestLossSignalled(t *testing.T) { conformance.LossSignalled(t) }
 
 // TestLossBeforeOthersAcquire: with Redis paused past the lease, the
 // holder is told of the loss before any other client can take the lock.
 func TestLossBeforeOthersAcquire(t *testing.T) {
 	srv := redistest.Standalone(t)
 	const timeout = 400 * time.Millisecond
-	c := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(timeout))
-	other := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()))
+	c := testkit.Deployment{Addr: srv.Addr}.Open(t, relock.WithWatchdogTimeout(timeout))
+	other := testkit.Deployment{Addr: srv.Addr}.Open(t)
 	name := testkit.LockName(t)
 	ctx := testkit.CtxTimeout(t, 20*time.Second)
 	l, err := c.Mutex(name).Lock(ctx)
@@ -180,137 +139,11 @@ func TestLossBeforeOthersAcquire(t *testing.T) {
 	}
 }
 
-// TestWaiterWokenByRelease: a waiter is woken by the release message or
-// handed the lock by the release's grant, not left to the TTL, and also
-// after its pub/sub connection was killed.
-func TestWaiterWokenByRelease(t *testing.T) {
-	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		for _, kill := range []bool{false, true} {
-			t.Run(fmt.Sprintf("pubsub-killed=%v", kill), func(t *testing.T) {
-				holder := top.NewClient(t) // 30s watchdog: TTL far beyond the test's bound
-				waiter := top.NewClient(t)
-				name := testkit.LockName(t)
-				ctx := testkit.CtxTimeout(t, 10*time.Second)
-				l, err := holder.Mutex(name).Lock(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got := make(chan *relock.Lease, 1)
-				go func() {
-					nl, err := waiter.Mutex(name).Lock(ctx)
-					if err != nil {
-						t.Error(err)
-					}
-					got <- nl
-				}()
-				// Asleep: its subscriptions are confirmed.
-				testkit.Eventually(t, 5*time.Second, "the waiter to subscribe", func() bool { return waiter.Stats().Asleep == 1 })
-				if kill {
-					before := waiter.Stats().Wakeups
-					killPubSub(t, top)
-					// A re-confirmed subscription wakes its waiters to check.
-					testkit.Eventually(t, 5*time.Second, "the waiter to resubscribe", func() bool {
-						s := waiter.Stats()
-						return s.Wakeups > before && s.Asleep == 1
-					})
-				}
-				if err := l.Unlock(ctx); err != nil {
-					t.Fatal(err)
-				}
-				nl := <-got
-				if nl == nil {
-					t.Fatal("waiter failed")
-				}
-				if s := waiter.Stats(); s.Wakeups == 0 && s.Handoffs == 0 {
-					t.Fatalf("waiter neither woken by a message nor granted the lock: %+v", s)
-				}
-				if err := nl.Unlock(ctx); err != nil {
-					t.Fatal(err)
-				}
-			})
-		}
-	})
-}
+func TestWaiterWokenByRelease(t *testing.T) { conformance.WaiterWokenByRelease(t) }
 
-// TestCancelledWaiterLeavesNothing: a waiter whose context ends leaves no
-// subscription, key or goroutine (TestMain checks goroutines).
-func TestCancelledWaiterLeavesNothing(t *testing.T) {
-	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		holder, waiter := top.NewClient(t), top.NewClient(t)
-		name := testkit.LockName(t)
-		ctx := testkit.CtxTimeout(t, 10*time.Second)
-		l, err := holder.Mutex(name).Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, end := range []string{"deadline", "cancel"} {
-			wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-			if end == "cancel" {
-				wctx, cancel = context.WithCancel(ctx)
-				go func() {
-					for waiter.Stats().Channels == 0 {
-						time.Sleep(time.Millisecond)
-					}
-					cancel()
-				}()
-			}
-			_, err := waiter.Mutex(name).Lock(wctx)
-			cancel()
-			want := context.DeadlineExceeded
-			if end == "cancel" {
-				want = context.Canceled
-			}
-			if !errors.Is(err, want) {
-				t.Fatalf("%s: Lock = %v, want %v", end, err, want)
-			}
-		}
-		if s := waiter.Stats(); s.Channels != 0 || s.Held != 0 {
-			t.Fatalf("waiter left %+v", s)
-		}
-		testkit.Eventually(t, 5*time.Second, "the server to drop the subscription", func() bool {
-			return testkit.Subscribers(t, top, name) == 0
-		})
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if keys := testkit.KeysOf(t, top.RDB(t), name); len(keys) > 0 {
-			t.Fatalf("keys left: %v", keys)
-		}
-	})
-}
+func TestCancelledWaiterLeavesNothing(t *testing.T) { conformance.CancelledWaiterLeavesNothing(t) }
 
-// TestRedisRestarted: after a restart (script cache and data gone) the
-// holder learns of the loss and everything works again.
-func TestRedisRestarted(t *testing.T) {
-	srv := redistest.Standalone(t)
-	c := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(300*time.Millisecond))
-	name := testkit.LockName(t)
-	ctx := testkit.CtxTimeout(t, 20*time.Second)
-	m := c.Mutex(name)
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	testkit.WaitDone(t, l, 5*time.Second)
-	if !errors.Is(l.Err(), relock.ErrLockLost) {
-		t.Fatalf("Err = %v after a restart without persistence", l.Err())
-	}
-	for i := 0; i < 3; i++ { // NOSCRIPT is answered by EVAL, then cached again
-		l, err := m.Lock(ctx)
-		if err != nil {
-			t.Fatalf("lock after restart: %v", err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatalf("unlock after restart: %v", err)
-		}
-		if err := testkit.CloseLater(t, srv.Client()).ScriptFlush(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+func TestRedisRestarted(t *testing.T) { conformance.RedisRestarted(t) }
 
 // TestLostReplyIsUndone: an acquisition applied by Redis whose reply is
 // lost is undone, so nothing stays locked behind a failed Lock.
@@ -394,20 +227,5 @@ func TestRetriedUnlockAppliedOnce(t *testing.T) {
 	}
 	if !errors.Is(l.Err(), relock.ErrReleased) {
 		t.Fatalf("Err = %v, want ErrReleased", l.Err())
-	}
-}
-
-func killPubSub(t testing.TB, top testkit.Topology) {
-	t.Helper()
-	ctx := testkit.CtxTimeout(t, 5*time.Second)
-	var n int
-	var err error
-	if top.Name == "cluster" {
-		n, err = testkit.Cluster.KillPubSubClients(ctx)
-	} else {
-		n, err = testkit.Standalone.KillPubSubClients(ctx)
-	}
-	if err != nil || n == 0 {
-		t.Fatalf("killed %d pub/sub connections: %v", n, err)
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/testkit"
@@ -26,11 +24,11 @@ import (
 func TestFaultCluster(t *testing.T) {
 	t.Parallel()
 	c := redistest.NewCluster(t, 3, 1)
-	rdb := func() redis.UniversalClient { return testkit.CloseLater(t, c.Client()) }
+	d := testkit.Deployment{Addrs: c.Addrs()}
 	ctx := testkit.CtxTimeout(t, 10*time.Minute)
 
 	t.Run("pubsub-killed", func(t *testing.T) {
-		o, kills := pubsubStorm(t, mutexKind, rdb, c.KillPubSubClients, relock.WithoutReplicaSync())
+		o, kills := pubsubStorm(t, mutexKind, d, c.KillPubSubClients, relock.WithoutReplicaSync())
 		o.report(t, "pubsub-killed-cluster", 1, "sync", "off", "kills", kills)
 	})
 
@@ -39,10 +37,10 @@ func TestFaultCluster(t *testing.T) {
 	clients := make([][]*relock.Client, len(modes))
 	for i, m := range modes {
 		for range 2 {
-			clients[i] = append(clients[i], testkit.NewClient(t, rdb(), append([]relock.Option{relock.WithWatchdogTimeout(lease)}, m.opts...)...))
+			clients[i] = append(clients[i], d.Open(t, append([]relock.Option{relock.WithWatchdogTimeout(lease)}, m.opts...)...))
 		}
 	}
-	n := rounds(1, 4)
+	n := testkit.Rounds(1, 4)
 	kill, graceful := make([]outcome, len(modes)), make([]outcome, len(modes))
 	for r := range n {
 		victim := c.Masters[r%len(c.Masters)]

@@ -94,7 +94,7 @@ func TestFaultHolderPaused(t *testing.T) {
 	t.Parallel()
 	const lease = time.Second
 	srv := redistest.Standalone(t)
-	n := rounds(1, 10)
+	n := testkit.Rounds(1, 10)
 	for r := 0; r < n; r++ {
 		report, ok := pausedHolder(t, srv, lease)
 		for attempt := 0; !ok && attempt < 3; attempt++ {
@@ -113,7 +113,7 @@ func TestFaultHolderPaused(t *testing.T) {
 		}
 		t.Logf("round %d: %s", r, report)
 	}
-	safety(t, "holder-process-paused", "runs", n, "double_grants", 0, "loss_before_next", n, "loss_after_next", 0, "first_err_after_resume", "ErrLockLost")
+	testkit.Safety(t, "holder-process-paused", "runs", n, "double_grants", 0, "loss_before_next", n, "loss_after_next", 0, "first_err_after_resume", "ErrLockLost")
 }
 
 // pausedHolder runs one child holding a lock on srv: it returns the
@@ -148,7 +148,7 @@ func pausedHolder(t *testing.T, srv *redistest.Server, lease time.Duration) (str
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	c := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()))
+	c := testkit.Deployment{Addr: srv.Addr}.Open(t)
 	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	l, err := c.Mutex(name).Lock(ctx) // granted once the stopped holder's key expires
 	if err != nil {

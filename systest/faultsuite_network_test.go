@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/faultproxy"
 	"github.com/relock-go/relock/internal/redistest"
@@ -35,7 +33,7 @@ func TestFaultNetwork(t *testing.T) {
 		proxies = append(proxies, p)
 	}
 	via := func(addr string) *relock.Client {
-		return testkit.NewClient(t, testkit.CloseLater(t, redis.NewClient(&redis.Options{Addr: addr})), relock.WithWatchdogTimeout(lease))
+		return testkit.Deployment{Addr: addr}.Open(t, relock.WithWatchdogTimeout(lease))
 	}
 	clients := []*relock.Client{via(proxies[0].Addr()), via(proxies[1].Addr()), via(srv.Addr)}
 	w := newWorkload(t, 30*time.Second)
@@ -53,7 +51,7 @@ func TestFaultNetwork(t *testing.T) {
 	}
 
 	episodes := []string{"delay", "drop", "stall", "delay", "drop", "stall"}
-	if soaking() {
+	if testkit.Soaking() {
 		for range 60 {
 			episodes = append(episodes, []string{"delay", "drop", "stall", "calm"}[rand.N(4)])
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/relock-go/relock/internal/history"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/testkit"
 )
 
 // outcome condenses a workload's history and counters.
@@ -88,7 +89,7 @@ func (o *outcome) add(p outcome) {
 // report logs the outcome as a SAFETY line, with the first errors seen.
 func (o outcome) report(t testing.TB, scenario string, runs int, kv ...any) {
 	t.Helper()
-	safety(t, scenario, append([]any{"runs", runs, "holds", o.Holds, "double_grants", o.DoubleGrants, "overlap_pairs", o.Overlaps,
+	testkit.Safety(t, scenario, append([]any{"runs", runs, "holds", o.Holds, "double_grants", o.DoubleGrants, "overlap_pairs", o.Overlaps,
 		"tokens_backwards", o.TokensBackwards, "lost", o.Lost, "loss_before_next", o.LossBeforeNext,
 		"loss_after_next", o.LossAfterNext, "outlived", o.Outlived, "stranded", o.Stranded, "stale_leases", o.Stale,
 		"lock_errors", o.LockErrs, "unlock_errors", o.UnlockErrs}, kv...)...)

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/testkit"
@@ -34,7 +32,7 @@ func TestFaultPubSubKilled(t *testing.T) {
 	srv := redistest.Standalone(t)
 	for _, k := range append(lockKinds(), permitKind, semaphoreKind) {
 		t.Run(k.name, func(t *testing.T) {
-			o, kills := pubsubStorm(t, k, func() redis.UniversalClient { return testkit.CloseLater(t, srv.Client()) }, srv.KillPubSubClients)
+			o, kills := pubsubStorm(t, k, testkit.Deployment{Addr: srv.Addr}, srv.KillPubSubClients)
 			o.report(t, k.scenario("pubsub-killed-standalone"), 1, k.fields(o, "sync", "n/a", "kills", kills)...)
 		})
 	}
@@ -43,11 +41,11 @@ func TestFaultPubSubKilled(t *testing.T) {
 // pubsubStorm runs the contention on locks of kind k while kill closes
 // pub/sub connections every few milliseconds, checks the outcome and
 // returns it with the number of connections killed.
-func pubsubStorm(t *testing.T, k lockKind, rdb func() redis.UniversalClient, kill func(context.Context) (int, error), opts ...relock.Option) (outcome, int) {
+func pubsubStorm(t *testing.T, k lockKind, d testkit.Deployment, kill func(context.Context) (int, error), opts ...relock.Option) (outcome, int) {
 	t.Helper()
 	const workers = 16
-	per := rounds(25, 500)
-	clients := []*relock.Client{testkit.NewClient(t, rdb(), opts...), testkit.NewClient(t, rdb(), opts...)}
+	per := testkit.Rounds(25, 500)
+	clients := []*relock.Client{d.Open(t, opts...), d.Open(t, opts...)}
 	w := newWorkloadOf(t, k, 10*time.Second)
 	locks := names(t, "ps", 2)
 	var dones []chan struct{}

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/faultproxy"
 	"github.com/relock-go/relock/internal/redistest"
@@ -37,7 +35,7 @@ func TestFaultReplicaSyncRenewalGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	holder := testkit.NewClient(t, testkit.CloseLater(t, redis.NewClient(&redis.Options{Addr: p.Addr()})),
+	holder := testkit.Deployment{Addr: p.Addr()}.Open(t,
 		relock.WithWatchdogTimeout(lease), relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1}))
 	name := testkit.LockName(t)
 	ctx := testkit.CtxTimeout(t, 30*time.Second)
@@ -87,7 +85,7 @@ func TestFaultReplicaSyncRenewalGap(t *testing.T) {
 	} else if !errors.Is(holderErr, relock.ErrLockLost) {
 		t.Errorf("holder's Err = %v, want ErrLockLost", holderErr)
 	}
-	safety(t, "replica-sync-renewal-gap", "runs", 1, "sync", "on-replicas-1", "double_grants", doubleGrants,
+	testkit.Safety(t, "replica-sync-renewal-gap", "runs", 1, "sync", "on-replicas-1", "double_grants", doubleGrants,
 		"lease", lease)
 
 	// Let the holder's client reach the new master, so that it closes

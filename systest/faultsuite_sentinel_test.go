@@ -57,7 +57,7 @@ func TestFaultSentinel(t *testing.T) {
 	for i, m := range modes {
 		for range 3 {
 			opts := append([]relock.Option{relock.WithWatchdogTimeout(lease)}, m.opts...)
-			clients[i] = append(clients[i], testkit.NewClient(t, testkit.CloseLater(t, s.FailoverClient()), opts...))
+			clients[i] = append(clients[i], testkit.Deployment{MasterName: s.MasterName, Sentinels: s.SentinelAddrs()}.Open(t, opts...))
 		}
 	}
 	var plain, cut [][]sentinelTotal // kinds by modes
@@ -125,7 +125,7 @@ type sentinelLoad struct{ kind, mode int }
 // without the cut and on with it, to keep its rounds light.
 func sentinelPlans(kinds []lockKind, modes []replicaSync) []sentinelPlan {
 	var plans []sentinelPlan
-	for r := range rounds(2, 12) {
+	for r := range testkit.Rounds(2, 12) {
 		p := sentinelPlan{cut: r%2 == 1}
 		quick := 0 // the other kinds' mode in the quick suite: off
 		if p.cut {
@@ -133,7 +133,7 @@ func sentinelPlans(kinds []lockKind, modes []replicaSync) []sentinelPlan {
 		}
 		for k := range kinds {
 			for m := range modes {
-				if k == 0 || soaking() || m == quick { // kinds[0] is the Mutex
+				if k == 0 || testkit.Soaking() || m == quick { // kinds[0] is the Mutex
 					p.loads = append(p.loads, sentinelLoad{k, m})
 				}
 			}

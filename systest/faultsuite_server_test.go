@@ -24,11 +24,11 @@ func TestFaultServerPaused(t *testing.T) {
 	srv := redistest.Standalone(t)
 	var clients []*relock.Client
 	for range 3 {
-		clients = append(clients, testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)))
+		clients = append(clients, testkit.Deployment{Addr: srv.Addr}.Open(t, relock.WithWatchdogTimeout(lease)))
 	}
 	kinds := lockKinds()
 	holder := func(k lockKind, i int) string { return fmt.Sprintf("%s%d.holder%d", k.tag("c"), i%len(clients), i) }
-	n := rounds(2, 10)
+	n := testkit.Rounds(2, 10)
 	total := make([]outcome, len(kinds))
 	for r := range n {
 		ws := make([]*workload, len(kinds))
@@ -118,11 +118,11 @@ func TestFaultServerRestarted(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	srv := redistest.Standalone(t)
 	holders := []*relock.Client{
-		testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)),
-		testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease)),
+		testkit.Deployment{Addr: srv.Addr}.Open(t, relock.WithWatchdogTimeout(lease)),
+		testkit.Deployment{Addr: srv.Addr}.Open(t, relock.WithWatchdogTimeout(lease)),
 	}
-	waiter := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(lease))
-	n := rounds(1, 5)
+	waiter := testkit.Deployment{Addr: srv.Addr}.Open(t, relock.WithWatchdogTimeout(lease))
+	n := testkit.Rounds(1, 5)
 	var total outcome
 	early := 0 // locks granted again before Restart returned
 	for r := range n {

@@ -41,11 +41,11 @@ func TestFaultReplicaSyncCost(t *testing.T) {
 	t.Parallel()
 	r := redistest.NewReplicated(t, 2)
 	waitAcknowledging(t, r.Master, 2)
-	cycles := rounds(300, 3000)
+	cycles := testkit.Rounds(300, 3000)
 	ctx := testkit.CtxTimeout(t, 2*time.Minute)
 	failures := 0
 	measure := func(opts ...relock.Option) time.Duration {
-		c := testkit.NewClient(t, testkit.CloseLater(t, r.Master.Client()), opts...)
+		c := testkit.Deployment{Addr: r.Master.Addr}.Open(t, opts...)
 		m := c.Mutex(testkit.LockName(t))
 		for range 20 { // warm up: connections, scripts, the replica count
 			failures += cycle(t, ctx, m)
@@ -62,7 +62,7 @@ func TestFaultReplicaSyncCost(t *testing.T) {
 		on += measure(relock.WithReplicaSync(relock.ReplicaSync{}))
 	}
 	off, on = off/2, on/2
-	safety(t, "replica-sync-cost", "runs", 2*cycles, "replicas", 2, "cycle_off", off, "cycle_on", on,
+	testkit.Safety(t, "replica-sync-cost", "runs", 2*cycles, "replicas", 2, "cycle_off", off, "cycle_on", on,
 		"ratio", fmt.Sprintf("%.2f", float64(on)/float64(off)), "sync_failures", failures)
 }
 

@@ -12,8 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,32 +21,6 @@ import (
 	"github.com/relock-go/relock/internal/history"
 	"github.com/relock-go/relock/internal/testkit"
 )
-
-// soaking reports whether the suite runs long: RELOCK_SOAK set to
-// anything but "" or "0".
-func soaking() bool {
-	v := os.Getenv("RELOCK_SOAK")
-	return v != "" && v != "0"
-}
-
-// rounds returns quick normally and soak under RELOCK_SOAK.
-func rounds(quick, soak int) int {
-	if soaking() {
-		return soak
-	}
-	return quick
-}
-
-// safety logs one line of the safety report.
-func safety(t testing.TB, scenario string, kv ...any) {
-	t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "SAFETY scenario=%s", scenario)
-	for i := 0; i+1 < len(kv); i += 2 {
-		fmt.Fprintf(&b, " %v=%v", kv[i], kv[i+1])
-	}
-	t.Log(b.String())
-}
 
 // workload runs lock workers and records every hold in a history. Before
 // a hold is recorded as begun, the leases (or permits) of the holds of

@@ -21,7 +21,7 @@ import (
 func TestHolderOnlyToldOfRestart(t *testing.T) {
 	srv := redistest.Standalone(t)
 	rdb := testkit.CloseLater(t, srv.Client())
-	a := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(2*time.Minute))
+	a := testkit.Deployment{Addr: srv.Addr}.Open(t, relock.WithWatchdogTimeout(2*time.Minute))
 	ctx := testkit.CtxTimeout(t, 60*time.Second)
 	held := testkit.LockName(t)
 	l, err := a.Mutex(held).Lock(ctx)

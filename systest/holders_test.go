@@ -19,8 +19,8 @@ import (
 // past the bound.
 func TestHolderToldOfRestart(t *testing.T) {
 	srv := redistest.Standalone(t)
-	a := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()), relock.WithWatchdogTimeout(2*time.Minute))
-	b := testkit.NewClient(t, testkit.CloseLater(t, srv.Client()))
+	a := testkit.Deployment{Addr: srv.Addr}.Open(t, relock.WithWatchdogTimeout(2*time.Minute))
+	b := testkit.Deployment{Addr: srv.Addr}.Open(t)
 	ctx := testkit.CtxTimeout(t, 60*time.Second)
 	held, waited := testkit.LockName(t), testkit.LockName(t)
 	l, err := a.Mutex(held).Lock(ctx)

@@ -44,7 +44,7 @@ func permitHolderProcess() int {
 // permit to expire within the watchdog timeout, and a waiter gets it.
 func TestPermitHolderKilled(t *testing.T) {
 	const timeout = 500 * time.Millisecond
-	c := testkit.NewClient(t, testkit.Standalone.Client())
+	c := testkit.Topologies()[0].NewClient(t)
 	ps := testkit.NewPermits(t, c, 1)
 	cmd := childCommand("permit-holder", permitHelperEnv+"="+ps.Name(), "RELOCK_TEST_ADDR="+testkit.Standalone.Addr,
 		"RELOCK_TEST_WATCHDOG="+timeout.String())

@@ -120,14 +120,14 @@ func TestRWMutexReaderKilled(t *testing.T) {
 		t.Fatalf("reader process said %q, %v", line, err)
 	}
 	dead := testkit.RWReaders(t, rdb, name)
-	c := testkit.NewClient(t, testkit.Standalone.Client(), relock.WithWatchdogTimeout(timeout))
+	c := testkit.Topologies()[0].NewClient(t, relock.WithWatchdogTimeout(timeout))
 	ctx := testkit.CtxTimeout(t, 20*time.Second)
 	live := testkit.RWMust(t)(c.RWMutex(name).RLock(ctx))
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	rwExpiresAlone(t, rdb, testkit.NewClient(t, testkit.Standalone.Client()), name, dead[0], live, timeout)
+	rwExpiresAlone(t, rdb, testkit.Topologies()[0].NewClient(t), name, dead[0], live, timeout)
 }
 
 // TestRWMutexLostReplyIsUndone: an acquisition of either side applied by

@@ -1,10 +1,12 @@
 // Package scripts holds relock's Lua scripts, one embedded file per
 // operation, with the digests by which the server caches them; the door
 // (internal/door) runs them by EVALSHA, with EVAL when the server's script
-// cache does not know them (after a restart or failover).
-// Redis does not undo the writes of a script that fails, so each script
-// reads what could make it fail before its first write (see
-// docs/design.md, Scripts).
+// cache does not know them (after a restart or failover). Each script has a
+// request type that builds its KEYS and ARGV from named fields, in the
+// order its header names them, and a reply type it decodes into, so that no
+// caller knows an argument's position or a reply's encoding. Redis does not
+// undo the writes of a script that fails, so each script reads what could
+// make it fail before its first write (see docs/design.md, Scripts).
 package scripts
 
 import (
@@ -45,16 +47,10 @@ func load(name string) *Script {
 // Named returns the script loaded from the file name + ".lua", or nil.
 func Named(name string) *Script { return byName[name] }
 
-// The scripts. Each file's header names its KEYS, ARGV and return values.
-var (
-	Lock        = loadWith("lock", "clock", "fence", "queue", "lockhash")
-	Unlock      = loadWith("unlock", "clock", "fence", "queue")
-	Abandon     = load("abandon")
-	Renew       = load("renew")
-	ForceUnlock = loadWith("forceunlock", "clock", "queue", "fence", "lockhash")
-	Announce    = load("announce")
-	Start       = load("start")
-)
+// The scripts are declared in the files named for what they serve
+// (lock.go, rw.go, fair.go, synchronizers.go, election.go, renew.go,
+// client.go), each with the request type that builds its KEYS and ARGV
+// and the reply type it decodes into.
 
 // loadWith loads a script with the declarations of the library files
 // libs that it uses inserted after its header, in order, so that its
@@ -231,9 +227,13 @@ func Keys(names ...string) []any {
 // EVALSHA and EVAL), boxed once.
 func (s *Script) Boxed() (sha, src any) { return s.shaArg, s.srcArg }
 
-// The election's scripts (see election_proclaim.lua).
-var (
-	ElectionProclaim = loadWith("election_proclaim", "clock")
-	ElectionResign   = loadWith("election_resign", "clock")
-	ElectionRead     = load("election_read")
-)
+// toInt64 reads an integer of a script's reply.
+func toInt64(v any) int64 {
+	switch n := v.(type) {
+	case int:
+		return int64(n)
+	case int64:
+		return n
+	}
+	return 0
+}

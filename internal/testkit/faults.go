@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 )
@@ -65,11 +66,12 @@ func (d *DropReply) matches(cmd redis.Cmder) bool {
 	d.mu.Lock()
 	script := d.Script
 	d.mu.Unlock()
-	return isScript(cmd, script)
+	return isScript(cmd.Args(), script)
 }
 
-// CountCalls is a go-redis hook that counts the calls of one script, or
-// of one command, sent alone or in a pipeline.
+// CountCalls counts the calls of one script, or of one command, sent alone
+// or in a pipeline: as a go-redis hook, or around any client library's
+// driver (Driver).
 type CountCalls struct {
 	Script  string // the file name of the script
 	Command string // or the name of the command, in lower case
@@ -79,14 +81,71 @@ type CountCalls struct {
 	N    atomic.Int64
 }
 
-func (n *CountCalls) matches(cmd redis.Cmder) bool {
-	if n.When != nil && !n.When(cmd.Args()) {
+func (n *CountCalls) matches(cmd redis.Cmder) bool { return n.matchArgs(cmd.Args()) }
+
+func (n *CountCalls) matchArgs(args []any) bool {
+	if n.When != nil && !n.When(args) {
 		return false
 	}
 	if n.Command != "" {
-		return cmd.Name() == n.Command
+		return len(args) > 0 && strings.ToLower(fmt.Sprint(args[0])) == n.Command
 	}
-	return isScript(cmd, n.Script)
+	return isScript(args, n.Script)
+}
+
+func (n *CountCalls) count(xs []door.Exchange) {
+	for _, x := range xs {
+		if n.matchArgs(x.Cmd.Args) {
+			n.N.Add(1)
+		}
+	}
+}
+
+// Driver returns d with the calls sent through it counted: alone, in
+// pipelines, and on one node's connection.
+func (n *CountCalls) Driver(d door.Driver) door.Driver { return countingDriver{d, n} }
+
+type countingDriver struct {
+	door.Driver
+	n *CountCalls
+}
+
+func (c countingDriver) Do(ctx context.Context, cmd door.Cmd) door.Reply {
+	if c.n.matchArgs(cmd.Args) {
+		c.n.N.Add(1)
+	}
+	return c.Driver.Do(ctx, cmd)
+}
+
+func (c countingDriver) Pipe(ctx context.Context, xs []door.Exchange) {
+	c.n.count(xs)
+	c.Driver.Pipe(ctx, xs)
+}
+
+func (c countingDriver) Master(ctx context.Context, key string) (door.Node, error) {
+	node, err := c.Driver.Master(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return countingNode{node, c.n}, nil
+}
+
+func (c countingDriver) Masters(ctx context.Context) ([]door.Node, error) {
+	nodes, err := c.Driver.Masters(ctx)
+	for i := range nodes {
+		nodes[i] = countingNode{nodes[i], c.n}
+	}
+	return nodes, err
+}
+
+type countingNode struct {
+	door.Node
+	n *CountCalls
+}
+
+func (c countingNode) Pipe(ctx context.Context, xs []door.Exchange) {
+	c.n.count(xs)
+	c.Node.Pipe(ctx, xs)
 }
 
 // DialHook passes dialling through.
@@ -114,9 +173,9 @@ func (n *CountCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// isScript reports whether cmd runs the script of the file name script.
-func isScript(cmd redis.Cmder, script string) bool {
-	args := cmd.Args()
+// isScript reports whether a command of args runs the script of the file
+// name script.
+func isScript(args []any, script string) bool {
 	if len(args) < 2 {
 		return false
 	}

@@ -3,7 +3,9 @@ package testkit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,15 +54,14 @@ func RWUnlockAll(t testing.TB, ctx context.Context, leases ...*relock.Lease) {
 	}
 }
 
-// Nodes returns one relock Client per master, on go-redis clients set up
-// as docs/redlock.md recommends: a dead node fails an attempt at once
-// instead of after rounds of dial retries.
+// Nodes returns one relock Client per master, on clients of the test
+// binary's client library set up as docs/redlock.md recommends: a dead
+// node fails an attempt at once instead of after rounds of dial retries.
 func Nodes(t testing.TB, ms redistest.Masters, opts ...relock.Option) []*relock.Client {
 	t.Helper()
 	clients := make([]*relock.Client, len(ms))
 	for i, m := range ms {
-		rdb := redis.NewClient(&redis.Options{Addr: m.Addr, DialerRetries: 1, ContextTimeoutEnabled: true})
-		clients[i] = NewClient(t, CloseLater(t, rdb), opts...)
+		clients[i] = Deployment{Addr: m.Addr, FailFast: true}.Open(t, opts...)
 	}
 	return clients
 }
@@ -271,4 +272,102 @@ func Gone(t testing.TB, rdb redis.UniversalClient, keys ...string) {
 		n, err := rdb.Exists(context.Background(), keys...).Result()
 		return err == nil && n == 0
 	})
+}
+
+// NextLeader receives the next value of an Observe channel within a bound.
+func NextLeader(t testing.TB, ch <-chan relock.Leader) relock.Leader {
+	t.Helper()
+	select {
+	case l, ok := <-ch:
+		if !ok {
+			t.Fatal("Observe channel closed")
+		}
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change observed within 10s")
+	}
+	return relock.Leader{}
+}
+
+// WaitPermitDone waits for a permit's Done channel within a generous bound.
+func WaitPermitDone(t testing.TB, p *relock.Permit, bound time.Duration) {
+	t.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(bound):
+		t.Fatalf("permit %s not done within %v", p.ID(), bound)
+	}
+}
+
+// TakeInQueueOrder takes the FairMutex of name through mutex(0), queues n
+// Lock calls behind that hold one at a time, the i-th on mutex(i), and
+// releases it; each call unlocks at once. It returns the order in which
+// the calls took the lock and the tokens they were given, in that order.
+func TakeInQueueOrder(t *testing.T, ctx context.Context, rdb redis.UniversalClient, name string, n int, mutex func(i int) *relock.FairMutex) ([]int, []uint64) {
+	t.Helper()
+	holder, err := mutex(0).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []int
+	var tokens []uint64
+	var wg sync.WaitGroup
+	for i := range n {
+		m := mutex(i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := m.Lock(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order, tokens = append(order, i), append(tokens, l.Token())
+			mu.Unlock()
+			if err := l.Unlock(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+		WaitQueued(t, rdb, name, i+1)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	return order, tokens
+}
+
+// DumpKeys returns the keys of name and its companions on rdb (the
+// fencing counter included) with their values and whether they expire,
+// for a test to compare what a call changed.
+func DumpKeys(t testing.TB, rdb *redis.Client, name string) map[string]string {
+	t.Helper()
+	ctx := CtxTimeout(t, 5*time.Second)
+	keys := append(KeysOf(t, rdb, name), layout.Fencing(name, false))
+	out := make(map[string]string, len(keys))
+	for _, k := range keys {
+		typ := rdb.Type(ctx, k).Val()
+		var v any
+		switch typ {
+		case "none":
+			continue
+		case "string":
+			v = rdb.Get(ctx, k).Val()
+		case "hash":
+			v = rdb.HGetAll(ctx, k).Val() // fmt prints a map sorted
+		case "zset":
+			v = rdb.ZRangeWithScores(ctx, k, 0, -1).Val()
+		case "list":
+			v = rdb.LRange(ctx, k, 0, -1).Val()
+		case "set":
+			v = rdb.SMembers(ctx, k).Val()
+			slices.Sort(v.([]string))
+		case "stream":
+			v = rdb.XRange(ctx, k, "-", "+").Val()
+		}
+		out[k] = fmt.Sprintf("%s %v expires:%v", typ, v, rdb.PTTL(ctx, k).Val() != -1)
+	}
+	return out
 }

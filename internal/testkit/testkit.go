@@ -1,8 +1,10 @@
 // Package testkit holds what relock's test packages share: the Redis
 // servers a test binary starts once (Main), the topologies behaviour tests
-// run on, and helpers for clients, names, waits and Redis state. The
-// behaviour tests live beside the code; the whole-system suites (fault
-// injection, hammers, soak) in systest/.
+// run on, the Opener that says which client library the binary's Clients
+// use (driver.go), and helpers for clients, names, waits and Redis state.
+// The behaviour tests live beside the code; the whole-system suites (fault
+// injection, hammers, soak) in systest/; the tests every client library
+// runs in internal/conformance.
 package testkit
 
 import (
@@ -63,17 +65,22 @@ func Main(m *testing.M, ready ...func()) int {
 	return code
 }
 
-// Topology is one Redis deployment the behaviour tests run against.
+// Topology is one Redis deployment the behaviour tests run against:
+// its Clients come from the test binary's Opener, and RDB is a go-redis
+// client for looking at the server's state.
 type Topology struct {
-	Name string
-	RDB  func(t testing.TB) redis.UniversalClient
+	Name       string
+	Deployment Deployment
+	RDB        func(t testing.TB) redis.UniversalClient
 }
 
 // Topologies returns the shared standalone server and cluster.
 func Topologies() []Topology {
 	return []Topology{
-		{Name: "standalone", RDB: func(t testing.TB) redis.UniversalClient { return CloseLater(t, Standalone.Client()) }},
-		{Name: "cluster", RDB: func(t testing.TB) redis.UniversalClient { return CloseLater(t, Cluster.Client()) }},
+		{Name: "standalone", Deployment: Deployment{Addr: Standalone.Addr},
+			RDB: func(t testing.TB) redis.UniversalClient { return CloseLater(t, Standalone.Client()) }},
+		{Name: "cluster", Deployment: Deployment{Addrs: Cluster.Addrs()},
+			RDB: func(t testing.TB) redis.UniversalClient { return CloseLater(t, Cluster.Client()) }},
 	}
 }
 
@@ -93,14 +100,15 @@ func ForEach(t *testing.T, f func(t *testing.T, top Topology)) {
 	}
 }
 
-// NewClient returns a relock Client on a fresh go-redis client of top.
+// NewClient returns a relock Client of top on a fresh client of the test
+// binary's client library (see SetOpener).
 func (top Topology) NewClient(t testing.TB, opts ...relock.Option) *relock.Client {
 	t.Helper()
-	return NewClient(t, top.RDB(t), opts...)
+	return top.Deployment.Open(t, opts...)
 }
 
 // NewClients returns n relock Clients of top with opts, each on its own
-// go-redis client, closed when the test ends.
+// client of the test binary's client library, closed when the test ends.
 func (top Topology) NewClients(t testing.TB, n int, opts ...relock.Option) []*relock.Client {
 	t.Helper()
 	clients := make([]*relock.Client, n)
@@ -110,17 +118,19 @@ func (top Topology) NewClients(t testing.TB, n int, opts ...relock.Option) []*re
 	return clients
 }
 
-// CountingClient returns a relock Client on a fresh go-redis client of
-// top whose calls of script (a file name, see CountCalls) are counted.
+// CountingClient returns a relock Client of top, on a fresh client of the
+// test binary's client library, whose calls of script (a file name, see
+// CountCalls) are counted.
 func (top Topology) CountingClient(t testing.TB, script string, opts ...relock.Option) (*relock.Client, *CountCalls) {
 	t.Helper()
-	rdb := top.RDB(t)
 	calls := &CountCalls{Script: script}
-	rdb.AddHook(calls)
-	return NewClient(t, rdb, opts...), calls
+	return NewClientOn(t, calls.Driver(Open(t, top.Deployment)), opts...), calls
 }
 
-// NewClient returns a relock Client on rdb, closed when the test ends.
+// NewClient returns a relock Client on rdb, a go-redis client the test
+// made for what only go-redis offers it (hooks, an ACL user), closed when
+// the test ends. Tests that any client library must pass make their
+// Clients from a Deployment instead (Topology.NewClient, Deployment.Open).
 func NewClient(t testing.TB, rdb redis.UniversalClient, opts ...relock.Option) *relock.Client {
 	t.Helper()
 	c, err := relock.New(rdb, opts...)
@@ -215,4 +225,31 @@ func Contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Soaking reports whether the suites run long: RELOCK_SOAK set to
+// anything but "" or "0".
+func Soaking() bool {
+	v := os.Getenv("RELOCK_SOAK")
+	return v != "" && v != "0"
+}
+
+// Rounds returns quick normally and soak under RELOCK_SOAK.
+func Rounds(quick, soak int) int {
+	if Soaking() {
+		return soak
+	}
+	return quick
+}
+
+// Safety logs one line of the safety report that docs/safety.md
+// tabulates: "SAFETY scenario=... key=value ...".
+func Safety(t testing.TB, scenario string, kv ...any) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "SAFETY scenario=%s", scenario)
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(&b, " %v=%v", kv[i], kv[i+1])
+	}
+	t.Log(b.String())
 }

@@ -2,11 +2,6 @@ package wait
 
 import "time"
 
-// Fallback bounds the sleep of a waiter that has no better time to try
-// again (a semaphore's, a latch's): a missed message costs it at most
-// this long.
-const Fallback = 2 * time.Second
-
 // retryClock says when a waiting call attempts again: when the holder's
 // TTL runs out or, until its subscriptions are confirmed (no message can
 // reach it before), on a short period that grows; and never later than

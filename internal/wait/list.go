@@ -1,8 +1,7 @@
 // Package wait is the one waiting core of relock: the calls of a Client
 // that sleep between attempts (List), the loop every such call runs
-// (Loop), whatever its primitive, the turns that let one call per name
-// wait in Redis's queue (Turns), and the state of a run of holds a Client
-// passes on in process from one of its calls to the next (Run).
+// (Loop), whatever its primitive, and the state of a run of holds a
+// Client passes on in process from one of its calls to the next (Run).
 //
 // Three verbs say how a lock, or a semaphore's permits, move between
 // callers (relock's doc.go has the glossary):
@@ -15,11 +14,12 @@
 //     that none of them attempts meanwhile, and settles the claim with
 //     the outcome (List.Settle, List.PassEach).
 //   - wake: a waiter is woken to attempt, now or by a time (List.Wake,
-//     List.WakeOther, List.WakeEach), by a message on a channel or by a
-//     fellow call that knows better.
+//     List.WakeEach), by a message on a channel or by a fellow call that
+//     knows better (wakeNext).
 //
-// A primitive brings its own data (Waiter.Call) and its own attempt (the
-// Call of Loop); the core holds no primitive's fields.
+// A primitive brings its own attempt (the Call of Loop), which returns
+// what it got (Result); a release reads what a claimed call asks for from
+// its Waiter.
 package wait
 
 import (
@@ -30,82 +30,88 @@ import (
 	"github.com/relock-go/relock/internal/notify"
 )
 
-// Waiter is one call sleeping between attempts. O is what a release of
-// the Client passes to it (a lease), N the news another Client's release
-// grants it (a grant); both are pointers, nil for none.
-type Waiter[O, N comparable] struct {
+// Waiter is one call sleeping between attempts. P is what a release of
+// the Client passes to it in process, nil for none: relock's *Lease, a
+// type parameter only because this package cannot import it.
+type Waiter[P comparable] struct {
 	Owner string // the call's owner id; "" for a call never granted anything
-	// Call is the primitive's own data of the call, for the release that
-	// claims it.
-	Call any
-	// Claimable tells that a release of the Client may claim the call and
-	// pass it what it waits for: only calls of one-shot owners, since a
-	// reentrant owner's attempt could count a passed hold twice.
-	Claimable bool
+	// What the call asks for, as a release that claims it reads it: a
+	// lock call's lease (Fixed: not renewed by the watchdog) and its
+	// member in the queue in Redis, as the release names it to its
+	// script; a Semaphore call's permits. Member may change between
+	// attempts, never while the call sleeps (sleep and Claim share a
+	// lock).
+	Lease   time.Duration
+	Fixed   bool
+	Member  string
+	Permits int
 	// Sub is the call's subscription to its release channel, once it
-	// listens there: a release that passes it the lock may close it for
-	// the call, off the call's path.
+	// listens there (see Wait.Waiter for one made before its first
+	// attempt): a release that passes it the lock may close it for the
+	// call, off the call's path.
 	Sub *notify.Waiter
 
+	// claimable tells that a release of the Client may claim the call and
+	// pass it what it waits for: only calls of one-shot owners, since a
+	// reentrant owner's attempt could count a passed hold twice.
+	claimable bool
+
 	// guarded by List.mu
-	quiet   bool          // it waits for its turn (Turns; Loop): no news is kept for it, no fellow call wakes it
+	quiet   bool          // it waits for its gate (Wait.Gate): no news is kept for it, no fellow call wakes it
 	asleep  bool          // past its subscriptions and asleep: a release may claim it
-	inRun   bool          // joined its Client's run without an attempt (JoinRun): woken when the run ends
+	inRun   bool          // joined its Client's run without an attempt (joinRun): woken when the run ends
 	claimed bool          // a release that may pass it something runs: no attempts
 	blocked bool          // it woke while claimed and waits for the outcome
 	gone    bool          // it returned while claimed: what it is passed is released
 	passed  bool          // passed what it waits for without an outcome value (PassEach), not yet taken
-	granted N             // granted by another Client's release, not yet taken
+	granted *Grant        // granted by another Client's release, not yet taken
 	recheck time.Duration // to attempt again within this; 0 if not
 	woken   bool          // to attempt now
 
-	outcome chan O        // the outcome of a claim: what was passed, or nil to attempt
+	outcome chan P        // the outcome of a claim: what was passed, or nil to attempt
 	news    chan struct{} // granted, recheck or woken was set
 }
 
-// NewWaiter returns a waiter of owner for a call with data call.
-func NewWaiter[O, N comparable](owner string, call any, claimable bool) *Waiter[O, N] {
-	w := &Waiter[O, N]{Owner: owner, Call: call, Claimable: claimable, news: make(chan struct{}, 1)}
+// NewWaiter returns a waiter of owner, which a release of the Client may
+// claim if claimable.
+func NewWaiter[P comparable](owner string, claimable bool) *Waiter[P] {
+	w := &Waiter[P]{Owner: owner, claimable: claimable, news: make(chan struct{}, 1)}
 	if claimable {
-		w.outcome = make(chan O, 1)
+		w.outcome = make(chan P, 1)
 	}
 	return w
 }
 
-// Outcome returns the channel on which a claimed waiter learns the
-// outcome of the claim; nil for a waiter that cannot be claimed.
-func (w *Waiter[O, N]) Outcome() <-chan O { return w.outcome }
-
 // List is a Client's waiters of one kind of lock, by name, oldest first.
 // Its zero value is empty and ready.
-type List[O, N comparable] struct {
+type List[P comparable] struct {
 	mu      sync.Mutex
 	n       atomic.Int64 // how many, read without mu
-	byName  map[string][]*Waiter[O, N]
-	byOwner map[string]*Waiter[O, N]
-	mail    map[string]*mailed[N] // by owner: news that came before its waiter was added
-	pruned  time.Time             // when mail was last cleared of old news
-	runs    map[string]O          // by name: the holder of the Client's run (see JoinRun)
-	nRuns   atomic.Int64          // len(runs), read without mu
+	byName  map[string][]*Waiter[P]
+	byOwner map[string]*Waiter[P]
+	mail    map[string]*mailed // by owner: news that came before its waiter was added
+	pruned  time.Time          // when mail was last cleared of old news
+	runs    map[string]P       // by name: the holder of the Client's run (see joinRun)
+	nRuns   atomic.Int64       // len(runs), read without mu
 }
 
 // Len returns how many waiters the list has, without locking.
-func (r *List[O, N]) Len() int64 { return r.n.Load() }
+func (r *List[P]) Len() int64 { return r.n.Load() }
 
-// Add registers w as a waiter for name, and gives it the news that came
+// add registers w as a waiter for name, and gives it the news that came
 // for its owner before.
-func (r *List[O, N]) Add(name string, w *Waiter[O, N]) {
+func (r *List[P]) add(name string, w *Waiter[P]) {
 	r.mu.Lock()
 	r.addLocked(name, w)
 	r.mu.Unlock()
 	r.n.Add(1)
 }
 
-// addLocked is Add, with mu held, except for the count.
-func (r *List[O, N]) addLocked(name string, w *Waiter[O, N]) {
+// addLocked is add, with mu held, except for the count.
+func (r *List[P]) addLocked(name string, w *Waiter[P]) {
 	if r.byName == nil {
-		r.byName = make(map[string][]*Waiter[O, N])
-		r.byOwner = make(map[string]*Waiter[O, N])
+		r.byName = make(map[string][]*Waiter[P])
+		r.byOwner = make(map[string]*Waiter[P])
 	}
 	r.byName[name] = append(r.byName[name], w)
 	r.own(w)
@@ -114,7 +120,7 @@ func (r *List[O, N]) addLocked(name string, w *Waiter[O, N]) {
 // own makes w the waiter of its owner, which news reaches, unless it is
 // quiet, and gives it the news that came for its owner before. Called
 // with mu held.
-func (r *List[O, N]) own(w *Waiter[O, N]) {
+func (r *List[P]) own(w *Waiter[P]) {
 	if w.Owner == "" || w.quiet {
 		return
 	}
@@ -125,11 +131,11 @@ func (r *List[O, N]) own(w *Waiter[O, N]) {
 	}
 }
 
-// Remove unregisters w as its call returns; a release that claimed it
+// remove unregisters w as its call returns; a release that claimed it
 // frees whatever it passes to w. It returns what was passed to w and w
 // did not take (its call returned for another reason at the same moment),
 // for the caller to release; nil if nothing.
-func (r *List[O, N]) Remove(name string, w *Waiter[O, N]) (unwanted O) {
+func (r *List[P]) remove(name string, w *Waiter[P]) (unwanted P) {
 	r.mu.Lock()
 	w.gone = w.claimed
 	if r.byOwner[w.Owner] == w {
@@ -162,14 +168,14 @@ func (r *List[O, N]) Remove(name string, w *Waiter[O, N]) (unwanted O) {
 	return unwanted
 }
 
-// Sleep marks w asleep: a release may now claim it.
-func (r *List[O, N]) Sleep(w *Waiter[O, N]) {
+// sleep marks w asleep: a release may now claim it.
+func (r *List[P]) sleep(w *Waiter[P]) {
 	r.mu.Lock()
 	w.asleep = true
 	r.mu.Unlock()
 }
 
-// Rise marks w awake before it attempts. It fails, returning false, when
+// rise marks w awake before it attempts. It fails, returning false, when
 // a release has claimed w, which must then wait for the outcome.
 //
 // Rising also drops a stale outcome. A release may claim w just as w
@@ -179,7 +185,7 @@ func (r *List[O, N]) Sleep(w *Waiter[O, N]) {
 // release that claims w, and w would attempt while that release passes it
 // the lock: w would take the lock as its own, and the release, finding w
 // gone, would free it under w's feet.
-func (r *List[O, N]) Rise(w *Waiter[O, N]) bool {
+func (r *List[P]) rise(w *Waiter[P]) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w.claimed {
@@ -198,7 +204,7 @@ func (r *List[O, N]) Rise(w *Waiter[O, N]) bool {
 // claimable waiters of name that fit takes, appending them to buf[:0]. fit
 // is the primitive's claim policy, asked oldest first (nil: any): it
 // reports whether the release may pass to w, and whether to look further.
-func (r *List[O, N]) Claim(name string, buf []*Waiter[O, N], fit func(w *Waiter[O, N]) (take, more bool)) []*Waiter[O, N] {
+func (r *List[P]) Claim(name string, buf []*Waiter[P], fit func(w *Waiter[P]) (take, more bool)) []*Waiter[P] {
 	ws := buf[:0]
 	if r.n.Load() == 0 {
 		return ws
@@ -206,7 +212,7 @@ func (r *List[O, N]) Claim(name string, buf []*Waiter[O, N], fit func(w *Waiter[
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, w := range r.byName[name] {
-		if !w.asleep || w.claimed || !w.Claimable || w.passed {
+		if !w.asleep || w.claimed || !w.claimable || w.passed {
 			continue
 		}
 		take, more := true, true
@@ -226,14 +232,14 @@ func (r *List[O, N]) Claim(name string, buf []*Waiter[O, N], fit func(w *Waiter[
 
 // ClaimOwner claims the waiter of owner for name for a release, if it is
 // a sleeping claimable waiter not claimed already; nil otherwise.
-func (r *List[O, N]) ClaimOwner(name, owner string) *Waiter[O, N] {
+func (r *List[P]) ClaimOwner(name, owner string) *Waiter[P] {
 	if r.n.Load() == 0 {
 		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.byOwner[owner]
-	if w == nil || !w.asleep || w.claimed || !w.Claimable {
+	if w == nil || !w.asleep || w.claimed || !w.claimable {
 		return nil
 	}
 	for _, x := range r.byName[name] {
@@ -246,12 +252,12 @@ func (r *List[O, N]) ClaimOwner(name, owner string) *Waiter[O, N] {
 }
 
 // Settle ends a release's claim on ws. The chosen one (if chosen >= 0) is
-// passed o, and stays claimed: it takes o and never attempts; Settle
-// reports false if that one has gone, leaving o to the caller to release.
+// passed p, and stays claimed: it takes p and never attempts; Settle
+// reports false if that one has gone, leaving p to the caller to release.
 // The others go back to sleep, except those that woke meanwhile, or all of
 // them when the outcome is unknown (retry): they are woken to attempt.
-func (r *List[O, N]) Settle(ws []*Waiter[O, N], chosen int, o O, retry bool) bool {
-	var none O
+func (r *List[P]) Settle(ws []*Waiter[P], chosen int, p P, retry bool) bool {
+	var none P
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delivered := false
@@ -260,7 +266,7 @@ func (r *List[O, N]) Settle(ws []*Waiter[O, N], chosen int, o O, retry bool) boo
 		case i == chosen:
 			if !w.gone {
 				w.asleep = false
-				delivered = w.pass(o)
+				delivered = w.pass(p)
 			}
 		case !w.gone && (retry || w.blocked):
 			w.claimed, w.blocked, w.asleep = false, false, false
@@ -277,8 +283,8 @@ func (r *List[O, N]) Settle(ws []*Waiter[O, N], chosen int, o O, retry bool) boo
 // next attempt takes it (TakePassed) without asking Redis; it never sleeps
 // again before. It returns those that had returned meanwhile, whose share
 // the caller gives back.
-func (r *List[O, N]) PassEach(ws []*Waiter[O, N]) (gone []*Waiter[O, N]) {
-	var none O
+func (r *List[P]) PassEach(ws []*Waiter[P]) (gone []*Waiter[P]) {
+	var none P
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, w := range ws {
@@ -300,7 +306,7 @@ func (r *List[O, N]) PassEach(ws []*Waiter[O, N]) (gone []*Waiter[O, N]) {
 // TakePassed reports whether w was passed what it waits for (PassEach)
 // and has not taken it yet, and takes it. A call is passed at most once:
 // none is claimed while it holds what it has not taken (Claim).
-func (r *List[O, N]) TakePassed(w *Waiter[O, N]) bool {
+func (r *List[P]) TakePassed(w *Waiter[P]) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	passed := w.passed
@@ -311,10 +317,10 @@ func (r *List[O, N]) TakePassed(w *Waiter[O, N]) bool {
 }
 
 // pass gives w an outcome. The channel is empty whenever a release settles
-// w (see Rise); pass never blocks all the same.
-func (w *Waiter[O, N]) pass(o O) bool {
+// w (see rise); pass never blocks all the same.
+func (w *Waiter[P]) pass(p P) bool {
 	select {
-	case w.outcome <- o:
+	case w.outcome <- p:
 		return true
 	default:
 		return false
@@ -322,8 +328,8 @@ func (w *Waiter[O, N]) pass(o O) bool {
 }
 
 // firstAwake returns the oldest of ws that may be woken by a fellow call:
-// not one waiting for its turn, which attempts only once it has it.
-func firstAwake[O, N comparable](ws []*Waiter[O, N]) *Waiter[O, N] {
+// not one waiting for its gate, which attempts only once through.
+func firstAwake[P comparable](ws []*Waiter[P]) *Waiter[P] {
 	for _, w := range ws {
 		if !w.quiet {
 			return w

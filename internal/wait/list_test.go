@@ -5,12 +5,8 @@ import (
 	"time"
 )
 
-// lease and grant stand for what a release passes and another Client's
-// release grants.
-type (
-	lease struct{ _ int }
-	grant struct{ token uint64 }
-)
+// lease stands for what a release passes.
+type lease struct{ _ int }
 
 // TestHandoffLeavesNoStaleOutcome: a release claims a waiter just as the
 // waiter wakes for another reason, and tells it to attempt (the lock was
@@ -19,20 +15,20 @@ type (
 // outcome of the next release that claims it, which would let the waiter
 // attempt while that release passes it the lock.
 func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
-	var r List[*lease, *grant]
-	w := NewWaiter[*lease, *grant]("o:1", nil, true)
-	r.Add("l", w)
-	defer r.Remove("l", w)
+	var r List[*lease]
+	w := NewWaiter[*lease]("o:1", true)
+	r.add("l", w)
+	defer r.remove("l", w)
 
-	var buf [1]*Waiter[*lease, *grant]
-	r.Sleep(w)
+	var buf [1]*Waiter[*lease]
+	r.sleep(w)
 	if ws := r.Claim("l", buf[:], nil); len(ws) != 1 || ws[0] != w {
 		t.Fatalf("claim = %v, want the sleeping waiter %p", ws, w)
 	}
 	// The waiter has woken (a message, its timer) and is about to mark
 	// itself awake when the release reports that it did not pass the lock.
-	r.Settle([]*Waiter[*lease, *grant]{w}, -1, nil, true)
-	if !r.Rise(w) {
+	r.Settle([]*Waiter[*lease]{w}, -1, nil, true)
+	if !r.rise(w) {
 		t.Fatal("waking an unclaimed waiter failed")
 	}
 	select {
@@ -43,18 +39,18 @@ func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
 
 	// The next release claims it and hands it a lease: the waiter finds
 	// that outcome, and only that one.
-	r.Sleep(w)
+	r.sleep(w)
 	if ws := r.Claim("l", buf[:], nil); len(ws) != 1 {
 		t.Fatal("the waiter cannot be claimed again")
 	}
 	next := &lease{}
-	if !r.Settle([]*Waiter[*lease, *grant]{w}, 0, next, false) {
+	if !r.Settle([]*Waiter[*lease]{w}, 0, next, false) {
 		t.Fatal("handing a lease failed")
 	}
 	if l := <-w.outcome; l != next {
 		t.Fatalf("handed %v, want the lease", l)
 	}
-	if r.Rise(w) {
+	if r.rise(w) {
 		t.Fatal("a waiter handed a lease may wake to attempt")
 	}
 }
@@ -64,18 +60,18 @@ func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
 // delivered, and a lease handed just before it left is returned to the
 // caller of remove to release.
 func TestWaiterGoneReleasesWhatItIsHanded(t *testing.T) {
-	var r List[*lease, *grant]
-	var buf [2]*Waiter[*lease, *grant]
-	a, b := NewWaiter[*lease, *grant]("o:1", nil, true), NewWaiter[*lease, *grant]("o:2", nil, true)
-	r.Add("l", a)
-	r.Add("l", b)
-	r.Sleep(a)
-	r.Sleep(b)
+	var r List[*lease]
+	var buf [2]*Waiter[*lease]
+	a, b := NewWaiter[*lease]("o:1", true), NewWaiter[*lease]("o:2", true)
+	r.add("l", a)
+	r.add("l", b)
+	r.sleep(a)
+	r.sleep(b)
 	ws := r.Claim("l", buf[:], nil)
 	if len(ws) != 2 || ws[0] != a {
 		t.Fatalf("claim = %v, want both, oldest first", ws)
 	}
-	r.Remove("l", a)
+	r.remove("l", a)
 	if r.Settle(ws, 0, &lease{}, false) {
 		t.Fatal("a lease was delivered to a waiter that has gone")
 	}
@@ -88,7 +84,7 @@ func TestWaiterGoneReleasesWhatItIsHanded(t *testing.T) {
 	if !r.Settle(got, 0, l, false) {
 		t.Fatal("handing a lease failed")
 	}
-	if unwanted := r.Remove("l", b); unwanted != l {
+	if unwanted := r.remove("l", b); unwanted != l {
 		t.Fatalf("remove returned %v, want the lease handed and not taken", unwanted)
 	}
 	if n := r.Len(); n != 0 {
@@ -101,18 +97,18 @@ func TestWaiterGoneReleasesWhatItIsHanded(t *testing.T) {
 // call and the call's sleep) reaches the waiter when it is added; news no
 // waiter takes is dropped after mailLife.
 func TestNewsWaitsForItsWaiter(t *testing.T) {
-	var r List[*lease, *grant]
-	g := &grant{token: 7}
+	var r List[*lease]
+	g := &Grant{Token: 7}
 	r.Grant("o:1", g)
-	w := NewWaiter[*lease, *grant]("o:1", nil, true)
-	r.Add("l", w)
-	defer r.Remove("l", w)
+	w := NewWaiter[*lease]("o:1", true)
+	r.add("l", w)
+	defer r.remove("l", w)
 	select {
 	case <-w.news:
 	default:
 		t.Fatal("a waiter added after its grant came is not woken")
 	}
-	if got, _, _ := r.News(w); got != g {
+	if got, _, _ := r.news(w); got != g {
 		t.Fatalf("took grant %v, want %v", got, g)
 	}
 	if len(r.mail) != 0 {
@@ -130,19 +126,19 @@ func TestNewsWaitsForItsWaiter(t *testing.T) {
 
 // TestQuietUntilTurned: a waiter that waits for its turn is quiet: a
 // fellow call's wake passes it by, and news for its owner is kept, not
-// given. Once it has its turn (Turned) the news reaches it, and it joins
+// given. Once it has its turn (turned) the news reaches it, and it joins
 // its Client's run when the run's holder is joinable.
 func TestQuietUntilTurned(t *testing.T) {
-	var r List[*lease, *grant]
-	w := NewWaiter[*lease, *grant]("o:1", nil, true)
+	var r List[*lease]
+	w := NewWaiter[*lease]("o:1", true)
 	w.quiet = true
-	r.Add("l", w)
-	defer r.Remove("l", w)
-	other := NewWaiter[*lease, *grant]("o:2", nil, true)
-	r.Add("l", other)
-	defer r.Remove("l", other)
+	r.add("l", w)
+	defer r.remove("l", w)
+	other := NewWaiter[*lease]("o:2", true)
+	r.add("l", other)
+	defer r.remove("l", other)
 
-	r.WakeOther("l", other, 0)
+	r.wakeOther("l", other, 0)
 	r.Wake("o:1", 0)
 	select {
 	case <-w.news:
@@ -152,7 +148,7 @@ func TestQuietUntilTurned(t *testing.T) {
 
 	holder := &lease{}
 	r.SetRun("l", holder)
-	if in := r.Turned("l", w, func(h *lease) bool { return h == holder }); !in {
+	if in := r.turned("l", w, func(h *lease) bool { return h == holder }); !in {
 		t.Fatal("a waiter with its turn did not join the joinable run")
 	}
 	select {
@@ -160,11 +156,11 @@ func TestQuietUntilTurned(t *testing.T) {
 	default:
 		t.Fatal("the news kept for the owner did not reach its waiter once it had its turn")
 	}
-	if _, _, now := r.News(w); !now {
+	if _, _, now := r.news(w); !now {
 		t.Fatal("the kept wake was lost")
 	}
 	r.EndRun("l", holder)
-	if _, _, now := r.News(w); !now {
+	if _, _, now := r.news(w); !now {
 		t.Fatal("the end of the run did not wake the waiter that joined it")
 	}
 }

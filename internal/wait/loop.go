@@ -9,52 +9,42 @@ import (
 	"github.com/relock-go/relock/internal/notify"
 )
 
-// Call is a waiting call as Loop runs it: the primitive's adapter. The
-// releases of the Mutex, the RWMutex, the FairMutex and the
-// PermitSemaphore may grant it what it waits for; the Semaphore's and the
-// latch's never do (Tries).
-type Call[N any] interface {
-	// Attempt tries once; it reports whether the call is done, and if not
-	// how long it may sleep at most.
-	Attempt(ctx context.Context) (done bool, retry time.Duration, err error)
-	// Accept takes a grant made to the call, and reports false when the
-	// grant may have run out already: the call then attempts.
-	Accept(g N) bool
+// Result is what one attempt of a waiting call got.
+type Result[R comparable] struct {
+	Got R // what the attempt took; the zero value: nothing
+	// Retry is, when nothing was taken, how long the call sleeps at most
+	// before it attempts again; 0 keeps the time it had (it made no
+	// attempt: a check found nothing it missed).
+	Retry time.Duration
+	// Listen makes the call listen on its release channel from now on:
+	// a call whose holder only grants need not (see relock's grant.go).
+	Listen bool
+}
+
+// Call is a waiting call as Loop runs it: the primitive's adapter. R is
+// what it gets: a lease, a permit, or true.
+type Call[R comparable] interface {
+	// Attempt tries once. confirmed tells that the call's release channel
+	// has just been confirmed and nothing else woke it: a message may have
+	// been missed before, and a call that can tell more cheaply that none
+	// was meant for it may check that instead (Result.Retry 0).
+	Attempt(ctx context.Context, confirmed bool) (Result[R], error)
+	// Accept takes a grant made to the call, and returns the zero value
+	// when the grant may have run out already: the call then attempts.
+	Accept(g *Grant) R
 	// Join makes the call's next attempts put it in the queue in Redis.
 	// It is called before every attempt once the call's subscriptions are
 	// confirmed (or after it joined its Client's run), so a call may
-	// choose how it joins by what it has seen. A call that takes turns
-	// (Wait.Turns) attempts without joining until it has its turn.
+	// choose how it joins by what it has seen.
 	Join()
-	// Leave takes the call out of the queue as it returns undone, and
-	// frees what another Client's release may have granted it meanwhile
-	// (a release of this Client that claimed it frees what it passes to
-	// the call itself).
-	Leave()
+	// End is called as the call returns, after its waiter has left its
+	// list and before its subscriptions go: queued tells that it may be
+	// in the queue in Redis without what it waits for. It leaves the
+	// queue then, freeing what another Client's release may have granted
+	// it meanwhile (a release of this Client that claimed it frees what
+	// it passes to the call itself).
+	End(queued bool)
 }
-
-// Confirmer is a Call that, once its release channel is confirmed, asks
-// whether a message may have been missed in place of an attempt: no, and
-// it sleeps on (a FairMutex call: is it first?).
-type Confirmer interface {
-	Confirmed(ctx context.Context) bool
-}
-
-// Tries is a Call that is never granted anything: it only attempts (a
-// Semaphore's, a latch's).
-type Tries[N any] func(ctx context.Context) (bool, time.Duration, error)
-
-// Attempt implements Call.
-func (f Tries[N]) Attempt(ctx context.Context) (bool, time.Duration, error) { return f(ctx) }
-
-// Accept implements Call.
-func (Tries[N]) Accept(N) bool { return false }
-
-// Join implements Call.
-func (Tries[N]) Join() {}
-
-// Leave implements Call.
-func (Tries[N]) Leave() {}
 
 // Stats are a Client's counters of waiting calls.
 type Stats struct {
@@ -62,8 +52,10 @@ type Stats struct {
 	Asleep         atomic.Int64  // calls asleep now, counted once a release may claim them
 }
 
-// Env is what Loop needs of its Client.
-type Env[O, N comparable] struct {
+// Env is what Loop needs of its Client, for the calls of one of its lists.
+// P is what a release of the Client passes to a call in process.
+type Env[P comparable] struct {
+	List    *List[P] // the list the calls are in
 	Hub     *notify.Hub
 	Closing <-chan struct{} // closed as the Client closes
 	Closed  error           // returned once it has
@@ -76,101 +68,92 @@ type Env[O, N comparable] struct {
 	// least that often, in case a grant went to a waiter ahead that died.
 	GrantTTL time.Duration
 	// Unwanted releases what was passed to a call that had returned.
-	Unwanted func(O)
+	Unwanted func(P)
 	// Now is the Client's watchdog clock, on which Wait.Sent counts.
 	Now func() int64
 }
 
 // Wait is how a call waits.
-type Wait[O, N comparable] struct {
+type Wait[P comparable] struct {
 	Op, Name string        // the call, for errors
 	Channel  string        // its release channel
 	Policy   notify.Policy // the hub's policy for Channel
-	// ListenWhen, if not nil, makes the call listen on Channel only once
-	// it is true (read after each attempt).
-	ListenWhen *bool
-	// Sub, if not nil, is the call's subscription to Channel, made before
-	// its first attempt, which was sent (Sent) once the channel was
-	// confirmed: with Joined, a release after that attempt reaches the
-	// call, which owes no attempt once subscribed. Only for a call that
-	// always listens (no ListenWhen).
-	Sub *notify.Waiter
 
-	List  *List[O, N] // the list the call is in
-	Local string      // its name in List
-	// Waiter is the call's waiter. With Claimable, a release of the
-	// Client may claim it and pass it what it waits for.
-	Waiter *Waiter[O, N]
+	Local string // the call's name in its list
+	// Waiter is the call's waiter. If claimable (NewWaiter), a release of the
+	// Client may claim it and pass it what it waits for. Its Sub, if set,
+	// is the call's subscription to Channel, made before its first
+	// attempt, which was sent (Sent) once the channel was confirmed: with
+	// Joined, a release after that attempt reaches the call, which owes no
+	// attempt once subscribed.
+	Waiter *Waiter[P]
 	// Joinable, if not nil, tells that the call has made no attempt that
-	// queued it: it joins its Client's run (List.JoinRun) if the run's
+	// queued it: it joins its Client's run (List.joinRun) if the run's
 	// holder is joinable, and then sleeps at once until the run passes it
 	// the lock or ends; otherwise it attempts.
-	Joinable func(holder O) bool
-	// Turns, if not nil, makes the call wait in the queue in Redis only
-	// with its turn on Local among its Client's calls (see Turns): Turn if
-	// it has it already, or else the one it waits for first (awaitTurn).
-	Turns *Turns
-	Turn  *Turn
+	Joinable func(holder P) bool
+	// Gate, if not nil, holds the call back, quiet, until it receives: it
+	// neither joins the queue in Redis nor listens before (an RWMutex
+	// writer's turn; see awaitGate).
+	Gate <-chan struct{}
 
 	Grants string // the Client's grant channel; "" for a call never granted
 	Joined bool   // the call's attempts queued it from the first
 	Sent   int64  // with Joined: when the first was sent (watchdog clock), if known
-	// WakeNext, with Hold, makes the call, as it returns, wake a fellow
-	// waiter that may sleep on a time the call knew better: the end of
-	// Hold, the lease it took, which may run out unannounced, or its own
-	// retry time. Not for calls that learn of a free moment from their
-	// queue in Redis (a FairMutex's).
-	WakeNext bool
-	Hold     time.Duration
+	// Hold, if set, makes the call, as it returns, wake a fellow waiter
+	// that may sleep on a time the call knew better: the end of the lease
+	// it took, Hold, which may run out unannounced, or its own retry time.
+	// Not for calls that learn of a free moment from their queue in Redis
+	// (a FairMutex's).
+	Hold time.Duration
 }
 
-// Loop sleeps between c's attempts until one is done or fails, a grant is
-// accepted, a release of the Client passes the call what it waits for,
-// ctx ends, or the Client closes; retry is how long to sleep first at
-// most. It returns what a release of the Client passed the call, if
-// anything. The call waits for its turn first, if it takes turns; it
-// joins the queue in Redis once both its subscriptions are confirmed (or
-// from its first attempt, with Joined), and leaves it before it
-// unsubscribes, so that every Client in a queue listens on its release
-// channel.
-func Loop[O, N comparable](ctx context.Context, env *Env[O, N], wt Wait[O, N], c Call[N], retry time.Duration) (O, error) {
-	var none O
+// Loop sleeps between c's attempts until one takes what the call waits
+// for or fails, a grant is accepted, a release of the Client passes the
+// call what it waits for, ctx ends, or the Client closes; first is the
+// result of the call's first attempt, made before. It returns what an
+// attempt or a grant got, or else what a release passed. A call with a
+// Gate waits for it first; it joins the queue in Redis once both its
+// subscriptions are confirmed (or from its first attempt, with Joined),
+// and leaves it before it unsubscribes, so that every Client in a queue
+// listens on its release channel.
+func Loop[R, P comparable](ctx context.Context, env *Env[P], wt Wait[P], c Call[R], first Result[R]) (got R, passed P, err error) {
 	env.Stats.Waits.Add(1)
-	l := &loop[O, N]{env: env, wt: wt, c: c, w: wt.Waiter, joined: wt.Joined, sent: wt.Sent, turn: wt.Turn, myTurn: wt.Turn != nil, clock: newRetryClock()}
+	l := &loop[R, P]{env: env, wt: wt, c: c, w: wt.Waiter, early: wt.Waiter.Sub, joined: wt.Joined, sent: wt.Sent, clock: newRetryClock()}
 	defer l.end()
-	if wt.Turns != nil && wt.Turn == nil {
-		if o, err := l.awaitTurn(ctx); err != nil || l.done {
-			return o, err
+	if wt.Gate != nil {
+		if err := l.awaitGate(ctx); err != nil || l.over() {
+			return l.got, l.passed, err
 		}
 	}
-	if err := l.subscribe(); err != nil {
-		return none, err
+	if err := l.subscribe(first.Listen); err != nil {
+		return got, passed, err
 	}
 	l.add()
-	check, _ := c.(Confirmer)
-	l.timer = time.NewTimer(l.clock.next(retry, l.confirmed()))
+	l.timer = time.NewTimer(l.clock.next(first.Retry, l.confirmed()))
 	for {
-		o, try, confirmed, err := l.sleep(ctx)
-		if err != nil || o != none || l.done {
-			return o, err
+		try, confirmed, err := l.sleep(ctx)
+		if err != nil || l.over() {
+			return l.got, l.passed, err
 		}
-		if !try || (confirmed && check != nil && !check.Confirmed(ctx)) {
+		if !try {
 			continue
 		}
-		if err := l.attempt(ctx); l.done || err != nil {
-			return none, err
+		if err := l.attempt(ctx, confirmed); err != nil || l.over() {
+			return l.got, l.passed, err
 		}
 	}
 }
 
 // loop is one run of Loop.
-type loop[O, N comparable] struct {
-	env *Env[O, N]
-	wt  Wait[O, N]
-	c   Call[N]
-	w   *Waiter[O, N]
+type loop[R, P comparable] struct {
+	env *Env[P]
+	wt  Wait[P]
+	c   Call[R]
+	w   *Waiter[P]
 
 	sub            *notify.Waiter  // on the release channel, once listened to
+	early          *notify.Waiter  // sub, made before the call's first attempt (Waiter.Sub)
 	wakes, ready   <-chan struct{} // its messages and confirmation
 	gsub           *notify.Waiter  // on the grant channel
 	grants, gready <-chan struct{} // its reconnects and confirmation
@@ -178,18 +161,24 @@ type loop[O, N comparable] struct {
 	added  bool  // w is in the list
 	inRun  bool  // w joined its Client's run without an attempt
 	sent   int64 // when the call queued (Wait.Sent), or joined its Client's run
-	turn   *Turn // its turn (Wait.Turns), once it waits for it or has it
-	myTurn bool  // it has the turn
 	clock  retryClock
 	timer  *time.Timer
-	done   bool // the call got what it waits for
+	got    R    // what an attempt or a grant took
+	passed P    // what a release of the Client passed
 	joined bool // it may be in the queue in Redis
 }
 
-// subscribe listens on the release channel (unless the call listens only
-// later) and on the grant channel.
-func (l *loop[O, N]) subscribe() error {
-	if err := l.listen(); err != nil {
+// over reports whether the call has what it waits for.
+func (l *loop[R, P]) over() bool {
+	var noneR R
+	var noneP P
+	return l.got != noneR || l.passed != noneP
+}
+
+// subscribe listens on the release channel (if listen) and on the grant
+// channel.
+func (l *loop[R, P]) subscribe(listen bool) error {
+	if err := l.listen(listen); err != nil {
 		return err
 	}
 	wt := l.wt
@@ -205,12 +194,12 @@ func (l *loop[O, N]) subscribe() error {
 }
 
 // listen subscribes the release channel, once the call listens there.
-func (l *loop[O, N]) listen() error {
-	if l.sub != nil || (l.wt.ListenWhen != nil && !*l.wt.ListenWhen) {
+func (l *loop[R, P]) listen(listen bool) error {
+	if l.sub != nil || !listen && l.early == nil {
 		return nil
 	}
-	if l.wt.Sub != nil {
-		l.sub = l.wt.Sub
+	if l.early != nil {
+		l.sub = l.early
 	} else {
 		sub, err := l.env.Hub.Subscribe(l.wt.Channel, l.wt.Policy)
 		if err != nil {
@@ -224,21 +213,21 @@ func (l *loop[O, N]) listen() error {
 
 // confirmed reports whether every subscription of the call is confirmed:
 // a release from then on wakes it.
-func (l *loop[O, N]) confirmed() bool { return l.ready == nil && l.gready == nil }
+func (l *loop[R, P]) confirmed() bool { return l.ready == nil && l.gready == nil }
 
 // add puts the call's waiter in its list, unless it is there since it
-// waited for its turn, and has it join its Client's run if it may.
-func (l *loop[O, N]) add() {
-	w, wt := l.w, l.wt
-	if w.Claimable && l.sub != nil {
+// waited for its gate, and has it join its Client's run if it may.
+func (l *loop[R, P]) add() {
+	w, wt, list := l.w, l.wt, l.env.List
+	if w.claimable && l.sub != nil {
 		w.Sub = l.sub // a release that passes w the lock may close it for w
 	}
 	switch {
 	case l.added:
 	case wt.Joinable != nil:
-		l.inRun = wt.List.JoinRun(wt.Local, w, wt.Joinable)
+		l.inRun = list.joinRun(wt.Local, w, wt.Joinable)
 	default:
-		wt.List.Add(wt.Local, w)
+		list.add(wt.Local, w)
 	}
 	l.added = true
 	if l.inRun {
@@ -247,13 +236,13 @@ func (l *loop[O, N]) add() {
 	if (l.joined || l.inRun) && l.sent != 0 {
 		// Every grant since the call queued (or joined the run) reaches it
 		// (a grant that came before its waiter was added waits for it; see
-		// News), and a re-subscription from now on wakes it: no attempt is
+		// news), and a re-subscription from now on wakes it: no attempt is
 		// owed. The same for its release channel, if it subscribed before
 		// it queued.
 		if l.gsub != nil && l.env.Hub.ConfirmedBefore(wt.Grants, l.sent) {
 			l.gready = nil
 		}
-		if wt.Sub != nil && l.joined && l.env.Hub.ConfirmedBefore(wt.Channel, l.sent) {
+		if l.early != nil && l.joined && l.env.Hub.ConfirmedBefore(wt.Channel, l.sent) {
 			l.ready = nil
 		}
 	}
@@ -267,34 +256,27 @@ func (l *loop[O, N]) add() {
 
 // end undoes what the run set up, in order: the waiter leaves its list
 // (waking a fellow call, and releasing what was passed to it too late),
-// the call leaves the queue in Redis and its turn (so that the next call
-// to have it finds the channels subscribed), and then the subscriptions
-// go.
-func (l *loop[O, N]) end() {
-	var none O
+// the call ends (it leaves the queue in Redis, and its gate, so that the
+// next call through finds the channels subscribed), and then the
+// subscriptions go.
+func (l *loop[R, P]) end() {
+	var none P
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+	done := l.over()
 	if l.added {
-		if l.wt.WakeNext {
-			wakeNext(l.wt.List, l.wt.Local, l.w, l.done, l.wt.Hold, l.clock.due)
+		if l.wt.Hold > 0 {
+			wakeNext(l.env.List, l.wt.Local, l.w, done, l.wt.Hold, l.clock.due)
 		}
 		// A grant from another Client left untaken is not released here:
 		// the call either holds what was granted already (its own attempt
-		// found it granted) or leaves the queue (Leave), which releases it.
-		if unwanted := l.wt.List.Remove(l.wt.Local, l.w); unwanted != none {
+		// found it granted) or leaves the queue (End), which releases it.
+		if unwanted := l.env.List.remove(l.wt.Local, l.w); unwanted != none {
 			l.env.Unwanted(unwanted)
 		}
 	}
-	if !l.done && l.joined {
-		l.c.Leave()
-	}
-	switch {
-	case l.myTurn:
-		l.wt.Turns.Leave(l.wt.Local, l.turn)
-	case l.turn != nil:
-		l.wt.Turns.Drop(l.wt.Local, l.turn)
-	}
+	l.c.End(!done && l.joined)
 	if l.gsub != nil {
 		l.gsub.Close()
 	}
@@ -303,20 +285,20 @@ func (l *loop[O, N]) end() {
 	}
 }
 
-// sleep sleeps until something wakes the call, and returns what a
-// release of the Client passed it (done), or whether it attempts now,
-// and whether its release channel was just confirmed. A grant it accepts
-// makes it done.
+// sleep sleeps until something wakes the call, and returns whether it
+// attempts now, and whether its release channel was just confirmed. A
+// grant it accepts, or what a release of the Client passes it, ends the
+// wait (over).
 //
 // Once subscribed, and a later attempt failed, only a grant, a message, a
 // pass, a wake, the retry time or the end of ctx wake the call.
-func (l *loop[O, N]) sleep(ctx context.Context) (o O, try, confirmed bool, err error) {
-	var none O
-	w, list, stats := l.w, l.wt.List, l.env.Stats
+func (l *loop[R, P]) sleep(ctx context.Context) (try, confirmed bool, err error) {
+	var none P
+	w, list, stats := l.w, l.env.List, l.env.Stats
 	asleep := l.confirmed()
 	if asleep {
-		if w.Claimable {
-			list.Sleep(w)
+		if w.claimable {
+			list.sleep(w)
 		}
 		// Counted once a release may claim it: a call that Stats shows
 		// asleep may be passed the lock.
@@ -335,13 +317,12 @@ func (l *loop[O, N]) sleep(ctx context.Context) (o O, try, confirmed bool, err e
 		stats.Wakeups.Add(1)
 	case <-l.grants: // the grant channel was re-subscribed: a grant may be lost
 		stats.Wakeups.Add(1)
-	case o = <-w.outcome: // nil channel unless claimable
-		l.done = o != none
-		settled = !l.done
+	case l.passed = <-w.outcome: // nil channel unless claimable
+		settled = l.passed == none
 	case <-w.news:
-		g, recheck, now := list.News(w)
-		if g != *new(N) {
-			l.done = l.c.Accept(g) // if not, it may have run out: attempt
+		g, recheck, now := list.news(w)
+		if g != nil {
+			l.got = l.c.Accept(g) // if nothing, it may have run out: attempt
 			break
 		}
 		stats.Wakeups.Add(1)
@@ -360,45 +341,46 @@ func (l *loop[O, N]) sleep(ctx context.Context) (o O, try, confirmed bool, err e
 	if asleep {
 		stats.Asleep.Add(-1)
 	}
-	if err != nil || l.done {
-		return o, false, false, err
+	if err != nil || l.over() {
+		return false, false, err
 	}
-	if w.Claimable && asleep && !settled && !list.Rise(w) {
+	if w.claimable && asleep && !settled && !list.rise(w) {
 		// A release of this Client may be passing us the lock.
-		o, err := l.awaitOutcome(ctx)
-		l.done = o != none
-		return o, true, confirmed, err
+		l.passed, err = l.awaitOutcome(ctx)
+		return true, confirmed, err
 	}
-	return none, try, confirmed, nil
+	return try, confirmed, nil
 }
 
 // attempt makes one attempt, having the call join the queue first once
 // both its subscriptions are confirmed (or as it leaves its Client's
 // run), and sets the timer for the next.
-func (l *loop[O, N]) attempt(ctx context.Context) error {
+func (l *loop[R, P]) attempt(ctx context.Context, confirmed bool) error {
 	if l.inRun || l.wt.Grants != "" && l.confirmed() {
 		l.c.Join()
 		l.joined = true
 	}
-	var next time.Duration
-	var err error
-	if l.done, next, err = l.c.Attempt(ctx); l.done || err != nil {
+	r, err := l.c.Attempt(ctx, confirmed)
+	if l.got = r.Got; l.over() || err != nil {
 		return err
 	}
-	if err := l.listen(); err != nil {
+	if r.Retry == 0 {
+		return nil // no attempt made: the timer runs on
+	}
+	if err := l.listen(r.Listen); err != nil {
 		return err
 	}
-	l.timer.Reset(l.clock.next(next, l.confirmed()))
+	l.timer.Reset(l.clock.next(r.Retry, l.confirmed()))
 	return nil
 }
 
-// awaitOutcome waits, after Rise failed, for the outcome of the claim on
-// the call's waiter: what it is passed, or nil to attempt.
-func (l *loop[O, N]) awaitOutcome(ctx context.Context) (O, error) {
-	var none O
+// awaitOutcome waits, after rise failed, for the outcome of the claim on
+// the call's waiter: what it is passed, or nothing to attempt.
+func (l *loop[R, P]) awaitOutcome(ctx context.Context) (P, error) {
+	var none P
 	select {
-	case o := <-l.w.outcome:
-		return o, nil
+	case p := <-l.w.outcome:
+		return p, nil
 	case <-ctx.Done():
 		return none, l.ctxErr(ctx)
 	case <-l.env.Closing:
@@ -407,8 +389,57 @@ func (l *loop[O, N]) awaitOutcome(ctx context.Context) (O, error) {
 }
 
 // ctxErr is the call's error when ctx ends.
-func (l *loop[O, N]) ctxErr(ctx context.Context) error {
+func (l *loop[R, P]) ctxErr(ctx context.Context) error {
 	return fmt.Errorf("relock: %s %q: %w", l.wt.Op, l.wt.Name, ctx.Err())
+}
+
+// awaitGate waits until the call's gate lets it through (Wait.Gate).
+// Meanwhile it sleeps in its list, quiet: no fellow call wakes it, and
+// news is not kept for it. A release of the Client may claim it (if
+// claimable) and pass it what it waits for, or settle the claim with
+// nothing: the call then attempts, without joining the queue in Redis,
+// and sleeps on if it fails. Once through, it may join its Client's run
+// (Joinable).
+func (l *loop[R, P]) awaitGate(ctx context.Context) error {
+	var none P
+	w, wt, list := l.w, l.wt, l.env.List
+	w.quiet = true
+	list.add(wt.Local, w)
+	l.added = true
+	if w.claimable {
+		list.sleep(w)
+	}
+	l.env.Stats.Asleep.Add(1) // once a release may claim it, as in sleep
+	defer l.env.Stats.Asleep.Add(-1)
+	for {
+		select {
+		case <-wt.Gate:
+			if w.claimable && !list.rise(w) {
+				// A release of this Client may be passing it what it waits
+				// for; if not, its first attempt through the gate takes
+				// what a release passed it with a lost reply.
+				var err error
+				if l.passed, err = l.awaitOutcome(ctx); l.over() || err != nil {
+					return err
+				}
+			}
+			l.inRun = list.turned(wt.Local, w, wt.Joinable)
+			return nil
+		case l.passed = <-w.outcome: // nil channel unless claimable
+			if l.passed != none {
+				return nil
+			}
+			r, err := l.c.Attempt(ctx, false)
+			if l.got = r.Got; l.over() || err != nil {
+				return err
+			}
+			list.sleep(w)
+		case <-ctx.Done():
+			return l.ctxErr(ctx)
+		case <-l.env.Closing:
+			return l.env.Closed
+		}
+	}
 }
 
 // Waiters never sleep past a free moment (docs/design.md). A release
@@ -425,11 +456,9 @@ func (l *loop[O, N]) ctxErr(ctx context.Context) error {
 // again (zero: unknown). Another waiting call of the Client for the same
 // name may sleep on a time that this one knew better: it is woken to
 // attempt by then.
-func wakeNext[O, N comparable](list *List[O, N], name string, w *Waiter[O, N], got bool, hold time.Duration, due time.Time) {
+func wakeNext[P comparable](list *List[P], name string, w *Waiter[P], got bool, hold time.Duration, due time.Time) {
 	var d time.Duration
 	switch {
-	case got && hold <= 0:
-		return // nothing it took runs out
 	case got:
 		d = hold
 	case !due.IsZero():
@@ -437,5 +466,5 @@ func wakeNext[O, N comparable](list *List[O, N], name string, w *Waiter[O, N], g
 	default:
 		return
 	}
-	list.WakeOther(name, w, d+time.Millisecond)
+	list.wakeOther(name, w, d+time.Millisecond)
 }

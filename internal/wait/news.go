@@ -9,9 +9,18 @@ import "time"
 // that queued the call and the call's sleep. Such news is kept by owner
 // for the waiter added after it.
 
+// Grant is a hold another Client's release granted to a waiting call
+// (relock's grant.go): its fencing token, how long the lock lives from the
+// grant at least, and how long after the call joined the queue the grant
+// came.
+type Grant struct {
+	Token    uint64
+	TTL, Age time.Duration
+}
+
 // mailed is news for an owner whose waiter was not added yet.
-type mailed[N comparable] struct {
-	g       N
+type mailed struct {
+	g       *Grant
 	recheck time.Duration // 0: none; negative: now
 	at      time.Time
 }
@@ -23,19 +32,15 @@ const mailLife = 2 * time.Second
 
 // Grant records g, granted to the waiter of owner, and wakes it; with no
 // such waiter yet, the news is kept for one added within mailLife.
-func (r *List[O, N]) Grant(owner string, g N) { r.record(owner, g, 0) }
+func (r *List[P]) Grant(owner string, g *Grant) { r.record(owner, g, 0) }
 
 // Wake wakes the waiter of owner to attempt within d (0: now); with no
 // such waiter yet, the news is kept for one added within mailLife.
-func (r *List[O, N]) Wake(owner string, d time.Duration) {
-	var none N
-	r.record(owner, none, d)
-}
+func (r *List[P]) Wake(owner string, d time.Duration) { r.record(owner, nil, d) }
 
 // record records a grant, or a time to attempt by (0: now), for the waiter
 // of owner and wakes it, or keeps the news.
-func (r *List[O, N]) record(owner string, g N, recheck time.Duration) {
-	var none N
+func (r *List[P]) record(owner string, g *Grant, recheck time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w := r.byOwner[owner]; w != nil {
@@ -43,18 +48,18 @@ func (r *List[O, N]) record(owner string, g N, recheck time.Duration) {
 		return
 	}
 	now := time.Now()
-	forgetOld(r.mail, func(m *mailed[N]) time.Time { return m.at }, mailLife, &r.pruned, now)
+	forgetOld(r.mail, func(m *mailed) time.Time { return m.at }, mailLife, &r.pruned, now)
 	if r.mail == nil {
-		r.mail = make(map[string]*mailed[N])
+		r.mail = make(map[string]*mailed)
 	}
 	m := r.mail[owner]
 	if m == nil {
-		m = &mailed[N]{}
+		m = &mailed{}
 		r.mail[owner] = m
 	}
 	m.at = now
 	switch {
-	case g != none:
+	case g != nil:
 		m.g = g
 	case recheck <= 0:
 		m.recheck = -1 // now
@@ -77,14 +82,13 @@ func forgetOld[V any](m map[string]V, at func(V) time.Time, life time.Duration, 
 	}
 }
 
-// WakeOther wakes one waiter of name other than w to attempt within d.
-func (r *List[O, N]) WakeOther(name string, w *Waiter[O, N], d time.Duration) {
-	var none N
+// wakeOther wakes one waiter of name other than w to attempt within d.
+func (r *List[P]) wakeOther(name string, w *Waiter[P], d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, x := range r.byName[name] {
 		if x != w && !x.quiet {
-			x.note(none, d)
+			x.note(nil, d)
 			return
 		}
 	}
@@ -93,7 +97,7 @@ func (r *List[O, N]) WakeOther(name string, w *Waiter[O, N], d time.Duration) {
 // WakeEach wakes, oldest first, the waiters of name that pick chooses (a
 // semaphore's policy: the calls the permits freed can satisfy): each
 // attempts at once.
-func (r *List[O, N]) WakeEach(name string, pick func(w *Waiter[O, N]) bool) {
+func (r *List[P]) WakeEach(name string, pick func(w *Waiter[P]) bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, w := range r.byName[name] {
@@ -105,10 +109,9 @@ func (r *List[O, N]) WakeEach(name string, pick func(w *Waiter[O, N]) bool) {
 
 // note records g or recheck for w (0: attempt now), and wakes it. Called
 // with mu held.
-func (w *Waiter[O, N]) note(g N, recheck time.Duration) {
-	var none N
+func (w *Waiter[P]) note(g *Grant, recheck time.Duration) {
 	switch {
-	case g != none:
+	case g != nil:
 		w.granted = g
 	case recheck <= 0:
 		w.woken = true
@@ -119,26 +122,25 @@ func (w *Waiter[O, N]) note(g N, recheck time.Duration) {
 }
 
 // wake wakes w to attempt now, and wakes it. Called with mu held.
-func (w *Waiter[O, N]) wake() {
+func (w *Waiter[P]) wake() {
 	w.woken = true
 	w.ring()
 }
 
 // ring wakes w to read its news.
-func (w *Waiter[O, N]) ring() {
+func (w *Waiter[P]) ring() {
 	select {
 	case w.news <- struct{}{}:
 	default:
 	}
 }
 
-// News returns and clears what w was granted or woken for: a grant, a time to attempt by,
+// news returns and clears what w was granted or woken for: a grant, a time to attempt by,
 // or to attempt now.
-func (r *List[O, N]) News(w *Waiter[O, N]) (g N, recheck time.Duration, now bool) {
+func (r *List[P]) news(w *Waiter[P]) (g *Grant, recheck time.Duration, now bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g, recheck, now = w.granted, w.recheck, w.woken
-	var none N
-	w.granted, w.recheck, w.woken = none, 0, false
+	w.granted, w.recheck, w.woken = nil, 0, false
 	return g, recheck, now
 }

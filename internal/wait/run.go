@@ -4,19 +4,19 @@ package wait
 // its calls to the next, a call of the Client that comes needs no attempt
 // of its own: it joins the list at once, asleep, and the run passes it the
 // lock in turn. The run's holder is recorded by name (SetRun); a call
-// joins only while that holder may pass the lock on (JoinRun, or Turned
-// for a call that waited for its turn), and the release that ends the run
+// joins only while that holder may pass the lock on (joinRun, or turned
+// for a call that waited for its gate), and the release that ends the run
 // (it does not pass the lock on) wakes every call that joined so (EndRun),
-// under the same lock as the joining: no call sleeps past the run's end. A call that joined makes its first
-// attempt then, or when its retry time comes, and is a queued call from
-// there.
+// under the same lock as the joining: no call sleeps past the run's end. A
+// call that joined makes its first attempt then, or when its retry time
+// comes, and is a queued call from there.
 
 // SetRun records h as the holder of its Client's run of name.
-func (r *List[O, N]) SetRun(name string, h O) {
+func (r *List[P]) SetRun(name string, h P) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.runs == nil {
-		r.runs = make(map[string]O)
+		r.runs = make(map[string]P)
 	}
 	if _, ok := r.runs[name]; !ok {
 		r.nRuns.Add(1)
@@ -27,7 +27,7 @@ func (r *List[O, N]) SetRun(name string, h O) {
 // MayJoinRun reports whether a call of name may join its Client's run
 // now: joinable judges the run's holder. It allocates nothing, so that a
 // call with no run to join pays nothing for the look.
-func (r *List[O, N]) MayJoinRun(name string, joinable func(holder O) bool) bool {
+func (r *List[P]) MayJoinRun(name string, joinable func(holder P) bool) bool {
 	if r.nRuns.Load() == 0 {
 		return false
 	}
@@ -37,10 +37,10 @@ func (r *List[O, N]) MayJoinRun(name string, joinable func(holder O) bool) bool 
 	return ok && joinable(h)
 }
 
-// JoinRun adds w as a waiter for name, and has it join its Client's run
+// joinRun adds w as a waiter for name, and has it join its Client's run
 // without an attempt if it still may (MayJoinRun): it reports whether it
 // did.
-func (r *List[O, N]) JoinRun(name string, w *Waiter[O, N], joinable func(holder O) bool) bool {
+func (r *List[P]) joinRun(name string, w *Waiter[P], joinable func(holder P) bool) bool {
 	r.mu.Lock()
 	r.addLocked(name, w)
 	in := r.joinRunLocked(name, w, joinable)
@@ -49,11 +49,11 @@ func (r *List[O, N]) JoinRun(name string, w *Waiter[O, N], joinable func(holder 
 	return in
 }
 
-// Turned ends the wait of w, a quiet waiter for name, for its turn
-// (Turns): news for its owner reaches it from now on. With joinable, it
-// joins its Client's run without an attempt, if it may, as in JoinRun,
-// and Turned reports whether it did.
-func (r *List[O, N]) Turned(name string, w *Waiter[O, N], joinable func(holder O) bool) bool {
+// turned ends the wait of w, a quiet waiter for name, for its gate
+// (Wait.Gate): news for its owner reaches it from now on. With joinable, it
+// joins its Client's run without an attempt, if it may, as in joinRun,
+// and turned reports whether it did.
+func (r *List[P]) turned(name string, w *Waiter[P], joinable func(holder P) bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w.quiet = false
@@ -64,7 +64,7 @@ func (r *List[O, N]) Turned(name string, w *Waiter[O, N], joinable func(holder O
 // joinRunLocked has w, a waiter for name, join its Client's run if
 // joinable judges its holder able to pass it the lock. Called with mu
 // held.
-func (r *List[O, N]) joinRunLocked(name string, w *Waiter[O, N], joinable func(holder O) bool) bool {
+func (r *List[P]) joinRunLocked(name string, w *Waiter[P], joinable func(holder P) bool) bool {
 	if h, ok := r.runs[name]; !ok || !joinable(h) {
 		return false
 	}
@@ -74,7 +74,7 @@ func (r *List[O, N]) joinRunLocked(name string, w *Waiter[O, N], joinable func(h
 
 // EndRun ends the run of name if h holds it: every call that joined it
 // without an attempt is woken to attempt.
-func (r *List[O, N]) EndRun(name string, h O) {
+func (r *List[P]) EndRun(name string, h P) {
 	if r.nRuns.Load() == 0 {
 		return // no run: every release but a run's last passes here
 	}

@@ -52,9 +52,9 @@ func TestRunTakesBlocks(t *testing.T) {
 	}
 	take(t, r, 14, true) // 3 left of 8
 	take(t, r, 15, false)
-	r.Answer(14, true, false, true, 100)
-	r.Answer(15, false, false, true, 0) // keeps the block queued
-	take(t, r, 16, false)               // the current block first
+	r.Answer(14, true, wait.Answer{Permit: true, Block: 100})
+	r.Answer(15, false, wait.Answer{Permit: true}) // keeps the block queued
+	take(t, r, 16, false)                          // the current block first
 	take(t, r, 17, false)
 	take(t, r, 100, false) // then the queued one, in full
 	for tok := uint64(101); tok <= 103; tok++ {
@@ -117,7 +117,7 @@ func TestRunPermission(t *testing.T) {
 			}
 			wantReady(t, r, tc.ready, "before the answers")
 			for _, a := range tc.answers {
-				r.Answer(a.token, a.asked, a.stop, a.permit, a.block)
+				r.Answer(a.token, a.asked, wait.Answer{Stop: a.stop, Permit: a.permit, Block: a.block})
 				wantReady(t, r, a.ready, fmt.Sprintf("after the answer %+v", a))
 			}
 		})
@@ -159,13 +159,13 @@ func TestHeadsRunAnswers(t *testing.T) {
 	takeHead(t, r, "a", 50, false)
 	takeHead(t, r, "b", 51, true)
 	// Switch 51 reached Redis before 50: a is still queued there.
-	r.AnswerHeads(51, true, false, []string{"a", "c", "x", "y"}, 100)
+	r.AnswerHeads(51, true, wait.Answer{Heads: []string{"a", "c", "x", "y"}, Block: 100})
 	takeHead(t, r, "c", 100, true)
-	r.AnswerHeads(50, false, false, nil, 0)
+	r.AnswerHeads(50, false, wait.Answer{})
 	takeHead(t, r, "x", 101, false)
-	r.AnswerHeads(101, false, false, nil, 0) // does not ask: heads kept
+	r.AnswerHeads(101, false, wait.Answer{}) // does not ask: heads kept
 	takeHead(t, r, "y", 102, false)
-	r.AnswerHeads(100, true, false, []string{"z"}, 300) // older than 101
+	r.AnswerHeads(100, true, wait.Answer{Heads: []string{"z"}, Block: 300}) // older than 101
 	if next := r.Next(); next != "" {
 		t.Fatalf("Next = %q with no heads left", next)
 	}
@@ -175,9 +175,9 @@ func TestHeadsRunAnswers(t *testing.T) {
 	takeHead(t, r, "a", 50, false)
 	takeHead(t, r, "b", 51, true)
 	takeHead(t, r, "c", 52, false)
-	r.AnswerHeads(52, false, false, nil, 0)
-	r.AnswerHeads(50, false, false, nil, 0)
-	r.AnswerHeads(51, true, false, []string{"x"}, 200)
+	r.AnswerHeads(52, false, wait.Answer{})
+	r.AnswerHeads(50, false, wait.Answer{})
+	r.AnswerHeads(51, true, wait.Answer{Heads: []string{"x"}, Block: 200})
 	takeHead(t, r, "d", 53, true)
 }
 
@@ -188,7 +188,7 @@ func TestHeadsRunNoNewsForgets(t *testing.T) {
 	takeHead(t, r, "a", 50, false)
 	r.NoNews(50, false) // a had gone before its switch was sent
 	takeHead(t, r, "b", 51, true)
-	r.AnswerHeads(51, true, false, []string{"a", "c"}, 60)
+	r.AnswerHeads(51, true, wait.Answer{Heads: []string{"a", "c"}, Block: 60})
 	takeHead(t, r, "a", 60, false)
 }
 
@@ -198,14 +198,14 @@ func TestHeadsRunStops(t *testing.T) {
 	r := wait.NewHeadsRun(50, []string{"a", "b", "c", "d"}, 1)
 	takeHead(t, r, "a", 50, false)
 	takeHead(t, r, "b", 51, false)
-	r.AnswerHeads(50, false, true, nil, 0)
+	r.AnswerHeads(50, false, wait.Answer{Stop: true})
 	if next := r.Next(); next != "" {
 		t.Fatalf("Next = %q after a stop answer", next)
 	}
 	if _, _, ok := r.TakeHead("c"); ok {
 		t.Fatal("passed after a stop answer")
 	}
-	r.AnswerHeads(51, true, false, []string{"c", "d"}, 60)
+	r.AnswerHeads(51, true, wait.Answer{Heads: []string{"c", "d"}, Block: 60})
 	if next := r.Next(); next != "" {
 		t.Fatalf("Next = %q: an answer undid a stop", next)
 	}
@@ -231,7 +231,7 @@ func TestRunSettled(t *testing.T) {
 	for tok := uint64(1); tok < n; tok++ {
 		go func() {
 			defer func() { answered <- struct{}{} }()
-			r.Answer(tok, false, false, true, 0)
+			r.Answer(tok, false, wait.Answer{Permit: true})
 		}()
 	}
 	for range n - 1 {
@@ -294,7 +294,7 @@ func TestRunPassAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		if r.Ready() {
 			tok, ask := r.Take()
-			r.Answer(tok, ask, false, true, 0)
+			r.Answer(tok, ask, wait.Answer{Permit: true})
 		}
 	})
 	if allocs != 0 {

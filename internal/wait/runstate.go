@@ -106,25 +106,35 @@ func (r *Run) done() {
 	}
 }
 
-// Answer records the answer to the switch of a Mutex's run that passed
-// token, which asked for a block if asked: whether passing on may go on
-// (stop: no, whatever else), and the first token of a block it reserved
-// (0: none). Answers to older switches than the newest answered say
-// nothing about permission.
-func (r *Run) Answer(token uint64, asked, stop, permit bool, block uint64) {
+// Answer is what the answer to a switch of a run says of the run:
+// whether passing on must stop (whatever else), else whether it may go on
+// (Permit, a Mutex's run), and the first token of a block reserved for it
+// (Block, 0: none). A FairMutex's run is told the queue's next heads that
+// are the Client's waiters instead (Heads), the block reserved for them.
+type Answer struct {
+	Stop   bool
+	Permit bool
+	Block  uint64
+	Heads  []string
+}
+
+// Answer records a, the answer to the switch of a Mutex's run that passed
+// token, which asked for a block if asked. Answers to older switches than
+// the newest answered say nothing about permission.
+func (r *Run) Answer(token uint64, asked bool, a Answer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if asked {
 		r.asking = false
 	}
 	switch {
-	case stop:
+	case a.Stop:
 		r.permit, r.answered = false, ^uint64(0)
 	case token >= r.answered:
-		r.answered, r.permit = token, permit
+		r.answered, r.permit = token, a.Permit
 	}
-	if block != 0 && permit {
-		r.queued = block
+	if a.Block != 0 && a.Permit {
+		r.queued = a.Block
 	}
 	r.done()
 }
@@ -186,15 +196,15 @@ func (r *Run) forget(token uint64) {
 	r.log = slices.DeleteFunc(r.log, func(p passedHold) bool { return p.token == token })
 }
 
-// AnswerHeads records the answer to the switch of a FairMutex's run that
-// passed token, which asked Redis to name the queue's next heads if
-// asked: stop ends passing on; otherwise heads are the queue's next heads
-// that are the Client's waiters, as the switch left the queue, with
-// tokens reserved for them from first. Answers to older switches than
+// AnswerHeads records a, the answer to the switch of a FairMutex's run
+// that passed token, which asked Redis to name the queue's next heads if
+// asked: a.Stop ends passing on; otherwise a.Heads are the queue's next
+// heads that are the Client's waiters, as the switch left the queue, with
+// tokens reserved for them from a.Block. Answers to older switches than
 // the newest answered say nothing new: an asking switch answered after a
 // newer one leaves the heads as they are, and the run ends when they
 // run out.
-func (r *Run) AnswerHeads(token uint64, asked, stop bool, heads []string, first uint64) {
+func (r *Run) AnswerHeads(token uint64, asked bool, a Answer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.forget(token)
@@ -202,7 +212,7 @@ func (r *Run) AnswerHeads(token uint64, asked, stop bool, heads []string, first 
 		r.asking = false
 	}
 	switch {
-	case stop:
+	case a.Stop:
 		r.permit, r.answered, r.heads = false, ^uint64(0), nil
 	case token >= r.answered && !asked:
 		r.answered = token
@@ -210,13 +220,13 @@ func (r *Run) AnswerHeads(token uint64, asked, stop bool, heads []string, first 
 		// Holders the run passed the lock to whose switches are not
 		// answered yet may still be queued: they are not passed it again.
 		r.answered = token
-		left := heads[:0]
-		for _, h := range heads {
+		left := a.Heads[:0]
+		for _, h := range a.Heads {
 			if !slices.ContainsFunc(r.log, func(p passedHold) bool { return p.owner == h }) {
 				left = append(left, h)
 			}
 		}
-		r.setHeads(first, left)
+		r.setHeads(a.Block, left)
 	}
 	r.done()
 }
