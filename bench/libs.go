@@ -144,7 +144,8 @@ func clientOf(name string) string {
 }
 
 // poolSize is the connection pool size of every client of the run: the
-// go-redis pools, and rueidis's pool for blocking commands (-pool).
+// go-redis pools, and the rueidis and valkey-go pools for blocking and
+// dedicated commands (-pool).
 var poolSize = 128
 
 // newGoRedis returns a go-redis client with default options but a pool of
@@ -268,8 +269,8 @@ func (w *redislockLocker) release(ctx context.Context) error { return w.lock.Rel
 // NOLOOP, where the client gets no invalidation for its own unlocks,
 // happened far more often.
 
-// noLoop reports whether the invalidation lockers use NOLOOP tracking for
-// workload w on the server s.
+// noLoop reports whether rueidislock and valkeylock use NOLOOP tracking
+// for workload w on the server s.
 func noLoop(ctx context.Context, s *server, w workload) (bool, error) {
 	version, err := s.version(ctx)
 	if err != nil {
