@@ -8,6 +8,9 @@ require (
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redis/rueidis v1.0.79
 	github.com/relock-go/relock v0.0.0-00010101000000-000000000000
+	github.com/relock-go/relock/relockrueidis v0.0.0-00010101000000-000000000000
+	github.com/relock-go/relock/relockvalkey v0.0.0-00010101000000-000000000000
+	github.com/valkey-io/valkey-go v1.0.79
 	golang.org/x/sys v0.47.0
 )
 
@@ -20,3 +23,7 @@ require (
 )
 
 replace github.com/relock-go/relock => ../
+
+replace github.com/relock-go/relock/relockrueidis => ../relockrueidis
+
+replace github.com/relock-go/relock/relockvalkey => ../relockvalkey

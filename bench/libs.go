@@ -11,8 +11,6 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
-	"github.com/redis/rueidis/rueidislock"
 )
 
 // leaseTTL is the fixed lease of the libraries without a watchdog-only
@@ -70,21 +68,38 @@ type library interface {
 // opener connects a library to the server s for workload w.
 type opener func(ctx context.Context, s *server, w workload) (library, error)
 
-// libraries lists the contenders in report order. The relock variants
-// (own, not "relock") are relock's other locks: they are not peers, and
-// they run the lock workloads only, since the semaphore is relock's
-// whichever lock is used.
+// Client libraries the contenders run on.
+const (
+	clientGoRedis = "go-redis"
+	clientRueidis = "rueidis"
+	clientValkey  = "valkey-go"
+)
+
+// libraries lists the contenders in report order. The own ones are
+// relock: not peers, and a failure of theirs fails the run. relock-fair
+// and relock-rw are relock's other locks on go-redis; relock-rueidis and
+// relock-valkey are relock's Mutex and Semaphore, as relock takes them, on
+// the other client libraries through their adapter modules.
 var libraries = []struct {
-	name string
-	open opener
-	own  bool // one of relock's locks, not a peer
+	name   string
+	open   opener
+	own    bool   // relock, not a peer
+	client string // the Redis client library it runs on
+	// sem: it takes a turn on the semaphore workload. relock-fair and
+	// relock-rw do not: the Semaphore is relock's whichever lock is used,
+	// and is measured once per client library. Every peer does, to show
+	// n/a if it has no semaphore.
+	sem bool
 }{
-	{"relock", openRelock, true},
-	{"relock-fair", openRelockFair, true},
-	{"relock-rw", openRelockRW, true},
-	{"redsync", openRedsync, false},
-	{"redislock", openRedislock, false},
-	{"rueidislock", openRueidislock, false},
+	{name: "relock", open: openRelockOn(onGoRedis), own: true, client: clientGoRedis, sem: true},
+	{name: "relock-fair", open: openRelockFair, own: true, client: clientGoRedis},
+	{name: "relock-rw", open: openRelockRW, own: true, client: clientGoRedis},
+	{name: "relock-rueidis", open: openRelockOn(onRueidis), own: true, client: clientRueidis, sem: true},
+	{name: "relock-valkey", open: openRelockOn(onValkey), own: true, client: clientValkey, sem: true},
+	{name: "redsync", open: openRedsync, client: clientGoRedis, sem: true},
+	{name: "redislock", open: openRedislock, client: clientGoRedis, sem: true},
+	{name: "rueidislock", open: openRueidislock, client: clientRueidis, sem: true},
+	{name: "valkeylock", open: openValkeylock, client: clientValkey, sem: true},
 }
 
 // libraryNamed returns the opener of the library called name.
@@ -107,8 +122,30 @@ func isPeer(name string) bool {
 	return false
 }
 
+// takesTurn reports whether the library called name runs workload w.
+func takesTurn(name string, w workload) bool {
+	for _, l := range libraries {
+		if l.name == name {
+			return w.permits == 0 || l.sem
+		}
+	}
+	return false
+}
+
+// clientOf returns the Redis client library that the library called name
+// runs on.
+func clientOf(name string) string {
+	for _, l := range libraries {
+		if l.name == name {
+			return l.client
+		}
+	}
+	return ""
+}
+
 // poolSize is the connection pool size of every client of the run: the
-// go-redis pools, and rueidis's pool for blocking commands (-pool).
+// go-redis pools, and the rueidis and valkey-go pools for blocking and
+// dedicated commands (-pool).
 var poolSize = 128
 
 // newGoRedis returns a go-redis client with default options but a pool of
@@ -221,66 +258,58 @@ func (w *redislockLocker) Lock(ctx context.Context) (func(context.Context) error
 
 func (w *redislockLocker) release(ctx context.Context) error { return w.lock.Release(ctx) }
 
-// rueidislock: one key per lock (KeyMajority 1), a 10s validity, and a
-// per-attempt timeout of 1s instead of 20ms (see tryNextAfter). Without
-// waiters it runs with NOLOOP tracking where the server supports it
-// (7.0.5 and later), which its documentation recommends for speed. With
-// waiters in the same process it keeps the default tracking: its waiters
-// can sleep on a free lock until their context ends (a lost wake-up in
-// WithContext), which under NOLOOP, where the client gets no invalidation
-// for its own unlocks, happened far more often.
+// rueidislock and valkeylock (the same locker in rueidis and in its fork
+// valkey-go; rueidis.go and valkey.go open them): one key per lock
+// (KeyMajority 1), a 10s validity, and a per-attempt timeout of 1s instead
+// of 20ms (see tryNextAfter). Without waiters they run with NOLOOP
+// tracking where the server supports it (7.0.5 and later), which their
+// documentation recommends for speed. With waiters in the same process
+// they keep the default tracking: their waiters can sleep on a free lock
+// until their context ends (a lost wake-up in WithContext), which under
+// NOLOOP, where the client gets no invalidation for its own unlocks,
+// happened far more often.
 
-type rueidisLib struct {
-	lk rueidislock.Locker
+// noLoop reports whether rueidislock and valkeylock use NOLOOP tracking
+// for workload w on the server s.
+func noLoop(ctx context.Context, s *server, w workload) (bool, error) {
+	version, err := s.version(ctx)
+	if err != nil {
+		return false, err
+	}
+	return !w.shared && versionAtLeast(version, 7, 0, 5), nil
+}
+
+// contextLocker is what the bench uses of a rueidislock.Locker or a
+// valkeylock.Locker.
+type contextLocker interface {
+	WithContext(ctx context.Context, name string) (context.Context, context.CancelFunc, error)
+	Close()
+}
+
+type contextLockLib struct {
+	lk contextLocker
 	n  callCounter
 }
 
-func openRueidislock(ctx context.Context, s *server, w workload) (library, error) {
-	version, err := s.version(ctx)
-	if err != nil {
-		return nil, err
-	}
-	l := &rueidisLib{}
-	lk, err := rueidislock.NewLocker(rueidislock.LockerOption{
-		ClientOption:   rueidis.ClientOption{InitAddress: []string{s.addr}, BlockingPoolSize: poolSize},
-		KeyMajority:    1,
-		KeyValidity:    leaseTTL,
-		TryNextAfter:   tryNextAfter,
-		NoLoopTracking: !w.shared && versionAtLeast(version, 7, 0, 5),
-		ClientBuilder: func(opt rueidis.ClientOption) (rueidis.Client, error) {
-			c, err := rueidis.NewClient(opt)
-			if err != nil {
-				return nil, err
-			}
-			return &countingClient{Client: c, n: &l.n}, nil
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	l.lk = lk
-	return l, nil
-}
-
-func (l *rueidisLib) locker(key string) locker {
-	w := &rueidisLocker{lk: l.lk, key: key}
+func (l *contextLockLib) locker(key string) locker {
+	w := &contextLockHandle{lk: l.lk, key: key}
 	w.unlock = w.release
 	return w
 }
 
-func (l *rueidisLib) calls() int64 { return l.n.load() }
+func (l *contextLockLib) calls() int64 { return l.n.load() }
 
-func (l *rueidisLib) close() error { l.lk.Close(); return nil }
+func (l *contextLockLib) close() error { l.lk.Close(); return nil }
 
-type rueidisLocker struct {
-	lk     rueidislock.Locker
+type contextLockHandle struct {
+	lk     contextLocker
 	key    string
 	cancel context.CancelFunc // releases the current hold
 	unlock func(context.Context) error
 }
 
 // Lock takes the lock, waiting for invalidations until ctx ends.
-func (w *rueidisLocker) Lock(ctx context.Context) (func(context.Context) error, error) {
+func (w *contextLockHandle) Lock(ctx context.Context) (func(context.Context) error, error) {
 	_, cancel, err := w.lk.WithContext(ctx, w.key)
 	if err != nil {
 		return nil, err
@@ -291,7 +320,7 @@ func (w *rueidisLocker) Lock(ctx context.Context) (func(context.Context) error, 
 
 // release cancels the lock's context, which deletes the key and returns
 // once it is deleted.
-func (w *rueidisLocker) release(context.Context) error { w.cancel(); return nil }
+func (w *contextLockHandle) release(context.Context) error { w.cancel(); return nil }
 
 // callCounter counts the commands a go-redis client sends; it is a
 // go-redis hook. Connection set-up (HELLO, CLIENT SETINFO) and pub/sub
@@ -318,23 +347,4 @@ func (h *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		h.n.Add(int64(len(cmds)))
 		return next(ctx, cmds)
 	}
-}
-
-// countingClient counts the commands sent through a rueidis client's Do
-// and DoMulti, which is all rueidislock uses.
-type countingClient struct {
-	rueidis.Client
-	n *callCounter
-}
-
-// Do counts one command and sends it.
-func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	c.n.n.Add(1)
-	return c.Client.Do(ctx, cmd)
-}
-
-// DoMulti counts the commands and sends them.
-func (c *countingClient) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
-	c.n.n.Add(int64(len(multi)))
-	return c.Client.DoMulti(ctx, multi...)
 }

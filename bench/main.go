@@ -1,9 +1,11 @@
-// Command bench compares relock with redsync, bsm/redislock and
-// rueidislock on the workloads of DESIGN.md section 7, side by side in
+// Command bench compares relock with redsync, bsm/redislock, rueidislock
+// and valkeylock on the workloads of DESIGN.md section 7, side by side in
 // one run against one Redis server, and judges relock against its targets.
-// relock's FairMutex and RWMutex run every workload next to its Mutex; a
-// read-heavy workload compares a read lock with exclusive locks, and a
-// semaphore workload measures relock's Semaphore.
+// relock's FairMutex and RWMutex run every workload next to its Mutex, and
+// so does its Mutex on a rueidis and on a valkey-go client (the adapter
+// modules), set beside the peers on the same client; a read-heavy workload
+// compares a read lock with exclusive locks, and a semaphore workload
+// measures relock's Semaphore.
 //
 // Every workload runs in rounds: in each round every library takes its
 // turn, and figures are medians over the rounds, ratios medians of the
@@ -68,7 +70,8 @@ type Report struct {
 	// over the rounds, with Round the number of rounds that have figures.
 	Summaries []Result `json:"summaries"`
 	// Ratios holds relock's per-round throughput ratio to every other
-	// library, per workload (relock-rw's on readheavy).
+	// library, per workload (relock-rw's on readheavy), and that of relock
+	// on rueidis and on valkey-go to the peers on the same client.
 	Ratios []Ratio `json:"ratios"`
 	// Targets is relock's standing against DESIGN.md section 7.
 	Targets []Target `json:"targets,omitempty"`
@@ -165,8 +168,8 @@ func run() int {
 	}
 	fmt.Fprintln(out, versionLine(rep.Versions))
 	fmt.Fprintf(out, "%d rounds, %s per turn (after %s warm-up); %s\n", rep.Rounds, rep.Duration, *warmup, orderNote)
-	fmt.Fprintf(out, "pool size %d for every client: go-redis PoolSize; rueidis BlockingPoolSize "+
-		"(rueidis pipelines other commands over its own 4 connections)\n\n", poolSize)
+	fmt.Fprintf(out, "pool size %d for every client: go-redis PoolSize; rueidis and valkey-go BlockingPoolSize "+
+		"(they pipeline other commands over their own 4 connections)\n\n", poolSize)
 
 	var failed bool
 	switch *experiment {
@@ -207,8 +210,7 @@ func runWorkloads(ctx context.Context, out io.Writer, srv *server, rep *Report, 
 		}
 		var names []string
 		for _, name := range libs {
-			// relock's Semaphore is measured once, as relock.
-			if w.permits == 0 || isPeer(name) || name == "relock" {
+			if takesTurn(name, w) {
 				names = append(names, name)
 			}
 		}
@@ -238,6 +240,11 @@ func runWorkloads(ctx context.Context, out io.Writer, srv *server, rep *Report, 
 				rep.Summaries = append(rep.Summaries, s)
 			}
 			if q, ok := rs.ratio(w.name, w.reference(), name, "cycles/s", throughput); ok && name != w.reference() {
+				rep.Ratios = append(rep.Ratios, q)
+			}
+		}
+		for _, p := range sameClient(w, names) {
+			if q, ok := rs.ratio(w.name, p[0], p[1], "cycles/s", throughput); ok {
 				rep.Ratios = append(rep.Ratios, q)
 			}
 		}
@@ -285,7 +292,8 @@ func moduleVersions() map[string]string {
 	for _, m := range info.Deps {
 		switch m.Path {
 		case "github.com/relock-go/relock", "github.com/go-redsync/redsync/v4", "github.com/bsm/redislock",
-			"github.com/redis/rueidis", "github.com/redis/go-redis/v9":
+			"github.com/redis/rueidis", "github.com/redis/go-redis/v9", "github.com/valkey-io/valkey-go",
+			"github.com/relock-go/relock/relockrueidis", "github.com/relock-go/relock/relockvalkey":
 			v[m.Path] = m.Version
 			if m.Replace != nil {
 				v[m.Path] = m.Replace.Path

@@ -4,38 +4,54 @@ import (
 	"context"
 	"errors"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/relock-go/relock"
 )
 
 // relock with its defaults: watchdog-kept holds, waiters woken by pub/sub.
-// Three libraries of the report share this client and differ in the lock
-// their workers take: relock (Mutex, and the Semaphore), relock-fair
-// (FairMutex) and relock-rw (RWMutex).
+// Three libraries of the report share the go-redis client and differ in
+// the lock their workers take: relock (Mutex, and the Semaphore),
+// relock-fair (FairMutex) and relock-rw (RWMutex). Two more take the
+// Mutex and the Semaphore as relock does, on another client library
+// through its adapter module: relock-rueidis (rueidis.go) and
+// relock-valkey (valkey.go).
 
-type relockConn struct {
-	rdb *redis.Client
-	c   *relock.Client
-	n   callCounter
+// relockOn makes a relock Client on a Redis client of one library,
+// connected to s, whose commands are counted by n. It returns the
+// function that closes that Redis client, to be called after the relock
+// Client is closed: relock never closes the client it is given.
+type relockOn func(s *server, n *callCounter) (c *relock.Client, closeRedis func() error, err error)
+
+// onGoRedis makes relock's Client on a go-redis client.
+func onGoRedis(s *server, n *callCounter) (*relock.Client, func() error, error) {
+	rdb := newGoRedis(s.addr, n)
+	c, err := relock.New(rdb)
+	if err != nil {
+		return nil, nil, errors.Join(err, rdb.Close())
+	}
+	return c, rdb.Close, nil
 }
 
-// dial connects l in place: its client's hook counts into l.n.
-func (l *relockConn) dial(s *server) error {
-	l.rdb = newGoRedis(s.addr, &l.n)
-	c, err := relock.New(l.rdb)
+type relockConn struct {
+	c          *relock.Client
+	closeRedis func() error
+	n          callCounter
+}
+
+// dial connects l in place, on the client library on: its client counts
+// into l.n.
+func (l *relockConn) dial(s *server, on relockOn) error {
+	c, closeRedis, err := on(s, &l.n)
 	if err != nil {
-		_ = l.rdb.Close()
 		return err
 	}
-	l.c = c
+	l.c, l.closeRedis = c, closeRedis
 	return nil
 }
 
 func (l *relockConn) calls() int64 { return l.n.load() }
 
 func (l *relockConn) close() error {
-	return errors.Join(l.c.Close(), l.rdb.Close())
+	return errors.Join(l.c.Close(), l.closeRedis())
 }
 
 // held keeps a worker's current Lease and the function that unlocks it,
@@ -56,16 +72,21 @@ func (h *held) take(lease *relock.Lease, err error) (func(context.Context) error
 
 func (h *held) release(ctx context.Context) error { return h.lease.Unlock(ctx) }
 
-// relock: Mutex, and Semaphore for the semaphore workload.
+// relock: Mutex, and Semaphore for the semaphore workload; on go-redis,
+// and as relock-rueidis and relock-valkey on the other clients.
 
 type relockLib struct{ relockConn }
 
-func openRelock(_ context.Context, s *server, _ workload) (library, error) {
-	l := &relockLib{}
-	if err := l.dial(s); err != nil {
-		return nil, err
+// openRelockOn returns the opener of relock's Mutex and Semaphore on the
+// client library on.
+func openRelockOn(on relockOn) opener {
+	return func(_ context.Context, s *server, _ workload) (library, error) {
+		l := &relockLib{}
+		if err := l.dial(s, on); err != nil {
+			return nil, err
+		}
+		return l, nil
 	}
-	return l, nil
 }
 
 func (l *relockLib) locker(key string) locker {
@@ -116,7 +137,7 @@ type relockFairLib struct{ relockConn }
 
 func openRelockFair(_ context.Context, s *server, _ workload) (library, error) {
 	l := &relockFairLib{}
-	if err := l.dial(s); err != nil {
+	if err := l.dial(s, onGoRedis); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -145,7 +166,7 @@ type relockRWLib struct{ relockConn }
 
 func openRelockRW(_ context.Context, s *server, _ workload) (library, error) {
 	l := &relockRWLib{}
-	if err := l.dial(s); err != nil {
+	if err := l.dial(s, onGoRedis); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -87,6 +87,11 @@ func printNotes(out io.Writer, rs runResults, w workload, libs []string) {
 				ref, best.Library, best.PerSecond, q)
 		}
 	}
+	for _, p := range sameClient(w, libs) {
+		if q, ok := rs.ratio(w.name, p[0], p[1], "cycles/s", throughput); ok {
+			fmt.Fprintf(out, "%s ÷ %s (both on %s), median of per-round ratios (min–max): %s\n", p[0], p[1], clientOf(p[0]), q)
+		}
+	}
 	if q, ok := rs.ratio(w.name, "relock-fair", "relock", "cycles/s", throughput); ok && w.exclusive() {
 		fmt.Fprintf(out, "relock-fair ÷ relock (FairMutex ÷ Mutex): %s (target ≥ %.1f×)\n", q, fairTarget)
 	}
@@ -131,6 +136,25 @@ func printNotes(out io.Writer, rs runResults, w workload, libs []string) {
 			}
 		}
 	}
+}
+
+// sameClient pairs each relock in libs that runs on another client
+// library than w's reference (the ratio column's) with each peer in libs
+// on the same client library: relock on valkey-go against valkeylock, as
+// the column sets relock on go-redis against all.
+func sameClient(w workload, libs []string) [][2]string {
+	var pairs [][2]string
+	for _, mine := range libs {
+		if isPeer(mine) || clientOf(mine) == clientOf(w.reference()) {
+			continue
+		}
+		for _, peer := range libs {
+			if isPeer(peer) && clientOf(peer) == clientOf(mine) {
+				pairs = append(pairs, [2]string{mine, peer})
+			}
+		}
+	}
+	return pairs
 }
 
 // fairTarget is the least share of the Mutex's one-key throughput the
