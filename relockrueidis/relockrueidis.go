@@ -5,7 +5,8 @@
 // It is a module of its own, so that a go-redis user of relock never
 // downloads rueidis. Its sibling relockvalkey does the same for
 // valkey-go, the fork of rueidis with the same API; the two packages are
-// alike line for line but for the client library's name.
+// alike line for line but for the client library's name: relockvalkey's
+// files are made from these (its TestSameAsRueidisAdapter checks it).
 //
 // The client stays the caller's: relock never closes it, and it must
 // outlive the relock.Client. rueidis pipelines concurrent calls by

@@ -5,7 +5,10 @@
 // It is a module of its own, so that a go-redis user of relock never
 // downloads valkey-go. Its sibling relockrueidis does the same for
 // rueidis, of which valkey-go is the fork with the same API; the two
-// packages are alike line for line but for the client library's name.
+// packages are alike line for line but for the client library's name: this
+// package's files are made from relockrueidis's, and TestSameAsRueidisAdapter
+// checks that they still are (go test -run TestSameAsRueidisAdapter -update
+// writes them again).
 //
 // The client stays the caller's: relock never closes it, and it must
 // outlive the relock.Client. valkey-go pipelines concurrent calls by
