@@ -23,9 +23,13 @@ func TestLeaseDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	end := time.Now()
+	// The deadline counts the lease, less a margin for clock drift, from
+	// when the lock call was sent: after start, before end.
 	d := fixed.Deadline()
-	if !d.After(start) || d.After(start.Add(200*time.Millisecond)) {
-		t.Fatalf("fixed lease's deadline %v after its Lock began; want within its 200ms lease", d.Sub(start))
+	if d.Before(start.Add(150*time.Millisecond)) || d.After(end.Add(200*time.Millisecond)) {
+		t.Fatalf("fixed lease's deadline %v after its Lock began, which took %v; want within its 200ms lease of the call",
+			d.Sub(start), end.Sub(start))
 	}
 	testkit.WaitDone(t, fixed, 10*time.Second)
 	if time.Now().Before(d) {
