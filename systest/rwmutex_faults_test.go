@@ -82,7 +82,9 @@ func rwExpiresAlone(t *testing.T, rdb redis.UniversalClient, writer *relock.Clie
 // loses its hold alone; the watchdog-kept reader beside it keeps its own.
 func TestRWMutexDeadReaderExpiresAlone(t *testing.T) {
 	testkit.ForEach(t, func(t *testing.T, top testkit.Topology) {
-		const timeout = 300 * time.Millisecond
+		// A renewal every third of it: a second leaves a loaded machine
+		// room for a late round without the live reader losing its hold.
+		const timeout = time.Second
 		c := top.NewClient(t, relock.WithWatchdogTimeout(timeout))
 		writer := top.NewClient(t)
 		rdb := top.RDB(t)
