@@ -66,6 +66,7 @@ var tests = []struct {
 	{"ElectionLoss", ElectionLoss},
 	// Topologies and faults, each on servers of its own.
 	{"ReplicaSyncSameConnection", ReplicaSyncSameConnection},
+	{"ClusterNewMaster", ClusterNewMaster},
 	{"Sentinel", Sentinel},
 	{"FaultClusterResharding", FaultClusterResharding},
 	{"RedisRestarted", RedisRestarted},

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/slots"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
@@ -26,34 +28,41 @@ func ReplicaSyncSameConnection(t *testing.T) {
 		t.Parallel()
 		r := redistest.NewReplicated(t, 1)
 		testkit.WaitReplicasOnline(t, r.Master, 1)
-		lockSynced(t, testkit.Deployment{Addr: r.Master.Addr}, []*redistest.Server{r.Master}, r.Replicas[0])
+		c := testkit.Deployment{Addr: r.Master.Addr}.Open(t)
+		lockSynced(t, c, syncedNames(testkit.LockName(t)), []*redistest.Server{r.Master}, r.Replicas[0])
 	})
 	t.Run("cluster", func(t *testing.T) {
 		for _, m := range testkit.Cluster.Masters {
 			testkit.WaitReplicasOnline(t, m, 1)
 		}
-		lockSynced(t, testkit.Topologies()[1].Deployment, testkit.Cluster.Masters, nil)
+		c := testkit.Topologies()[1].Deployment.Open(t)
+		lockSynced(t, c, syncedNames(testkit.LockName(t)), testkit.Cluster.Masters, nil)
 	})
 }
 
-// lockSynced runs the acquisitions of ReplicaSyncSameConnection on d,
-// watching masters, and checks each lock is on replica (if given) when
-// Lock returns.
-func lockSynced(t *testing.T, d testkit.Deployment, masters []*redistest.Server, replica *redistest.Server) {
+// syncedNames are the names of lockSynced's workers, one each. Hash tags
+// spread them over a cluster's masters.
+func syncedNames(base string) []string {
+	var names []string
+	for i := range 16 {
+		names = append(names, fmt.Sprintf("%s:{%d}", base, i))
+	}
+	return names
+}
+
+// lockSynced runs the acquisitions of ReplicaSyncSameConnection with c,
+// a goroutine for each of names, watching masters, and checks each lock is
+// on replica (if given) when Lock returns, and that masters saw every
+// acquisition.
+func lockSynced(t *testing.T, c *relock.Client, names []string, masters []*redistest.Server, replica *redistest.Server) {
 	ctx := testkit.CtxTimeout(t, 30*time.Second)
 	var mons []*monitor
 	for _, m := range masters {
 		mons = append(mons, startMonitor(t, m.Addr))
 	}
-	c := d.Open(t)
-	base := testkit.LockName(t)
-	const workers, rounds = 16, 5
+	const rounds = 5
 	var wg sync.WaitGroup
-	var names []string
-	for i := range workers {
-		// Hash tags spread the names over the cluster's masters.
-		name := fmt.Sprintf("%s:{%d}", base, i)
-		names = append(names, name)
+	for _, name := range names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -94,8 +103,8 @@ func lockSynced(t *testing.T, d testkit.Deployment, masters []*redistest.Server,
 			}
 		}
 	}
-	if calls < workers*rounds {
-		t.Fatalf("the servers saw %d lock calls of %d", calls, workers*rounds)
+	if calls < len(names)*rounds {
+		t.Fatalf("the servers saw %d lock calls of %d", calls, len(names)*rounds)
 	}
 	t.Logf("%d lock calls, %d followed by a WAIT on their connection", calls, waited)
 }
@@ -188,4 +197,37 @@ func (m *monitor) stop() map[string][]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.byCon
+}
+
+// ClusterNewMaster: a master that joins the cluster after the Client
+// learned the cluster's map, and takes slots by migration, serves their
+// locks with replica sync as the first masters do: every acquisition
+// reaches it, each followed by a WAIT on the connection that sent it.
+func ClusterNewMaster(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.NewCluster(t, 3, 1)
+	ctx := testkit.CtxTimeout(t, 2*time.Minute)
+	c := testkit.Deployment{Addrs: cluster.Addrs()}.Open(t)
+	names := syncedNames(testkit.LockName(t))
+	for _, name := range names {
+		// The Client reaches each name's master of the first map.
+		l, err := c.Mutex(name).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := cluster.AddMaster(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitReplicasOnline(t, m, 1)
+	for _, name := range names {
+		if err := cluster.MigrateSlot(ctx, slots.Of(name), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lockSynced(t, c, names, []*redistest.Server{m}, nil)
 }

@@ -35,7 +35,7 @@ type Cluster struct {
 	// Replicas are the replicas, grouped in the order of their masters.
 	// Failover swaps the demoted master in.
 	Replicas []*Server
-	// Nodes are all nodes in start order; it never changes.
+	// Nodes are all nodes in start order; only AddMaster appends to it.
 	Nodes []*Server
 
 	mu  sync.Mutex         // serialises Failover and its updates of Masters and Replicas
