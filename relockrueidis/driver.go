@@ -350,6 +350,32 @@ func (d *driver) address(m rueidis.RedisMessage) (string, error) {
 	return "", fmt.Errorf("relock: no node known on port %s", p)
 }
 
+// connect returns rueidis's client of the cluster node at addr. rueidis
+// connects to a master it has not seen yet (one that joined the cluster
+// after its last refresh) only when a call is redirected there: a read of
+// a key in one of the master's slots, answered MOVED, makes it connect.
+func (d *driver) connect(ctx context.Context, addr string) (rueidis.Client, error) {
+	if c := d.c.Nodes()[addr]; c != nil {
+		return c, nil
+	}
+	slot := -1
+	d.mu.Lock()
+	for s, a := range d.slots {
+		if a == addr {
+			slot = s
+			break
+		}
+	}
+	d.mu.Unlock()
+	if slot >= 0 {
+		_ = d.c.Do(ctx, d.c.B().Exists().Key("{"+slots.Tag(slot)+"}").Build()).Error()
+		if c := d.c.Nodes()[addr]; c != nil {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("relock: no connection to %s", addr)
+}
+
 // node returns the node of addr, "" for the one server of a client that
 // is not a cluster's. A node is made once per address, so that the
 // library sees the same master as the same node.
@@ -393,8 +419,8 @@ func (n *node) Addr() string {
 func (n *node) Pipe(ctx context.Context, xs []door.Exchange) {
 	c := n.d.c
 	if n.addr != "" {
-		if c = n.d.c.Nodes()[n.addr]; c == nil {
-			err := fmt.Errorf("relock: no connection to %s", n.addr)
+		var err error
+		if c, err = n.d.connect(ctx, n.addr); err != nil {
 			for i := range xs {
 				xs[i].Reply = door.Failed(err)
 			}
