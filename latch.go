@@ -120,8 +120,8 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 	if n == 0 || err != nil {
 		return err
 	}
-	wt := waitFor{Op: "await", Name: l.name, Channel: l.channel, Policy: latchPolicy,
-		Local: l.channel, Waiter: wait.NewWaiter[*Lease]("", false)}
+	wt := wait.Wait{Op: "await", Name: l.name, Channel: l.channel, Policy: latchPolicy,
+		Local: l.channel, Waiter: wait.NewWaiter("", false)}
 	return l.c.waitTries(ctx, wt, func(ctx context.Context) (bool, time.Duration, error) {
 		n, err := l.count(ctx, "await") // an error matches ctx's once it ended
 		return n == 0 && err == nil, fallbackRecheck, err

@@ -69,7 +69,7 @@ func (s *Semaphore) release(ctx context.Context, op string, n int) error {
 	}
 	c := s.c
 	if !c.rsync.mayWait() {
-		var buf [16]*waiter
+		var buf [16]*wait.Waiter
 		if ws := c.local.Claim(s.channel, buf[:], fitting(n)); len(ws) > 0 {
 			return s.releasePassing(ctx, op, n, ws)
 		}
@@ -84,7 +84,7 @@ func (s *Semaphore) release(ctx context.Context, op string, n int) error {
 // Otherwise, or when the outcome is unknown, the calls attempt. Not with
 // replica sync: a call would take permits before replicas acknowledged
 // the release.
-func (s *Semaphore) releasePassing(ctx context.Context, op string, n int, ws []*waiter) error {
+func (s *Semaphore) releasePassing(ctx context.Context, op string, n int, ws []*wait.Waiter) error {
 	c := s.c
 	k := 0
 	for _, w := range ws {
@@ -150,9 +150,9 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	c := s.c
 	// A release of this Client may pass the call its permits (releasePassing),
 	// but with replica sync.
-	w := wait.NewWaiter[*Lease]("", !c.rsync.mayWait())
+	w := wait.NewWaiter("", !c.rsync.mayWait())
 	w.Permits = n
-	wt := waitFor{Op: "acquire", Name: s.name, Channel: s.channel, Local: s.channel, Waiter: w,
+	wt := wait.Wait{Op: "acquire", Name: s.name, Channel: s.channel, Local: s.channel, Waiter: w,
 		Policy: func(payload string) int {
 			c.local.WakeEach(s.channel, fits(payload))
 			return 0 // a reconnect still wakes every call, through the hub
@@ -266,8 +266,8 @@ func (s *Semaphore) undo(n int, marker string) *semUndo {
 // fitting is a release's claim policy for n permits: it claims, oldest
 // first, the waiting calls whose requests fit in n together, skipping a
 // request too large, as fits does.
-func fitting(n int) func(*waiter) (take, more bool) {
-	return func(w *waiter) (bool, bool) {
+func fitting(n int) func(*wait.Waiter) (take, more bool) {
+	return func(w *wait.Waiter) (bool, bool) {
 		k := w.Permits
 		if k <= 0 || k > n {
 			return false, true
@@ -285,10 +285,10 @@ func fitting(n int) func(*waiter) (take, more bool) {
 // freed, but a permit's lease was cut below the earliest expiry the calls
 // were given (permit_updatelease.lua), and each must learn the new one. A
 // payload that is not a number picks the oldest call.
-func fits(payload string) func(*waiter) bool {
+func fits(payload string) func(*wait.Waiter) bool {
 	free, err := strconv.Atoi(payload)
 	first, all := true, free <= 0
-	return func(w *waiter) bool {
+	return func(w *wait.Waiter) bool {
 		switch {
 		case err != nil:
 			pick := first
