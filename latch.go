@@ -76,8 +76,9 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err := l.check(ctx, "count down", 1); err != nil {
 		return err
 	}
-	req := scripts.LatchCountDownRequest{Publish: l.c.argPublish, MarkerTTL: l.c.argMarkerTTL, Channel: l.channel}
-	v, err := l.writeOnce(ctx, "count down", scripts.LatchCountDown, nonNegative, req.Args()...)
+	v, err := l.writeOnce(ctx, "count down", scripts.LatchCountDown, nonNegative, func(k scripts.Marked) ([]any, []any) {
+		return scripts.LatchCountDownRequest{Keys: k, Publish: l.c.argPublish, MarkerTTL: l.c.argMarkerTTL, Channel: l.channel}.Build()
+	})
 	if err != nil {
 		return err
 	}

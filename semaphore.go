@@ -90,9 +90,10 @@ func (s *Semaphore) releasePassing(ctx context.Context, op string, n int, ws []*
 	for _, w := range ws {
 		k += w.Permits
 	}
-	keys, marker := s.req.keys(s.name)
-	req := scripts.SemReleaseRequest{N: n, Publish: c.argPublish, MarkerTTL: c.argMarkerTTL, Channel: s.channel, Hand: k, Numsub: c.argNumsub}
-	r, err := s.req.run(ctx, scripts.SemRelease, keys, marker, always, req.Args()...)
+	req := scripts.SemReleaseRequest{Keys: s.req.marked(nil), N: n, Publish: c.argPublish, MarkerTTL: c.argMarkerTTL, Channel: s.channel,
+		Hand: k, Numsub: c.argNumsub}
+	keys, args := req.Build()
+	r, err := s.req.run(ctx, scripts.SemRelease, keys, args, req.Keys.Marker, always)
 	if err != nil || !scripts.SemReleaseReplyOf(r, true).Handed {
 		c.local.Settle(ws, -1, nil, true)
 		if err != nil {
@@ -209,7 +210,9 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 	if err := s.check(ctx, "drain", 1); err != nil {
 		return 0, err
 	}
-	v, err := s.writeOnce(ctx, "drain", scripts.SemDrain, positive, scripts.SemDrainRequest{MarkerTTL: s.c.argMarkerTTL}.Args()...)
+	v, err := s.writeOnce(ctx, "drain", scripts.SemDrain, positive, func(k scripts.Marked) ([]any, []any) {
+		return scripts.SemDrainRequest{Keys: k, MarkerTTL: s.c.argMarkerTTL}.Build()
+	})
 	return int(v), err
 }
 
@@ -235,15 +238,16 @@ func (u *semUndo) Undo(ctx context.Context) {
 // replicas acknowledge a grant). An attempt whose outcome is unknown, or
 // that too few replicas acknowledged, is undone before it returns.
 func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
-	keys, marker := s.req.keys(s.name)
-	args := scripts.SemAcquireRequest{N: n, MarkerTTL: s.c.argMarkerTTL}.Args()
+	req := scripts.SemAcquireRequest{Keys: s.req.marked(nil), N: n, MarkerTTL: s.c.argMarkerTTL}
+	keys, args := req.Build()
 	// A try undone for want of replicas leaves its marker saying "undone"
 	// (and is answered: the marker can go), so each try after it takes a
 	// new marker.
-	r, _, err := s.c.acquire(ctx, s.name, scripts.SemAcquire, keys, args, s.undo(n, marker), isOne, func() ([]any, door.Undo) {
-		s.req.done(marker)
-		keys, marker = s.req.keys(s.name)
-		return keys, s.undo(n, marker)
+	r, _, err := s.c.acquire(ctx, s.name, scripts.SemAcquire, keys, args, s.undo(n, req.Keys.Marker), isOne, func() ([]any, door.Undo) {
+		s.req.done(req.Keys.Marker)
+		req.Keys = s.req.marked(nil)
+		keys, _ := req.Build()
+		return keys, s.undo(n, req.Keys.Marker)
 	})
 	if errors.Is(err, ErrClosed) {
 		return false, ErrClosed
@@ -254,7 +258,7 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 	if !scripts.Taken(r) {
 		return false, nil
 	}
-	s.req.done(marker)
+	s.req.done(req.Keys.Marker)
 	return true, nil
 }
 
