@@ -112,11 +112,11 @@ type Wait struct {
 // call what it waits for, ctx ends, or the Client closes; first is the
 // result of the call's first attempt, made before. It returns what an
 // attempt or a grant got, or what a release passed (a Hold, which must be
-// an R: only lock calls are passed one). A call with a
-// Gate waits for it first; it joins the queue in Redis once both its
-// subscriptions are confirmed (or from its first attempt, with Joined),
-// and leaves it before it unsubscribes, so that every Client in a queue
-// listens on its release channel.
+// an R: only lock calls are passed one). A call with a Gate waits for it
+// first; it joins the queue in Redis once both its subscriptions are
+// confirmed (or from its first attempt, with Joined), and leaves it
+// before it unsubscribes, so that every Client in a queue listens on its
+// release channel.
 func Loop[R comparable](ctx context.Context, env *Env, wt Wait, c Call[R], first Result[R]) (got R, err error) {
 	env.Stats.Waits.Add(1)
 	l := &loop[R]{env: env, wt: wt, c: c, w: wt.Waiter, early: wt.Waiter.Sub, joined: wt.Joined, sent: wt.Sent, clock: newRetryClock()}
