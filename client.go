@@ -50,10 +50,10 @@ type Client struct {
 
 	leftovers leftovers // queue leaves that failed (leftover.go)
 
-	local             waiters           // waiting calls of every primitive but the FairMutex (internal/wait)
-	fair              waiters           // FairMutex calls waiting
-	turns             writerTurns       // RWMutex writers' turns per name
-	localEnv, fairEnv *wait.Env[*Lease] // what the waiting core needs of the Client, per list (waiting.go)
+	local             wait.List   // waiting calls of every primitive but the FairMutex (internal/wait)
+	fair              wait.List   // FairMutex calls waiting
+	turns             writerTurns // RWMutex writers' turns per name
+	localEnv, fairEnv *wait.Env   // what the waiting core needs of the Client, per list (newWaitEnv)
 
 	closing   chan struct{}
 	clock     atomic.Pointer[clockArg] // see nowArg
@@ -200,6 +200,22 @@ func (c *Client) start() {
 	c.wg.Add(1)
 	go c.inspect()
 	c.rsync.start()
+}
+
+// newWaitEnv returns what the waiting core needs of c for the calls of
+// list. What a release passes a call in process is a *Lease (wait.Hold).
+func (c *Client) newWaitEnv(list *wait.List) *wait.Env {
+	return &wait.Env{
+		List:     list,
+		Hub:      c.hub,
+		Closing:  c.closing,
+		Closed:   ErrClosed,
+		Stats:    &c.stats.Stats,
+		Route:    c.routeGrant,
+		GrantTTL: grantTTL,
+		Unwanted: func(h wait.Hold) { c.releaseUnwanted(h.(*Lease)) },
+		Now:      c.wd.Now,
+	}
 }
 
 // isNil reports whether rdb is nil or a nil pointer in the interface, such

@@ -98,24 +98,22 @@ func (h *countName) trySet(ctx context.Context, op string, s *scripts.Script, n 
 	if err := h.check(ctx, op, n); err != nil {
 		return false, err
 	}
-	req := scripts.TrySetRequest{N: n, Publish: h.c.argPublish, MarkerTTL: h.c.argMarkerTTL, Channel: h.channel,
-		Held: h.held != nil} // the held permits are checked too (tryset.lua)
-	v, err := h.writeOnce(ctx, op, s, isOne, req.Args()...)
+	v, err := h.writeOnce(ctx, op, s, isOne, func(k scripts.Marked) ([]any, []any) {
+		return scripts.TrySetRequest{Keys: k, N: n, Publish: h.c.argPublish, MarkerTTL: h.c.argMarkerTTL, Channel: h.channel}.Build()
+	})
 	return scripts.Set(v), err
 }
 
-// writeOnce runs s on the count with a fresh request marker, so that it
-// applies once (requests.run), and returns its reply; an error is wrapped
-// with op and the name, the reply kept beside it.
-func (h *countName) writeOnce(ctx context.Context, op string, s *scripts.Script, changed func(int64) bool, args ...any) (int64, error) {
-	var keys []any
-	var marker string
-	if h.held != nil {
-		keys, marker = h.req.keys(h.name, h.held)
-	} else {
-		keys, marker = h.req.keys(h.name)
-	}
-	v, err := h.req.run(ctx, s, keys, marker, changed, args...)
+// writeOnce runs s on the count, built by build from its KEYS with a
+// fresh request marker (and a PermitSemaphore's held permits, which its
+// scripts check too), so that it applies once (requests.run), and returns
+// its reply; an error is wrapped with op and the name, the reply kept
+// beside it.
+func (h *countName) writeOnce(ctx context.Context, op string, s *scripts.Script, changed func(int64) bool,
+	build func(scripts.Marked) (keys, args []any)) (int64, error) {
+	k := h.req.marked(h.held)
+	keys, args := build(k)
+	v, err := h.req.run(ctx, s, keys, args, k.Marker, changed)
 	if err != nil {
 		return v, opError(ctx, op, h.name, err)
 	}

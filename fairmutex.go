@@ -178,7 +178,7 @@ func (a *fairAcquire) Undo(ctx context.Context) {
 }
 
 func (m *FairMutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease, error) {
-	lc, err := m.c.startLock(ctx, m.check(), "lock", m.name, opts)
+	lc, err := startLock(ctx, m.c, m.check(), "lock", m.name, opts)
 	if err != nil {
 		return nil, err
 	}

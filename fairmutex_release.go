@@ -27,7 +27,7 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (releaseResult, error
 		if head := l.run.Next(); head != "" {
 			if w := m.c.fair.ClaimOwner(m.name, head); w != nil {
 				if token, ask, ok := l.run.TakeHead(head); !ok {
-					m.c.fair.Settle([]*waiter{w}, -1, nil, false) // an answer came meanwhile
+					m.c.fair.Settle([]*wait.Waiter{w}, -1, nil, false) // an answer came meanwhile
 				} else if m.passNow(l, w, token, ask) {
 					return passed, nil
 				}
@@ -38,7 +38,7 @@ func (m *FairMutex) release(ctx context.Context, l *Lease) (releaseResult, error
 		return notHeld, err
 	}
 	if !m.c.rsync.mayWait() {
-		var buf [fairMaxCandidates]*waiter
+		var buf [fairMaxCandidates]*wait.Waiter
 		if ws := m.c.fair.Claim(m.name, buf[:], nil); len(ws) > 0 {
 			return m.releasePassing(ctx, &req, ws)
 		}
@@ -53,7 +53,7 @@ const fairMaxCandidates = 16
 
 // releasePassing runs fair_unlock.lua with ws as candidates and passes the lock to
 // the one it passed to, if any.
-func (m *FairMutex) releasePassing(ctx context.Context, req *scripts.FairUnlockRequest, ws []*waiter) (releaseResult, error) {
+func (m *FairMutex) releasePassing(ctx context.Context, req *scripts.FairUnlockRequest, ws []*wait.Waiter) (releaseResult, error) {
 	req.Candidates = make([]scripts.Candidate, 0, len(ws))
 	for _, w := range ws {
 		req.Candidates = append(req.Candidates, scripts.Candidate{Owner: w.Owner, Lease: w.Lease})
@@ -111,7 +111,7 @@ var argFairHeads any = fairHeads
 // queue's next heads that the answer to the run's newest switch named,
 // with token, taken for it (see above; fair_pass.lua), as Mutex.passNow
 // does.
-func (m *FairMutex) passNow(l *Lease, w *waiter, token uint64, ask bool) bool {
+func (m *FairMutex) passNow(l *Lease, w *wait.Waiter, token uint64, ask bool) bool {
 	run := l.run
 	next, sent, ok := m.c.passLease(l, w, w.Owner, token, m.group, &m.c.fair)
 	if !ok {

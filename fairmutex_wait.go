@@ -9,6 +9,7 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/wait"
 )
 
 // Waiting in a fair lock's queue.
@@ -45,7 +46,7 @@ import (
 // release, or returns nil when it may have run out already (see
 // Client.granted). The grant's age counts from when a's queue entry was
 // made, by its first attempt or a later one: not before a.joined.
-func (m *FairMutex) acceptGrant(a *fairAcquire, g *grant) *Lease {
+func (m *FairMutex) acceptGrant(a *fairAcquire, g *wait.Grant) *Lease {
 	l := m.newLease(a.owner, false, g.Token)
 	if !m.c.granted(l, m.group, a.cfg, g, a.joined) {
 		return nil
@@ -84,7 +85,7 @@ func (m *FairMutex) nextTry(ttl time.Duration) time.Duration {
 // grant channel, and on the call's own channel once a Redisson client may
 // wake it there; first is the result of its first attempt. Whatever ends
 // it without the lock, the call leaves the queue before it returns.
-func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, first result) (*Lease, error) {
+func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, first wait.Result[*Lease]) (*Lease, error) {
 	var l *Lease
 	var err error
 	if a.cfg.spin != nil {
@@ -94,10 +95,10 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, first result) (*Le
 	} else {
 		// Only Redisson's releases publish on the call's own channel.
 		// A one-shot call's waiter a release of this Client may claim.
-		wt := waitFor{Op: "lock", Name: m.name, Channel: layout.WaiterChannel(m.channel, a.owner), Policy: notify.WakeOne,
-			Local: m.name, Waiter: newWaiter(a.owner, a.cfg, !a.reentrant), Grants: m.grants,
+		wt := wait.Wait{Op: "lock", Name: m.name, Channel: layout.WaiterChannel(m.channel, a.owner), Policy: notify.WakeOne,
+			Local: m.name, Waiter: a.newWaiter(!a.reentrant), Grants: m.grants,
 			Joined: true, Sent: a.joined}
-		l, err = waitLock(ctx, m.c.fairEnv, wt, a, first)
+		l, err = wait.Loop(ctx, m.c.fairEnv, wt, a, first)
 	}
 	if l != nil && a.cfg.fixed {
 		m.wakeHead(ctx)
@@ -112,15 +113,15 @@ func (m *FairMutex) wait(ctx context.Context, a *fairAcquire, first result) (*Le
 // confirmed, it checks whether it may be first in place of an attempt
 // (first): only the first of the queue is ever woken, so a message before
 // the subscription can only have been meant for the first.
-func (a *fairAcquire) Attempt(ctx context.Context, confirmed bool) (result, error) {
+func (a *fairAcquire) Attempt(ctx context.Context, confirmed bool) (wait.Result[*Lease], error) {
 	if confirmed && !a.m.first(ctx, a.owner) {
-		return result{}, nil // no attempt: it sleeps on
+		return wait.Result[*Lease]{}, nil // no attempt: it sleeps on
 	}
 	l, ttl, err := a.m.attempt(ctx, a)
-	return result{Got: l, Retry: a.m.nextTry(ttl), Listen: a.other}, err
+	return wait.Result[*Lease]{Got: l, Retry: a.m.nextTry(ttl), Listen: a.other}, err
 }
 
-func (a *fairAcquire) Accept(g *grant) *Lease { return a.m.acceptGrant(a, g) }
+func (a *fairAcquire) Accept(g *wait.Grant) *Lease { return a.m.acceptGrant(a, g) }
 
 func (a *fairAcquire) Join() {}
 

@@ -88,7 +88,7 @@ func (c *Client) grantChannel(name string) string {
 // of that lock at once, which finds them gone.
 func (c *Client) routeGrant(payload string) int {
 	kind, rest, _ := strings.Cut(payload, ":")
-	var g *grant
+	var g *wait.Grant
 	var recheck time.Duration // 0: now
 	var owner string
 	list := &c.local
@@ -141,7 +141,7 @@ func (c *Client) forced(key string, held bool) {
 // parseGrant reads "<token>:<ttl ms>:<ms>" and what follows it after a
 // colon, if anything; the third number is stored as the grant's age, for
 // the caller to interpret.
-func parseGrant(s string) (g *grant, rest string, ok bool) {
+func parseGrant(s string) (g *wait.Grant, rest string, ok bool) {
 	f := strings.SplitN(s, ":", 4)
 	if len(f) < 3 {
 		return nil, "", false
@@ -155,7 +155,7 @@ func parseGrant(s string) (g *grant, rest string, ok bool) {
 	if len(f) == 4 {
 		rest = f[3]
 	}
-	return &grant{Token: token, TTL: time.Duration(ttl) * time.Millisecond, Age: time.Duration(age) * time.Millisecond}, rest, true
+	return &wait.Grant{Token: token, TTL: time.Duration(ttl) * time.Millisecond, Age: time.Duration(age) * time.Millisecond}, rest, true
 }
 
 // granted watches l, a lock granted by another Client's release with g,
@@ -165,7 +165,7 @@ func parseGrant(s string) (g *grant, rest string, ok bool) {
 // after the grant, which came age after that attempt reached the server,
 // so l's deadline counts from there. A grant shorter than the call's lease
 // is confirmed if still held after a quarter of it.
-func (c *Client) granted(l *Lease, group int, cfg lockConfig, g *grant, from int64) bool {
+func (c *Client) granted(l *Lease, group int, cfg lockConfig, g *wait.Grant, from int64) bool {
 	deadline, ok := c.grantDeadline(g, from)
 	if !ok {
 		return false
@@ -178,7 +178,7 @@ func (c *Client) granted(l *Lease, group int, cfg lockConfig, g *grant, from int
 // grantDeadline returns the local deadline of a hold granted with g to a
 // call whose first attempt that may have queued it was sent at from, or
 // false when the grant may have run out already (see Client.granted).
-func (c *Client) grantDeadline(g *grant, from int64) (int64, bool) {
+func (c *Client) grantDeadline(g *wait.Grant, from int64) (int64, bool) {
 	life := g.Age + g.TTL
 	deadline := from + int64(life-watchdog.Drift(life))
 	return deadline, deadline-c.wd.Now() >= int64(g.TTL/4)
@@ -187,7 +187,7 @@ func (c *Client) grantDeadline(g *grant, from int64) (int64, bool) {
 // confirmGrant has the watchdog renew e, a hold granted with g, to the
 // call's lease a quarter of the grant after it came, if the grant is
 // shorter; and counts the grant.
-func (c *Client) confirmGrant(e *watchdog.Entry, cfg lockConfig, g *grant) {
+func (c *Client) confirmGrant(e *watchdog.Entry, cfg lockConfig, g *wait.Grant) {
 	if g.TTL < cfg.lease {
 		// A hold shorter than a quarter of the grant never needs it.
 		c.wd.Confirm(e, cfg.lease, g.TTL/4)
@@ -201,7 +201,7 @@ func (c *Client) confirmGrant(e *watchdog.Entry, cfg lockConfig, g *grant) {
 // watchdog's group group: a release that also reserved the tokens after
 // next's (scripts.UnlockReply.Reserved) starts the Client's run of the
 // waiters under name. A call that had gone meanwhile has next released.
-func (c *Client) passGranted(next *Lease, w *waiter, reserved bool, group int, name string, sent int64) {
+func (c *Client) passGranted(next *Lease, w *wait.Waiter, reserved bool, group int, name string, sent int64) {
 	if reserved {
 		next.run = wait.NewRun(next.token+1, runBlock)
 	}
@@ -211,7 +211,7 @@ func (c *Client) passGranted(next *Lease, w *waiter, reserved bool, group int, n
 	}
 	c.stats.acquired.Add(1)
 	c.stats.handoffs.Add(1)
-	if !c.local.Settle([]*waiter{w}, 0, next, false) {
+	if !c.local.Settle([]*wait.Waiter{w}, 0, next, false) {
 		c.releaseUnwanted(next)
 	}
 }

@@ -76,8 +76,9 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err := l.check(ctx, "count down", 1); err != nil {
 		return err
 	}
-	req := scripts.LatchCountDownRequest{Publish: l.c.argPublish, MarkerTTL: l.c.argMarkerTTL, Channel: l.channel}
-	v, err := l.writeOnce(ctx, "count down", scripts.LatchCountDown, nonNegative, req.Args()...)
+	v, err := l.writeOnce(ctx, "count down", scripts.LatchCountDown, nonNegative, func(k scripts.Marked) ([]any, []any) {
+		return scripts.LatchCountDownRequest{Keys: k, Publish: l.c.argPublish, MarkerTTL: l.c.argMarkerTTL, Channel: l.channel}.Build()
+	})
 	if err != nil {
 		return err
 	}
@@ -120,8 +121,8 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 	if n == 0 || err != nil {
 		return err
 	}
-	wt := waitFor{Op: "await", Name: l.name, Channel: l.channel, Policy: latchPolicy,
-		Local: l.channel, Waiter: wait.NewWaiter[*Lease]("", false)}
+	wt := wait.Wait{Op: "await", Name: l.name, Channel: l.channel, Policy: latchPolicy,
+		Local: l.channel, Waiter: wait.NewWaiter("", false)}
 	return l.c.waitTries(ctx, wt, func(ctx context.Context) (bool, time.Duration, error) {
 		n, err := l.count(ctx, "await") // an error matches ctx's once it ended
 		return n == 0 && err == nil, fallbackRecheck, err

@@ -2,8 +2,6 @@ package relock
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/relock-go/relock/internal/door"
@@ -38,46 +36,6 @@ var (
 	_ ownLocker = (*MultiLock)(nil)
 	_ ownLocker = (*RedLock)(nil)
 )
-
-// lockCall is what every lock call of Mutex, FairMutex and RWMutex starts
-// with (Client.startLock): its options, its owner, and its lease as a
-// script argument.
-type lockCall struct {
-	cfg       lockConfig
-	owner     string
-	reentrant bool
-	lease     any // the lease in ms, as a script argument
-}
-
-// startLock is the prologue of every lock call: it refuses a call on an
-// invalid handle or a closed Client (check, the handle's own check), bad
-// options and an ended ctx, and finds the call's owner. op names the call
-// in errors.
-func (c *Client) startLock(ctx context.Context, check error, op, name string, opts []LockOption) (lockCall, error) {
-	if check != nil {
-		return lockCall{}, check
-	}
-	cfg, err := c.lockConfig(opts)
-	if err != nil {
-		return lockCall{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return lockCall{}, fmt.Errorf("relock: %s %q: %w", op, name, err)
-	}
-	c.retryLeaves(ctx, name)
-	lc := lockCall{cfg: cfg, lease: c.argLease}
-	lc.owner, lc.reentrant = c.owner(ctx)
-	if cfg.fixed {
-		lc.lease = cfg.lease.Milliseconds()
-	}
-	return lc, nil
-}
-
-// requestMarker returns a new request marker key for a call of a reentrant
-// owner on name, which makes a retried request apply once.
-func requestMarker(name, owner string) string {
-	return layout.Marker(layout.LockRequest, name, owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
-}
 
 // lockName is what the handles of Mutex, FairMutex and RWMutex start with:
 // the Client, the name and its companion keys, what is wrong with them,

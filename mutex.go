@@ -2,12 +2,26 @@ package relock
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
 	"github.com/relock-go/relock/internal/slots"
+	"github.com/relock-go/relock/internal/wait"
 )
+
+// A Mutex's lock call, from the API to Redis and back: Lock starts the
+// call (startLock: options, owner) and makes one attempt, which sends
+// lock.lua (its request, scripts.LockRequest) through Client.acquire, the
+// send path (send.go, over internal/door). Held by another, the call
+// sleeps in wait.Loop (internal/wait/loop.go) as its own wait.Call until
+// an attempt takes the lock, a grant from another Client's release comes
+// (grant.go), or a release of its Client passes it a Lease (pass.go); it
+// leaves the lock's queue in Redis if it gives up. Its release is in
+// mutex_release.go. FairMutex and RWMutex calls start the same way
+// (lockCall) and wait through the same loop.
 
 // Mutex is a reentrant, exclusive, distributed lock on one name, stored in
 // Redisson's layout so Java services using Redisson's RLock exclude Go
@@ -86,6 +100,54 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	return scripts.Deleted(n), nil
 }
 
+// lockCall is what every lock call of Mutex, FairMutex and RWMutex starts
+// with (startLock): its options, its owner, and its lease as a script
+// argument.
+type lockCall struct {
+	cfg       lockConfig
+	owner     string
+	reentrant bool
+	lease     any // the lease in ms, as a script argument
+}
+
+// startLock is the prologue of every lock call of c: it refuses a call on
+// an invalid handle or a closed Client (check, the handle's own check),
+// bad options and an ended ctx, and finds the call's owner. op names the
+// call in errors.
+func startLock(ctx context.Context, c *Client, check error, op, name string, opts []LockOption) (lockCall, error) {
+	if check != nil {
+		return lockCall{}, check
+	}
+	cfg, err := c.lockConfig(opts)
+	if err != nil {
+		return lockCall{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return lockCall{}, fmt.Errorf("relock: %s %q: %w", op, name, err)
+	}
+	c.retryLeaves(ctx, name)
+	lc := lockCall{cfg: cfg, lease: c.argLease}
+	lc.owner, lc.reentrant = c.owner(ctx)
+	if cfg.fixed {
+		lc.lease = cfg.lease.Milliseconds()
+	}
+	return lc, nil
+}
+
+// newWaiter returns the call's waiter in its Client's list, which a
+// release of the Client may claim, and pass a Lease, if claimable.
+func (lc *lockCall) newWaiter(claimable bool) *wait.Waiter {
+	w := wait.NewWaiter(lc.owner, claimable)
+	w.Lease, w.Fixed = lc.cfg.lease, lc.cfg.fixed
+	return w
+}
+
+// requestMarker returns a new request marker key for a call of a reentrant
+// owner on name, which makes a retried request apply once.
+func requestMarker(name, owner string) string {
+	return layout.Marker(layout.LockRequest, name, owner+":"+strconv.FormatUint(ownerSeq.Add(1), 10))
+}
+
 // acquire is one lock call, shared by its attempts.
 type acquire struct {
 	lockCall
@@ -109,14 +171,14 @@ func (a *acquire) queueMember() string {
 // Undo undoes an attempt whose reply was lost (door.Undo).
 func (a *acquire) Undo(ctx context.Context) { a.m.abandon(ctx, a) }
 
-func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease, error) {
-	lc, err := m.c.startLock(ctx, m.check(), "lock", m.name, opts)
+func (m *Mutex) lock(ctx context.Context, opts []LockOption, block bool) (*Lease, error) {
+	lc, err := startLock(ctx, m.c, m.check(), "lock", m.name, opts)
 	if err != nil {
 		return nil, err
 	}
 	a := &acquire{lockCall: lc, m: m}
 	a.req = scripts.LockRequest{Keys: m.keys, Lease: a.lease, Owner: a.owner, Now: m.c.nowArg()}
-	if wait && a.cfg.spin == nil {
+	if block && a.cfg.spin == nil {
 		a.waits = true
 		a.req.Kind = m.c.waiterKind(a.reentrant)
 	}
@@ -127,7 +189,7 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	if a.waits && !a.reentrant && m.c.local.MayJoinRun(m.name, joinable) {
 		// While the Client passes the lock on in process, the call joins
 		// the run without an attempt (wait.Wait.Joinable).
-		return m.wait(ctx, a, result{Retry: grantTTL}, true)
+		return m.wait(ctx, a, wait.Result[*Lease]{Retry: grantTTL}, true)
 	}
 	r, err := a.Attempt(ctx, false)
 	if err != nil && !isServerError(err) {
@@ -136,7 +198,7 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 	if r.Got != nil || err != nil {
 		return r.Got, err
 	}
-	if !wait {
+	if !block {
 		return nil, ErrNotAcquired
 	}
 	if a.cfg.spin != nil {
@@ -151,27 +213,27 @@ func (m *Mutex) lock(ctx context.Context, opts []LockOption, wait bool) (*Lease,
 // first is the result of the call's first attempt. A call that has made
 // no attempt (joinRun) joins its Client's run if it may
 // (wait.Wait.Joinable), or else attempts first.
-func (m *Mutex) wait(ctx context.Context, a *acquire, first result, joinRun bool) (*Lease, error) {
-	w := newWaiter(a.owner, a.cfg, !a.reentrant)
+func (m *Mutex) wait(ctx context.Context, a *acquire, first wait.Result[*Lease], joinRun bool) (*Lease, error) {
+	w := a.newWaiter(!a.reentrant)
 	w.Member = a.queueMember()
-	wt := waitFor{Op: "lock", Name: m.name, Channel: m.channel, Policy: lockPolicy,
+	wt := wait.Wait{Op: "lock", Name: m.name, Channel: m.channel, Policy: lockPolicy,
 		Local: m.name, Waiter: w, Grants: m.grants, Joined: true, Sent: a.joined, Hold: a.cfg.lease}
 	if joinRun {
 		wt.Joinable = joinable
 	}
-	return waitLock(ctx, m.c.localEnv, wt, a, first)
+	return wait.Loop(ctx, m.c.localEnv, wt, a, first)
 }
 
 // Attempt, Accept, Join and End make a Mutex call its own waiting call
 // (wait.Call): its attempts queue it (lock.lua), and it leaves the queue
 // as it returns without the lock. It listens on the lock's release
 // channel once an attempt found a holder that is not a relock client.
-func (a *acquire) Attempt(ctx context.Context, _ bool) (result, error) {
+func (a *acquire) Attempt(ctx context.Context, _ bool) (wait.Result[*Lease], error) {
 	l, ttl, err := a.m.attempt(ctx, a)
-	return result{Got: l, Retry: retryAfter(ttl), Listen: a.other}, err
+	return wait.Result[*Lease]{Got: l, Retry: retryAfter(ttl), Listen: a.other}, err
 }
 
-func (a *acquire) Accept(g *grant) *Lease { return a.m.accept(a, g) }
+func (a *acquire) Accept(g *wait.Grant) *Lease { return a.m.accept(a, g) }
 
 func (a *acquire) Join() {}
 

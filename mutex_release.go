@@ -5,11 +5,12 @@ import (
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/wait"
 )
 
 // accept makes the Lease of a grant to call a, or returns nil when the
 // grant may have run out already (see Client.granted).
-func (m *Mutex) accept(a *acquire, g *grant) *Lease {
+func (m *Mutex) accept(a *acquire, g *wait.Grant) *Lease {
 	l := &Lease{c: m.c, rel: m, name: m.name, field: a.owner, token: g.Token, end: newEnding()}
 	if !m.c.granted(l, m.group, a.cfg, g, a.joined) {
 		return nil
@@ -42,7 +43,7 @@ func (m *Mutex) leaveQueue(a *acquire) {
 // unlockRequest returns a call of unlock.lua releasing a hold of owner,
 // with marker, its release marker, for a reentrant hold (else ""), and w,
 // a waiter of this Client to grant the lock to, if any.
-func (m *Mutex) unlockRequest(owner any, marker string, w *waiter) scripts.UnlockRequest {
+func (m *Mutex) unlockRequest(owner any, marker string, w *wait.Waiter) scripts.UnlockRequest {
 	req := scripts.UnlockRequest{Keys: m.keys, Owner: owner, Publish: m.c.argPublish, Grants: m.argGrants, Channel: m.argChannel,
 		// A grant to another Client would return before replicas
 		// acknowledge it.
@@ -62,8 +63,8 @@ func (m *Mutex) unlockRequest(owner any, marker string, w *waiter) scripts.Unloc
 // settle ends the claim on w of the release that claimed it, sent at
 // sent: w is passed the lock if it was granted to w, goes back to sleep if
 // it was granted to another waiter, or attempts.
-func (m *Mutex) settle(w *waiter, r scripts.UnlockReply, err error, sent int64) {
-	ws := []*waiter{w}
+func (m *Mutex) settle(w *wait.Waiter, r scripts.UnlockReply, err error, sent int64) {
+	ws := []*wait.Waiter{w}
 	switch {
 	case err == nil && r.Released == scripts.Granted:
 		next := &Lease{c: m.c, rel: m, name: m.name, field: w.Owner, token: r.Token, end: newEnding()}
@@ -82,7 +83,7 @@ func (m *Mutex) settle(w *waiter, r scripts.UnlockReply, err error, sent int64) 
 // replicas to wait for, w is passed its Lease only if enough replicas
 // acknowledged it; otherwise w's hold is released again and w tries for
 // itself. With replica sync no grant goes to another Client.
-func (m *Mutex) releasePassing(ctx context.Context, req *scripts.UnlockRequest, w *waiter) (releaseResult, error) {
+func (m *Mutex) releasePassing(ctx context.Context, req *scripts.UnlockRequest, w *wait.Waiter) (releaseResult, error) {
 	keys, args := req.Build()
 	a, err := m.c.send(ctx, &call{name: m.name, script: scripts.Unlock, keys: keys, args: args})
 	reply := scripts.UnlockReplyOf(a.r)
@@ -93,7 +94,7 @@ func (m *Mutex) releasePassing(ctx context.Context, req *scripts.UnlockRequest, 
 		req.Preferred = ""
 		keys, args := req.Build()
 		r, err := m.c.door.Do(ctx, scripts.Unlock, keys, args, nil)
-		m.c.local.Settle([]*waiter{w}, -1, nil, true)
+		m.c.local.Settle([]*wait.Waiter{w}, -1, nil, true)
 		return releasedBy(scripts.UnlockReplyOf(r)), err
 	case err != nil || reply.Released != scripts.Granted || a.t == nil:
 		m.settle(w, reply, err, a.sent)
@@ -103,7 +104,7 @@ func (m *Mutex) releasePassing(ctx context.Context, req *scripts.UnlockRequest, 
 		// Released, but the waiter may not have it: free it again.
 		m.c.stats.syncShort.Add(1)
 		m.c.undo(ctx, &unackedPass{m: m, owner: w.Owner})
-		m.c.local.Settle([]*waiter{w}, -1, nil, true) // it tries itself
+		m.c.local.Settle([]*wait.Waiter{w}, -1, nil, true) // it tries itself
 		return freed, nil
 	}
 	m.settle(w, reply, nil, a.sent)
@@ -142,7 +143,7 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (releaseResult, error) {
 	case passedOn:
 		return passed, nil
 	}
-	var one [1]*waiter
+	var one [1]*wait.Waiter
 	if ws := m.c.local.Claim(m.name, one[:], nil); len(ws) == 1 {
 		req := m.unlockRequest(l.arg(), marker, ws[0])
 		return m.releasePassing(ctx, &req, ws[0])
@@ -159,7 +160,7 @@ func (m *Mutex) release(ctx context.Context, l *Lease) (releaseResult, error) {
 // the answer, which comes within the cleanup timeout (twice, if the first
 // try is not answered). It reports false, having done nothing, if w has
 // gone: the release then goes on as if it had not claimed w.
-func (m *Mutex) passNow(l *Lease, w *waiter) bool {
+func (m *Mutex) passNow(l *Lease, w *wait.Waiter) bool {
 	return m.c.passRun(l, w, w.Owner, m.group, m.name, func(ctx context.Context, token uint64, reserve bool) (int64, error) {
 		req := m.unlockRequest(l.arg(), "", w)
 		req.PassToken, req.Reserve, req.Since = token, reserve, m.c.nowArg()

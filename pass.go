@@ -61,9 +61,9 @@ const passMargin = 100 * time.Millisecond
 // it ends the run, if l holds it (the calls that joined it attempt), and
 // returns once every switch of the run is answered: a release that does
 // not pass the hold on comes after them.
-func (c *Client) passOrEnd(ctx context.Context, l *Lease, name string, pass func(*Lease, *waiter) bool) (bool, error) {
+func (c *Client) passOrEnd(ctx context.Context, l *Lease, name string, pass func(*Lease, *wait.Waiter) bool) (bool, error) {
 	if c.passable(l) && l.run.Ready() {
-		var one [1]*waiter
+		var one [1]*wait.Waiter
 		if ws := c.local.Claim(name, one[:], nil); len(ws) == 1 && pass(l, ws[0]) {
 			return true, nil
 		}
@@ -72,11 +72,12 @@ func (c *Client) passOrEnd(ctx context.Context, l *Lease, name string, pass func
 	return false, l.awaitConfirmed(ctx)
 }
 
-// joinable reports whether a call may join the run that h holds now: h's
-// hold is watched, has time left, and may be passed on as far as the
-// run's answers tell (wait.Wait.Joinable).
-func joinable(h *Lease) bool {
-	return !h.entry.Ended() && h.entry.Deadline()-h.c.wd.Now() > int64(passMargin) && h.run.Ready()
+// joinable reports whether a call may join the run that h, a *Lease,
+// holds now: h's hold is watched, has time left, and may be passed on as
+// far as the run's answers tell (wait.Wait.Joinable).
+func joinable(h wait.Hold) bool {
+	l := h.(*Lease)
+	return !l.entry.Ended() && l.entry.Deadline()-l.c.wd.Now() > int64(passMargin) && l.run.Ready()
 }
 
 // passable reports whether l's hold may be passed on in process, tokens
@@ -94,7 +95,7 @@ func (c *Client) passable(l *Lease) bool {
 // waiters under name from then; send sends the switch that passes the
 // hold with token, reserve asking Redis to reserve the next block. Its
 // answer is unlock.lua's to a switch (rw_write_unlock.lua's is the same).
-func (c *Client) passRun(l *Lease, w *waiter, field string, group int, name string,
+func (c *Client) passRun(l *Lease, w *wait.Waiter, field string, group int, name string,
 	send func(ctx context.Context, token uint64, reserve bool) (int64, error)) bool {
 	run := l.run
 	token, ask := run.Take()
@@ -131,12 +132,12 @@ func (c *Client) passRun(l *Lease, w *waiter, field string, group int, name stri
 // and run with token and field, before Redis has it (see above), and
 // returns it with when it did so (the switch's sending), or false if w
 // has gone: nothing is left of the new lease then.
-func (c *Client) passLease(l *Lease, w *waiter, field string, token uint64, group int, list *waiters) (*Lease, int64, bool) {
+func (c *Client) passLease(l *Lease, w *wait.Waiter, field string, token uint64, group int, list *wait.List) (*Lease, int64, bool) {
 	sent := c.wd.Now()
 	next := &Lease{c: c, rel: l.rel, name: l.name, field: field, token: token, end: newEnding(),
 		run: l.run, confirmed: make(chan struct{})}
 	c.wd.AddUnconfirmed(next.ownEntry(group, w.Lease, w.Fixed), min(l.entry.Deadline(), watchdog.DeadlineFor(sent, w.Lease)))
-	if !list.Settle([]*waiter{w}, 0, next, false) {
+	if !list.Settle([]*wait.Waiter{w}, 0, next, false) {
 		c.wd.Remove(next.entry)
 		close(next.confirmed)
 		return nil, 0, false

@@ -56,8 +56,8 @@ func (p *permits) AddPermits(ctx context.Context, n int) error {
 // which wakes the waiters on the channel: a Semaphore's Release, and the
 // AddPermits of both semaphores; op names the call in errors.
 func (p *permits) add(ctx context.Context, op string, n int) error {
-	req := scripts.SemReleaseRequest{N: n, Publish: p.c.argPublish, MarkerTTL: p.c.argMarkerTTL, Channel: p.channel,
-		Held: p.held != nil} // the held permits are checked too (sem_release.lua)
-	_, err := p.writeOnce(ctx, op, scripts.SemRelease, always, req.Args()...)
+	_, err := p.writeOnce(ctx, op, scripts.SemRelease, always, func(k scripts.Marked) ([]any, []any) {
+		return scripts.SemReleaseRequest{Keys: k, N: n, Publish: p.c.argPublish, MarkerTTL: p.c.argMarkerTTL, Channel: p.channel}.Build()
+	})
 	return err
 }

@@ -273,8 +273,8 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, waits
 	}
 	seq := ownerSeq.Add(1)
 	owner := ps.c.id + ":" + strconv.FormatUint(seq, 10)
-	wt := waitFor{Op: "acquire", Name: ps.name, Channel: ps.channel, Policy: permitPolicy,
-		Local: ps.queue, Waiter: wait.NewWaiter[*Lease](owner, false), Hold: cfg.lease}
+	wt := wait.Wait{Op: "acquire", Name: ps.name, Channel: ps.channel, Policy: permitPolicy,
+		Local: ps.queue, Waiter: wait.NewWaiter(owner, false), Hold: cfg.lease}
 	if !ps.c.rsync.mayWait() {
 		// The call queues as owner, asking for the permit id a release
 		// grants it (permit_lib.lua).
@@ -283,7 +283,7 @@ func (ps *PermitSemaphore) acquire(ctx context.Context, opts []LockOption, waits
 		a.raw = permitID(ps.c.id, seq)
 		a.req.ID = a.raw
 	}
-	p, _, err := wait.Loop(ctx, ps.c.localEnv, wt, a, r)
+	p, err := wait.Loop(ctx, ps.c.localEnv, wt, a, r)
 	return p, err
 }
 
@@ -347,7 +347,7 @@ func (a *permitAttempt) permit() *Permit {
 
 // Accept takes the permit a release granted the call with g, unless the
 // grant may have run out already (see Client.granted).
-func (a *permitAttempt) Accept(g *grant) *Permit {
+func (a *permitAttempt) Accept(g *wait.Grant) *Permit {
 	deadline, ok := a.ps.c.grantDeadline(g, a.joined)
 	if !ok {
 		return nil

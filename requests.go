@@ -28,11 +28,8 @@ import (
 //
 // Markers expire after Client.markerTTL. So that they do not pile up for
 // that long under load, each call also carries the markers of up to
-// maxForget earlier calls of the same handle whose replies arrived (those
-// are of no use any more), and its script deletes them.
-
-// maxForget is how many answered markers one call deletes.
-const maxForget = 8
+// scripts.MaxForget earlier calls of the same handle whose replies arrived
+// (those are of no use any more), and its script deletes them.
 
 // requestSeq numbers request markers process-wide.
 var requestSeq atomic.Uint64
@@ -52,41 +49,36 @@ func newRequests(c *Client, prefix, name string) *requests {
 	return &requests{c: c, name: name, prefix: layout.Marker(prefix, name, c.id+":")}
 }
 
-// keys returns the KEYS of a call: fixed, then a fresh marker, then
-// answered markers for the script to delete. It also returns the marker.
-func (r *requests) keys(fixed ...any) ([]any, string) {
-	marker := r.prefix + strconv.FormatUint(requestSeq.Add(1), 10)
+// marked returns the KEYS of a call on the primitive's count, with held
+// (a permit semaphore's held permits, or nil; see scripts.Marked): a
+// fresh marker, and answered markers for the script to delete.
+func (r *requests) marked(held any) scripts.Marked {
+	k := scripts.Marked{Count: r.name, Held: held, Marker: r.prefix + strconv.FormatUint(requestSeq.Add(1), 10)}
 	r.mu.Lock()
-	n := min(len(r.answered), maxForget)
-	keys := make([]any, 0, len(fixed)+1+n)
-	keys = append(keys, fixed...)
-	keys = append(keys, marker)
-	for _, a := range r.answered[len(r.answered)-n:] {
-		keys = append(keys, a)
-	}
+	n := k.Forget(r.answered)
 	r.answered = r.answered[:len(r.answered)-n]
 	r.mu.Unlock()
-	return keys, marker
+	return k
 }
 
 // done records that the call of marker got its reply.
 func (r *requests) done(marker string) {
 	r.mu.Lock()
-	if len(r.answered) < 4*maxForget { // the rest just expire
+	if len(r.answered) < 4*scripts.MaxForget { // the rest just expire
 		r.answered = append(r.answered, marker)
 	}
 	r.mu.Unlock()
 }
 
-// run runs s, a script that applies a request once per marker, through
-// Client.write: a lost reply is resolved by running it again with the same
-// marker. changed says whether a reply means the request changed
-// something. When run returns nil the call was applied exactly once. An
+// run runs s with keys, made by marked, and args: a script that applies a
+// request once per marker, through Client.write. A lost reply is resolved
+// by running it again with the same marker. changed says whether a reply
+// means the request changed something. When run returns nil the call was applied exactly once. An
 // error for which isUnconfirmed holds means it was applied on the master
 // and too few replicas acknowledged it; any other error wrapping
 // ErrReplicaSync, that it was refused before it was sent. After other
 // errors that are not a Redis reply, the outcome is unknown.
-func (r *requests) run(ctx context.Context, s *scripts.Script, keys []any, marker string, changed func(int64) bool, args ...any) (int64, error) {
+func (r *requests) run(ctx context.Context, s *scripts.Script, keys, args []any, marker string, changed func(int64) bool) (int64, error) {
 	v, err := r.c.write(ctx, writeCall{name: r.name, script: s, keys: keys, args: args, marker: marker, changed: changed})
 	if errors.Is(err, ErrClosed) {
 		return 0, ErrClosed // never sent

@@ -8,6 +8,7 @@ import (
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/notify"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/wait"
 )
 
 // rwAcquire is one RWMutex lock call, shared by its attempts.
@@ -27,7 +28,7 @@ type rwAcquire struct {
 	// member as a release of its Client that claims it names it to the
 	// script (rw_queue.lua): its member in the queue, or the one it would
 	// have.
-	w *waiter
+	w *wait.Waiter
 	// other is set once an attempt found a holder other than a relock
 	// writer (rw_wait.lua): a writer listens on the release channel
 	// from then on.
@@ -54,12 +55,12 @@ func (a *rwAcquire) Undo(ctx context.Context) {
 	}
 }
 
-func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool) (*Lease, error) {
-	lc, err := rw.c.startLock(ctx, rw.check(), rwOp(write, "lock"), rw.name, opts)
+func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, block bool) (*Lease, error) {
+	lc, err := startLock(ctx, rw.c, rw.check(), rwOp(write, "lock"), rw.name, opts)
 	if err != nil {
 		return nil, err
 	}
-	a := rw.newAcquire(lc, write, wait)
+	a := rw.newAcquire(lc, write, block)
 
 	// A reader that comes while its Client listens on the lock's release
 	// channel and its grant channel listens from before its first
@@ -74,13 +75,13 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 	}
 
 	if write && a.kind != scripts.NoQueue && !rw.takeTurn(a) {
-		return rw.wait(ctx, a, result{Retry: retryAfter(-1)}, nil)
+		return rw.wait(ctx, a, wait.Result[*Lease]{Retry: retryAfter(-1)}, nil)
 	}
 	r, err := a.Attempt(ctx, false)
 	if err != nil && !isServerError(err) {
 		rw.leaveQueue(a) // it may have joined the queue
 	}
-	if r.Got != nil || err != nil || !wait {
+	if r.Got != nil || err != nil || !block {
 		sub.Close() // after leaving the queue
 		a.leaveTurn()
 		if r.Got == nil && err == nil {
@@ -95,8 +96,8 @@ func (rw *RWMutex) lock(ctx context.Context, opts []LockOption, write, wait bool
 }
 
 // newAcquire returns the fixed arguments of an RWMutex lock call with lc,
-// of the write side if write, that waits if wait.
-func (rw *RWMutex) newAcquire(lc lockCall, write, wait bool) *rwAcquire {
+// of the write side if write, that waits if block.
+func (rw *RWMutex) newAcquire(lc lockCall, write, block bool) *rwAcquire {
 	a := &rwAcquire{lockCall: lc, rw: rw, write: write}
 	a.field = a.owner
 	if write {
@@ -114,7 +115,7 @@ func (rw *RWMutex) newAcquire(lc lockCall, write, wait bool) *rwAcquire {
 	// sync (see unlockRequest), not when they spin. A writer's attempts
 	// queue it from the first, as one that does not listen on the
 	// release channel; a reader joins once it listens (see join).
-	if wait && a.cfg.spin == nil && !rw.c.rsync.mayWait() {
+	if block && a.cfg.spin == nil && !rw.c.rsync.mayWait() {
 		switch {
 		case !write:
 			a.kind = scripts.Reader
@@ -168,12 +169,12 @@ func (rw *RWMutex) listening() bool {
 // not have it. A reader's subscription to the release channel (sub) is
 // given when it subscribed before its first attempt. first is the result
 // of the call's first attempt.
-func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, first result, sub *notify.Waiter) (*Lease, error) {
+func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, first wait.Result[*Lease], sub *notify.Waiter) (*Lease, error) {
 	// A one-shot writer that queues may be claimed by a release of its
 	// Client, which passes it the lock.
 	claimable := a.kind != scripts.NoQueue && a.write && !a.reentrant
-	a.w = newWaiter(a.owner, a.cfg, claimable)
-	wt := waitFor{Op: rwOp(a.write, "lock"), Name: rw.name, Channel: rw.channel, Policy: lockPolicy,
+	a.w = a.newWaiter(claimable)
+	wt := wait.Wait{Op: rwOp(a.write, "lock"), Name: rw.name, Channel: rw.channel, Policy: lockPolicy,
 		Local: rw.queue, Waiter: a.w, Hold: a.cfg.lease} // by its queue's name: never a Mutex's
 	if sub != nil {
 		a.w.Sub = sub
@@ -205,14 +206,14 @@ func (rw *RWMutex) wait(ctx context.Context, a *rwAcquire, first result, sub *no
 		}
 	}
 	first.Listen = a.listens()
-	return waitLock(ctx, rw.c.localEnv, wt, a, first)
+	return wait.Loop(ctx, rw.c.localEnv, wt, a, first)
 }
 
 // Attempt, Accept, Join and End make an RWMutex lock call its own
 // waiting call (wait.Call).
-func (a *rwAcquire) Attempt(ctx context.Context, _ bool) (result, error) {
+func (a *rwAcquire) Attempt(ctx context.Context, _ bool) (wait.Result[*Lease], error) {
 	l, ttl, err := a.rw.attempt(ctx, a)
-	return result{Got: l, Retry: retryAfter(ttl), Listen: a.listens()}, err
+	return wait.Result[*Lease]{Got: l, Retry: retryAfter(ttl), Listen: a.listens()}, err
 }
 
 // listens reports whether the call listens on the lock's release
@@ -220,7 +221,7 @@ func (a *rwAcquire) Attempt(ctx context.Context, _ bool) (result, error) {
 // a relock writer.
 func (a *rwAcquire) listens() bool { return !a.write || a.kind == scripts.NoQueue || a.other }
 
-func (a *rwAcquire) Accept(g *grant) *Lease {
+func (a *rwAcquire) Accept(g *wait.Grant) *Lease {
 	if !a.write {
 		return nil // readers are never granted
 	}
@@ -266,7 +267,7 @@ func (a *rwAcquire) leaveTurn() {
 
 // accept makes the write Lease of a grant to call a, or returns nil when
 // the grant may have run out already (see Client.granted).
-func (rw *RWMutex) accept(a *rwAcquire, g *grant) *Lease {
+func (rw *RWMutex) accept(a *rwAcquire, g *wait.Grant) *Lease {
 	l := &Lease{c: rw.c, rel: &rw.w, name: rw.name, field: a.field, token: g.Token, end: newEnding()}
 	if !rw.c.granted(l, rw.group, a.cfg, g, a.joined) {
 		return nil

@@ -5,6 +5,7 @@ import (
 
 	"github.com/relock-go/relock/internal/layout"
 	"github.com/relock-go/relock/internal/scripts"
+	"github.com/relock-go/relock/internal/wait"
 )
 
 // unlockRequest returns a call of the release script of one side (write
@@ -46,8 +47,8 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (releaseRe
 		marker = layout.Marker(layout.UnlockLatch, rw.name, l.request)
 	}
 	req := rw.unlockRequest(write, l.field, marker)
-	var one [1]*waiter
-	var ws []*waiter
+	var one [1]*wait.Waiter
+	var ws []*wait.Waiter
 	if !rw.c.rsync.mayWait() {
 		ws = rw.c.local.Claim(rw.queue, one[:], nil)
 	}
@@ -82,7 +83,7 @@ func (rw *RWMutex) release(ctx context.Context, l *Lease, write bool) (releaseRe
 // passNow passes an RWMutex's write lock on in process to w, a one-shot
 // writer of this Client it has claimed, as Mutex.passNow does; the
 // switch is rw_write_unlock.lua's.
-func (rw *RWMutex) passNow(l *Lease, w *waiter) bool {
+func (rw *RWMutex) passNow(l *Lease, w *wait.Waiter) bool {
 	member := w.Member
 	if member == "" { // a writer not queued yet: the switch takes nothing out of the queue
 		member = scripts.Member(w.Lease, scripts.OneShot, w.Owner)

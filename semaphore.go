@@ -69,7 +69,7 @@ func (s *Semaphore) release(ctx context.Context, op string, n int) error {
 	}
 	c := s.c
 	if !c.rsync.mayWait() {
-		var buf [16]*waiter
+		var buf [16]*wait.Waiter
 		if ws := c.local.Claim(s.channel, buf[:], fitting(n)); len(ws) > 0 {
 			return s.releasePassing(ctx, op, n, ws)
 		}
@@ -84,15 +84,16 @@ func (s *Semaphore) release(ctx context.Context, op string, n int) error {
 // Otherwise, or when the outcome is unknown, the calls attempt. Not with
 // replica sync: a call would take permits before replicas acknowledged
 // the release.
-func (s *Semaphore) releasePassing(ctx context.Context, op string, n int, ws []*waiter) error {
+func (s *Semaphore) releasePassing(ctx context.Context, op string, n int, ws []*wait.Waiter) error {
 	c := s.c
 	k := 0
 	for _, w := range ws {
 		k += w.Permits
 	}
-	keys, marker := s.req.keys(s.name)
-	req := scripts.SemReleaseRequest{N: n, Publish: c.argPublish, MarkerTTL: c.argMarkerTTL, Channel: s.channel, Hand: k, Numsub: c.argNumsub}
-	r, err := s.req.run(ctx, scripts.SemRelease, keys, marker, always, req.Args()...)
+	req := scripts.SemReleaseRequest{Keys: s.req.marked(nil), N: n, Publish: c.argPublish, MarkerTTL: c.argMarkerTTL, Channel: s.channel,
+		Hand: k, Numsub: c.argNumsub}
+	keys, args := req.Build()
+	r, err := s.req.run(ctx, scripts.SemRelease, keys, args, req.Keys.Marker, always)
 	if err != nil || !scripts.SemReleaseReplyOf(r, true).Handed {
 		c.local.Settle(ws, -1, nil, true)
 		if err != nil {
@@ -150,9 +151,9 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	c := s.c
 	// A release of this Client may pass the call its permits (releasePassing),
 	// but with replica sync.
-	w := wait.NewWaiter[*Lease]("", !c.rsync.mayWait())
+	w := wait.NewWaiter("", !c.rsync.mayWait())
 	w.Permits = n
-	wt := waitFor{Op: "acquire", Name: s.name, Channel: s.channel, Local: s.channel, Waiter: w,
+	wt := wait.Wait{Op: "acquire", Name: s.name, Channel: s.channel, Local: s.channel, Waiter: w,
 		Policy: func(payload string) int {
 			c.local.WakeEach(s.channel, fits(payload))
 			return 0 // a reconnect still wakes every call, through the hub
@@ -209,7 +210,9 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 	if err := s.check(ctx, "drain", 1); err != nil {
 		return 0, err
 	}
-	v, err := s.writeOnce(ctx, "drain", scripts.SemDrain, positive, scripts.SemDrainRequest{MarkerTTL: s.c.argMarkerTTL}.Args()...)
+	v, err := s.writeOnce(ctx, "drain", scripts.SemDrain, positive, func(k scripts.Marked) ([]any, []any) {
+		return scripts.SemDrainRequest{Keys: k, MarkerTTL: s.c.argMarkerTTL}.Build()
+	})
 	return int(v), err
 }
 
@@ -235,15 +238,16 @@ func (u *semUndo) Undo(ctx context.Context) {
 // replicas acknowledge a grant). An attempt whose outcome is unknown, or
 // that too few replicas acknowledged, is undone before it returns.
 func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
-	keys, marker := s.req.keys(s.name)
-	args := scripts.SemAcquireRequest{N: n, MarkerTTL: s.c.argMarkerTTL}.Args()
+	req := scripts.SemAcquireRequest{Keys: s.req.marked(nil), N: n, MarkerTTL: s.c.argMarkerTTL}
+	keys, args := req.Build()
 	// A try undone for want of replicas leaves its marker saying "undone"
 	// (and is answered: the marker can go), so each try after it takes a
 	// new marker.
-	r, _, err := s.c.acquire(ctx, s.name, scripts.SemAcquire, keys, args, s.undo(n, marker), isOne, func() ([]any, door.Undo) {
-		s.req.done(marker)
-		keys, marker = s.req.keys(s.name)
-		return keys, s.undo(n, marker)
+	r, _, err := s.c.acquire(ctx, s.name, scripts.SemAcquire, keys, args, s.undo(n, req.Keys.Marker), isOne, func() ([]any, door.Undo) {
+		s.req.done(req.Keys.Marker)
+		req.Keys = s.req.marked(nil)
+		keys, _ := req.Build()
+		return keys, s.undo(n, req.Keys.Marker)
 	})
 	if errors.Is(err, ErrClosed) {
 		return false, ErrClosed
@@ -254,7 +258,7 @@ func (s *Semaphore) attempt(ctx context.Context, n int) (bool, error) {
 	if !scripts.Taken(r) {
 		return false, nil
 	}
-	s.req.done(marker)
+	s.req.done(req.Keys.Marker)
 	return true, nil
 }
 
@@ -266,8 +270,8 @@ func (s *Semaphore) undo(n int, marker string) *semUndo {
 // fitting is a release's claim policy for n permits: it claims, oldest
 // first, the waiting calls whose requests fit in n together, skipping a
 // request too large, as fits does.
-func fitting(n int) func(*waiter) (take, more bool) {
-	return func(w *waiter) (bool, bool) {
+func fitting(n int) func(*wait.Waiter) (take, more bool) {
+	return func(w *wait.Waiter) (bool, bool) {
 		k := w.Permits
 		if k <= 0 || k > n {
 			return false, true
@@ -285,10 +289,10 @@ func fitting(n int) func(*waiter) (take, more bool) {
 // freed, but a permit's lease was cut below the earliest expiry the calls
 // were given (permit_updatelease.lua), and each must learn the new one. A
 // payload that is not a number picks the oldest call.
-func fits(payload string) func(*waiter) bool {
+func fits(payload string) func(*wait.Waiter) bool {
 	free, err := strconv.Atoi(payload)
 	first, all := true, free <= 0
-	return func(w *waiter) bool {
+	return func(w *wait.Waiter) bool {
 		switch {
 		case err != nil:
 			pick := first

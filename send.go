@@ -9,18 +9,20 @@ import (
 	"github.com/relock-go/relock/internal/scripts"
 )
 
-// The send path: the script calls that acquire or change state, and may
-// have to wait for replicas, go out through Client.send. The door
-// (internal/door) shares pipelines between concurrent calls, sends again a
-// call a cluster redirected (the script did not run) until it runs, ctx
-// ends, the Client closes or the cluster has answered CLUSTERDOWN for
-// door.ClusterDownFor, and, where the master of the call's name has
-// replicas to wait for (replicasync.go), sends the script and a WAIT in
-// one pipeline on that master's connection. This file judges the answer
-// for its two kinds of caller: an acquisition (Client.acquire), which a
-// short WAIT undoes, and a write that cannot be undone (Client.write). A
-// release that passes the lock judges its own (mutex_release.go), and the
-// watchdog's renewals go as one round (Door.DoRound, renew.go).
+// The send path. Every acquisition of every primitive (Client.acquire)
+// and every write of the synchronizers that cannot be undone
+// (Client.write) goes out through Client.send, as does a release that
+// may pass the lock to a claimed waiter (mutex_release.go): what send adds
+// to the door is replica sync, the WAIT that follows the call on its
+// master's connection where the call's name has replicas to wait for
+// (replicasync.go), and the judgement of that WAIT. The door
+// (internal/door/batch.go) shares pipelines between concurrent calls and
+// sends again a call that a cluster redirected, until it runs, ctx ends,
+// the Client closes or the cluster has answered CLUSTERDOWN for
+// door.ClusterDownFor. Other calls go to the door directly: other
+// releases (Door.Do), undo and leave calls, force unlocks and reads
+// (Door.Run), without replica sync; and the watchdog's renewals, as one
+// round that judges its own WAITs (Door.DoRound, renew.go).
 
 // call is one script call on the send path.
 type call struct {

@@ -64,9 +64,9 @@ func (s *spinCall) Attempt(context.Context, bool) (wait.Result[bool], error) {
 	return wait.Result[bool]{Got: s.from > 0 && s.attempts >= s.from, Retry: time.Millisecond}, nil
 }
 
-func (*spinCall) Accept(*grant) bool { return false }
-func (*spinCall) Join()              {}
-func (s *spinCall) End(queued bool)  { s.ended = append(s.ended, queued) }
+func (*spinCall) Accept(*wait.Grant) bool { return false }
+func (*spinCall) Join()                   {}
+func (s *spinCall) End(queued bool)       { s.ended = append(s.ended, queued) }
 
 // TestSpinRunsTheWaitContract: a spinning call attempts by its backoff
 // until an attempt takes what it waits for, and is ended as one that has

@@ -2,6 +2,7 @@ package door
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -10,16 +11,16 @@ import (
 	"github.com/relock-go/relock/internal/scripts"
 )
 
-// The door runs the script calls of many goroutines in shared pipelines.
-// A call made while no other is in flight goes straight to Redis; calls
-// made while others are in flight queue up and leave together in one
-// pipeline as soon as a flusher is free, so concurrent lock calls cost the
-// server one round trip per batch instead of one each, and a lone call
-// pays nothing extra. A call that asks for a replica acknowledgement
+// A script call's way to Redis (Do, DoSync). A call made while no other
+// is in flight goes straight to Redis; calls made while others are in
+// flight queue up and leave together in one pipeline as soon as a flusher
+// is free, so concurrent lock calls cost the server one round trip per
+// batch instead of one each, and a lone call pays nothing extra. A call that asks for a replica acknowledgement
 // (Sync) goes with a WAIT after it on its master's connection. In every
 // shape, alone (Once), shared (pipe) or synced (runSynced), a script goes
 // by EVALSHA, and once more by EVAL where the server answers NOSCRIPT
-// (after a restart or failover).
+// (after a restart or failover). A call a cluster redirected did not run:
+// its caller sends it again by Resend.
 
 // maxBatch is the most calls in one pipeline: small batches keep several
 // pipelines busy at once, so the server works on one while the client
@@ -129,63 +130,76 @@ func (d *Door) DoSync(ctx context.Context, s *scripts.Script, keys []any, args [
 	}
 }
 
-// Call is one script call of a round (DoRound).
-type Call struct {
-	Script *scripts.Script
-	Keys   []any
-	Args   []any
-	Acked  *Sync // the replica acknowledgement it asks for, or nil
-
-	Reply Reply  // its outcome, once DoRound returns
-	Ack   *Reply // the reply of the WAIT that followed it, with Acked
-	// Resent tells that a cluster redirected the call, which went again
-	// on its own, without a WAIT.
-	Resent bool
+// Once runs s once, by EVALSHA and by EVAL if the server answers
+// NOSCRIPT, outside the batches, and returns its reply.
+func (d *Door) Once(ctx context.Context, s *scripts.Script, keys []any, args ...any) Reply {
+	r := d.drv.Do(ctx, EvalSHA(s, keys, args))
+	if ClassOf(r.err) == NoScript {
+		r = d.drv.Do(ctx, Eval(s, keys, args))
+	}
+	return r
 }
 
-// DoRound sends calls at once, as a batch goes: those without Acked in
-// one pipeline, those with it in one pipeline per node, each ending with
-// its WAIT, at the same time. A call that a cluster redirects is sent
-// again on its own (by Run, so again while the slot moves), without a
-// WAIT. A watchdog's renewals go this way: they are many, due together,
-// and must not wait their turn behind lock calls in the queue.
-func (d *Door) DoRound(ctx context.Context, calls []*Call) {
-	reqs := make([]*request, len(calls))
-	for i, c := range calls {
-		reqs[i] = &request{script: c.Script, keys: c.Keys, args: c.Args, acked: c.Acked}
-	}
-	plain, nodes := byNode(reqs)
-	together(nodes, func(g *syncGroup) {
-		replies, acks := runSynced(ctx, g, g.reqs)
-		for i, r := range g.reqs {
-			r.reply, r.ack = replies[i], acks[i]
+// Resend runs try, which sends a call, and again while its error is a
+// redirection (see Redirected): the script did not run. A slot on the
+// move holds a call up, it does not fail it. Before each new try the
+// slot map is reloaded (but after TRYAGAIN: the map is right, the keys
+// are moving), and a pause, that doubles up to redirectPause, is waited
+// out. Resend returns try's last error, which is a redirection only where
+// a cluster kept answering CLUSTERDOWN for ClusterDownFor; or an error
+// wrapping ctx's (or Config.Stopped, when the Door closes) and the last
+// answer, if ctx ends or the Door closes first.
+func (d *Door) Resend(ctx context.Context, try func() error) error {
+	var pause time.Duration
+	var down time.Time // when the cluster began answering CLUSTERDOWN
+	for {
+		err := try()
+		if !Redirected(err) {
+			return err
 		}
-	}, func() {
-		xs := d.pipe(ctx, plain, nil)
-		for i, r := range plain {
-			r.reply = xs[i].Reply
+		class := ClassOf(err)
+		if class != ClusterDown {
+			down = time.Time{}
+		} else if down.IsZero() {
+			down = time.Now()
+		} else if time.Since(down) >= ClusterDownFor {
+			return err
 		}
-	}, len(plain) > 0)
-	cluster := d.drv.Cluster()
-	reloaded := false
-	for i, c := range calls {
-		c.Reply, c.Ack = reqs[i].reply, reqs[i].ack
-		err := c.Reply.err
-		// A call sent to a node that a failover made a replica is
-		// answered READONLY: on a cluster, its slot's master is found
-		// again, as for a redirection.
-		demoted := c.Acked != nil && cluster && ClassOf(err) == ReadOnly
-		if !Redirected(err) && !demoted { // its slot is not on the move
-			continue
-		}
-		if cluster && !reloaded {
+		if class != TryAgain {
 			d.drv.Reload(ctx)
-			reloaded = true
 		}
-		c.Reply = d.Run(ctx, c.Script, c.Keys, c.Args...)
-		c.Resent = true
+		pause = min(max(2*pause, time.Millisecond), redirectPause)
+		if stop := d.await(ctx, pause); stop != nil {
+			return fmt.Errorf("%w (last answer: %w)", stop, err)
+		}
 	}
 }
+
+// await waits t, and returns nil then; or ctx's error if it ends first, or
+// Config.Stopped if the Door closes first.
+func (d *Door) await(ctx context.Context, t time.Duration) error {
+	timer := time.NewTimer(t)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.ctx.Done():
+		return d.cfg.Stopped
+	}
+}
+
+// ClusterDownFor is how long Resend sends again a call that a cluster
+// answers CLUSTERDOWN: long enough for a replica to take over a failed
+// master (its election ends a second or two after the master is marked
+// failed), short enough that a cluster that lost a master without replica
+// fails calls instead of holding them forever.
+const ClusterDownFor = 5 * time.Second
+
+// redirectPause is the longest pause before a redirected call is sent
+// again: a slot's keys may take a while to move.
+const redirectPause = 50 * time.Millisecond
 
 // Synced runs s and then acked's WAIT in one pipeline on acked.Node, and,
 // if the server does not know the script, once more by EVAL with a WAIT

@@ -3,7 +3,6 @@ package door
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,10 +10,11 @@ import (
 	"github.com/relock-go/relock/internal/scripts"
 )
 
-// The Door and its calls on their own: a script by EVALSHA with EVAL on
-// NOSCRIPT (Once), sent again while a cluster redirects it (Run, Resend),
-// and plain commands. Shared pipelines and replica-synced sends are in
-// batch.go.
+// The Door itself, the shapes of a script command (EvalSHA, Eval), and
+// the calls that go straight to Redis: a script for a caller's cleanup
+// (Run) and plain commands. A script call's way in shared pipelines, alone
+// or synced to replicas, and sent again on redirections, is batch.go; a
+// round of calls at once, round.go.
 
 // Config sets up a Door.
 type Config struct {
@@ -92,16 +92,6 @@ func scriptCmd(name string, script any, keys, args []any) Cmd {
 	return c
 }
 
-// Once runs s once, by EVALSHA and by EVAL if the server answers
-// NOSCRIPT, outside the batches, and returns its reply.
-func (d *Door) Once(ctx context.Context, s *scripts.Script, keys []any, args ...any) Reply {
-	r := d.drv.Do(ctx, EvalSHA(s, keys, args))
-	if ClassOf(r.err) == NoScript {
-		r = d.drv.Do(ctx, Eval(s, keys, args))
-	}
-	return r
-}
-
 // Run runs s as Once does, straight to Redis, also once the Door is
 // closed (for its callers' cleanup), and again while a cluster redirects
 // it (Resend).
@@ -126,67 +116,6 @@ func (d *Door) Command(ctx context.Context, cmd Cmd) Reply { return d.drv.Do(ctx
 // Pipe sends plain commands together and sets their replies; as Command,
 // it does not send them again on a redirection.
 func (d *Door) Pipe(ctx context.Context, xs []Exchange) { d.drv.Pipe(ctx, xs) }
-
-// Resend runs try, which sends a call, and again while its error is a
-// redirection (see Redirected): the script did not run. A slot on the
-// move holds a call up, it does not fail it. Before each new try the
-// slot map is reloaded (but after TRYAGAIN: the map is right, the keys
-// are moving), and a pause, that doubles up to redirectPause, is waited
-// out. Resend returns try's last error, which is a redirection only where
-// a cluster kept answering CLUSTERDOWN for ClusterDownFor; or an error
-// wrapping ctx's (or Config.Stopped, when the Door closes) and the last
-// answer, if ctx ends or the Door closes first.
-func (d *Door) Resend(ctx context.Context, try func() error) error {
-	var pause time.Duration
-	var down time.Time // when the cluster began answering CLUSTERDOWN
-	for {
-		err := try()
-		if !Redirected(err) {
-			return err
-		}
-		class := ClassOf(err)
-		if class != ClusterDown {
-			down = time.Time{}
-		} else if down.IsZero() {
-			down = time.Now()
-		} else if time.Since(down) >= ClusterDownFor {
-			return err
-		}
-		if class != TryAgain {
-			d.drv.Reload(ctx)
-		}
-		pause = min(max(2*pause, time.Millisecond), redirectPause)
-		if stop := d.await(ctx, pause); stop != nil {
-			return fmt.Errorf("%w (last answer: %w)", stop, err)
-		}
-	}
-}
-
-// await waits t, and returns nil then; or ctx's error if it ends first, or
-// Config.Stopped if the Door closes first.
-func (d *Door) await(ctx context.Context, t time.Duration) error {
-	timer := time.NewTimer(t)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-d.ctx.Done():
-		return d.cfg.Stopped
-	}
-}
-
-// ClusterDownFor is how long Resend sends again a call that a cluster
-// answers CLUSTERDOWN: long enough for a replica to take over a failed
-// master (its election ends a second or two after the master is marked
-// failed), short enough that a cluster that lost a master without replica
-// fails calls instead of holding them forever.
-const ClusterDownFor = 5 * time.Second
-
-// redirectPause is the longest pause before a redirected call is sent
-// again: a slot's keys may take a while to move.
-const redirectPause = 50 * time.Millisecond
 
 func (d *Door) undo(ctx context.Context, undo Undo) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Cleanup)

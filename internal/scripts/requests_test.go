@@ -92,29 +92,73 @@ func TestRequestsFillHeaders(t *testing.T) {
 			t.Errorf("%s: %d KEYS and %d ARGV built; its header names %d and %d", c.s.Name(), len(c.keys), len(c.args), keys, args)
 		}
 	}
-	// The request-marker scripts build their ARGV; their KEYS are the
-	// count's and the markers' (request.lua).
+	// The request-marker scripts (request.lua): the count, the call's
+	// marker and the answered markers (one here), and a permit
+	// semaphore's held permits, which its call's ARGV names, after the
+	// count: one KEY more than the header's count.
+	marked := func(held any) Marked {
+		k := Marked{Count: "h:count", Held: held, Marker: "h:m"}
+		k.Forget([]string{"h:answered"})
+		return k
+	}
 	for _, c := range []struct {
-		s    *Script
-		args []any
+		built
+		held bool
 	}{
-		{SemAcquire, SemAcquireRequest{N: 1, MarkerTTL: 1}.Args()},
-		{SemRelease, SemReleaseRequest{N: 1, Publish: "publish", MarkerTTL: 1, Channel: "c", Held: true}.Args()},
-		{SemTrySetPermits, TrySetRequest{N: 1, Publish: "publish", MarkerTTL: 1, Channel: "c", Held: true}.Args()},
-		{LatchTrySetCount, TrySetRequest{N: 1, Publish: "publish", MarkerTTL: 1, Channel: "c"}.Args()},
-		{SemDrain, SemDrainRequest{MarkerTTL: 1}.Args()},
-		{LatchCountDown, LatchCountDownRequest{Publish: "publish", MarkerTTL: 1, Channel: "c"}.Args()},
+		{b(SemAcquire, SemAcquireRequest{Keys: marked(nil), N: 1, MarkerTTL: 1}), false},
+		{b(SemRelease, SemReleaseRequest{Keys: marked("h:held"), N: 1, Publish: "publish", MarkerTTL: 1, Channel: "c"}), true},
+		{b(SemRelease, SemReleaseRequest{Keys: marked(nil), N: 2, Publish: "publish", MarkerTTL: 1, Channel: "c", Hand: 1,
+			Numsub: "numsub"}), false},
+		{b(SemTrySetPermits, TrySetRequest{Keys: marked("h:held"), N: 1, Publish: "publish", MarkerTTL: 1, Channel: "c"}), true},
+		{b(LatchTrySetCount, TrySetRequest{Keys: marked(nil), N: 1, Publish: "publish", MarkerTTL: 1, Channel: "c"}), false},
+		{b(SemDrain, SemDrainRequest{Keys: marked(nil), MarkerTTL: 1}), false},
+		{b(LatchCountDown, LatchCountDownRequest{Keys: marked(nil), Publish: "publish", MarkerTTL: 1, Channel: "c"}), false},
 	} {
+		keys, _ := headerMax(c.s, "KEYS")
 		args, _ := headerMax(c.s, "ARGV")
-		if c.s == LatchTrySetCount {
-			args = 4 // tryset.lua's ARGV[5] is a permit semaphore's
+		switch {
+		case c.s == SemTrySetPermits || c.s == LatchTrySetCount:
+			// Their headers refer to tryset.lua's, whose ARGV[5] is a
+			// permit semaphore's.
+			keys, args = 3, 4
+			if c.held {
+				args = 5
+			}
+		case c.s == SemRelease && !c.held:
+			args = 6 // and sem_release.lua's ARGV[7]
 		}
-		if c.s == SemTrySetPermits {
-			args = 5
+		if c.held {
+			keys++
 		}
-		if len(c.args) != args {
-			t.Errorf("%s: %d ARGV built; its header names %d", c.s.Name(), len(c.args), args)
+		if len(c.keys) != keys || len(c.args) != args {
+			t.Errorf("%s (held %v): %d KEYS and %d ARGV built; want %d and %d", c.s.Name(), c.held, len(c.keys), len(c.args), keys, args)
 		}
+	}
+}
+
+// TestMarkedKeys: the KEYS of a call that applies once per request
+// marker, in request.lua's order, with at most MaxForget answered
+// markers, the newest.
+func TestMarkedKeys(t *testing.T) {
+	k := Marked{Count: "m:count", Held: "m:held", Marker: "m:m"}
+	answered := make([]string, MaxForget+2)
+	for i := range answered {
+		answered[i] = "m:a" + strconv.Itoa(i)
+	}
+	if n := k.Forget(answered); n != MaxForget {
+		t.Fatalf("Forget took %d of %d markers, want %d", n, len(answered), MaxForget)
+	}
+	want := []any{"m:count", "m:held", "m:m"}
+	for _, a := range answered[2:] {
+		want = append(want, a)
+	}
+	if keys, _ := (SemDrainRequest{Keys: k}).Build(); !reflect.DeepEqual(keys, want) {
+		t.Errorf("built %v, want %v", keys, want)
+	}
+	k.Held = nil
+	k.Forget(nil)
+	if keys, _ := (SemDrainRequest{Keys: k}).Build(); !reflect.DeepEqual(keys, []any{"m:count", "m:m"}) {
+		t.Errorf("without held permits or answered markers: built %v", keys)
 	}
 }
 
@@ -276,7 +320,9 @@ func TestReplies(t *testing.T) {
 
 // TestRequestsOnServer: the requests run their scripts on a server, and
 // the replies read what happened: a Mutex taken, refused, re-entered,
-// released, and a read-write lock's write side taken and released.
+// released, a read-write lock's write side taken and released, and a
+// semaphore's, a permit semaphore's and a latch's counts set, taken,
+// given, drained and counted down, once per request marker.
 func TestRequestsOnServer(t *testing.T) {
 	fresh(t)
 	ctx := context.Background()
@@ -345,5 +391,67 @@ func TestRequestsOnServer(t *testing.T) {
 		Publish: "publish", Holds: layout.ReaderHolds(rw), Numsub: "numsub", ClientID: u, Grants: clientGrants(u), GrantTTL: 2000, Grant: true}
 	if r := UnlockReplyOf(send(release.Script(), release)); r.Released != Freed {
 		t.Fatalf("write unlock: %+v", r)
+	}
+
+	// A semaphore's and a latch's calls, which apply once per request
+	// marker: the same marker answers as the first try did, and a later
+	// call deletes the answered markers it is given.
+	sem, semCh := "req:sem", "req:semch"
+	mark := func(count string, held any, id string, answered ...string) Marked {
+		k := Marked{Count: count, Held: held, Marker: count + ":req:" + id}
+		k.Forget(answered)
+		return k
+	}
+	set := TrySetRequest{Keys: mark(sem, nil, "1"), N: 2, Publish: "publish", MarkerTTL: 60000, Channel: semCh}
+	for _, try := range []string{"first", "retried"} {
+		if !Set(send(SemTrySetPermits, set)) {
+			t.Fatalf("try set permits, %s: not set", try)
+		}
+	}
+	set.Keys = mark(sem, nil, "2")
+	if Set(send(SemTrySetPermits, set)) {
+		t.Fatal("try set permits of a set semaphore: set")
+	}
+	if !Taken(send(SemAcquire, SemAcquireRequest{Keys: mark(sem, nil, "3"), N: 2, MarkerTTL: 60000})) {
+		t.Fatal("acquire 2 of 2 permits: not taken")
+	}
+	if Taken(send(SemAcquire, SemAcquireRequest{Keys: mark(sem, nil, "4"), N: 1, MarkerTTL: 60000})) {
+		t.Fatal("acquire 1 of 0 permits: taken")
+	}
+	rel := SemReleaseRequest{Keys: mark(sem, nil, "5", sem+":req:1", sem+":req:3"), N: 3, Publish: "publish", MarkerTTL: 60000,
+		Channel: semCh, Hand: 1, Numsub: "numsub"}
+	if r := SemReleaseReplyOf(send(SemRelease, rel), true); r.Available != 2 || !r.Handed {
+		t.Fatalf("release 3, handing 1 where no one else listens: %+v", r)
+	}
+	if n, err := rdb.Exists(ctx, sem+":req:1", sem+":req:3").Result(); err != nil || n != 0 {
+		t.Fatalf("answered markers left: %d, %v", n, err)
+	}
+	if n := send(SemDrain, SemDrainRequest{Keys: mark(sem, nil, "6"), MarkerTTL: 60000}); n != 2 {
+		t.Fatalf("drain took %d permits, want 2", n)
+	}
+	ps, held := "req:ps", "req:ps:timeout"
+	set = TrySetRequest{Keys: mark(ps, held, "1"), N: 1, Publish: "publish", MarkerTTL: 60000, Channel: semCh}
+	if !Set(send(SemTrySetPermits, set)) {
+		t.Fatal("try set a permit semaphore's permits: not set")
+	}
+	if r := SemReleaseReplyOf(send(SemRelease, SemReleaseRequest{Keys: mark(ps, held, "2"), N: 1, Publish: "publish",
+		MarkerTTL: 60000, Channel: semCh}), false); r.Available != 2 {
+		t.Fatalf("add a permit to a permit semaphore: %+v", r)
+	}
+	latch := "req:latch"
+	if !Set(send(LatchTrySetCount, TrySetRequest{Keys: mark(latch, nil, "1"), N: 1, Publish: "publish", MarkerTTL: 60000,
+		Channel: "req:latchch"})) {
+		t.Fatal("try set a latch's count: not set")
+	}
+	down := LatchCountDownRequest{Keys: mark(latch, nil, "2"), Publish: "publish", MarkerTTL: 60000, Channel: "req:latchch"}
+	if r := LatchCountDownReplyOf(send(LatchCountDown, down)); r.NotSet || r.Left != 0 {
+		t.Fatalf("count down from 1: %+v", r)
+	}
+	if r := LatchCountDownReplyOf(send(LatchCountDown, down)); r.NotSet || r.Left != 0 {
+		t.Fatalf("count down from 1, retried: %+v", r)
+	}
+	down.Keys = mark(latch, nil, "3")
+	if r := LatchCountDownReplyOf(send(LatchCountDown, down)); !r.NotSet {
+		t.Fatalf("count down an open latch: %+v", r)
 	}
 }

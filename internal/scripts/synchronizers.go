@@ -189,19 +189,59 @@ func (r PermitUpdateLeaseRequest) Build() (keys, args []any) {
 func Updated(r int64) bool { return r == 1 }
 
 // The Semaphore's and the CountDownLatch's calls apply once per request
-// marker (request.lua): their KEYS are the count, the call's marker and
-// the markers of answered requests to delete, which the Client's request
-// bookkeeping makes. Their requests build the ARGV.
+// marker (request.lua): their KEYS are the count, a permit semaphore's
+// held permits where its call checks them, the call's marker and the
+// markers of answered requests to delete (Marked), which the Client's
+// request bookkeeping hands out.
+
+// MaxForget is the most markers of answered requests one call deletes.
+const MaxForget = 8
+
+// Marked are the KEYS of a call that applies once per request marker.
+type Marked struct {
+	Count string // the count: a semaphore's permits, a latch's count
+	// Held is a permit semaphore's held permits, boxed once, for a call
+	// that checks them too; nil for the others.
+	Held   any
+	Marker string // the call's request marker
+
+	forget [MaxForget]string
+	n      int
+}
+
+// Forget has the call delete the markers of answered requests ms, as many
+// as it takes (MaxForget at most), and returns how many: those last in ms.
+func (k *Marked) Forget(ms []string) int {
+	k.n = copy(k.forget[:], ms[max(len(ms)-MaxForget, 0):])
+	return k.n
+}
+
+// keys returns the call's KEYS.
+func (k *Marked) keys() []any {
+	keys := make([]any, 0, 3+k.n)
+	keys = append(keys, k.Count)
+	if k.Held != nil {
+		keys = append(keys, k.Held)
+	}
+	keys = append(keys, k.Marker)
+	for _, m := range k.forget[:k.n] {
+		keys = append(keys, m)
+	}
+	return keys
+}
 
 // SemAcquireRequest is a call of sem_acquire.lua: take N permits. Its
 // reply is 1 when they were taken (see Taken).
 type SemAcquireRequest struct {
+	Keys      Marked
 	N         int
 	MarkerTTL any // the request marker's lifetime in ms
 }
 
-// Args returns the request's ARGV.
-func (r SemAcquireRequest) Args() []any { return []any{r.N, r.MarkerTTL} }
+// Build returns the request's KEYS and ARGV.
+func (r SemAcquireRequest) Build() (keys, args []any) {
+	return r.Keys.keys(), []any{r.N, r.MarkerTTL}
+}
 
 // Taken reads sem_acquire.lua's reply: whether the permits were taken.
 func Taken(r int64) bool { return r == 1 }
@@ -224,8 +264,10 @@ func (r SemUndoRequest) Build() (keys, args []any) {
 
 // SemReleaseRequest is a call of sem_release.lua: give N permits (take
 // them away for a negative N), handing Hand of them to the releasing
-// Client's own waiting calls when no one else listens.
+// Client's own waiting calls when no one else listens. A permit
+// semaphore's call (Keys.Held) hands none.
 type SemReleaseRequest struct {
+	Keys      Marked
 	N         int
 	Publish   any // "publish" or "spublish"
 	MarkerTTL any
@@ -234,20 +276,19 @@ type SemReleaseRequest struct {
 	// calls; 0 for none. Numsub, "numsub" or "shardnumsub", goes with it.
 	Hand   int
 	Numsub any
-	// Held says the call is a permit semaphore's: its held permits are
-	// among the KEYS, before the markers.
-	Held bool
 }
 
-// Args returns the request's ARGV.
-func (r SemReleaseRequest) Args() []any {
+// Build returns the request's KEYS and ARGV.
+func (r SemReleaseRequest) Build() (keys, args []any) {
 	switch {
-	case r.Held:
-		return []any{r.N, r.Publish, r.MarkerTTL, r.Channel, argEmpty, argEmpty, argOne}
+	case r.Keys.Held != nil:
+		args = []any{r.N, r.Publish, r.MarkerTTL, r.Channel, argEmpty, argEmpty, argOne}
 	case r.Hand > 0:
-		return []any{r.N, r.Publish, r.MarkerTTL, r.Channel, r.Hand, r.Numsub}
+		args = []any{r.N, r.Publish, r.MarkerTTL, r.Channel, r.Hand, r.Numsub}
+	default:
+		args = []any{r.N, r.Publish, r.MarkerTTL, r.Channel}
 	}
-	return []any{r.N, r.Publish, r.MarkerTTL, r.Channel}
+	return r.Keys.keys(), args
 }
 
 // SemReleaseReply is sem_release.lua's answer.
@@ -267,23 +308,22 @@ func SemReleaseReplyOf(r int64, hand bool) SemReleaseReply {
 
 // TrySetRequest is a call of sem_trysetpermits.lua or
 // latch_trysetcount.lua (tryset.lua): set the count to N if it is not
-// set. Its reply is 1 when it set it (see Set).
+// set; a permit semaphore's call (Keys.Held) checks its held permits too.
+// Its reply is 1 when it set the count (see Set).
 type TrySetRequest struct {
+	Keys      Marked
 	N         int
 	Publish   any // "publish" or "spublish"
 	MarkerTTL any
 	Channel   any // told the count set
-	// Held says the call is a permit semaphore's: its held permits are
-	// among the KEYS, and checked too.
-	Held bool
 }
 
-// Args returns the request's ARGV.
-func (r TrySetRequest) Args() []any {
-	if r.Held {
-		return []any{r.N, r.Publish, r.MarkerTTL, r.Channel, argOne}
+// Build returns the request's KEYS and ARGV.
+func (r TrySetRequest) Build() (keys, args []any) {
+	if r.Keys.Held != nil {
+		return r.Keys.keys(), []any{r.N, r.Publish, r.MarkerTTL, r.Channel, argOne}
 	}
-	return []any{r.N, r.Publish, r.MarkerTTL, r.Channel}
+	return r.Keys.keys(), []any{r.N, r.Publish, r.MarkerTTL, r.Channel}
 }
 
 // Set reads tryset.lua's reply: whether the count was set.
@@ -292,22 +332,26 @@ func Set(r int64) bool { return r == 1 }
 // SemDrainRequest is a call of sem_drain.lua: take every available
 // permit. Its reply is the number taken.
 type SemDrainRequest struct {
+	Keys      Marked
 	MarkerTTL any
 }
 
-// Args returns the request's ARGV.
-func (r SemDrainRequest) Args() []any { return []any{r.MarkerTTL} }
+// Build returns the request's KEYS and ARGV.
+func (r SemDrainRequest) Build() (keys, args []any) { return r.Keys.keys(), []any{r.MarkerTTL} }
 
 // LatchCountDownRequest is a call of latch_countdown.lua: count a latch
 // down by one.
 type LatchCountDownRequest struct {
+	Keys      Marked
 	Publish   any // "publish" or "spublish"
 	MarkerTTL any
 	Channel   any // told "0" when the count reaches zero
 }
 
-// Args returns the request's ARGV.
-func (r LatchCountDownRequest) Args() []any { return []any{r.Publish, r.MarkerTTL, r.Channel} }
+// Build returns the request's KEYS and ARGV.
+func (r LatchCountDownRequest) Build() (keys, args []any) {
+	return r.Keys.keys(), []any{r.Publish, r.MarkerTTL, r.Channel}
+}
 
 // LatchCountDownReply is latch_countdown.lua's answer.
 type LatchCountDownReply struct {

@@ -30,10 +30,15 @@ import (
 	"github.com/relock-go/relock/internal/notify"
 )
 
-// Waiter is one call sleeping between attempts. P is what a release of
-// the Client passes to it in process, nil for none: relock's *Lease, a
-// type parameter only because this package cannot import it.
-type Waiter[P comparable] struct {
+// Hold is a hold of a lock as this package carries it: what a release of
+// the Client passes to a waiting call in process (Settle), and the holder
+// of the Client's run of a lock (SetRun). It is relock's *Lease, which
+// this package only carries and compares; a call passed one returns it as
+// what it got (Loop), so a release passes holds to lock calls only.
+type Hold any
+
+// Waiter is one call sleeping between attempts.
+type Waiter struct {
 	Owner string // the call's owner id; "" for a call never granted anything
 	// What the call asks for, as a release that claims it reads it: a
 	// lock call's lease (Fixed: not renewed by the watchdog) and its
@@ -68,39 +73,39 @@ type Waiter[P comparable] struct {
 	recheck time.Duration // to attempt again within this; 0 if not
 	woken   bool          // to attempt now
 
-	outcome chan P        // the outcome of a claim: what was passed, or nil to attempt
+	outcome chan Hold     // the outcome of a claim: what was passed, or nil to attempt
 	news    chan struct{} // granted, recheck or woken was set
 }
 
 // NewWaiter returns a waiter of owner, which a release of the Client may
 // claim if claimable.
-func NewWaiter[P comparable](owner string, claimable bool) *Waiter[P] {
-	w := &Waiter[P]{Owner: owner, claimable: claimable, news: make(chan struct{}, 1)}
+func NewWaiter(owner string, claimable bool) *Waiter {
+	w := &Waiter{Owner: owner, claimable: claimable, news: make(chan struct{}, 1)}
 	if claimable {
-		w.outcome = make(chan P, 1)
+		w.outcome = make(chan Hold, 1)
 	}
 	return w
 }
 
 // List is a Client's waiters of one kind of lock, by name, oldest first.
 // Its zero value is empty and ready.
-type List[P comparable] struct {
+type List struct {
 	mu      sync.Mutex
 	n       atomic.Int64 // how many, read without mu
-	byName  map[string][]*Waiter[P]
-	byOwner map[string]*Waiter[P]
+	byName  map[string][]*Waiter
+	byOwner map[string]*Waiter
 	mail    map[string]*mailed // by owner: news that came before its waiter was added
 	pruned  time.Time          // when mail was last cleared of old news
-	runs    map[string]P       // by name: the holder of the Client's run (see joinRun)
+	runs    map[string]Hold    // by name: the holder of the Client's run (see joinRun)
 	nRuns   atomic.Int64       // len(runs), read without mu
 }
 
 // Len returns how many waiters the list has, without locking.
-func (r *List[P]) Len() int64 { return r.n.Load() }
+func (r *List) Len() int64 { return r.n.Load() }
 
 // add registers w as a waiter for name, and gives it the news that came
 // for its owner before.
-func (r *List[P]) add(name string, w *Waiter[P]) {
+func (r *List) add(name string, w *Waiter) {
 	r.mu.Lock()
 	r.addLocked(name, w)
 	r.mu.Unlock()
@@ -108,10 +113,10 @@ func (r *List[P]) add(name string, w *Waiter[P]) {
 }
 
 // addLocked is add, with mu held, except for the count.
-func (r *List[P]) addLocked(name string, w *Waiter[P]) {
+func (r *List) addLocked(name string, w *Waiter) {
 	if r.byName == nil {
-		r.byName = make(map[string][]*Waiter[P])
-		r.byOwner = make(map[string]*Waiter[P])
+		r.byName = make(map[string][]*Waiter)
+		r.byOwner = make(map[string]*Waiter)
 	}
 	r.byName[name] = append(r.byName[name], w)
 	r.own(w)
@@ -120,7 +125,7 @@ func (r *List[P]) addLocked(name string, w *Waiter[P]) {
 // own makes w the waiter of its owner, which news reaches, unless it is
 // quiet, and gives it the news that came for its owner before. Called
 // with mu held.
-func (r *List[P]) own(w *Waiter[P]) {
+func (r *List) own(w *Waiter) {
 	if w.Owner == "" || w.quiet {
 		return
 	}
@@ -135,7 +140,7 @@ func (r *List[P]) own(w *Waiter[P]) {
 // frees whatever it passes to w. It returns what was passed to w and w
 // did not take (its call returned for another reason at the same moment),
 // for the caller to release; nil if nothing.
-func (r *List[P]) remove(name string, w *Waiter[P]) (unwanted P) {
+func (r *List) remove(name string, w *Waiter) (unwanted Hold) {
 	r.mu.Lock()
 	w.gone = w.claimed
 	if r.byOwner[w.Owner] == w {
@@ -169,7 +174,7 @@ func (r *List[P]) remove(name string, w *Waiter[P]) (unwanted P) {
 }
 
 // sleep marks w asleep: a release may now claim it.
-func (r *List[P]) sleep(w *Waiter[P]) {
+func (r *List) sleep(w *Waiter) {
 	r.mu.Lock()
 	w.asleep = true
 	r.mu.Unlock()
@@ -185,7 +190,7 @@ func (r *List[P]) sleep(w *Waiter[P]) {
 // release that claims w, and w would attempt while that release passes it
 // the lock: w would take the lock as its own, and the release, finding w
 // gone, would free it under w's feet.
-func (r *List[P]) rise(w *Waiter[P]) bool {
+func (r *List) rise(w *Waiter) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w.claimed {
@@ -204,7 +209,7 @@ func (r *List[P]) rise(w *Waiter[P]) bool {
 // claimable waiters of name that fit takes, appending them to buf[:0]. fit
 // is the primitive's claim policy, asked oldest first (nil: any): it
 // reports whether the release may pass to w, and whether to look further.
-func (r *List[P]) Claim(name string, buf []*Waiter[P], fit func(w *Waiter[P]) (take, more bool)) []*Waiter[P] {
+func (r *List) Claim(name string, buf []*Waiter, fit func(w *Waiter) (take, more bool)) []*Waiter {
 	ws := buf[:0]
 	if r.n.Load() == 0 {
 		return ws
@@ -232,7 +237,7 @@ func (r *List[P]) Claim(name string, buf []*Waiter[P], fit func(w *Waiter[P]) (t
 
 // ClaimOwner claims the waiter of owner for name for a release, if it is
 // a sleeping claimable waiter not claimed already; nil otherwise.
-func (r *List[P]) ClaimOwner(name, owner string) *Waiter[P] {
+func (r *List) ClaimOwner(name, owner string) *Waiter {
 	if r.n.Load() == 0 {
 		return nil
 	}
@@ -256,8 +261,7 @@ func (r *List[P]) ClaimOwner(name, owner string) *Waiter[P] {
 // reports false if that one has gone, leaving p to the caller to release.
 // The others go back to sleep, except those that woke meanwhile, or all of
 // them when the outcome is unknown (retry): they are woken to attempt.
-func (r *List[P]) Settle(ws []*Waiter[P], chosen int, p P, retry bool) bool {
-	var none P
+func (r *List) Settle(ws []*Waiter, chosen int, p Hold, retry bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delivered := false
@@ -270,7 +274,7 @@ func (r *List[P]) Settle(ws []*Waiter[P], chosen int, p P, retry bool) bool {
 			}
 		case !w.gone && (retry || w.blocked):
 			w.claimed, w.blocked, w.asleep = false, false, false
-			w.pass(none)
+			w.pass(nil)
 		default:
 			w.claimed = false
 		}
@@ -283,8 +287,7 @@ func (r *List[P]) Settle(ws []*Waiter[P], chosen int, p P, retry bool) bool {
 // next attempt takes it (TakePassed) without asking Redis; it never sleeps
 // again before. It returns those that had returned meanwhile, whose share
 // the caller gives back.
-func (r *List[P]) PassEach(ws []*Waiter[P]) (gone []*Waiter[P]) {
-	var none P
+func (r *List) PassEach(ws []*Waiter) (gone []*Waiter) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, w := range ws {
@@ -298,7 +301,7 @@ func (r *List[P]) PassEach(ws []*Waiter[P]) (gone []*Waiter[P]) {
 		// time to attempt by, which alone would put it back to sleep)
 		// finds it and attempts.
 		w.wake()
-		w.pass(none)
+		w.pass(nil)
 	}
 	return gone
 }
@@ -306,7 +309,7 @@ func (r *List[P]) PassEach(ws []*Waiter[P]) (gone []*Waiter[P]) {
 // TakePassed reports whether w was passed what it waits for (PassEach)
 // and has not taken it yet, and takes it. A call is passed at most once:
 // none is claimed while it holds what it has not taken (Claim).
-func (r *List[P]) TakePassed(w *Waiter[P]) bool {
+func (r *List) TakePassed(w *Waiter) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	passed := w.passed
@@ -318,7 +321,7 @@ func (r *List[P]) TakePassed(w *Waiter[P]) bool {
 
 // pass gives w an outcome. The channel is empty whenever a release settles
 // w (see rise); pass never blocks all the same.
-func (w *Waiter[P]) pass(p P) bool {
+func (w *Waiter) pass(p Hold) bool {
 	select {
 	case w.outcome <- p:
 		return true
@@ -329,7 +332,7 @@ func (w *Waiter[P]) pass(p P) bool {
 
 // firstAwake returns the oldest of ws that may be woken by a fellow call:
 // not one waiting for its gate, which attempts only once through.
-func firstAwake[P comparable](ws []*Waiter[P]) *Waiter[P] {
+func firstAwake(ws []*Waiter) *Waiter {
 	for _, w := range ws {
 		if !w.quiet {
 			return w

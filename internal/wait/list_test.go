@@ -15,19 +15,19 @@ type lease struct{ _ int }
 // outcome of the next release that claims it, which would let the waiter
 // attempt while that release passes it the lock.
 func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
-	var r List[*lease]
-	w := NewWaiter[*lease]("o:1", true)
+	var r List
+	w := NewWaiter("o:1", true)
 	r.add("l", w)
 	defer r.remove("l", w)
 
-	var buf [1]*Waiter[*lease]
+	var buf [1]*Waiter
 	r.sleep(w)
 	if ws := r.Claim("l", buf[:], nil); len(ws) != 1 || ws[0] != w {
 		t.Fatalf("claim = %v, want the sleeping waiter %p", ws, w)
 	}
 	// The waiter has woken (a message, its timer) and is about to mark
 	// itself awake when the release reports that it did not pass the lock.
-	r.Settle([]*Waiter[*lease]{w}, -1, nil, true)
+	r.Settle([]*Waiter{w}, -1, nil, true)
 	if !r.rise(w) {
 		t.Fatal("waking an unclaimed waiter failed")
 	}
@@ -44,7 +44,7 @@ func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
 		t.Fatal("the waiter cannot be claimed again")
 	}
 	next := &lease{}
-	if !r.Settle([]*Waiter[*lease]{w}, 0, next, false) {
+	if !r.Settle([]*Waiter{w}, 0, next, false) {
 		t.Fatal("handing a lease failed")
 	}
 	if l := <-w.outcome; l != next {
@@ -60,9 +60,9 @@ func TestHandoffLeavesNoStaleOutcome(t *testing.T) {
 // delivered, and a lease handed just before it left is returned to the
 // caller of remove to release.
 func TestWaiterGoneReleasesWhatItIsHanded(t *testing.T) {
-	var r List[*lease]
-	var buf [2]*Waiter[*lease]
-	a, b := NewWaiter[*lease]("o:1", true), NewWaiter[*lease]("o:2", true)
+	var r List
+	var buf [2]*Waiter
+	a, b := NewWaiter("o:1", true), NewWaiter("o:2", true)
 	r.add("l", a)
 	r.add("l", b)
 	r.sleep(a)
@@ -97,10 +97,10 @@ func TestWaiterGoneReleasesWhatItIsHanded(t *testing.T) {
 // call and the call's sleep) reaches the waiter when it is added; news no
 // waiter takes is dropped after mailLife.
 func TestNewsWaitsForItsWaiter(t *testing.T) {
-	var r List[*lease]
+	var r List
 	g := &Grant{Token: 7}
 	r.Grant("o:1", g)
-	w := NewWaiter[*lease]("o:1", true)
+	w := NewWaiter("o:1", true)
 	r.add("l", w)
 	defer r.remove("l", w)
 	select {
@@ -129,12 +129,12 @@ func TestNewsWaitsForItsWaiter(t *testing.T) {
 // given. Once it has its turn (turned) the news reaches it, and it joins
 // its Client's run when the run's holder is joinable.
 func TestQuietUntilTurned(t *testing.T) {
-	var r List[*lease]
-	w := NewWaiter[*lease]("o:1", true)
+	var r List
+	w := NewWaiter("o:1", true)
 	w.quiet = true
 	r.add("l", w)
 	defer r.remove("l", w)
-	other := NewWaiter[*lease]("o:2", true)
+	other := NewWaiter("o:2", true)
 	r.add("l", other)
 	defer r.remove("l", other)
 
@@ -148,7 +148,7 @@ func TestQuietUntilTurned(t *testing.T) {
 
 	holder := &lease{}
 	r.SetRun("l", holder)
-	if in := r.turned("l", w, func(h *lease) bool { return h == holder }); !in {
+	if in := r.turned("l", w, func(h Hold) bool { return h == holder }); !in {
 		t.Fatal("a waiter with its turn did not join the joinable run")
 	}
 	select {

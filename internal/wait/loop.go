@@ -53,9 +53,8 @@ type Stats struct {
 }
 
 // Env is what Loop needs of its Client, for the calls of one of its lists.
-// P is what a release of the Client passes to a call in process.
-type Env[P comparable] struct {
-	List    *List[P] // the list the calls are in
+type Env struct {
+	List    *List // the list the calls are in
 	Hub     *notify.Hub
 	Closing <-chan struct{} // closed as the Client closes
 	Closed  error           // returned once it has
@@ -68,13 +67,13 @@ type Env[P comparable] struct {
 	// least that often, in case a grant went to a waiter ahead that died.
 	GrantTTL time.Duration
 	// Unwanted releases what was passed to a call that had returned.
-	Unwanted func(P)
+	Unwanted func(Hold)
 	// Now is the Client's watchdog clock, on which Wait.Sent counts.
 	Now func() int64
 }
 
 // Wait is how a call waits.
-type Wait[P comparable] struct {
+type Wait struct {
 	Op, Name string        // the call, for errors
 	Channel  string        // its release channel
 	Policy   notify.Policy // the hub's policy for Channel
@@ -86,12 +85,12 @@ type Wait[P comparable] struct {
 	// attempt, which was sent (Sent) once the channel was confirmed: with
 	// Joined, a release after that attempt reaches the call, which owes no
 	// attempt once subscribed.
-	Waiter *Waiter[P]
+	Waiter *Waiter
 	// Joinable, if not nil, tells that the call has made no attempt that
 	// queued it: it joins its Client's run (List.joinRun) if the run's
 	// holder is joinable, and then sleeps at once until the run passes it
 	// the lock or ends; otherwise it attempts.
-	Joinable func(holder P) bool
+	Joinable func(holder Hold) bool
 	// Gate, if not nil, holds the call back, quiet, until it receives: it
 	// neither joins the queue in Redis nor listens before (an RWMutex
 	// writer's turn; see awaitGate).
@@ -112,45 +111,46 @@ type Wait[P comparable] struct {
 // for or fails, a grant is accepted, a release of the Client passes the
 // call what it waits for, ctx ends, or the Client closes; first is the
 // result of the call's first attempt, made before. It returns what an
-// attempt or a grant got, or else what a release passed. A call with a
-// Gate waits for it first; it joins the queue in Redis once both its
-// subscriptions are confirmed (or from its first attempt, with Joined),
-// and leaves it before it unsubscribes, so that every Client in a queue
-// listens on its release channel.
-func Loop[R, P comparable](ctx context.Context, env *Env[P], wt Wait[P], c Call[R], first Result[R]) (got R, passed P, err error) {
+// attempt or a grant got, or what a release passed (a Hold, which must be
+// an R: only lock calls are passed one). A call with a Gate waits for it
+// first; it joins the queue in Redis once both its subscriptions are
+// confirmed (or from its first attempt, with Joined), and leaves it
+// before it unsubscribes, so that every Client in a queue listens on its
+// release channel.
+func Loop[R comparable](ctx context.Context, env *Env, wt Wait, c Call[R], first Result[R]) (got R, err error) {
 	env.Stats.Waits.Add(1)
-	l := &loop[R, P]{env: env, wt: wt, c: c, w: wt.Waiter, early: wt.Waiter.Sub, joined: wt.Joined, sent: wt.Sent, clock: newRetryClock()}
+	l := &loop[R]{env: env, wt: wt, c: c, w: wt.Waiter, early: wt.Waiter.Sub, joined: wt.Joined, sent: wt.Sent, clock: newRetryClock()}
 	defer l.end()
 	if wt.Gate != nil {
 		if err := l.awaitGate(ctx); err != nil || l.over() {
-			return l.got, l.passed, err
+			return l.got, err
 		}
 	}
 	if err := l.subscribe(first.Listen); err != nil {
-		return got, passed, err
+		return got, err
 	}
 	l.add()
 	l.timer = time.NewTimer(l.clock.next(first.Retry, l.confirmed()))
 	for {
 		try, confirmed, err := l.sleep(ctx)
 		if err != nil || l.over() {
-			return l.got, l.passed, err
+			return l.got, err
 		}
 		if !try {
 			continue
 		}
 		if err := l.attempt(ctx, confirmed); err != nil || l.over() {
-			return l.got, l.passed, err
+			return l.got, err
 		}
 	}
 }
 
 // loop is one run of Loop.
-type loop[R, P comparable] struct {
-	env *Env[P]
-	wt  Wait[P]
+type loop[R comparable] struct {
+	env *Env
+	wt  Wait
 	c   Call[R]
-	w   *Waiter[P]
+	w   *Waiter
 
 	sub            *notify.Waiter  // on the release channel, once listened to
 	early          *notify.Waiter  // sub, made before the call's first attempt (Waiter.Sub)
@@ -163,21 +163,19 @@ type loop[R, P comparable] struct {
 	sent   int64 // when the call queued (Wait.Sent), or joined its Client's run
 	clock  retryClock
 	timer  *time.Timer
-	got    R    // what an attempt or a grant took
-	passed P    // what a release of the Client passed
+	got    R    // what an attempt or a grant took, or a release passed
 	joined bool // it may be in the queue in Redis
 }
 
 // over reports whether the call has what it waits for.
-func (l *loop[R, P]) over() bool {
-	var noneR R
-	var noneP P
-	return l.got != noneR || l.passed != noneP
+func (l *loop[R]) over() bool {
+	var none R
+	return l.got != none
 }
 
 // subscribe listens on the release channel (if listen) and on the grant
 // channel.
-func (l *loop[R, P]) subscribe(listen bool) error {
+func (l *loop[R]) subscribe(listen bool) error {
 	if err := l.listen(listen); err != nil {
 		return err
 	}
@@ -194,7 +192,7 @@ func (l *loop[R, P]) subscribe(listen bool) error {
 }
 
 // listen subscribes the release channel, once the call listens there.
-func (l *loop[R, P]) listen(listen bool) error {
+func (l *loop[R]) listen(listen bool) error {
 	if l.sub != nil || !listen && l.early == nil {
 		return nil
 	}
@@ -213,11 +211,11 @@ func (l *loop[R, P]) listen(listen bool) error {
 
 // confirmed reports whether every subscription of the call is confirmed:
 // a release from then on wakes it.
-func (l *loop[R, P]) confirmed() bool { return l.ready == nil && l.gready == nil }
+func (l *loop[R]) confirmed() bool { return l.ready == nil && l.gready == nil }
 
 // add puts the call's waiter in its list, unless it is there since it
 // waited for its gate, and has it join its Client's run if it may.
-func (l *loop[R, P]) add() {
+func (l *loop[R]) add() {
 	w, wt, list := l.w, l.wt, l.env.List
 	if w.claimable && l.sub != nil {
 		w.Sub = l.sub // a release that passes w the lock may close it for w
@@ -259,8 +257,7 @@ func (l *loop[R, P]) add() {
 // the call ends (it leaves the queue in Redis, and its gate, so that the
 // next call through finds the channels subscribed), and then the
 // subscriptions go.
-func (l *loop[R, P]) end() {
-	var none P
+func (l *loop[R]) end() {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
@@ -272,7 +269,7 @@ func (l *loop[R, P]) end() {
 		// A grant from another Client left untaken is not released here:
 		// the call either holds what was granted already (its own attempt
 		// found it granted) or leaves the queue (End), which releases it.
-		if unwanted := l.env.List.remove(l.wt.Local, l.w); unwanted != none {
+		if unwanted := l.env.List.remove(l.wt.Local, l.w); unwanted != nil {
 			l.env.Unwanted(unwanted)
 		}
 	}
@@ -292,8 +289,7 @@ func (l *loop[R, P]) end() {
 //
 // Once subscribed, and a later attempt failed, only a grant, a message, a
 // pass, a wake, the retry time or the end of ctx wake the call.
-func (l *loop[R, P]) sleep(ctx context.Context) (try, confirmed bool, err error) {
-	var none P
+func (l *loop[R]) sleep(ctx context.Context) (try, confirmed bool, err error) {
 	w, list, stats := l.w, l.env.List, l.env.Stats
 	asleep := l.confirmed()
 	if asleep {
@@ -317,8 +313,9 @@ func (l *loop[R, P]) sleep(ctx context.Context) (try, confirmed bool, err error)
 		stats.Wakeups.Add(1)
 	case <-l.grants: // the grant channel was re-subscribed: a grant may be lost
 		stats.Wakeups.Add(1)
-	case l.passed = <-w.outcome: // nil channel unless claimable
-		settled = l.passed == none
+	case h := <-w.outcome: // nil channel unless claimable
+		settled = h == nil
+		l.take(h)
 	case <-w.news:
 		g, recheck, now := list.news(w)
 		if g != nil {
@@ -346,8 +343,7 @@ func (l *loop[R, P]) sleep(ctx context.Context) (try, confirmed bool, err error)
 	}
 	if w.claimable && asleep && !settled && !list.rise(w) {
 		// A release of this Client may be passing us the lock.
-		l.passed, err = l.awaitOutcome(ctx)
-		return true, confirmed, err
+		return true, confirmed, l.awaitOutcome(ctx)
 	}
 	return try, confirmed, nil
 }
@@ -355,7 +351,7 @@ func (l *loop[R, P]) sleep(ctx context.Context) (try, confirmed bool, err error)
 // attempt makes one attempt, having the call join the queue first once
 // both its subscriptions are confirmed (or as it leaves its Client's
 // run), and sets the timer for the next.
-func (l *loop[R, P]) attempt(ctx context.Context, confirmed bool) error {
+func (l *loop[R]) attempt(ctx context.Context, confirmed bool) error {
 	if l.inRun || l.wt.Grants != "" && l.confirmed() {
 		l.c.Join()
 		l.joined = true
@@ -375,21 +371,29 @@ func (l *loop[R, P]) attempt(ctx context.Context, confirmed bool) error {
 }
 
 // awaitOutcome waits, after rise failed, for the outcome of the claim on
-// the call's waiter: what it is passed, or nothing to attempt.
-func (l *loop[R, P]) awaitOutcome(ctx context.Context) (P, error) {
-	var none P
+// the call's waiter, and takes what it is passed; nil: nothing, attempt.
+func (l *loop[R]) awaitOutcome(ctx context.Context) error {
 	select {
-	case p := <-l.w.outcome:
-		return p, nil
+	case h := <-l.w.outcome:
+		l.take(h)
+		return nil
 	case <-ctx.Done():
-		return none, l.ctxErr(ctx)
+		return l.ctxErr(ctx)
 	case <-l.env.Closing:
-		return none, l.env.Closed
+		return l.env.Closed
+	}
+}
+
+// take takes h, what a release of the Client passed the call, as what the
+// call got; nil is nothing.
+func (l *loop[R]) take(h Hold) {
+	if h != nil {
+		l.got = h.(R) // a release passes holds to lock calls only (Hold)
 	}
 }
 
 // ctxErr is the call's error when ctx ends.
-func (l *loop[R, P]) ctxErr(ctx context.Context) error {
+func (l *loop[R]) ctxErr(ctx context.Context) error {
 	return fmt.Errorf("relock: %s %q: %w", l.wt.Op, l.wt.Name, ctx.Err())
 }
 
@@ -400,8 +404,7 @@ func (l *loop[R, P]) ctxErr(ctx context.Context) error {
 // nothing: the call then attempts, without joining the queue in Redis,
 // and sleeps on if it fails. Once through, it may join its Client's run
 // (Joinable).
-func (l *loop[R, P]) awaitGate(ctx context.Context) error {
-	var none P
+func (l *loop[R]) awaitGate(ctx context.Context) error {
 	w, wt, list := l.w, l.wt, l.env.List
 	w.quiet = true
 	list.add(wt.Local, w)
@@ -418,15 +421,14 @@ func (l *loop[R, P]) awaitGate(ctx context.Context) error {
 				// A release of this Client may be passing it what it waits
 				// for; if not, its first attempt through the gate takes
 				// what a release passed it with a lost reply.
-				var err error
-				if l.passed, err = l.awaitOutcome(ctx); l.over() || err != nil {
+				if err := l.awaitOutcome(ctx); l.over() || err != nil {
 					return err
 				}
 			}
 			l.inRun = list.turned(wt.Local, w, wt.Joinable)
 			return nil
-		case l.passed = <-w.outcome: // nil channel unless claimable
-			if l.passed != none {
+		case h := <-w.outcome: // nil channel unless claimable
+			if l.take(h); l.over() {
 				return nil
 			}
 			r, err := l.c.Attempt(ctx, false)
@@ -456,7 +458,7 @@ func (l *loop[R, P]) awaitGate(ctx context.Context) error {
 // again (zero: unknown). Another waiting call of the Client for the same
 // name may sleep on a time that this one knew better: it is woken to
 // attempt by then.
-func wakeNext[P comparable](list *List[P], name string, w *Waiter[P], got bool, hold time.Duration, due time.Time) {
+func wakeNext(list *List, name string, w *Waiter, got bool, hold time.Duration, due time.Time) {
 	var d time.Duration
 	switch {
 	case got:

@@ -50,31 +50,31 @@ func (c *call) End(queued bool) { c.ended <- queued }
 func never(int) *hold { return nil }
 
 // newEnv returns an Env for calls that subscribe to nothing (no hub).
-func newEnv() *wait.Env[*hold] {
-	return &wait.Env[*hold]{
-		List:     &wait.List[*hold]{},
+func newEnv() *wait.Env {
+	return &wait.Env{
+		List:     &wait.List{},
 		Closing:  make(chan struct{}),
 		Closed:   errors.New("closed"),
 		Stats:    &wait.Stats{},
 		GrantTTL: time.Hour,
-		Unwanted: func(*hold) {},
+		Unwanted: func(wait.Hold) {},
 		Now:      func() int64 { return time.Now().UnixNano() },
 	}
 }
 
 // outcome is what a Loop returned.
 type outcome struct {
-	got, passed *hold
-	err         error
+	got *hold
+	err error
 }
 
 // run runs Loop for c in the background and returns where its outcome
 // comes.
-func run(ctx context.Context, env *wait.Env[*hold], wt wait.Wait[*hold], c *call, first wait.Result[*hold]) <-chan outcome {
+func run(ctx context.Context, env *wait.Env, wt wait.Wait, c *call, first wait.Result[*hold]) <-chan outcome {
 	out := make(chan outcome, 1)
 	go func() {
-		got, passed, err := wait.Loop(ctx, env, wt, c, first)
-		out <- outcome{got, passed, err}
+		got, err := wait.Loop(ctx, env, wt, c, first)
+		out <- outcome{got, err}
 	}()
 	return out
 }
@@ -116,9 +116,9 @@ func TestLoopReturnsWhatAnAttemptGot(t *testing.T) {
 		return nil
 	})
 	env := newEnv()
-	w := wait.NewWaiter[*hold]("o:1", false)
-	o := await(t, run(context.Background(), env, wait.Wait[*hold]{Op: "lock", Name: "l", Local: "l", Waiter: w, Joined: true}, c, wait.Result[*hold]{Retry: time.Millisecond}))
-	if o.err != nil || o.got != want || o.passed != nil {
+	w := wait.NewWaiter("o:1", false)
+	o := await(t, run(context.Background(), env, wait.Wait{Op: "lock", Name: "l", Local: "l", Waiter: w, Joined: true}, c, wait.Result[*hold]{Retry: time.Millisecond}))
+	if o.err != nil || o.got != want {
 		t.Fatalf("loop = %+v, want got %p", o, want)
 	}
 	if c.attempts != 3 {
@@ -133,15 +133,15 @@ func TestLoopReturnsWhatAnAttemptGot(t *testing.T) {
 }
 
 // TestLoopReturnsWhatAReleasePassed: a release of the Client that claims
-// the sleeping call and passes it a hold ends the loop with it, as passed,
+// the sleeping call and passes it a hold ends the loop with it, as got,
 // without an attempt.
 func TestLoopReturnsWhatAReleasePassed(t *testing.T) {
 	c := newCall(never)
 	env := newEnv()
-	w := wait.NewWaiter[*hold]("o:1", true)
-	out := run(context.Background(), env, wait.Wait[*hold]{Op: "lock", Name: "l", Local: "l", Waiter: w, Joined: true}, c, wait.Result[*hold]{Retry: time.Hour})
-	var buf [1]*wait.Waiter[*hold]
-	var ws []*wait.Waiter[*hold]
+	w := wait.NewWaiter("o:1", true)
+	out := run(context.Background(), env, wait.Wait{Op: "lock", Name: "l", Local: "l", Waiter: w, Joined: true}, c, wait.Result[*hold]{Retry: time.Hour})
+	var buf [1]*wait.Waiter
+	var ws []*wait.Waiter
 	until(t, "the waiter to sleep", func() bool {
 		ws = env.List.Claim("l", buf[:], nil)
 		return len(ws) == 1
@@ -151,8 +151,8 @@ func TestLoopReturnsWhatAReleasePassed(t *testing.T) {
 		t.Fatal("the pass was not delivered")
 	}
 	o := await(t, out)
-	if o.err != nil || o.passed != want || o.got != nil {
-		t.Fatalf("loop = %+v, want passed %p", o, want)
+	if o.err != nil || o.got != want {
+		t.Fatalf("loop = %+v, want got %p", o, want)
 	}
 	if c.attempts != 0 {
 		t.Fatalf("%d attempts after a pass, want none", c.attempts)
@@ -183,13 +183,13 @@ func TestLoopAcceptsGrants(t *testing.T) {
 			env := newEnv()
 			// The grant comes before the waiter is added: it waits for it.
 			env.List.Grant("o:1", &wait.Grant{Token: 5, TTL: time.Second})
-			w := wait.NewWaiter[*hold]("o:1", false)
-			o := await(t, run(context.Background(), env, wait.Wait[*hold]{Op: "lock", Name: "l", Local: "l", Waiter: w, Joined: true}, c, wait.Result[*hold]{Retry: time.Hour}))
+			w := wait.NewWaiter("o:1", false)
+			o := await(t, run(context.Background(), env, wait.Wait{Op: "lock", Name: "l", Local: "l", Waiter: w, Joined: true}, c, wait.Result[*hold]{Retry: time.Hour}))
 			want, attempts := granted, 0
 			if refuse {
 				want, attempts = took, 1
 			}
-			if o.err != nil || o.got != want || o.passed != nil {
+			if o.err != nil || o.got != want {
 				t.Fatalf("loop = %+v, want got %p", o, want)
 			}
 			if c.attempts != attempts {
@@ -206,14 +206,14 @@ func TestLoopEndsAQueuedCall(t *testing.T) {
 	c := newCall(never)
 	env := newEnv()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := wait.NewWaiter[*hold]("o:1", true)
-	out := run(ctx, env, wait.Wait[*hold]{Op: "lock", Name: "l", Local: "l", Waiter: w, Joined: true}, c, wait.Result[*hold]{Retry: time.Hour})
+	w := wait.NewWaiter("o:1", true)
+	out := run(ctx, env, wait.Wait{Op: "lock", Name: "l", Local: "l", Waiter: w, Joined: true}, c, wait.Result[*hold]{Retry: time.Hour})
 	cancel()
 	o := await(t, out)
 	if !errors.Is(o.err, context.Canceled) || o.err.Error() != `relock: lock "l": context canceled` {
 		t.Fatalf("loop error = %v, want the call's, wrapping context.Canceled", o.err)
 	}
-	if o.got != nil || o.passed != nil {
+	if o.got != nil {
 		t.Fatalf("loop = %+v, want nothing", o)
 	}
 	if queued := <-c.ended; !queued {
@@ -231,8 +231,8 @@ func TestLoopWaitsForItsGate(t *testing.T) {
 		c := newCall(func(int) *hold { return want })
 		env := newEnv()
 		gate := make(chan struct{}, 1)
-		w := wait.NewWaiter[*hold]("o:1", true)
-		out := run(context.Background(), env, wait.Wait[*hold]{Op: "lock", Name: "l", Local: "l", Waiter: w, Gate: gate}, c, wait.Result[*hold]{Retry: time.Millisecond})
+		w := wait.NewWaiter("o:1", true)
+		out := run(context.Background(), env, wait.Wait{Op: "lock", Name: "l", Local: "l", Waiter: w, Gate: gate}, c, wait.Result[*hold]{Retry: time.Millisecond})
 		until(t, "the call to wait for its gate", func() bool { return env.Stats.Asleep.Load() == 1 })
 		if c.attempts != 0 {
 			t.Fatalf("%d attempts before the gate, want none", c.attempts)
@@ -247,10 +247,10 @@ func TestLoopWaitsForItsGate(t *testing.T) {
 	t.Run("passed", func(t *testing.T) {
 		c := newCall(never)
 		env := newEnv()
-		w := wait.NewWaiter[*hold]("o:1", true)
-		out := run(context.Background(), env, wait.Wait[*hold]{Op: "lock", Name: "l", Local: "l", Waiter: w, Gate: make(chan struct{})}, c, wait.Result[*hold]{Retry: time.Millisecond})
-		var buf [1]*wait.Waiter[*hold]
-		var ws []*wait.Waiter[*hold]
+		w := wait.NewWaiter("o:1", true)
+		out := run(context.Background(), env, wait.Wait{Op: "lock", Name: "l", Local: "l", Waiter: w, Gate: make(chan struct{})}, c, wait.Result[*hold]{Retry: time.Millisecond})
+		var buf [1]*wait.Waiter
+		var ws []*wait.Waiter
 		until(t, "the call to wait for its gate", func() bool {
 			ws = env.List.Claim("l", buf[:], nil)
 			return len(ws) == 1
@@ -258,8 +258,8 @@ func TestLoopWaitsForItsGate(t *testing.T) {
 		want := &hold{token: 2}
 		env.List.Settle(ws, 0, want, false)
 		o := await(t, out)
-		if o.err != nil || o.passed != want || c.attempts != 0 {
-			t.Fatalf("loop = %+v after %d attempts, want passed %p and none", o, c.attempts, want)
+		if o.err != nil || o.got != want || c.attempts != 0 {
+			t.Fatalf("loop = %+v after %d attempts, want got %p and none", o, c.attempts, want)
 		}
 		if queued := <-c.ended; queued {
 			t.Fatal("a call passed what it waits for was ended as queued")

@@ -32,15 +32,15 @@ const mailLife = 2 * time.Second
 
 // Grant records g, granted to the waiter of owner, and wakes it; with no
 // such waiter yet, the news is kept for one added within mailLife.
-func (r *List[P]) Grant(owner string, g *Grant) { r.record(owner, g, 0) }
+func (r *List) Grant(owner string, g *Grant) { r.record(owner, g, 0) }
 
 // Wake wakes the waiter of owner to attempt within d (0: now); with no
 // such waiter yet, the news is kept for one added within mailLife.
-func (r *List[P]) Wake(owner string, d time.Duration) { r.record(owner, nil, d) }
+func (r *List) Wake(owner string, d time.Duration) { r.record(owner, nil, d) }
 
 // record records a grant, or a time to attempt by (0: now), for the waiter
 // of owner and wakes it, or keeps the news.
-func (r *List[P]) record(owner string, g *Grant, recheck time.Duration) {
+func (r *List) record(owner string, g *Grant, recheck time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w := r.byOwner[owner]; w != nil {
@@ -83,7 +83,7 @@ func forgetOld[V any](m map[string]V, at func(V) time.Time, life time.Duration, 
 }
 
 // wakeOther wakes one waiter of name other than w to attempt within d.
-func (r *List[P]) wakeOther(name string, w *Waiter[P], d time.Duration) {
+func (r *List) wakeOther(name string, w *Waiter, d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, x := range r.byName[name] {
@@ -97,7 +97,7 @@ func (r *List[P]) wakeOther(name string, w *Waiter[P], d time.Duration) {
 // WakeEach wakes, oldest first, the waiters of name that pick chooses (a
 // semaphore's policy: the calls the permits freed can satisfy): each
 // attempts at once.
-func (r *List[P]) WakeEach(name string, pick func(w *Waiter[P]) bool) {
+func (r *List) WakeEach(name string, pick func(w *Waiter) bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, w := range r.byName[name] {
@@ -109,7 +109,7 @@ func (r *List[P]) WakeEach(name string, pick func(w *Waiter[P]) bool) {
 
 // note records g or recheck for w (0: attempt now), and wakes it. Called
 // with mu held.
-func (w *Waiter[P]) note(g *Grant, recheck time.Duration) {
+func (w *Waiter) note(g *Grant, recheck time.Duration) {
 	switch {
 	case g != nil:
 		w.granted = g
@@ -122,13 +122,13 @@ func (w *Waiter[P]) note(g *Grant, recheck time.Duration) {
 }
 
 // wake wakes w to attempt now, and wakes it. Called with mu held.
-func (w *Waiter[P]) wake() {
+func (w *Waiter) wake() {
 	w.woken = true
 	w.ring()
 }
 
 // ring wakes w to read its news.
-func (w *Waiter[P]) ring() {
+func (w *Waiter) ring() {
 	select {
 	case w.news <- struct{}{}:
 	default:
@@ -137,7 +137,7 @@ func (w *Waiter[P]) ring() {
 
 // news returns and clears what w was granted or woken for: a grant, a time to attempt by,
 // or to attempt now.
-func (r *List[P]) news(w *Waiter[P]) (g *Grant, recheck time.Duration, now bool) {
+func (r *List) news(w *Waiter) (g *Grant, recheck time.Duration, now bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g, recheck, now = w.granted, w.recheck, w.woken

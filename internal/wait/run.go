@@ -12,11 +12,11 @@ package wait
 // comes, and is a queued call from there.
 
 // SetRun records h as the holder of its Client's run of name.
-func (r *List[P]) SetRun(name string, h P) {
+func (r *List) SetRun(name string, h Hold) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.runs == nil {
-		r.runs = make(map[string]P)
+		r.runs = make(map[string]Hold)
 	}
 	if _, ok := r.runs[name]; !ok {
 		r.nRuns.Add(1)
@@ -27,7 +27,7 @@ func (r *List[P]) SetRun(name string, h P) {
 // MayJoinRun reports whether a call of name may join its Client's run
 // now: joinable judges the run's holder. It allocates nothing, so that a
 // call with no run to join pays nothing for the look.
-func (r *List[P]) MayJoinRun(name string, joinable func(holder P) bool) bool {
+func (r *List) MayJoinRun(name string, joinable func(holder Hold) bool) bool {
 	if r.nRuns.Load() == 0 {
 		return false
 	}
@@ -40,7 +40,7 @@ func (r *List[P]) MayJoinRun(name string, joinable func(holder P) bool) bool {
 // joinRun adds w as a waiter for name, and has it join its Client's run
 // without an attempt if it still may (MayJoinRun): it reports whether it
 // did.
-func (r *List[P]) joinRun(name string, w *Waiter[P], joinable func(holder P) bool) bool {
+func (r *List) joinRun(name string, w *Waiter, joinable func(holder Hold) bool) bool {
 	r.mu.Lock()
 	r.addLocked(name, w)
 	in := r.joinRunLocked(name, w, joinable)
@@ -53,7 +53,7 @@ func (r *List[P]) joinRun(name string, w *Waiter[P], joinable func(holder P) boo
 // (Wait.Gate): news for its owner reaches it from now on. With joinable, it
 // joins its Client's run without an attempt, if it may, as in joinRun,
 // and turned reports whether it did.
-func (r *List[P]) turned(name string, w *Waiter[P], joinable func(holder P) bool) bool {
+func (r *List) turned(name string, w *Waiter, joinable func(holder Hold) bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w.quiet = false
@@ -64,7 +64,7 @@ func (r *List[P]) turned(name string, w *Waiter[P], joinable func(holder P) bool
 // joinRunLocked has w, a waiter for name, join its Client's run if
 // joinable judges its holder able to pass it the lock. Called with mu
 // held.
-func (r *List[P]) joinRunLocked(name string, w *Waiter[P], joinable func(holder P) bool) bool {
+func (r *List) joinRunLocked(name string, w *Waiter, joinable func(holder Hold) bool) bool {
 	if h, ok := r.runs[name]; !ok || !joinable(h) {
 		return false
 	}
@@ -74,7 +74,7 @@ func (r *List[P]) joinRunLocked(name string, w *Waiter[P], joinable func(holder 
 
 // EndRun ends the run of name if h holds it: every call that joined it
 // without an attempt is woken to attempt.
-func (r *List[P]) EndRun(name string, h P) {
+func (r *List) EndRun(name string, h Hold) {
 	if r.nRuns.Load() == 0 {
 		return // no run: every release but a run's last passes here
 	}
