@@ -220,35 +220,45 @@ func value(m *rueidis.RedisMessage) (any, error) {
 	return m.ToString()
 }
 
-// retries is how many times Do and Pipe send a command that is not Once
-// again after a transport error, as go-redis does by default: a call on a
-// connection found broken (the server restarted) fails, and the next goes
-// on a new one. rueidis itself sends again only read-only commands, and
-// then until the context ends.
+// retries is how many times Do, Pipe and the slot map's read send a
+// command that is not Once again after a transport error, as go-redis does
+// by default: a call on a connection found broken (the server restarted)
+// fails, and the next goes on a new one; so does a call that shared a
+// connection being made with a call whose context ended first, which cut
+// the dial short for both. rueidis itself sends again only read-only
+// commands, and then until the context ends.
 const retries = 3
 
-// again reports whether a command whose reply is r may be sent again.
-func again(ctx context.Context, cmd door.Cmd, r door.Reply) bool {
-	err := r.Err()
-	return !cmd.Once && err != nil && door.ClassOf(err) == door.Transport &&
+// again reports whether a command that got err, and is Once or not, may
+// be sent again.
+func again(ctx context.Context, once bool, err error) bool {
+	return !once && err != nil && door.ClassOf(err) == door.Transport &&
 		ctx.Err() == nil && !errors.Is(err, rueidis.ErrClosing)
+}
+
+// retried returns the result of try, which sends one command, tried again
+// as retries says.
+func retried(ctx context.Context, once bool, try func() rueidis.RedisResult) rueidis.RedisResult {
+	for n := 0; ; n++ {
+		r := try()
+		if n == retries || !again(ctx, once, r.NonRedisError()) {
+			return r
+		}
+	}
 }
 
 // Do sends cmd and returns its reply, waited for a while after ctx ends
 // (see settle). rueidis pipelines concurrent calls on a connection by
 // itself.
 func (d *driver) Do(ctx context.Context, cmd door.Cmd) door.Reply {
-	for n := 0; ; n++ {
+	return reply(ctx, retried(ctx, cmd.Once, func() rueidis.RedisResult {
 		if err := ctx.Err(); err != nil {
-			return door.Failed(err) // not sent
+			return rueidis.NewErrorResult(err) // not sent
 		}
 		inner, release := d.detach(ctx)
-		r := reply(ctx, d.c.Do(inner, build(d.c.B(), cmd)))
-		release()
-		if n == retries || !again(ctx, cmd, r) {
-			return r
-		}
-	}
+		defer release()
+		return d.c.Do(inner, build(d.c.B(), cmd))
+	}))
 }
 
 // Pipe sends xs together; on a cluster rueidis splits them by slot. The
@@ -260,7 +270,7 @@ func (d *driver) Pipe(ctx context.Context, xs []door.Exchange) {
 		var redo []door.Exchange
 		var at []int
 		for i, x := range xs {
-			if again(ctx, x.Cmd, x.Reply) {
+			if again(ctx, x.Cmd.Once, x.Reply.Err()) {
 				redo = append(redo, door.Exchange{Cmd: x.Cmd})
 				at = append(at, i)
 			}
@@ -365,7 +375,9 @@ func (d *driver) ReadTimeout() time.Duration { return 0 }
 
 // reload reads the cluster's slot map with CLUSTER SLOTS.
 func (d *driver) reload(ctx context.Context) error {
-	ranges, err := d.c.Do(ctx, d.c.B().Arbitrary("CLUSTER", "SLOTS").Build()).ToArray()
+	ranges, err := retried(ctx, false, func() rueidis.RedisResult {
+		return d.c.Do(ctx, d.c.B().Arbitrary("CLUSTER", "SLOTS").Build())
+	}).ToArray()
 	if err != nil {
 		if !door.IsServer(asDoor(err)) {
 			err = cut(ctx, err)

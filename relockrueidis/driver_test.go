@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/redistest"
@@ -305,4 +307,40 @@ func (c *tapConn) Write(b []byte) (int, error) {
 		}
 	}
 	return c.Conn.Write(b)
+}
+
+// TestRetried: a command that is not Once is sent again after a transport
+// error (such as a dial that another call's context cut short) while its
+// context lives, at most retries times more; a Once command and a call
+// whose context ended are not.
+func TestRetried(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name  string
+		ctx   context.Context
+		once  bool
+		fails int // transport errors before the reply
+		reply rueidis.RedisResult
+		tries int
+		ok    bool
+	}{
+		{"sent again", context.Background(), false, 2, rueidis.NewErrorResult(nil), 3, true},
+		{"at most retries times more", context.Background(), false, retries + 5, rueidis.NewErrorResult(nil), retries + 1, false},
+		{"once", context.Background(), true, 1, rueidis.NewErrorResult(nil), 1, false},
+		{"context ended", ended, false, 1, rueidis.NewErrorResult(nil), 1, false},
+	} {
+		tries := 0
+		r := retried(tc.ctx, tc.once, func() rueidis.RedisResult {
+			tries++
+			if tries <= tc.fails {
+				return rueidis.NewErrorResult(dial)
+			}
+			return tc.reply
+		})
+		if tries != tc.tries || (r.NonRedisError() == nil) != tc.ok {
+			t.Errorf("%s: %d tries, error %v; want %d tries, success %v", tc.name, tries, r.NonRedisError(), tc.tries, tc.ok)
+		}
+	}
 }
