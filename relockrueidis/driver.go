@@ -373,10 +373,20 @@ func (d *driver) Reload(ctx context.Context) {
 // ReadTimeout is 0: rueidis bounds a call by its context alone.
 func (d *driver) ReadTimeout() time.Duration { return 0 }
 
-// reload reads the cluster's slot map with CLUSTER SLOTS.
+// reload reads the cluster's slot map with CLUSTER SLOTS. The read is
+// waited for as Do's commands are (see settle), so that it completes for
+// the calls after this one though this one's context ends first: the
+// calls of a fresh Client with contexts shorter than the read would each
+// start it and give it up (rueidis closes a connection whose lone call
+// passed its deadline), and none would find a master.
 func (d *driver) reload(ctx context.Context) error {
 	ranges, err := retried(ctx, false, func() rueidis.RedisResult {
-		return d.c.Do(ctx, d.c.B().Arbitrary("CLUSTER", "SLOTS").Build())
+		if err := ctx.Err(); err != nil {
+			return rueidis.NewErrorResult(err)
+		}
+		inner, release := d.detach(ctx)
+		defer release()
+		return d.c.Do(inner, d.c.B().Arbitrary("CLUSTER", "SLOTS").Build())
 	}).ToArray()
 	if err != nil {
 		if !door.IsServer(asDoor(err)) {
