@@ -20,8 +20,8 @@ func TestClusterFailover(t *testing.T) {
 	c := redistest.NewCluster(t, 3, 1)
 	ctx := testkit.CtxTimeout(t, 2*time.Minute)
 	opt := relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1, Retry: true})
-	a := newLocks(t, deployment{Addrs: c.Addrs()}, opt)
-	b := newLocks(t, deployment{Addrs: c.Addrs()}, opt)
+	a := newLocks(t, testkit.Deployment{Addrs: c.Addrs()}, opt)
+	b := newLocks(t, testkit.Deployment{Addrs: c.Addrs()}, opt)
 	name := testkit.LockName(t)
 	old, err := c.MasterForSlot(ctx, slots.Of(name))
 	if err != nil {

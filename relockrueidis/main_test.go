@@ -6,45 +6,32 @@ import (
 	"net"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/internal/conformance"
 	"github.com/relock-go/relock/internal/door"
 	"github.com/relock-go/relock/internal/testkit"
 )
 
-// TestMain starts the shared servers of testkit (a standalone server and a
-// cluster) and checks for goroutines left behind. The library's shared
-// suite of contract and fault tests takes its clients from an opener of
-// this shape (open, below), set here before testkit.Main.
-func TestMain(m *testing.M) { os.Exit(testkit.Main(m)) }
+// TestMain sets open as the client library of the Clients testkit makes,
+// starts testkit's shared servers (a standalone server and a cluster), and
+// checks for goroutines left behind: the library's shared suite of contract
+// and fault tests (TestConformance) then runs on rueidis.
+func TestMain(m *testing.M) { os.Exit(conformance.Main(m, open)) }
 
-// deployment is a Redis deployment as the tests tell a client of it: one
-// of Addr, MasterName (with Sentinels) or Addrs is set.
-type deployment struct {
-	Addr       string
-	MasterName string
-	Sentinels  []string
-	Addrs      []string
-	// ReadTimeout bounds a connection's wait for a reply (rueidis's
-	// ConnWriteTimeout, which bounds both ways); 0 leaves the default.
-	ReadTimeout time.Duration
-	// Dialer, if set, makes the client's connections (a fault proxy).
-	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
-	// FailFast makes a call to a server that is down fail at once.
-	FailFast bool
-}
+// TestConformance runs the library's shared suite on rueidis clients.
+func TestConformance(t *testing.T) { conformance.Run(t) }
 
 // open returns a rueidis client of d behind its driver, the client
-// closed when the test ends.
-func open(t testing.TB, d deployment) door.Driver {
+// closed when the test ends: the suite's testkit.Opener.
+func open(t testing.TB, d testkit.Deployment) door.Driver {
 	t.Helper()
 	return newDriver(client(t, d))
 }
 
 // client returns a rueidis client of d, closed when the test ends.
-func client(t testing.TB, d deployment) rueidis.Client {
+func client(t testing.TB, d testkit.Deployment) rueidis.Client {
 	t.Helper()
 	var o rueidis.ClientOption
 	switch {

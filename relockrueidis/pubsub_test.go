@@ -49,7 +49,7 @@ func must(t *testing.T, err error) {
 func TestPubSub(t *testing.T) {
 	rdb := testkit.CloseLater(t, testkit.Standalone.Client())
 	ctx := context.Background()
-	ps := open(t, deployment{Addr: testkit.Standalone.Addr}).OpenPubSub(ctx, door.PubSubPlain, "ps:a")
+	ps := open(t, testkit.Deployment{Addr: testkit.Standalone.Addr}).OpenPubSub(ctx, door.PubSubPlain, "ps:a")
 	defer ps.Close()
 	expect(t, ps, door.Event{Kind: door.EventSubscribed, Channel: "ps:a"})
 	must(t, rdb.Publish(ctx, "ps:a", "0").Err())
@@ -77,7 +77,7 @@ func TestPubSub(t *testing.T) {
 func TestPubSubConnectionLost(t *testing.T) {
 	s := redistest.Standalone(t)
 	ctx := context.Background()
-	ps := open(t, deployment{Addr: s.Addr}).OpenPubSub(ctx, door.PubSubPlain, "lost:a")
+	ps := open(t, testkit.Deployment{Addr: s.Addr}).OpenPubSub(ctx, door.PubSubPlain, "lost:a")
 	defer ps.Close()
 	expect(t, ps, door.Event{Kind: door.EventSubscribed, Channel: "lost:a"})
 	if n, err := s.KillPubSubClients(ctx); err != nil || n != 1 {
@@ -93,7 +93,7 @@ func TestPubSubConnectionLost(t *testing.T) {
 // TestPubSubClose: Close ends a Receive under way.
 func TestPubSubClose(t *testing.T) {
 	ctx := context.Background()
-	ps := open(t, deployment{Addr: testkit.Standalone.Addr}).OpenPubSub(ctx, door.PubSubPlain, "cl:a")
+	ps := open(t, testkit.Deployment{Addr: testkit.Standalone.Addr}).OpenPubSub(ctx, door.PubSubPlain, "cl:a")
 	expect(t, ps, door.Event{Kind: door.EventSubscribed, Channel: "cl:a"})
 	got := make(chan error, 1)
 	go func() {
@@ -120,7 +120,7 @@ func TestPubSubShardedSlotMove(t *testing.T) {
 	c := redistest.NewCluster(t, 3, 0)
 	rdb := testkit.CloseLater(t, c.Client())
 	ctx := context.Background()
-	d := open(t, deployment{Addrs: c.Addrs()})
+	d := open(t, testkit.Deployment{Addrs: c.Addrs()})
 	const channel = "ps:{slot-move}"
 	slot := slots.Of(channel)
 	ps := d.OpenPubSub(ctx, door.PubSubSharded, channel)

@@ -12,8 +12,11 @@
 // outlive the relock.Client. rueidis pipelines concurrent calls by
 // itself, so relock's own batching and rueidis's auto-pipelining
 // combine. Calls are bounded by their contexts (rueidis has no read
-// timeout of its own); replica sync's WAIT goes on a dedicated
-// connection, the one that wrote.
+// timeout of its own), and a call whose context ends waits up to a second
+// more for the reply of a command already handed to rueidis, as go-redis
+// waits for a reply up to its read timeout: rueidis may still write such a
+// command, and relock's undo of it must not run first. Replica sync's
+// WAIT goes on a dedicated connection, the one that wrote.
 package relockrueidis
 
 import (

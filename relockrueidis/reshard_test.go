@@ -30,7 +30,7 @@ func TestClusterLiveReshard(t *testing.T) {
 	errs := make(chan error, 8)
 	var wg sync.WaitGroup
 	for w := range 4 {
-		locks := newLocks(t, deployment{Addrs: c.Addrs()})
+		locks := newLocks(t, testkit.Deployment{Addrs: c.Addrs()})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -21,6 +21,7 @@ import (
 type driver struct {
 	c       valkey.Client
 	cluster bool
+	settle  time.Duration // see settle
 
 	mu    sync.Mutex
 	slots map[int]string // a cluster's slot map as last read: slot to master's address
@@ -30,7 +31,7 @@ type driver struct {
 var _ door.Driver = (*driver)(nil)
 
 func newDriver(c valkey.Client) *driver {
-	return &driver{c: c, cluster: c.Mode() == valkey.ClientModeCluster, nodes: make(map[string]*node)}
+	return &driver{c: c, cluster: c.Mode() == valkey.ClientModeCluster, settle: settle, nodes: make(map[string]*node)}
 }
 
 // build returns cmd as valkey-go's command: the arguments before the key,
@@ -100,13 +101,67 @@ func reply(ctx context.Context, r valkey.ValkeyResult) door.Reply {
 
 // cut returns a transport error err of a call made with ctx; once ctx
 // has ended, an error that also matches ctx's: valkey-go reports a dial cut
-// short by ctx's deadline as an I/O timeout, and callers ask errors.Is
-// whether their context ended.
+// short by ctx's deadline as an I/O timeout, at times before ctx itself
+// reports its end, and callers ask errors.Is whether their context ended.
+// The end of the context a call handed valkey-go (see detach) reads as the
+// end of ctx.
 func cut(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("%w: %w", cerr, err)
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
+		cerr = context.DeadlineExceeded
 	}
-	return err
+	switch {
+	case cerr == nil || errors.Is(err, cerr):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return cerr
+	}
+	return fmt.Errorf("%w: %w", cerr, err)
+}
+
+// settle is how long a call whose context ends still waits for the
+// replies of the commands it handed valkey. Once a call's context ends,
+// valkey-go answers it with the context's error at once, while its commands
+// may still wait in a connection's queue and be written after (and a
+// standalone or Sentinel client pipelines on several connections to the
+// server): relock, told of an outcome unknown, sends the undo, which may
+// then run before the command it undoes, on another connection, and the
+// command runs after it (a fair lock's queue entry left behind). Waiting
+// for the replies, as go-redis does, orders the undo after them; only a
+// server that does not answer within settle leaves the outcome open, and
+// then the undo may come first, as after any lost reply.
+const settle = time.Second
+
+// detach returns the context to hand valkey-go for a call made with ctx,
+// which has not ended: one that ends d.settle after ctx does (and the
+// function that releases it), so that a command valkey-go took is waited
+// for (see settle).
+func (d *driver) detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Done() == nil {
+		return ctx, func() {}
+	}
+	inner, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if dl, ok := ctx.Deadline(); ok {
+		// valkey-go sends a lone call with a deadline on its own, not
+		// queued, bounding its reads by the deadline and not by the
+		// context's end: there, a command is waited for until settle
+		// after the deadline.
+		var cancelInner context.CancelFunc
+		inner, cancelInner = context.WithDeadline(inner, dl.Add(d.settle))
+		parent := cancel
+		cancel = func() { cancelInner(); parent() }
+	}
+	bound := d.settle
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-inner.Done():
+		}
+	})
+	return inner, func() { stop(); cancel() }
 }
 
 // asDoor returns a server's error reply as a door.Error (door.Nil for a
@@ -165,41 +220,57 @@ func value(m *valkey.ValkeyMessage) (any, error) {
 	return m.ToString()
 }
 
-// retries is how many times Do and Pipe send a command that is not Once
-// again after a transport error, as go-redis does by default: a call on a
-// connection found broken (the server restarted) fails, and the next goes
-// on a new one. valkey-go itself sends again only read-only commands, and
-// then until the context ends.
+// retries is how many times Do, Pipe and the slot map's read send a
+// command that is not Once again after a transport error, as go-redis does
+// by default: a call on a connection found broken (the server restarted)
+// fails, and the next goes on a new one; so does a call that shared a
+// connection being made with a call whose context ended first, which cut
+// the dial short for both. valkey-go itself sends again only read-only
+// commands, and then until the context ends.
 const retries = 3
 
-// again reports whether a command whose reply is r may be sent again.
-func again(ctx context.Context, cmd door.Cmd, r door.Reply) bool {
-	err := r.Err()
-	return !cmd.Once && err != nil && door.ClassOf(err) == door.Transport &&
+// again reports whether a command that got err, and is Once or not, may
+// be sent again.
+func again(ctx context.Context, once bool, err error) bool {
+	return !once && err != nil && door.ClassOf(err) == door.Transport &&
 		ctx.Err() == nil && !errors.Is(err, valkey.ErrClosing)
 }
 
-// Do sends cmd and returns its reply. valkey-go pipelines concurrent calls
-// on a connection by itself.
-func (d *driver) Do(ctx context.Context, cmd door.Cmd) door.Reply {
+// retried returns the result of try, which sends one command, tried again
+// as retries says.
+func retried(ctx context.Context, once bool, try func() valkey.ValkeyResult) valkey.ValkeyResult {
 	for n := 0; ; n++ {
-		r := reply(ctx, d.c.Do(ctx, build(d.c.B(), cmd)))
-		if n == retries || !again(ctx, cmd, r) {
+		r := try()
+		if n == retries || !again(ctx, once, r.NonValkeyError()) {
 			return r
 		}
 	}
+}
+
+// Do sends cmd and returns its reply, waited for a while after ctx ends
+// (see settle). valkey-go pipelines concurrent calls on a connection by
+// itself.
+func (d *driver) Do(ctx context.Context, cmd door.Cmd) door.Reply {
+	return reply(ctx, retried(ctx, cmd.Once, func() valkey.ValkeyResult {
+		if err := ctx.Err(); err != nil {
+			return valkey.NewErrorResult(err) // not sent
+		}
+		inner, release := d.detach(ctx)
+		defer release()
+		return d.c.Do(inner, build(d.c.B(), cmd))
+	}))
 }
 
 // Pipe sends xs together; on a cluster valkey-go splits them by slot. The
 // commands that failed on a broken connection and may be sent again go
 // again, together.
 func (d *driver) Pipe(ctx context.Context, xs []door.Exchange) {
-	pipe(ctx, d.c, xs)
+	d.pipe(ctx, d.c, xs)
 	for n := 0; n < retries; n++ {
 		var redo []door.Exchange
 		var at []int
 		for i, x := range xs {
-			if again(ctx, x.Cmd, x.Reply) {
+			if again(ctx, x.Cmd.Once, x.Reply.Err()) {
 				redo = append(redo, door.Exchange{Cmd: x.Cmd})
 				at = append(at, i)
 			}
@@ -207,22 +278,31 @@ func (d *driver) Pipe(ctx context.Context, xs []door.Exchange) {
 		if len(redo) == 0 {
 			return
 		}
-		pipe(ctx, d.c, redo)
+		d.pipe(ctx, d.c, redo)
 		for j, i := range at {
 			xs[i].Reply = redo[j].Reply
 		}
 	}
 }
 
-func pipe(ctx context.Context, c valkey.CoreClient, xs []door.Exchange) {
+// pipe sends xs in one DoMulti of c, waited for as Do is.
+func (d *driver) pipe(ctx context.Context, c valkey.CoreClient, xs []door.Exchange) {
 	if len(xs) == 0 {
+		return
+	}
+	if err := ctx.Err(); err != nil {
+		for i := range xs {
+			xs[i].Reply = door.Failed(err) // not sent
+		}
 		return
 	}
 	cmds := make(valkey.Commands, len(xs))
 	for i, x := range xs {
 		cmds[i] = build(c.B(), x.Cmd)
 	}
-	for i, r := range c.DoMulti(ctx, cmds...) {
+	inner, release := d.detach(ctx)
+	defer release()
+	for i, r := range c.DoMulti(inner, cmds...) {
 		xs[i].Reply = reply(ctx, r)
 	}
 }
@@ -293,9 +373,21 @@ func (d *driver) Reload(ctx context.Context) {
 // ReadTimeout is 0: valkey-go bounds a call by its context alone.
 func (d *driver) ReadTimeout() time.Duration { return 0 }
 
-// reload reads the cluster's slot map with CLUSTER SLOTS.
+// reload reads the cluster's slot map with CLUSTER SLOTS. The read is
+// waited for as Do's commands are (see settle), so that it completes for
+// the calls after this one though this one's context ends first: the
+// calls of a fresh Client with contexts shorter than the read would each
+// start it and give it up (valkey-go closes a connection whose lone call
+// passed its deadline), and none would find a master.
 func (d *driver) reload(ctx context.Context) error {
-	ranges, err := d.c.Do(ctx, d.c.B().Arbitrary("CLUSTER", "SLOTS").Build()).ToArray()
+	ranges, err := retried(ctx, false, func() valkey.ValkeyResult {
+		if err := ctx.Err(); err != nil {
+			return valkey.NewErrorResult(err)
+		}
+		inner, release := d.detach(ctx)
+		defer release()
+		return d.c.Do(inner, d.c.B().Arbitrary("CLUSTER", "SLOTS").Build())
+	}).ToArray()
 	if err != nil {
 		if !door.IsServer(asDoor(err)) {
 			err = cut(ctx, err)
@@ -430,7 +522,7 @@ func (n *node) Pipe(ctx context.Context, xs []door.Exchange) {
 	ran := false
 	err := c.Dedicated(func(dc valkey.DedicatedClient) error {
 		ran = true
-		pipe(ctx, dc, xs)
+		n.d.pipe(ctx, dc, xs)
 		return nil
 	})
 	if !ran {

@@ -1,6 +1,7 @@
 package relockvalkey
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	valkey "github.com/valkey-io/valkey-go"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/door"
@@ -33,7 +36,7 @@ func TestNewNil(t *testing.T) {
 // is its own command's.
 func TestReplies(t *testing.T) {
 	ctx := testkit.CtxTimeout(t, 10*time.Second)
-	d := open(t, deployment{Addr: testkit.Standalone.Addr})
+	d := open(t, testkit.Deployment{Addr: testkit.Standalone.Addr})
 	eval := func(script string, args ...any) door.Cmd {
 		return door.Cmd{Args: append([]any{"eval", script, 0}, args...)}
 	}
@@ -81,7 +84,7 @@ func TestReplies(t *testing.T) {
 func TestClusterNodes(t *testing.T) {
 	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	c := testkit.Cluster
-	d := open(t, deployment{Addrs: c.Addrs()})
+	d := open(t, testkit.Deployment{Addrs: c.Addrs()})
 	if !d.Cluster() {
 		t.Fatal("a cluster client is not a cluster's")
 	}
@@ -124,7 +127,7 @@ func TestClusterNodes(t *testing.T) {
 func TestReplicaSyncCluster(t *testing.T) {
 	c := redistest.NewCluster(t, 3, 1)
 	ctx := testkit.CtxTimeout(t, 30*time.Second)
-	locks := newLocks(t, deployment{Addrs: c.Addrs()}, relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1}))
+	locks := newLocks(t, testkit.Deployment{Addrs: c.Addrs()}, relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1}))
 	name := testkit.LockName(t)
 	master, err := c.MasterForSlot(ctx, slots.Of(name))
 	if err != nil {
@@ -150,7 +153,7 @@ func TestDeploymentDialer(t *testing.T) {
 	ctx := testkit.CtxTimeout(t, 10*time.Second)
 	var dials atomic.Int64
 	var dialer net.Dialer
-	d := open(t, deployment{Addr: testkit.Standalone.Addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := open(t, testkit.Deployment{Addr: testkit.Standalone.Addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		dials.Add(1)
 		return dialer.DialContext(ctx, network, addr)
 	}})
@@ -191,7 +194,7 @@ func TestCutByContext(t *testing.T) {
 // pipeline, is sent again on a new connection instead of failing.
 func TestSentAgainAfterRestart(t *testing.T) {
 	s := redistest.Standalone(t)
-	d := open(t, deployment{Addr: s.Addr})
+	d := open(t, testkit.Deployment{Addr: s.Addr})
 	ctx := testkit.CtxTimeout(t, 20*time.Second)
 	ping := door.Cmd{Args: []any{"ping"}}
 	for _, call := range []func() error{
@@ -210,6 +213,134 @@ func TestSentAgainAfterRestart(t *testing.T) {
 		}
 		if err := call(); err != nil {
 			t.Fatalf("the first call after a restart: %v", err)
+		}
+	}
+}
+
+// TestReplyAwaitedAfterContextEnds: a command handed to valkey-go before
+// its call's context ended is waited for, and the call returns its reply
+// once the server answers, so that an undo sent after the call cannot
+// overtake the command on another connection. A server silent past the
+// driver's bound leaves the call with the context's error, a transport
+// error: the command may have run. A call whose context has ended sends
+// nothing.
+func TestReplyAwaitedAfterContextEnds(t *testing.T) {
+	s := redistest.Standalone(t)
+	key := testkit.LockName(t)
+	written := make(chan struct{}, 1)
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := new(net.Dialer).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &tapConn{Conn: c, marker: []byte(key), written: written}, nil
+	}
+	d := newDriver(client(t, testkit.Deployment{Addr: s.Addr, Dialer: dial}))
+	d.settle = time.Minute // bounded by the test's timeout instead
+	ctx := testkit.CtxTimeout(t, 30*time.Second)
+	// A command without a key goes on the connection PING made.
+	if err := d.Do(ctx, door.Cmd{Args: []any{"ping"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	incr := door.Cmd{Args: []any{"incr", key}}
+	// cancelled sends incr with a context cancelled once the command was
+	// written to the paused server, and returns the call's reply, the
+	// server resumed after it when resume is set, or before returning.
+	cancelled := func(resume bool) door.Reply {
+		t.Helper()
+		if err := s.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		// No deadline: valkey-go queues the command for its connection's
+		// writer, and then returns at once when the context ends.
+		cctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan door.Reply, 1)
+		go func() { done <- d.Do(cctx, incr) }()
+		<-written
+		cancel()
+		if resume {
+			if err := s.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := <-done
+		if !resume {
+			if err := s.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r
+	}
+	if n, err := cancelled(true).Int64(); err != nil || n != 1 {
+		t.Fatalf("a call cancelled after its command was written: %v, %v; want the command's reply, 1", n, err)
+	}
+	d.settle = 20 * time.Millisecond
+	r := cancelled(false)
+	if !errors.Is(r.Err(), context.Canceled) || door.ClassOf(r.Err()) != door.Transport {
+		t.Fatalf("a call whose server stayed silent past the bound: %v, want a transport error matching context.Canceled", r.Err())
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := d.Do(ended, incr).Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a call with an ended context: %v, want context.Canceled", err)
+	}
+	// The command of the silent server's call ran once it resumed; the
+	// ended context's did not (it would have gone before the GET).
+	if v, err := d.Do(ctx, door.Cmd{Args: []any{"get", key}}).Text(); err != nil || v != "2" {
+		t.Fatalf("counter %q, %v: want 2", v, err)
+	}
+}
+
+// tapConn signals written whenever a write carries marker.
+type tapConn struct {
+	net.Conn
+	marker  []byte
+	written chan struct{}
+}
+
+func (c *tapConn) Write(b []byte) (int, error) {
+	if bytes.Contains(b, c.marker) {
+		select {
+		case c.written <- struct{}{}:
+		default:
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+// TestRetried: a command that is not Once is sent again after a transport
+// error (such as a dial that another call's context cut short) while its
+// context lives, at most retries times more; a Once command and a call
+// whose context ended are not.
+func TestRetried(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name  string
+		ctx   context.Context
+		once  bool
+		fails int // transport errors before the reply
+		reply valkey.ValkeyResult
+		tries int
+		ok    bool
+	}{
+		{"sent again", context.Background(), false, 2, valkey.NewErrorResult(nil), 3, true},
+		{"at most retries times more", context.Background(), false, retries + 5, valkey.NewErrorResult(nil), retries + 1, false},
+		{"once", context.Background(), true, 1, valkey.NewErrorResult(nil), 1, false},
+		{"context ended", ended, false, 1, valkey.NewErrorResult(nil), 1, false},
+	} {
+		tries := 0
+		r := retried(tc.ctx, tc.once, func() valkey.ValkeyResult {
+			tries++
+			if tries <= tc.fails {
+				return valkey.NewErrorResult(dial)
+			}
+			return tc.reply
+		})
+		if tries != tc.tries || (r.NonValkeyError() == nil) != tc.ok {
+			t.Errorf("%s: %d tries, error %v; want %d tries, success %v", tc.name, tries, r.NonValkeyError(), tc.tries, tc.ok)
 		}
 	}
 }

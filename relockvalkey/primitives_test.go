@@ -60,9 +60,9 @@ func pending[T any](t *testing.T, ch <-chan outcome[T], what string) {
 // waits for: FairMutex, RWMutex (a writer after two readers), Semaphore,
 // PermitSemaphore, CountDownLatch and Election.
 func TestPrimitives(t *testing.T) {
-	deployments := map[string]func() deployment{
-		"standalone": func() deployment { return deployment{Addr: testkit.Standalone.Addr} },
-		"cluster":    func() deployment { return deployment{Addrs: testkit.Cluster.Addrs()} },
+	deployments := map[string]func() testkit.Deployment{
+		"standalone": func() testkit.Deployment { return testkit.Deployment{Addr: testkit.Standalone.Addr} },
+		"cluster":    func() testkit.Deployment { return testkit.Deployment{Addrs: testkit.Cluster.Addrs()} },
 	}
 	for top, d := range deployments {
 		t.Run(top, func(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 
 // newLocks returns a relock Client made by New on a valkey-go client of d,
 // closed when the test ends.
-func newLocks(t testing.TB, d deployment, opts ...relock.Option) *relock.Client {
+func newLocks(t testing.TB, d testkit.Deployment, opts ...relock.Option) *relock.Client {
 	t.Helper()
 	locks, err := New(client(t, d), opts...)
 	if err != nil {
@@ -106,8 +106,8 @@ func shardNumSub(t testing.TB, s *redistest.Server, channel string) int64 {
 // TestStandalone: on one server, a Mutex is held, refused to another,
 // handed over to a waiter woken by pub/sub, and released.
 func TestStandalone(t *testing.T) {
-	a := newLocks(t, deployment{Addr: testkit.Standalone.Addr})
-	b := newLocks(t, deployment{Addr: testkit.Standalone.Addr})
+	a := newLocks(t, testkit.Deployment{Addr: testkit.Standalone.Addr})
+	b := newLocks(t, testkit.Deployment{Addr: testkit.Standalone.Addr})
 	rdb := testkit.CloseLater(t, testkit.Standalone.Client())
 	handOver(t, a, b, rdb, false, func(ch string) int64 { return numSub(t, testkit.Standalone, ch) })
 }
@@ -115,8 +115,8 @@ func TestStandalone(t *testing.T) {
 // TestCluster: the same on a cluster, where the waiter listens on a
 // sharded channel on the master of the lock's slot.
 func TestCluster(t *testing.T) {
-	a := newLocks(t, deployment{Addrs: testkit.Cluster.Addrs()})
-	b := newLocks(t, deployment{Addrs: testkit.Cluster.Addrs()})
+	a := newLocks(t, testkit.Deployment{Addrs: testkit.Cluster.Addrs()})
+	b := newLocks(t, testkit.Deployment{Addrs: testkit.Cluster.Addrs()})
 	rdb := testkit.CloseLater(t, testkit.Cluster.Client())
 	handOver(t, a, b, rdb, true, func(ch string) int64 {
 		m, err := testkit.Cluster.MasterForSlot(context.Background(), slots.Of(ch))
@@ -132,8 +132,8 @@ func TestCluster(t *testing.T) {
 // old master, whose subscription the move ended, is woken on the new one.
 func TestClusterReshard(t *testing.T) {
 	c := redistest.NewCluster(t, 3, 0)
-	a := newLocks(t, deployment{Addrs: c.Addrs()})
-	b := newLocks(t, deployment{Addrs: c.Addrs()})
+	a := newLocks(t, testkit.Deployment{Addrs: c.Addrs()})
+	b := newLocks(t, testkit.Deployment{Addrs: c.Addrs()})
 	ctx := testkit.CtxTimeout(t, 60*time.Second)
 	name := testkit.LockName(t)
 	slot := slots.Of(name)
@@ -191,7 +191,7 @@ func TestReplicaSync(t *testing.T) {
 	r := redistest.NewReplicated(t, 1)
 	ctx := testkit.CtxTimeout(t, 30*time.Second)
 	waitAcking(t, r.Master, 1)
-	locks := newLocks(t, deployment{Addr: r.Master.Addr}, relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1}))
+	locks := newLocks(t, testkit.Deployment{Addr: r.Master.Addr}, relock.WithReplicaSync(relock.ReplicaSync{Replicas: 1}))
 	name := testkit.LockName(t)
 	lease, err := locks.Mutex(name).Lock(ctx)
 	if err != nil {
@@ -208,7 +208,7 @@ func TestReplicaSync(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	greedy := newLocks(t, deployment{Addr: r.Master.Addr}, relock.WithReplicaSync(relock.ReplicaSync{Replicas: 2, Timeout: 20 * time.Millisecond}))
+	greedy := newLocks(t, testkit.Deployment{Addr: r.Master.Addr}, relock.WithReplicaSync(relock.ReplicaSync{Replicas: 2, Timeout: 20 * time.Millisecond}))
 	if _, err := greedy.Mutex(testkit.LockName(t)).Lock(ctx); !errors.Is(err, relock.ErrReplicaSync) {
 		t.Fatalf("Lock with 2 replicas wanted and 1 there: %v, want ErrReplicaSync", err)
 	}
@@ -259,7 +259,7 @@ func waits(t testing.TB, s *redistest.Server) int64 {
 // over again.
 func TestSentinel(t *testing.T) {
 	s := redistest.NewSentinel(t)
-	d := deployment{MasterName: s.MasterName, Sentinels: s.SentinelAddrs()}
+	d := testkit.Deployment{MasterName: s.MasterName, Sentinels: s.SentinelAddrs()}
 	a := newLocks(t, d)
 	b := newLocks(t, d)
 	ctx := testkit.CtxTimeout(t, 90*time.Second)

@@ -52,7 +52,9 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 # The gocron adapters and the client adapters are modules of their own
-# (each with its go.mod), which the root's ./... does not reach.
+# (each with its go.mod), which the root's ./... does not reach. The client
+# adapters' tests run the library's shared contract and fault suite
+# (internal/conformance) on their client, about 30s each per server.
 modules=(gocronlock relockrueidis relockvalkey)
 go vet ./...
 for m in "${modules[@]}"; do (cd "$m" && go vet ./...); done
