@@ -39,10 +39,10 @@ func (l *Lease) Check(ctx context.Context) error {
 		return err
 	}
 	res := l.c.wd.Verify(ctx, l.entry)
-	if l.entry.Ended() {
+	if l.entry.Losing() {
 		// A round of the watchdog's own (such as the one a force unlock's
-		// message starts) may have found the hold gone first, and be
-		// ending the lease now.
+		// message starts) found the hold gone first and is ending the
+		// lease now.
 		select {
 		case <-l.Done():
 		case <-ctx.Done():

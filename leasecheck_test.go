@@ -87,3 +87,36 @@ func TestLeaseCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLeaseCheckAfterCompositeLoss: a MultiLock lease whose member was
+// force-unlocked is lost; a Check after that, with a ctx that never ends,
+// returns the loss at once, though the surviving member's hold is no
+// longer watched (it expires with its lease) and never ends on its own.
+func TestLeaseCheckAfterCompositeLoss(t *testing.T) {
+	ctx := testkit.CtxTimeout(t, 10*time.Second)
+	c := testkit.NewClient(t, testkit.CloseLater(t, testkit.Standalone.Client()))
+	base := testkit.LockName(t)
+	l, err := relock.Multi(c.Mutex(base+":a"), c.Mutex(base+":b")).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := c.Mutex(base + ":a").ForceUnlock(ctx); err != nil || !held {
+		t.Fatalf("ForceUnlock = %v, %v", held, err)
+	}
+	if err := l.Check(ctx); !errors.Is(err, relock.ErrLockLost) {
+		t.Fatalf("Check after a member's force unlock = %v, want ErrLockLost", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Check(context.Background()) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, relock.ErrLockLost) {
+			t.Fatalf("second Check = %v, want ErrLockLost", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Check with a ctx that never ends did not return after the loss")
+	}
+	if _, err := c.Mutex(base + ":b").ForceUnlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

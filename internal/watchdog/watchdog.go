@@ -52,7 +52,7 @@ type Entry struct {
 	Data  any           // the caller's, handed back to Config.Lost
 
 	deadline    atomic.Int64 // monotonic ns since the watchdog's base
-	state       atomic.Int32 // 0 new, 1 watched, 2 ended
+	state       atomic.Int32 // 0 new, 1 watched, 2 ended, 3 being lost (Config.Lost running)
 	unconfirmed atomic.Bool  // not yet in Redis: its deadline runs, nothing renews it
 	changing    atomic.Int32 // the holder's writes on their way (see Changing)
 	changed     atomic.Int64 // 1 + when the holder last changed the hold; 0 never
@@ -63,7 +63,11 @@ type Entry struct {
 func (e *Entry) Deadline() int64 { return e.deadline.Load() }
 
 // Ended reports whether the entry has ended: lost, or removed.
-func (e *Entry) Ended() bool { return e.state.Load() == 2 }
+func (e *Entry) Ended() bool { return e.state.Load() >= 2 }
+
+// Losing reports whether e is being declared lost this moment: Config.Lost
+// is running for it, and e ends once it returns.
+func (e *Entry) Losing() bool { return e.state.Load() == 3 }
 
 // Renewal returns what a renewal extends e's hold to: its Lease, or 0
 // (check only) once StopRenewal was called.
@@ -251,7 +255,7 @@ func (w *Watchdog) Remove(e *Entry) bool {
 // is lost. It lets a caller judge the deadline without waiting for the
 // watchdog's goroutine, which may not have run yet.
 func (w *Watchdog) Check(e *Entry) bool {
-	if e.state.Load() == 2 {
+	if e.Ended() {
 		return true
 	}
 	if e.Deadline() > w.Now() {
@@ -269,7 +273,7 @@ func (w *Watchdog) Len() int {
 }
 
 func (w *Watchdog) lose(e *Entry, err error) {
-	if !e.state.CompareAndSwap(1, 2) {
+	if !e.state.CompareAndSwap(1, 3) {
 		return
 	}
 	w.mu.Lock()
@@ -278,6 +282,7 @@ func (w *Watchdog) lose(e *Entry, err error) {
 	if w.cfg.Lost != nil {
 		w.cfg.Lost(e, err)
 	}
+	e.state.CompareAndSwap(3, 2)
 }
 
 // Close calls Config.Lost with err for every entry, at once, and stops the
